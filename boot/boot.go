@@ -1,0 +1,60 @@
+// Package boot holds the Python that travels to sessions, and nothing else.
+//
+// worker.py is the session loop the hub talks to (DESIGN.md, "Hub ↔ worker").
+// It must run on Python 3.6 through 3.13 with the standard library only.
+// Locally the hub writes it once into its runtime folder, under a name that
+// carries its hash, and starts `python worker.py --stdio`.
+package boot
+
+import (
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Worker is the source of worker.py.
+//
+//go:embed worker.py
+var Worker []byte
+
+// Hash is a short hex digest of the boot sources; it names installed copies
+// so that a rebuilt binary never runs a stale worker.
+var Hash = func() string {
+	sum := sha256.Sum256(Worker)
+	return hex.EncodeToString(sum[:6])
+}()
+
+// Install writes worker.py into dir/boot-HASH/ unless it is already there,
+// and returns its path. The folder is 0700 and the file 0600: the worker is
+// read by the user's own interpreter only.
+func Install(dir string) (string, error) {
+	d := filepath.Join(dir, "boot-"+Hash)
+	p := filepath.Join(d, "worker.py")
+	if b, err := os.ReadFile(p); err == nil && string(b) == string(Worker) {
+		return p, nil
+	}
+	if err := os.MkdirAll(d, 0o700); err != nil {
+		return "", fmt.Errorf("boot: %w", err)
+	}
+	tmp, err := os.CreateTemp(d, ".worker-*")
+	if err != nil {
+		return "", fmt.Errorf("boot: %w", err)
+	}
+	if _, err := tmp.Write(Worker); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("boot: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("boot: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), p); err != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("boot: %w", err)
+	}
+	return p, nil
+}

@@ -1,0 +1,318 @@
+"""replhub worker: one session's Python process.
+
+This file owns the session loop and the frame protocol with the hub, as
+DESIGN.md lays them out:
+
+* frames travel on private duplicates of the original fds 0 (hub -> worker)
+  and 1 (worker -> hub), made before any user code runs;
+* fds 1 and 2 then both point at the original stderr, which the hub reads as
+  the session's output, so print(), subprocesses and C code all land there in
+  the order they were written; fd 0 becomes /dev/null so input() sees EOF;
+* a frame is one line of UTF-8 JSON, followed by exactly "len" raw bytes when
+  the header has that key;
+* after each cell the worker flushes, writes the cell's fence token to fd 1
+  and sends "done": the hub needs both before it calls the cell finished.
+
+Standard library only; runs on Python 3.6 through 3.13.  Keep it small.
+"""
+
+import os
+import sys
+
+PROTO = 1
+_WORKER_FILE = __file__ if "__file__" in globals() else "<replhub-worker>"
+
+
+class Channel(object):
+    """Frames over two file descriptors; send() may be called from any thread."""
+
+    def __init__(self, rfd, wfd):
+        import threading
+        self._r = os.fdopen(rfd, "rb", 1 << 16)
+        self._w = wfd
+        self._lock = threading.Lock()
+
+    def send(self, header, data=None):
+        import json
+        if data is not None:
+            header["len"] = len(data)
+        line = json.dumps(header, separators=(",", ":")).encode("utf-8") + b"\n"
+        with self._lock:
+            self._write(line)
+            if data:
+                self._write(data)
+
+    def send_raw(self, line):
+        with self._lock:
+            self._write(line)
+
+    def _write(self, buf):
+        view = memoryview(buf)
+        while view:
+            n = os.write(self._w, view)
+            view = view[n:]
+
+    def recv(self):
+        """Return (header, data); None at EOF.  Raises ValueError on a bad frame."""
+        import json
+        line = self._r.readline()
+        if not line:
+            return None
+        try:
+            header = json.loads(line.decode("utf-8"))
+        except ValueError as e:
+            raise ValueError("malformed frame (%s): %r" % (e, line[:80]))
+        if not isinstance(header, dict) or not isinstance(header.get("op"), str):
+            raise ValueError("malformed frame (no op): %r" % (line[:80],))
+        data = None
+        n = header.get("len")
+        if n:
+            if not isinstance(n, int) or n < 0:
+                raise ValueError("malformed frame (bad len): %r" % (line[:80],))
+            data = self._r.read(n)
+            if len(data) != n:
+                return None
+        return header, data
+
+
+def _cap(text, limit):
+    """Keep head and tail of text within limit characters."""
+    if len(text) <= limit:
+        return text, 0
+    keep = limit // 2
+    dropped = len(text) - 2 * keep
+    return (text[:keep] + "\n[... %d characters left out ...]\n" % dropped + text[-keep:]), dropped
+
+
+def _exc_info_dict(etype, value, tb):
+    """Format an exception raised by a cell, without the worker's own frames."""
+    import traceback
+    while tb is not None and tb.tb_frame.f_code.co_filename == _WORKER_FILE:
+        tb = tb.tb_next
+    lines = traceback.format_exception(etype, value, tb)
+    try:
+        message = str(value)
+    except Exception:
+        message = "<unprintable %s>" % etype.__name__
+    return {"type": etype.__name__, "message": message, "traceback": "".join(lines)}
+
+
+def _rss():
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except Exception:
+        try:
+            import resource
+            r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            return r if sys.platform == "darwin" else r * 1024
+        except Exception:
+            return 0
+
+
+class Session(object):
+    """The cell loop: runs exec frames one at a time in a real __main__."""
+
+    RESULT_CAP = 10000
+
+    def __init__(self, chan):
+        import threading
+        import types
+        self.chan = chan
+        self.main_ident = threading.current_thread().ident
+        self.running = False
+        self.queue = []
+        self.cond = threading.Condition()
+        self.closed = False
+        main = types.ModuleType("__main__")
+        main.__dict__["__builtins__"] = __builtins__
+        sys.modules["__main__"] = main
+        self.ns = main.__dict__
+        self.base_names = set(self.ns)
+
+    # -- reader thread -------------------------------------------------
+    def read_loop(self):
+        import signal
+        while True:
+            try:
+                msg = self.chan.recv()
+            except ValueError as e:
+                self.chan.send({"op": "error", "error": str(e)})
+                continue
+            except Exception:
+                msg = None
+            if msg is None:
+                # The hub is gone (or the link is): nobody can see us now.
+                os._exit(0)
+            header, data = msg
+            op = header.get("op")
+            if op == "interrupt":
+                if self.running:
+                    signal.pthread_kill(self.main_ident, signal.SIGINT)
+                continue
+            if op == "ping":
+                self.chan.send({"op": "pong", "id": header.get("id")})
+                continue
+            with self.cond:
+                self.queue.append((header, data))
+                self.cond.notify()
+
+    # -- main thread ---------------------------------------------------
+    def serve(self):
+        while True:
+            try:
+                with self.cond:
+                    while not self.queue:
+                        self.cond.wait()
+                    header, data = self.queue.pop(0)
+                op = header.get("op")
+                if op == "exec":
+                    self.run_cell(header)
+                else:
+                    self.chan.send({"op": "error", "id": header.get("id"),
+                                    "error": "unknown op %r" % (op,)})
+            except KeyboardInterrupt:
+                # An interrupt that arrived just after a cell ended.
+                continue
+
+    def run_cell(self, header):
+        import ast
+        import linecache
+        import time
+        cell = header.get("cell", 0)
+        code = header.get("code", "")
+        fence = header.get("fence", "").encode("ascii")
+        fname = "<cell-%d>" % cell
+        linecache.cache[fname] = (len(code), None, code.splitlines(True), fname)
+        status, value, error = "ok", None, None
+        t0 = time.time()
+        try:
+            self.running = True
+            try:
+                tree = ast.parse(code, fname, "exec")
+                last = None
+                if tree.body and isinstance(tree.body[-1], ast.Expr):
+                    last = ast.Expression(tree.body.pop().value)
+                exec(compile(tree, fname, "exec"), self.ns)
+                if last is not None:
+                    v = eval(compile(last, fname, "eval"), self.ns)
+                    if v is not None:
+                        self.ns["_"] = v
+                        value = self.safe_repr(v)
+            finally:
+                self.running = False
+        except SystemExit as e:
+            status = "error"
+            error = {"type": "SystemExit", "message": "sys.exit(%r) was caught; the session goes on" % (e.code,),
+                     "traceback": ""}
+        except BaseException:
+            status = "error"
+            error = _exc_info_dict(*sys.exc_info())
+        done = {"op": "done", "cell": cell, "status": status, "value": value,
+                "error": error, "duration": time.time() - t0}
+        # A late interrupt must not lose the fence or the done frame.
+        pending = [fence]
+        for _ in range(3):
+            try:
+                self.finish(pending, done)
+                return
+            except KeyboardInterrupt:
+                continue
+
+    def finish(self, pending, done):
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        if pending:
+            try:
+                os.write(1, pending[0])
+            except OSError:
+                pass
+            del pending[:]
+        done["names"] = sorted(k for k in self.ns
+                               if not k.startswith("_") and k not in self.base_names)[:200]
+        done["rss"] = _rss()
+        self.chan.send(done)
+
+    def safe_repr(self, v):
+        try:
+            text = repr(v)
+        except BaseException as e:
+            return "<repr() failed: %s: %s>" % (type(e).__name__, e)
+        return _cap(text, self.RESULT_CAP)[0]
+
+
+def _setup_fds():
+    """Take fds 0 and 1 for frames; point 0 at /dev/null, 1 and 2 at output."""
+    import io
+    rfd = os.dup(0)
+    wfd = os.dup(1)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)
+    # Unbuffered text streams, so Python's writes and a child's writes to the
+    # same fd arrive in the order they were made.
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
+                                  errors="backslashreplace", write_through=True)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
+                                  errors="backslashreplace", write_through=True)
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+    sys.__stdout__, sys.__stderr__, sys.__stdin__ = sys.stdout, sys.stderr, sys.stdin
+    return rfd, wfd
+
+
+def _ready_frame(has_cloudpickle):
+    # Written by hand: importing json costs milliseconds that a session's start
+    # should not pay before "ready".  repr() of a str is not JSON, so escape.
+    def js(s):
+        out = ['"']
+        for ch in s:
+            o = ord(ch)
+            if ch in '"\\':
+                out.append("\\" + ch)
+            elif o < 0x20 or o > 0x7e:
+                if o > 0xffff:
+                    o -= 0x10000
+                    out.append("\\u%04x\\u%04x" % (0xd800 + (o >> 10), 0xdc00 + (o & 0x3ff)))
+                else:
+                    out.append("\\u%04x" % o)
+            else:
+                out.append(ch)
+        out.append('"')
+        return "".join(out)
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        cwd = ""
+    v = sys.version_info
+    return ('{"op":"ready","proto":%d,"python":"%d.%d.%d","pid":%d,"cwd":%s,"executable":%s,'
+            '"cloudpickle":%s}\n' % (PROTO, v[0], v[1], v[2], os.getpid(), js(cwd),
+                                     js(sys.executable or ""),
+                                     "true" if has_cloudpickle else "false")).encode("utf-8")
+
+
+def main(argv):
+    rfd, wfd = _setup_fds()
+    sys.argv = [""]
+    # A REPL's sys.path[0] is the current directory, not the worker's folder.
+    if sys.path and sys.path[0] == os.path.dirname(os.path.abspath(_WORKER_FILE)):
+        sys.path[0] = ""
+    chan = Channel(rfd, wfd)
+    chan.send_raw(_ready_frame(False))
+    # A crash in C code then leaves its Python traceback as the session's
+    # last words, which the hub keeps in the death note.
+    import faulthandler
+    faulthandler.enable()
+    import threading
+    session = Session(chan)
+    t = threading.Thread(target=session.read_loop, name="replhub-reader")
+    t.daemon = True
+    t.start()
+    session.serve()
+
+
+if __name__ == "__main__":
+    main(sys.argv)

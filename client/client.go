@@ -1,0 +1,267 @@
+// Package client talks to the hub: it dials its socket (starting the hub
+// when none answers), sends one request per call and reads the reply. The
+// CLI, the MCP server and Go programs use it; it holds no session state of
+// its own, so a client that restarts loses nothing.
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/safesock"
+	"github.com/replhub/replhub/wire"
+)
+
+// Client is safe for concurrent use: each call in flight has a connection
+// of its own, and idle connections are kept for the next call.
+type Client struct {
+	// Paths locate the hub; required.
+	Paths config.Paths
+	// AutoStart starts a hub when none answers. The zero value (false)
+	// makes calls fail with an error wrapping safesock.ErrNoHub instead.
+	AutoStart bool
+	// Exe is the replhub binary that a started hub runs; empty means this
+	// process's own executable.
+	Exe string
+	// Env is the environment a started hub gets; nil means os.Environ().
+	Env []string
+
+	mu   sync.Mutex
+	idle []*conn
+}
+
+type conn struct {
+	c    *net.UnixConn
+	r    *bufio.Reader
+	used bool // has carried a request before: the hub may have closed it since
+}
+
+// New returns a client for the hub at paths that starts it when needed.
+func New(paths config.Paths) *Client {
+	return &Client{Paths: paths, AutoStart: true}
+}
+
+// Close closes idle connections.
+func (c *Client) Close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, k := range c.idle {
+		k.c.Close()
+	}
+	c.idle = nil
+}
+
+func (c *Client) get(ctx context.Context) (*conn, error) {
+	c.mu.Lock()
+	if n := len(c.idle); n > 0 {
+		k := c.idle[n-1]
+		c.idle = c.idle[:n-1]
+		c.mu.Unlock()
+		return k, nil
+	}
+	c.mu.Unlock()
+	uc, err := c.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &conn{c: uc, r: bufio.NewReaderSize(uc, 1<<16)}, nil
+}
+
+func (c *Client) put(k *conn) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.idle) < 4 {
+		c.idle = append(c.idle, k)
+		return
+	}
+	k.c.Close()
+}
+
+func (c *Client) dial(ctx context.Context) (*net.UnixConn, error) {
+	if err := safesock.CheckDir(c.Paths.Runtime); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	uc, err := safesock.Dial(ctx, c.Paths.Socket())
+	if err == nil || !errors.Is(err, safesock.ErrNoHub) || !c.AutoStart {
+		return uc, err
+	}
+	if err := c.startHub(ctx); err != nil {
+		return nil, err
+	}
+	return safesock.Dial(ctx, c.Paths.Socket())
+}
+
+// ErrHubGone means the hub closed the connection before it replied.
+var ErrHubGone = errors.New("client: the hub closed the connection before replying (did it stop or crash? see its log)")
+
+// Do sends req and returns the final reply; progress replies before it go
+// to onProgress when that is non-nil. A reply that carries an error is
+// returned as a *wire.Error.
+func (c *Client) Do(ctx context.Context, req wire.Request, onProgress func(*wire.Progress)) (*wire.Reply, error) {
+	req.V = wire.Version
+	req.Progress = onProgress != nil
+	for attempt := 0; ; attempt++ {
+		k, err := c.get(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rep, reused, err := c.roundTrip(ctx, k, req, onProgress)
+		if err == nil {
+			c.put(k)
+			if rep.Err != nil {
+				return nil, rep.Err
+			}
+			return rep, nil
+		}
+		k.c.Close()
+		// An idle connection the hub closed (it restarted) is retried once
+		// on a fresh one, but only when nothing of the request was answered.
+		if reused && errors.Is(err, ErrHubGone) && attempt == 0 && req.Op != wire.OpExec {
+			continue
+		}
+		return nil, err
+	}
+}
+
+func (c *Client) roundTrip(ctx context.Context, k *conn, req wire.Request, onProgress func(*wire.Progress)) (*wire.Reply, bool, error) {
+	reused := k.used
+	k.used = true
+	stop := context.AfterFunc(ctx, func() { k.c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if err := wire.Write(k.c, req); err != nil {
+		if ctx.Err() != nil {
+			return nil, reused, ctx.Err()
+		}
+		return nil, reused, ErrHubGone
+	}
+	for {
+		line, err := wire.ReadLine(k.r, wire.MaxLine)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, reused, ctx.Err()
+			}
+			return nil, reused, ErrHubGone
+		}
+		var rep wire.Reply
+		if err := json.Unmarshal(line, &rep); err != nil {
+			return nil, false, fmt.Errorf("client: malformed reply from hub: %v", err)
+		}
+		if rep.Progress != nil {
+			if onProgress != nil {
+				onProgress(rep.Progress)
+			}
+			continue
+		}
+		if rep.V != wire.Version && rep.Err == nil {
+			return nil, false, &wire.Error{Code: wire.CodeVersion, Message: fmt.Sprintf("the hub speaks protocol %d, this client %d: run `replhub stop` and try again (sessions end)", rep.V, wire.Version)}
+		}
+		return &rep, false, nil
+	}
+}
+
+// ExecOptions are exec's optional parts.
+type ExecOptions struct {
+	// Timeout for the call; zero means the hub's default (30 s).
+	Timeout time.Duration
+	// Python for a new session; empty means $REPLHUB_PYTHON, else python3.
+	Python string
+	// Cwd and Env for a new session; empty means this process's own.
+	Cwd string
+	Env []string
+	// OnProgress, when non-nil, is called about once a second while the
+	// cell runs.
+	OnProgress func(*wire.Progress)
+}
+
+// Exec runs code in session name, creating it on first use.
+func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*wire.Result, error) {
+	if o.Cwd == "" {
+		o.Cwd, _ = os.Getwd()
+	}
+	if o.Env == nil {
+		o.Env = os.Environ()
+	}
+	rep, err := c.Do(ctx, wire.Request{Op: wire.OpExec, Name: name, Code: code, Timeout: o.Timeout.Seconds(),
+		Python: o.Python, Cwd: o.Cwd, Env: o.Env}, o.OnProgress)
+	if err != nil {
+		return nil, err
+	}
+	return rep.Result, nil
+}
+
+// Wait collects the running or unread cell of session name.
+func (c *Client) Wait(ctx context.Context, name string, timeout time.Duration, onProgress func(*wire.Progress)) (*wire.Result, error) {
+	rep, err := c.Do(ctx, wire.Request{Op: wire.OpWait, Name: name, Timeout: timeout.Seconds()}, onProgress)
+	if err != nil {
+		return nil, err
+	}
+	return rep.Result, nil
+}
+
+// Interrupt raises KeyboardInterrupt in session name's running cell.
+func (c *Client) Interrupt(ctx context.Context, name string) (string, error) {
+	return c.message(ctx, wire.Request{Op: wire.OpInterrupt, Name: name})
+}
+
+// Kill ends session name and frees its name.
+func (c *Client) Kill(ctx context.Context, name string) (string, error) {
+	return c.message(ctx, wire.Request{Op: wire.OpKill, Name: name})
+}
+
+// Sessions lists the sessions and describes the hub.
+func (c *Client) Sessions(ctx context.Context) (*wire.SessionList, error) {
+	rep, err := c.Do(ctx, wire.Request{Op: wire.OpSessions}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return rep.Sessions, nil
+}
+
+// Ping checks that a hub answers (starting one when AutoStart is set).
+func (c *Client) Ping(ctx context.Context) error {
+	_, err := c.Do(ctx, wire.Request{Op: wire.OpPing}, nil)
+	return err
+}
+
+// Stop asks the hub to end its sessions and exit, and waits until its
+// socket is gone. It returns nil when no hub was running.
+func (c *Client) Stop(ctx context.Context) (string, error) {
+	saved := c.AutoStart
+	c.AutoStart = false
+	defer func() { c.AutoStart = saved }()
+	msg, err := c.message(ctx, wire.Request{Op: wire.OpStop})
+	if errors.Is(err, safesock.ErrNoHub) {
+		return "no hub was running", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	c.Close()
+	for i := 0; i < 500; i++ {
+		if _, err := os.Stat(c.Paths.Socket()); errors.Is(err, os.ErrNotExist) {
+			return msg, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return "", errors.New("client: the hub did not stop within 5s; see its log")
+}
+
+func (c *Client) message(ctx context.Context, req wire.Request) (string, error) {
+	rep, err := c.Do(ctx, req, nil)
+	if err != nil {
+		return "", err
+	}
+	return rep.Message, nil
+}

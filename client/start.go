@@ -1,0 +1,168 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/replhub/replhub/safesock"
+)
+
+// hubStartWait bounds how long a client waits for a hub it started.
+const hubStartWait = 10 * time.Second
+
+// startHub starts a hub and waits for its socket. Concurrent clients
+// serialise on a lock file, so only one of them starts it.
+//
+// Where a systemd user manager runs, the hub is a transient
+// `systemd-run --user` unit with MemoryHigh=2G and MemoryMax=3G over the
+// hub and all its sessions; otherwise it is a detached process (setsid)
+// with no limit. REPLHUB_SUPERVISOR=detached forces the latter.
+func (c *Client) startHub(ctx context.Context) error {
+	if err := safesock.PrepareDir(c.Paths.Runtime); err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	lock, err := os.OpenFile(filepath.Join(c.Paths.Runtime, "start.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("client: lock: %w", err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+	// Somebody else may have started it while we waited for the lock.
+	if uc, err := safesock.Dial(ctx, c.Paths.Socket()); err == nil {
+		uc.Close()
+		return nil
+	}
+	exe := c.Exe
+	if exe == "" {
+		if exe, err = os.Executable(); err != nil {
+			return fmt.Errorf("client: cannot find the replhub binary: %w", err)
+		}
+	}
+	env := c.Env
+	if env == nil {
+		env = os.Environ()
+	}
+	exited := make(chan error, 1)
+	if !c.startSystemd(exe, env) {
+		if err := c.startDetached(exe, env, exited); err != nil {
+			return err
+		}
+	}
+	deadline := time.Now().Add(hubStartWait)
+	for time.Now().Before(deadline) {
+		if uc, err := safesock.Dial(ctx, c.Paths.Socket()); err == nil {
+			uc.Close()
+			return nil
+		}
+		select {
+		case err := <-exited:
+			return fmt.Errorf("client: the hub exited at start (%v): %s", err, c.logTail())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("client: the hub did not answer within %s: %s", hubStartWait, c.logTail())
+}
+
+// startSystemd tries a transient user unit; false means use a detached process.
+func (c *Client) startSystemd(exe string, env []string) bool {
+	if lookEnv(env, "REPLHUB_SUPERVISOR") == "detached" {
+		return false
+	}
+	rt := lookEnv(env, "XDG_RUNTIME_DIR")
+	if rt == "" {
+		return false
+	}
+	if _, err := os.Stat(filepath.Join(rt, "systemd", "private")); err != nil {
+		return false
+	}
+	sr, err := exec.LookPath("systemd-run")
+	if err != nil {
+		return false
+	}
+	args := []string{"--user", "--quiet", "--collect",
+		fmt.Sprintf("--unit=replhub-hub-%d-%d", os.Getuid(), time.Now().UnixNano()%1e6),
+		"-p", "MemoryHigh=2G", "-p", "MemoryMax=3G"}
+	for _, k := range []string{"HOME", "PATH", "XDG_RUNTIME_DIR", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "LANG", "SSH_AUTH_SOCK", "SUDO_ASKPASS"} {
+		if v := lookEnv(env, k); v != "" {
+			args = append(args, "--setenv="+k+"="+v)
+		}
+	}
+	args = append(args, exe, "hub", "--supervisor", "systemd")
+	cmd := exec.Command(sr, args...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		appendLog(c.Paths.Log(), fmt.Sprintf("systemd-run failed (%v): %s; starting a detached hub with no memory limit\n", err, strings.TrimSpace(string(out))))
+		return false
+	}
+	return true
+}
+
+func (c *Client) startDetached(exe string, env []string, exited chan<- error) error {
+	logf, err := os.OpenFile(c.Paths.Log(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("client: hub log: %w", err)
+	}
+	defer logf.Close()
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	defer null.Close()
+	cmd := exec.Command(exe, "hub", "--supervisor", "detached")
+	cmd.Env = env
+	cmd.Dir = "/"
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("client: cannot start the hub: %w", err)
+	}
+	// Reap it if it exits while this process lives (a long-lived MCP server).
+	go func() { exited <- cmd.Wait() }()
+	return nil
+}
+
+func (c *Client) logTail() string {
+	b, err := os.ReadFile(c.Paths.Log())
+	if err != nil {
+		return "no hub log at " + c.Paths.Log()
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return "the end of " + c.Paths.Log() + ":\n" + strings.Join(lines, "\n")
+}
+
+func appendLog(path, line string) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	f.WriteString(time.Now().Format(time.RFC3339) + " " + line)
+}
+
+func lookEnv(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// IsNoHub reports whether err means that no hub is running.
+func IsNoHub(err error) bool { return errors.Is(err, safesock.ErrNoHub) }

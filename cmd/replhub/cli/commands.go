@@ -1,0 +1,294 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/hub"
+)
+
+type execOptions struct {
+	name    string
+	code    string
+	timeout float64
+	python  string
+	json    bool
+}
+
+func newExecCmd(e *env) *cobra.Command {
+	o := &execOptions{}
+	cmd := &cobra.Command{
+		Use:   "exec NAME CODE|-",
+		Short: "Run code in a session, creating it on first use",
+		Long: `Run CODE in session NAME (with -, read the code from standard input). The
+first exec under a new name creates the session in your cwd and environment.
+The last expression's value is printed as Out[n]. Past the timeout the call
+returns and the cell keeps running: replhub wait collects it.
+
+Exit status: 0 ok, 1 the cell raised, 2 replhub failed, 3 still running,
+4 the session died.`,
+		Example: `  replhub exec chirp 'import json; cfg = {"port": 8080}'
+  replhub exec chirp 'cfg["port"] + 1'
+  replhub exec chirp - < script.py`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.name, o.code = args[0], args[1]
+			if o.code == "-" {
+				b, err := io.ReadAll(e.io.In)
+				if err != nil {
+					return fmt.Errorf("reading code from stdin: %w", err)
+				}
+				o.code = string(b)
+			}
+			return runExec(cmd.Context(), e, o)
+		},
+	}
+	cmd.Flags().Float64VarP(&o.timeout, "timeout", "t", 30, "seconds to wait before returning (at most 600); the cell keeps running")
+	cmd.Flags().StringVar(&o.python, "python", "", "interpreter for a new session (default $REPLHUB_PYTHON, else python3 on PATH)")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
+	return cmd
+}
+
+func checkTimeout(t float64) error {
+	if t <= 0 || t > hub.MaxTimeout.Seconds() {
+		return fmt.Errorf("-t must be more than 0 and at most %d seconds", int(hub.MaxTimeout.Seconds()))
+	}
+	return nil
+}
+
+func runExec(ctx context.Context, e *env, o *execOptions) error {
+	if err := checkTimeout(o.timeout); err != nil {
+		return err
+	}
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	ctx, stop := interruptOnSignal(ctx, c, o.name, e.io.Err)
+	defer stop()
+	res, err := c.Exec(ctx, o.name, o.code, client.ExecOptions{
+		Timeout: time.Duration(o.timeout * float64(time.Second)),
+		Python:  o.python,
+	})
+	if err != nil {
+		return err
+	}
+	return e.printResult(res, o.json)
+}
+
+// interruptOnSignal makes a first Ctrl-C interrupt the session's running
+// cell (the reply then shows the KeyboardInterrupt), and a second one stop
+// waiting.
+func interruptOnSignal(ctx context.Context, c *client.Client, name string, errw io.Writer) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt)
+	done := make(chan struct{})
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-sig:
+				n++
+				if n > 1 {
+					cancel()
+					return
+				}
+				fmt.Fprintf(errw, "[interrupting session '%s'; Ctrl-C again stops waiting]\n", name)
+				go c.Interrupt(context.Background(), name)
+			case <-done:
+				return
+			}
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sig)
+		close(done)
+		cancel()
+	}
+}
+
+type waitOptions struct {
+	name    string
+	timeout float64
+	json    bool
+}
+
+func newWaitCmd(e *env) *cobra.Command {
+	o := &waitOptions{}
+	cmd := &cobra.Command{
+		Use:   "wait NAME",
+		Short: "Collect the output and result of a session's running or unread cell",
+		Example: `  replhub exec build 'run_long_job()' -t 5    # returns after 5 s
+  replhub wait build -t 120`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.name = args[0]
+			return runWait(cmd.Context(), e, o)
+		},
+	}
+	cmd.Flags().Float64VarP(&o.timeout, "timeout", "t", 30, "seconds to wait (at most 600)")
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
+	return cmd
+}
+
+func runWait(ctx context.Context, e *env, o *waitOptions) error {
+	if err := checkTimeout(o.timeout); err != nil {
+		return err
+	}
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	ctx, stop := interruptOnSignal(ctx, c, o.name, e.io.Err)
+	defer stop()
+	res, err := c.Wait(ctx, o.name, time.Duration(o.timeout*float64(time.Second)), nil)
+	if err != nil {
+		return err
+	}
+	return e.printResult(res, o.json)
+}
+
+func newInterruptCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:     "interrupt NAME",
+		Short:   "Raise KeyboardInterrupt in a session's running cell",
+		Example: `  replhub interrupt build`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.message(cmd.Context(), func(c *client.Client) (string, error) {
+				return c.Interrupt(cmd.Context(), args[0])
+			})
+		},
+	}
+}
+
+func newKillCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:     "kill NAME",
+		Short:   "End a session and free its name",
+		Example: `  replhub kill build`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.message(cmd.Context(), func(c *client.Client) (string, error) {
+				return c.Kill(cmd.Context(), args[0])
+			})
+		},
+	}
+}
+
+func (e *env) message(ctx context.Context, f func(*client.Client) (string, error)) error {
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	msg, err := f(c)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(e.io.Out, msg)
+	return nil
+}
+
+type sessionsOptions struct {
+	name string
+	json bool
+}
+
+func newSessionsCmd(e *env) *cobra.Command {
+	o := &sessionsOptions{}
+	cmd := &cobra.Command{
+		Use:   "sessions [NAME]",
+		Short: "List sessions (or show one in detail)",
+		Example: `  replhub sessions
+  replhub sessions chirp
+  replhub sessions --json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				o.name = args[0]
+			}
+			return runSessions(cmd.Context(), e, o)
+		},
+	}
+	cmd.Flags().BoolVar(&o.json, "json", false, "print the list (and the hub's facts) as JSON")
+	return cmd
+}
+
+func runSessions(ctx context.Context, e *env, o *sessionsOptions) error {
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	l, err := c.Sessions(ctx)
+	if err != nil {
+		return err
+	}
+	if o.name != "" {
+		keep := l.Sessions[:0]
+		for _, s := range l.Sessions {
+			if s.Name == o.name {
+				keep = append(keep, s)
+			}
+		}
+		l.Sessions = keep
+		dead := l.Dead[:0]
+		for _, d := range l.Dead {
+			if d.Name == o.name {
+				dead = append(dead, d)
+			}
+		}
+		l.Dead = dead
+		if len(l.Sessions) == 0 && len(l.Dead) == 0 {
+			return fmt.Errorf("no session '%s'", o.name)
+		}
+	}
+	if o.json {
+		return writeJSON(e.io.Out, l)
+	}
+	_, err = io.WriteString(e.io.Out, l.Text(o.name != ""))
+	return err
+}
+
+func newStartCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "start",
+		Short: "Start the hub now (any command starts it on first use)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := e.client()
+			if err != nil {
+				return err
+			}
+			if err := c.Ping(cmd.Context()); err != nil {
+				return err
+			}
+			l, err := c.Sessions(cmd.Context())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(e.io.Out, "hub running: pid %d, %s, socket %s, log %s\n", l.Hub.Pid, l.Hub.Supervisor, l.Hub.Socket, l.Hub.Log)
+			return nil
+		},
+	}
+}
+
+func newStopCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "stop",
+		Short: "Stop the hub and end all its sessions",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.message(cmd.Context(), func(c *client.Client) (string, error) {
+				return c.Stop(cmd.Context())
+			})
+		},
+	}
+}

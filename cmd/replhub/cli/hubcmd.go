@@ -1,0 +1,65 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/hub"
+	"github.com/replhub/replhub/safesock"
+)
+
+func newHubCmd(e *env) *cobra.Command {
+	var supervisor string
+	cmd := &cobra.Command{
+		Use:    "hub",
+		Short:  "Run the hub daemon in the foreground (clients start it for you)",
+		Args:   cobra.NoArgs,
+		Hidden: false,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runHub(cmd.Context(), e, supervisor)
+		},
+	}
+	cmd.Flags().StringVar(&supervisor, "supervisor", "detached", "how the hub was started: systemd or detached")
+	return cmd
+}
+
+// runHub serves until SIGTERM, SIGINT or a client's stop.
+func runHub(ctx context.Context, e *env, supervisor string) error {
+	paths, err := config.FromEnv(e.getenv)
+	if err != nil {
+		return err
+	}
+	if err := safesock.PrepareDir(paths.Runtime); err != nil {
+		return err
+	}
+	logf, err := os.OpenFile(paths.Log(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("hub log: %w", err)
+	}
+	defer logf.Close()
+	log := slog.New(slog.NewTextHandler(logf, nil))
+	ln, err := safesock.Listen(paths.Socket())
+	if err != nil {
+		log.Error("cannot listen", "err", err)
+		return err
+	}
+	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	h, err := hub.New(hub.Options{Paths: paths, Version: Version, Supervisor: supervisor, Log: log})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	os.WriteFile(paths.PidFile(), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600)
+	defer os.Remove(paths.PidFile())
+	return h.Run(ctx, ln)
+}

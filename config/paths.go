@@ -1,0 +1,88 @@
+// Package config owns where replhub keeps things (the XDG folders of
+// DESIGN.md, "Files on disk") and the user's config.json.
+//
+// It does not create folders with security meaning (the socket folder is
+// checked and made by safesock) nor read ssh configuration.
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+)
+
+// Paths are the folders replhub uses. A zero Paths is not usable; call
+// FromEnv.
+type Paths struct {
+	// Runtime holds the hub's socket, its log and pid file, and the
+	// installed boot files: $XDG_RUNTIME_DIR/replhub, or /tmp/replhub-UID.
+	Runtime string
+	// State holds transcripts, death notes and swap, per host name:
+	// $XDG_STATE_HOME/replhub/HOST (default ~/.local/state).
+	State string
+	// Config holds config.json and user modules: $XDG_CONFIG_HOME/replhub
+	// (default ~/.config).
+	Config string
+	// RuntimeFromXDG reports whether Runtime came from $XDG_RUNTIME_DIR;
+	// the /tmp fallback must already be ours to be used.
+	RuntimeFromXDG bool
+}
+
+// FromEnv computes Paths from an environment lookup (os.Getenv in the CLI,
+// the caller's environment in tests).
+func FromEnv(getenv func(string) string) (Paths, error) {
+	var p Paths
+	home := getenv("HOME")
+	if home == "" {
+		h, err := os.UserHomeDir()
+		if err != nil {
+			return p, fmt.Errorf("config: no home folder: %w", err)
+		}
+		home = h
+	}
+	if rt := getenv("XDG_RUNTIME_DIR"); rt != "" {
+		p.Runtime = filepath.Join(rt, "replhub")
+		p.RuntimeFromXDG = true
+	} else {
+		p.Runtime = filepath.Join(os.TempDir(), fmt.Sprintf("replhub-%d", os.Getuid()))
+	}
+	state := getenv("XDG_STATE_HOME")
+	if state == "" {
+		state = filepath.Join(home, ".local", "state")
+	}
+	p.State = filepath.Join(state, "replhub", Hostname())
+	cfg := getenv("XDG_CONFIG_HOME")
+	if cfg == "" {
+		cfg = filepath.Join(home, ".config")
+	}
+	p.Config = filepath.Join(cfg, "replhub")
+	return p, nil
+}
+
+// Socket is the hub's socket path.
+func (p Paths) Socket() string { return filepath.Join(p.Runtime, "hub.sock") }
+
+// Log is the hub's log file.
+func (p Paths) Log() string { return filepath.Join(p.Runtime, "hub.log") }
+
+// PidFile holds the hub's pid while it runs.
+func (p Paths) PidFile() string { return filepath.Join(p.Runtime, "hub.pid") }
+
+// Transcript is the file every cell of session name is appended to.
+func (p Paths) Transcript(name string) string { return filepath.Join(p.State, name+".py") }
+
+// DeadDir holds death notes.
+func (p Paths) DeadDir() string { return filepath.Join(p.State, "dead") }
+
+// Hostname is this machine's host name, made safe for a path component, so
+// that a shared home keeps each machine's state apart.
+func Hostname() string {
+	h, err := os.Hostname()
+	if err != nil || h == "" {
+		return "localhost"
+	}
+	return unsafePath.ReplaceAllString(h, "_")
+}
+
+var unsafePath = regexp.MustCompile(`[^A-Za-z0-9._-]`)

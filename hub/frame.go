@@ -1,0 +1,127 @@
+package hub
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/replhub/replhub/wire"
+)
+
+// ProtoVersion is the hub ↔ worker protocol version; the worker's ready
+// frame must carry the same.
+const ProtoVersion = 1
+
+// maxFrameHeader bounds a frame's JSON line; a worker that sends more
+// without a newline has a broken stream.
+const maxFrameHeader = 16 << 20
+
+// frame is a decoded worker frame header, with the raw bytes that followed
+// it when the header had "len".
+type frame struct {
+	Op string `json:"op"`
+	ID int64  `json:"id,omitempty"`
+	// ready
+	Proto       int    `json:"proto,omitempty"`
+	Python      string `json:"python,omitempty"`
+	Pid         int    `json:"pid,omitempty"`
+	Cwd         string `json:"cwd,omitempty"`
+	Executable  string `json:"executable,omitempty"`
+	Cloudpickle bool   `json:"cloudpickle,omitempty"`
+	// done
+	Cell     int             `json:"cell,omitempty"`
+	Status   string          `json:"status,omitempty"`
+	Value    *string         `json:"value,omitempty"`
+	Error    json.RawMessage `json:"error,omitempty"`
+	Duration float64         `json:"duration,omitempty"`
+	Names    []string        `json:"names,omitempty"`
+	RSS      int64           `json:"rss,omitempty"`
+	Len      int             `json:"len,omitempty"`
+
+	data []byte
+}
+
+// cellError decodes a done frame's error, which a worker sends as an
+// object, or as a plain string for errors of its own.
+func (f *frame) cellError() *wire.CellError {
+	if len(f.Error) == 0 || string(f.Error) == "null" {
+		return nil
+	}
+	var ce wire.CellError
+	if json.Unmarshal(f.Error, &ce) == nil {
+		return &ce
+	}
+	var s string
+	json.Unmarshal(f.Error, &s)
+	return &wire.CellError{Type: "Error", Message: s, Traceback: s}
+}
+
+// errBrokenStream means the worker's frame stream cannot be resynchronised.
+var errBrokenStream = errors.New("worker frame stream broken")
+
+// malformedError is a single bad frame; the stream goes on after it.
+type malformedError struct {
+	line []byte
+	err  error
+}
+
+func (e *malformedError) Error() string {
+	l := e.line
+	if len(l) > 120 {
+		l = l[:120]
+	}
+	return fmt.Sprintf("malformed frame from worker (%v): %q", e.err, l)
+}
+
+// readFrame reads one frame. It returns *malformedError for a line that is
+// not a frame (the caller reports it and reads on), errBrokenStream for a
+// stream that cannot go on, io.EOF at the end.
+func readFrame(r *bufio.Reader) (*frame, error) {
+	line, err := wire.ReadLine(r, maxFrameHeader)
+	if err != nil {
+		if errors.Is(err, wire.ErrLineTooLong) {
+			return nil, fmt.Errorf("%w: a frame header over %d bytes", errBrokenStream, maxFrameHeader)
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, io.EOF
+		}
+		return nil, err
+	}
+	var f frame
+	if err := json.Unmarshal(line, &f); err != nil {
+		return nil, &malformedError{append([]byte(nil), line...), err}
+	}
+	if f.Op == "" {
+		return nil, &malformedError{append([]byte(nil), line...), errors.New("no op")}
+	}
+	if f.Len < 0 {
+		return nil, &malformedError{append([]byte(nil), line...), errors.New("negative len")}
+	}
+	if f.Len > 0 {
+		f.data = make([]byte, f.Len)
+		if _, err := io.ReadFull(r, f.data); err != nil {
+			return nil, io.EOF
+		}
+	}
+	return &f, nil
+}
+
+// frameWriter writes frames to a worker; callers hold the session's write
+// lock (Session.wmu).
+func writeFrame(w io.Writer, header map[string]any, data []byte) error {
+	if data != nil {
+		header["len"] = len(data)
+	}
+	b, err := json.Marshal(header)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if data != nil {
+		b = append(b, data...)
+	}
+	_, err = w.Write(b)
+	return err
+}

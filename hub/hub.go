@@ -1,0 +1,633 @@
+// Package hub is the daemon that owns the sessions: the socket server with
+// its peer check, the session table and each session's state machine,
+// output buffers and caps, transcripts and death notes.
+//
+// It does not dial the hub (package client), speak MCP (package mcp) or hold
+// the Python that travels (package boot). Its lifetime is a context: Run
+// returns when the context ends or a client asks it to stop, after every
+// session it owns has ended.
+package hub
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/replhub/replhub/boot"
+	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/safesock"
+	"github.com/replhub/replhub/wire"
+)
+
+// Timeouts for exec and wait (issue: "Runs are synchronous up to a timeout").
+const (
+	DefaultTimeout = 30 * time.Second
+	MaxTimeout     = 600 * time.Second
+)
+
+// Options configure a Hub. The zero value of each field is documented.
+type Options struct {
+	// Paths are the folders the hub uses; required.
+	Paths config.Paths
+	// Version is the binary's version, reported by sessions.
+	Version string
+	// Supervisor says how the hub was started: "systemd" (a transient user
+	// unit with a memory ceiling) or "detached"; empty means "detached".
+	Supervisor string
+	// Log receives the hub's log; nil discards it.
+	Log *slog.Logger
+	// StartTimeout bounds a worker's start; zero means 30 s.
+	StartTimeout time.Duration
+}
+
+// Hub is the daemon. Create it with New and serve with Run.
+type Hub struct {
+	paths        config.Paths
+	version      string
+	supervisor   string
+	log          *slog.Logger
+	startTimeout time.Duration
+	workerPath   string
+
+	stop chan struct{} // closed by a client's stop request
+	once sync.Once
+
+	mu       sync.Mutex
+	sessions map[string]*Session
+	closing  bool
+	conns    sync.WaitGroup
+}
+
+// New makes a Hub and installs the worker it starts sessions with.
+func New(o Options) (*Hub, error) {
+	if o.Log == nil {
+		o.Log = slog.New(slog.NewTextHandler(discard{}, nil))
+	}
+	if o.Supervisor == "" {
+		o.Supervisor = "detached"
+	}
+	if o.StartTimeout == 0 {
+		o.StartTimeout = 30 * time.Second
+	}
+	wp, err := boot.Install(o.Paths.Runtime)
+	if err != nil {
+		return nil, fmt.Errorf("hub: %w", err)
+	}
+	for _, d := range []string{o.Paths.State, o.Paths.DeadDir()} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("hub: %w", err)
+		}
+	}
+	return &Hub{
+		paths: o.Paths, version: o.Version, supervisor: o.Supervisor, log: o.Log,
+		startTimeout: o.StartTimeout, workerPath: wp,
+		stop: make(chan struct{}), sessions: map[string]*Session{},
+	}, nil
+}
+
+type discard struct{}
+
+func (discard) Write(p []byte) (int, error) { return len(p), nil }
+
+// Run serves ln until ctx ends or a client sends stop, then ends every
+// session (recording a death note for each: the hub stopped under it),
+// waits a bounded time for open requests, and returns nil.
+func (h *Hub) Run(ctx context.Context, ln *net.UnixListener) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-h.stop:
+		}
+		cancel()
+		ln.Close()
+	}()
+	h.log.Info("hub serving", "socket", h.paths.Socket(), "pid", os.Getpid(), "supervisor", h.supervisor, "version", h.version)
+	var err error
+	for {
+		c, aerr := ln.AcceptUnix()
+		if aerr != nil {
+			if ctx.Err() == nil {
+				err = fmt.Errorf("hub: accept: %w", aerr)
+			}
+			break
+		}
+		h.conns.Add(1)
+		go func() {
+			defer h.conns.Done()
+			h.serveConn(ctx, c)
+		}()
+	}
+	h.shutdown()
+	done := make(chan struct{})
+	go func() { h.conns.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(3 * time.Second):
+		h.log.Warn("requests still open at shutdown")
+	}
+	h.log.Info("hub stopped")
+	return err
+}
+
+// shutdown ends every session; each gets a death note saying the hub stopped.
+func (h *Hub) shutdown() {
+	h.mu.Lock()
+	h.closing = true
+	var all []*Session
+	for _, s := range h.sessions {
+		all = append(all, s)
+	}
+	h.mu.Unlock()
+	for _, s := range all {
+		<-s.ready
+		s.mu.Lock()
+		if s.death == "" {
+			s.death = "the hub stopped"
+		}
+		s.mu.Unlock()
+		if s.proc != nil {
+			s.proc.Kill()
+		}
+	}
+	for _, s := range all {
+		select {
+		case <-s.exited:
+		case <-time.After(3 * time.Second):
+		}
+	}
+}
+
+// serveConn checks the peer and then answers its requests in order. A
+// stranger gets one refusal line and nothing of it is read.
+func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
+	defer c.Close()
+	if err := safesock.CheckPeer(c); err != nil {
+		h.log.Warn("refused a connection", "err", err)
+		wire.Write(c, wire.Reply{V: wire.Version, Err: &wire.Error{Code: "refused",
+			Message: "hub: refused: " + err.Error() + "; a hub serves only its own user"}})
+		return
+	}
+	// A reader goroutine lets a request see its client go away.
+	lines := make(chan []byte)
+	gone := make(chan struct{})
+	go func() {
+		defer close(gone)
+		r := bufio.NewReaderSize(c, 1<<16)
+		for {
+			line, err := wire.ReadLine(r, wire.MaxLine)
+			if err != nil {
+				if errors.Is(err, wire.ErrLineTooLong) {
+					wire.Write(c, wire.Reply{V: wire.Version, Err: &wire.Error{Code: wire.CodeBadRequest, Message: "hub: request line too long"}})
+				}
+				return
+			}
+			select {
+			case lines <- append([]byte(nil), line...):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var wmu sync.Mutex
+	send := func(r wire.Reply) error {
+		wmu.Lock()
+		defer wmu.Unlock()
+		r.V = wire.Version
+		return wire.Write(c, r)
+	}
+	for {
+		var line []byte
+		select {
+		case line = <-lines:
+		case <-gone:
+			return
+		case <-ctx.Done():
+			return
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-gone:
+				cancel()
+			case <-rctx.Done():
+			}
+		}()
+		reply := h.handle(rctx, line, send)
+		cancel()
+		if send(reply) != nil {
+			return
+		}
+	}
+}
+
+// handle decodes and answers one request line.
+func (h *Hub) handle(ctx context.Context, line []byte, send func(wire.Reply) error) wire.Reply {
+	var req wire.Request
+	if err := json.Unmarshal(line, &req); err != nil {
+		return errReply(wire.CodeBadRequest, "hub: malformed request: %v", err)
+	}
+	if req.V != wire.Version {
+		return errReply(wire.CodeVersion, "hub: this hub speaks protocol %d, the client %d: run `replhub stop` and try again (sessions end)", wire.Version, req.V)
+	}
+	var progress func(*wire.Progress)
+	if req.Progress {
+		progress = func(p *wire.Progress) { send(wire.Reply{Progress: p}) }
+	}
+	switch req.Op {
+	case wire.OpPing:
+		return wire.Reply{Message: "pong"}
+	case wire.OpExec:
+		res, err := h.Exec(ctx, req, progress)
+		if err != nil {
+			return replyErr(err)
+		}
+		return wire.Reply{Result: res}
+	case wire.OpWait:
+		res, err := h.Wait(ctx, req.Name, timeoutOf(req.Timeout), progress)
+		if err != nil {
+			return replyErr(err)
+		}
+		return wire.Reply{Result: res}
+	case wire.OpInterrupt:
+		msg, err := h.Interrupt(req.Name)
+		if err != nil {
+			return replyErr(err)
+		}
+		return wire.Reply{Message: msg}
+	case wire.OpKill:
+		msg, err := h.Kill(req.Name)
+		if err != nil {
+			return replyErr(err)
+		}
+		return wire.Reply{Message: msg}
+	case wire.OpSessions:
+		return wire.Reply{Sessions: h.List()}
+	case wire.OpStop:
+		h.once.Do(func() { close(h.stop) })
+		return wire.Reply{Message: "hub stopping; its sessions end"}
+	}
+	return errReply(wire.CodeBadRequest, "hub: unknown op %q", req.Op)
+}
+
+func errReply(code, format string, args ...any) wire.Reply {
+	return wire.Reply{Err: &wire.Error{Code: code, Message: fmt.Sprintf(format, args...)}}
+}
+
+func replyErr(err error) wire.Reply {
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return wire.Reply{Err: we}
+	}
+	return errReply(wire.CodeInternal, "%v", err)
+}
+
+func timeoutOf(sec float64) time.Duration {
+	if sec <= 0 {
+		return DefaultTimeout
+	}
+	d := time.Duration(sec * float64(time.Second))
+	return min(d, MaxTimeout)
+}
+
+var validName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// checkName refuses names that are not letters, digits and ._- up to 64,
+// and the two that would be folders.
+func checkName(name string) error {
+	if !validName.MatchString(name) || name == "." || name == ".." {
+		return &wire.Error{Code: wire.CodeBadRequest,
+			Message: fmt.Sprintf("bad session name %q: use letters, digits and ._- (at most 64)", name)}
+	}
+	return nil
+}
+
+// Exec runs req.Code in session req.Name, creating the session first when
+// no live session has that name.
+func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Progress)) (*wire.Result, error) {
+	if err := checkName(req.Name); err != nil {
+		return nil, err
+	}
+	if req.Timeout < 0 || req.Timeout > MaxTimeout.Seconds() {
+		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("timeout must be between 0 and %d seconds", int(MaxTimeout.Seconds()))}
+	}
+	h.mu.Lock()
+	if h.closing {
+		h.mu.Unlock()
+		return nil, &wire.Error{Code: wire.CodeShutdown, Message: "hub: stopping; try again in a moment"}
+	}
+	s := h.sessions[req.Name]
+	created := s == nil
+	if created {
+		s = newSession(h, req.Name)
+		h.sessions[req.Name] = s
+	}
+	h.mu.Unlock()
+
+	var previous string
+	if created {
+		previous = h.takeDeathNote(req.Name)
+		if err := h.startLocal(ctx, s, req); err != nil {
+			h.mu.Lock()
+			if h.sessions[req.Name] == s {
+				delete(h.sessions, req.Name)
+			}
+			h.mu.Unlock()
+			msg := err.Error()
+			if previous != "" {
+				msg = previous + "\n" + msg
+			}
+			return nil, &wire.Error{Code: wire.CodeStart, Message: msg}
+		}
+		h.log.Info("session started", "session", s.name, "pid", s.info.Pid, "python", s.info.Python)
+	} else {
+		<-s.ready
+		if s.startErr != nil {
+			return nil, &wire.Error{Code: wire.CodeStart, Message: s.startErr.Error()}
+		}
+	}
+	res, err := s.exec(ctx, req.Code, timeoutOf(req.Timeout), progress)
+	if err != nil {
+		return nil, err
+	}
+	if res == nil {
+		return nil, ctx.Err()
+	}
+	if created {
+		info := s.snapshot()
+		res.Created = &info
+	}
+	res.Previous = previous
+	res.Others = h.othersLine(req.Name)
+	return res, nil
+}
+
+// startLocal starts a local worker for s in the caller's cwd and environment.
+func (h *Hub) startLocal(ctx context.Context, s *Session, req wire.Request) error {
+	python, err := choosePython(req)
+	if err != nil {
+		s.startErr = err
+		close(s.ready)
+		s.markStartFailed()
+		return err
+	}
+	dir := req.Cwd
+	if dir == "" {
+		dir = "/"
+	}
+	s.mu.Lock()
+	s.info.Host = "local"
+	s.mu.Unlock()
+	return s.start(ctx, []string{python, h.workerPath, "--stdio"}, dir, req.Env, h.startTimeout)
+}
+
+// choosePython picks --python, else $REPLHUB_PYTHON, else the first python3
+// on the caller's PATH (not the hub's: the hub may have been started from
+// another shell).
+func choosePython(req wire.Request) (string, error) {
+	if req.Python != "" {
+		p, err := lookPath(req.Python, envGet(req.Env, "PATH"))
+		if err != nil {
+			return "", fmt.Errorf("python %q: %v", req.Python, err)
+		}
+		return p, nil
+	}
+	if p := envGet(req.Env, "REPLHUB_PYTHON"); p != "" {
+		lp, err := lookPath(p, envGet(req.Env, "PATH"))
+		if err != nil {
+			return "", fmt.Errorf("$REPLHUB_PYTHON=%q: %v", p, err)
+		}
+		return lp, nil
+	}
+	p, err := lookPath("python3", envGet(req.Env, "PATH"))
+	if err != nil {
+		return "", errors.New("no python3 on your PATH: pass --python PATH or set REPLHUB_PYTHON")
+	}
+	return p, nil
+}
+
+func envGet(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// lookPath resolves name against path (a PATH value), like exec.LookPath.
+func lookPath(name, path string) (string, error) {
+	if strings.Contains(name, "/") {
+		fi, err := os.Stat(name)
+		if err != nil {
+			return "", errors.New("not found")
+		}
+		if fi.IsDir() || fi.Mode()&0o111 == 0 {
+			return "", errors.New("not an executable file")
+		}
+		return name, nil
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", exec.ErrNotFound
+}
+
+// Wait collects the running or unread cell of session name.
+func (h *Hub) Wait(ctx context.Context, name string, timeout time.Duration, progress func(*wire.Progress)) (*wire.Result, error) {
+	s, err := h.lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	res := s.wait(ctx, timeout, progress)
+	if res == nil {
+		return nil, ctx.Err()
+	}
+	res.Others = h.othersLine(name)
+	return res, nil
+}
+
+// lookup finds a live session, or explains that it died or never was.
+func (h *Hub) lookup(name string) (*Session, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	s := h.sessions[name]
+	h.mu.Unlock()
+	if s != nil {
+		<-s.ready
+		if s.startErr == nil {
+			return s, nil
+		}
+	}
+	if note := h.peekDeathNote(name); note != "" {
+		return nil, &wire.Error{Code: wire.CodeDead, Message: note}
+	}
+	return nil, &wire.Error{Code: wire.CodeNoSession, Message: fmt.Sprintf("no session '%s': `replhub exec %s CODE` creates it; `replhub sessions` lists them", name, name)}
+}
+
+// Interrupt raises KeyboardInterrupt in session name's running cell.
+func (h *Hub) Interrupt(name string) (string, error) {
+	s, err := h.lookup(name)
+	if err != nil {
+		return "", err
+	}
+	return s.interrupt()
+}
+
+// Kill ends session name and frees its name. No death note is written: the
+// user asked for this.
+func (h *Hub) Kill(name string) (string, error) {
+	if err := checkName(name); err != nil {
+		return "", err
+	}
+	h.mu.Lock()
+	s := h.sessions[name]
+	h.mu.Unlock()
+	if s == nil {
+		if h.takeDeathNote(name) != "" {
+			return fmt.Sprintf("session '%s' was already dead; its name is free", name), nil
+		}
+		return "", &wire.Error{Code: wire.CodeNoSession, Message: fmt.Sprintf("no session '%s'", name)}
+	}
+	<-s.ready
+	s.mu.Lock()
+	s.killed = true
+	s.mu.Unlock()
+	if s.proc != nil {
+		s.proc.Kill()
+	}
+	select {
+	case <-s.exited:
+	case <-time.After(5 * time.Second):
+		return "", &wire.Error{Code: wire.CodeInternal, Message: fmt.Sprintf("session '%s' did not end within 5s of SIGKILL", name)}
+	}
+	return fmt.Sprintf("killed session '%s'", name), nil
+}
+
+// sessionExited is called once per worker by its waiter.
+func (h *Hub) sessionExited(s *Session, ex Exit) {
+	h.mu.Lock()
+	if h.sessions[s.name] == s {
+		delete(h.sessions, s.name)
+	}
+	h.mu.Unlock()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state = stateDead
+	how := ex.String()
+	if s.death != "" {
+		how = s.death + " (" + how + ")"
+	}
+	if s.killed {
+		s.death = "killed on request"
+	} else {
+		s.death = how
+	}
+	last := s.out.take()
+	if len(s.pending) > 0 {
+		last.text += string(s.pending)
+	}
+	if r := s.cur; r != nil && !r.isFinished() {
+		if r.fenceTimer != nil {
+			r.fenceTimer.Stop()
+		}
+		res := &wire.Result{Session: s.name, Cell: r.cell, Status: wire.StatusDead,
+			DurationMS: time.Since(r.start).Milliseconds()}
+		applyOutput(res, last)
+		res.Death = fmt.Sprintf("session '%s' died while running cell %d: %s", s.name, r.cell, s.death)
+		r.result = res
+		close(r.finished)
+	}
+	if s.killed {
+		h.log.Info("session killed", "session", s.name)
+		return
+	}
+	note := deathNote{
+		Name: s.name, When: time.Now(), How: how, Cells: s.cells,
+		LastOutput: tailLines(strings.TrimSpace(last.text), 10),
+		Transcript: h.paths.Transcript(s.name), Host: s.info.Host,
+	}
+	h.log.Warn("session died", "session", s.name, "how", how, "cells", s.cells)
+	if err := h.writeDeathNote(note); err != nil {
+		h.log.Error("death note not written", "session", s.name, "err", err)
+	}
+}
+
+// othersLine names the other sessions with runs going or unread results.
+func (h *Hub) othersLine(self string) string {
+	h.mu.Lock()
+	all := make([]*Session, 0, len(h.sessions))
+	for name, s := range h.sessions {
+		if name != self {
+			all = append(all, s)
+		}
+	}
+	h.mu.Unlock()
+	var parts []string
+	for _, s := range all {
+		s.mu.Lock()
+		if r := s.cur; r != nil {
+			if !r.isFinished() {
+				parts = append(parts, fmt.Sprintf("%s running cell %d for %s", s.name, r.cell, wire.Duration(time.Since(r.start).Seconds())))
+			} else if !r.collected {
+				parts = append(parts, fmt.Sprintf("%s has an unread result (replhub wait %s)", s.name, s.name))
+			}
+		}
+		s.mu.Unlock()
+	}
+	for _, d := range h.deadNames(self) {
+		parts = append(parts, fmt.Sprintf("%s died (replhub sessions shows how)", d))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	sort.Strings(parts)
+	return "other sessions: " + strings.Join(parts, "; ")
+}
+
+// List describes the hub and every session.
+func (h *Hub) List() *wire.SessionList {
+	h.mu.Lock()
+	all := make([]*Session, 0, len(h.sessions))
+	for _, s := range h.sessions {
+		all = append(all, s)
+	}
+	h.mu.Unlock()
+	l := &wire.SessionList{Hub: wire.HubInfo{
+		Pid: os.Getpid(), Version: h.version, Supervisor: h.supervisor,
+		MemoryLimit: "none", Socket: h.paths.Socket(), Log: h.paths.Log(), RSS: procRSS(os.Getpid()),
+	}}
+	if h.supervisor == "systemd" {
+		l.Hub.MemoryLimit = "MemoryHigh=2G MemoryMax=3G over the hub and all its sessions"
+	}
+	for _, s := range all {
+		l.Sessions = append(l.Sessions, s.snapshot())
+	}
+	sort.Slice(l.Sessions, func(i, j int) bool { return l.Sessions[i].Name < l.Sessions[j].Name })
+	for _, d := range h.deadNames("") {
+		l.Dead = append(l.Dead, wire.DeadInfo{Name: d, Note: h.peekDeathNote(d)})
+	}
+	return l
+}

@@ -1,0 +1,132 @@
+package hub
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/replhub/replhub/wire"
+)
+
+// deathNote records how a session died without being killed on request.
+// It is kept as DeadDir/NAME.json until the next exec under that name (or a
+// kill of the name) shows it.
+type deathNote struct {
+	Name       string    `json:"name"`
+	When       time.Time `json:"when"`
+	How        string    `json:"how"`
+	Cells      int       `json:"cells"`
+	LastOutput string    `json:"last_output"`
+	Transcript string    `json:"transcript"`
+	Host       string    `json:"host"`
+}
+
+func (n deathNote) text() string {
+	cells := "cells"
+	if n.Cells == 1 {
+		cells = "cell"
+	}
+	s := fmt.Sprintf("session '%s' died at %s (%s ago): %s, after %d %s; transcript %s",
+		n.Name, n.When.Local().Format("15:04:05"), wire.Duration(time.Since(n.When).Seconds()), n.How, n.Cells, cells, n.Transcript)
+	if n.LastOutput != "" {
+		s += "\nits last output:\n    " + strings.ReplaceAll(n.LastOutput, "\n", "\n    ")
+	}
+	return s
+}
+
+func (h *Hub) deathNotePath(name string) string {
+	return filepath.Join(h.paths.DeadDir(), name+".json")
+}
+
+func (h *Hub) writeDeathNote(n deathNote) error {
+	b, err := json.MarshalIndent(n, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(h.deathNotePath(n.Name), b, 0o600)
+}
+
+// peekDeathNote returns the note for name, or "".
+func (h *Hub) peekDeathNote(name string) string {
+	b, err := os.ReadFile(h.deathNotePath(name))
+	if err != nil {
+		return ""
+	}
+	var n deathNote
+	if json.Unmarshal(b, &n) != nil {
+		return fmt.Sprintf("session '%s' died; its death note %s is unreadable", name, h.deathNotePath(name))
+	}
+	return n.text()
+}
+
+// takeDeathNote returns the note for name and removes it: it is shown once.
+func (h *Hub) takeDeathNote(name string) string {
+	note := h.peekDeathNote(name)
+	if note != "" {
+		os.Remove(h.deathNotePath(name))
+	}
+	return note
+}
+
+// deadNames lists sessions with an unshown death note, but self and live ones.
+func (h *Hub) deadNames(self string) []string {
+	ents, err := os.ReadDir(h.paths.DeadDir())
+	if err != nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var names []string
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || name == self || h.sessions[name] != nil {
+			continue
+		}
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// transcribe appends a cell to its session's transcript. Nothing ever runs
+// a transcript: it is a record for people.
+func (h *Hub) transcribe(s *Session, r *run) {
+	s.mu.Lock()
+	cwd := s.info.Cwd
+	s.mu.Unlock()
+	path := h.paths.Transcript(s.name)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		h.log.Error("transcript", "session", s.name, "err", err)
+		return
+	}
+	defer f.Close()
+	code := r.code
+	if !strings.HasSuffix(code, "\n") {
+		code += "\n"
+	}
+	fmt.Fprintf(f, "\n# ---- cell %d · %s · cwd %s\n%s", r.cell, r.start.Format(time.RFC3339), cwd, code)
+}
+
+// writeFileAtomic writes b to path through a temporary file and a rename.
+func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	if _, err := tmp.Write(b); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return err
+	}
+	tmp.Chmod(mode)
+	if err := tmp.Close(); err != nil {
+		os.Remove(tmp.Name())
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

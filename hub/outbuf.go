@@ -1,0 +1,162 @@
+package hub
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Output caps (issue: "Caps").
+const (
+	// ReplyCap is the most output characters one reply carries; head and
+	// tail are kept, the middle is counted.
+	ReplyCap = 30000
+	// UnreadCap is the most unread output kept per session; older output
+	// beyond the head is dropped and counted.
+	UnreadCap = 2_000_000
+	// headKeep is how much of the start of unread output is always kept, so
+	// that a reply after a flood still shows how it began.
+	headKeep = ReplyCap / 2
+)
+
+// outBuf holds a session's unread output: its first headKeep bytes, and its
+// last bytes up to UnreadCap in all. Bytes between the two are dropped and
+// counted. Not safe for concurrent use; the session's mutex guards it.
+type outBuf struct {
+	head    []byte
+	tail    []byte // tail[start:] is live; compacted when start grows large
+	start   int
+	dropped int64
+}
+
+func (b *outBuf) len() int { return len(b.head) + len(b.tail) - b.start }
+
+func (b *outBuf) write(p []byte) {
+	if b.dropped == 0 && len(b.tail) == b.start && len(b.head) < headKeep {
+		n := min(headKeep-len(b.head), len(p))
+		b.head = append(b.head, p[:n]...)
+		p = p[n:]
+	}
+	if len(p) == 0 {
+		return
+	}
+	b.tail = append(b.tail, p...)
+	if over := b.len() - UnreadCap; over > 0 {
+		b.start += over
+		b.dropped += int64(over)
+	}
+	if b.start > UnreadCap {
+		b.tail = append([]byte(nil), b.tail[b.start:]...)
+		b.start = 0
+	}
+}
+
+// rendered is output made ready for a reply.
+type rendered struct {
+	text           string
+	truncated      bool
+	truncatedChars int
+	notes          []string
+}
+
+// take renders the unread output for a reply and empties the buffer.
+func (b *outBuf) take() rendered {
+	head, tail, dropped := b.head, b.tail[b.start:], b.dropped
+	*b = outBuf{}
+	return render(head, tail, dropped)
+}
+
+// render turns raw output into reply text: invalid UTF-8 becomes U+FFFD, NUL
+// bytes become ␀, and more than ReplyCap characters keep head and tail with
+// a line saying how much was left out.
+func render(head, tail []byte, dropped int64) rendered {
+	var r rendered
+	var bad, nuls int
+	clean := func(p []byte) string {
+		if utf8.Valid(p) && !containsNUL(p) {
+			return string(p)
+		}
+		var sb strings.Builder
+		for len(p) > 0 {
+			c, n := utf8.DecodeRune(p)
+			switch {
+			case c == utf8.RuneError && n <= 1:
+				bad++
+				sb.WriteRune(utf8.RuneError)
+			case c == 0:
+				nuls++
+				sb.WriteRune('␀')
+			default:
+				sb.Write(p[:n])
+			}
+			p = p[n:]
+		}
+		return sb.String()
+	}
+	h, t := clean(head), clean(tail)
+	if bad > 0 {
+		r.notes = append(r.notes, fmt.Sprintf("output had %d bytes that are not UTF-8, shown as �", bad))
+	}
+	if nuls > 0 {
+		r.notes = append(r.notes, fmt.Sprintf("output had %d NUL bytes, shown as ␀", nuls))
+	}
+	if dropped > 0 {
+		r.notes = append(r.notes, fmt.Sprintf("%d characters of unread output were dropped (a session keeps at most %d)", dropped, UnreadCap))
+	}
+	hn, tn := utf8.RuneCountInString(h), utf8.RuneCountInString(t)
+	if dropped == 0 && hn+tn <= ReplyCap {
+		r.text = h + t
+		return r
+	}
+	// Keep ReplyCap/2 characters from each end.
+	keep := ReplyCap / 2
+	all := h
+	if dropped == 0 {
+		all = h + t
+		h, t = all, all
+		hn, tn = hn+tn, hn+tn
+	}
+	first := prefixRunes(h, keep)
+	last := suffixRunes(t, keep)
+	left := hn + tn - utf8.RuneCountInString(first) - utf8.RuneCountInString(last) + int(dropped)
+	if dropped == 0 {
+		left = hn - utf8.RuneCountInString(first) - utf8.RuneCountInString(last)
+	}
+	r.truncated = true
+	r.truncatedChars = left
+	nl := ""
+	if !strings.HasSuffix(first, "\n") {
+		nl = "\n"
+	}
+	r.text = fmt.Sprintf("%s%s[... %d characters left out ...]\n%s", first, nl, left, last)
+	return r
+}
+
+func containsNUL(p []byte) bool {
+	for _, c := range p {
+		if c == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func prefixRunes(s string, n int) string {
+	i := 0
+	for pos := range s {
+		if i == n {
+			return s[:pos]
+		}
+		i++
+	}
+	return s
+}
+
+func suffixRunes(s string, n int) string {
+	i := len(s)
+	for k := 0; k < n && i > 0; k++ {
+		_, size := utf8.DecodeLastRuneInString(s[:i])
+		i -= size
+	}
+	return s[i:]
+}

@@ -1,0 +1,148 @@
+package hub
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+)
+
+// A Proc is a running worker: a local child process here; later a root
+// child under sudo, or a channel on an ssh connection. The hub writes frames
+// to Stdin, reads frames from Stdout and the session's output from Stderr.
+type Proc interface {
+	Stdin() io.WriteCloser
+	Stdout() io.Reader
+	Stderr() io.Reader
+	// Pid is the worker's pid as the worker's host sees it (0 until known).
+	Pid() int
+	// Wait blocks until the worker has exited and says how.
+	Wait() Exit
+	// Kill ends the worker and everything it started in its process group.
+	Kill() error
+	// Close releases the hub's ends of the worker's streams, after Wait.
+	Close() error
+}
+
+// Exit says how a worker ended.
+type Exit struct {
+	Code   int    // exit status, -1 when killed by a signal
+	Signal string // e.g. "SIGSEGV", empty when it exited
+	Err    error  // a failure to wait, or a lost link
+}
+
+func (e Exit) String() string {
+	switch {
+	case e.Err != nil:
+		return e.Err.Error()
+	case e.Signal != "":
+		return "killed by signal " + e.Signal
+	default:
+		return fmt.Sprintf("exited with status %d", e.Code)
+	}
+}
+
+// localProc is a worker started on this machine, in its own process group,
+// with its three fds on pipes the hub owns.
+type localProc struct {
+	cmd    *exec.Cmd
+	stdin  *os.File
+	stdout *os.File
+	stderr *os.File
+}
+
+// startLocal starts argv[0] with argv[1:] in dir with env.
+func startLocal(argv []string, dir string, env []string) (*localProc, error) {
+	var files []*os.File
+	closeAll := func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return
+	}
+	inR, inW, err := pipe()
+	if err != nil {
+		return nil, err
+	}
+	outR, outW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	errR, errW, err := pipe()
+	if err != nil {
+		closeAll()
+		return nil, err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		closeAll()
+		return nil, err
+	}
+	inR.Close()
+	outW.Close()
+	errW.Close()
+	return &localProc{cmd: cmd, stdin: inW, stdout: outR, stderr: errR}, nil
+}
+
+func (p *localProc) Stdin() io.WriteCloser { return p.stdin }
+func (p *localProc) Stdout() io.Reader     { return p.stdout }
+func (p *localProc) Stderr() io.Reader     { return p.stderr }
+func (p *localProc) Pid() int              { return p.cmd.Process.Pid }
+
+func (p *localProc) Wait() Exit {
+	err := p.cmd.Wait()
+	p.stdin.Close()
+	var ee *exec.ExitError
+	if err == nil {
+		return Exit{Code: 0}
+	}
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return Exit{Code: -1, Signal: signalName(ws.Signal())}
+		}
+		return Exit{Code: ee.ExitCode()}
+	}
+	return Exit{Code: -1, Err: err}
+}
+
+// Kill sends SIGKILL to the worker's process group, so that children it
+// started (a subprocess, a background job) end with it.
+func (p *localProc) Kill() error {
+	pid := p.cmd.Process.Pid
+	err := syscall.Kill(-pid, syscall.SIGKILL)
+	if err != nil {
+		err = p.cmd.Process.Kill()
+	}
+	return err
+}
+
+func (p *localProc) Close() error {
+	p.stdout.Close()
+	return p.stderr.Close()
+}
+
+func signalName(s syscall.Signal) string {
+	names := map[syscall.Signal]string{
+		syscall.SIGKILL: "SIGKILL", syscall.SIGSEGV: "SIGSEGV", syscall.SIGABRT: "SIGABRT",
+		syscall.SIGTERM: "SIGTERM", syscall.SIGINT: "SIGINT", syscall.SIGBUS: "SIGBUS",
+		syscall.SIGFPE: "SIGFPE", syscall.SIGILL: "SIGILL", syscall.SIGHUP: "SIGHUP",
+		syscall.SIGPIPE: "SIGPIPE", syscall.SIGQUIT: "SIGQUIT",
+	}
+	if n, ok := names[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("signal %d", int(s))
+}

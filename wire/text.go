@@ -1,0 +1,129 @@
+package wire
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Text renders r as the CLI prints it; the MCP server returns the same text.
+func (r *Result) Text() string {
+	var b strings.Builder
+	line := func(s string) {
+		b.WriteString(s)
+		if !strings.HasSuffix(s, "\n") {
+			b.WriteByte('\n')
+		}
+	}
+	if r.Previous != "" {
+		line("[" + r.Previous + "]")
+	}
+	if c := r.Created; c != nil {
+		line(fmt.Sprintf("[created session '%s' (python %s, cwd %s)]", c.Name, c.Python, c.Cwd))
+	}
+	for _, n := range r.Notes {
+		line("[" + n + "]")
+	}
+	if r.Output != "" {
+		line(r.Output)
+	}
+	if e := r.Error; e != nil {
+		if e.Traceback != "" {
+			line(e.Traceback)
+		} else {
+			line(e.Type + ": " + e.Message)
+		}
+	}
+	if r.Value != nil {
+		line(fmt.Sprintf("Out[%d]: %s", r.Cell, *r.Value))
+	}
+	switch r.Status {
+	case StatusRunning:
+		line(fmt.Sprintf("[cell %d still running after %s; it goes on: `replhub wait %s` collects its output and result, `replhub interrupt %s` stops it]",
+			r.Cell, Duration(float64(r.DurationMS)/1000), r.Session, r.Session))
+	case StatusDead:
+		line("[" + r.Death + "]")
+	case StatusIdle:
+		if r.Output == "" {
+			line(fmt.Sprintf("[session '%s' is idle: nothing to collect]", r.Session))
+		}
+	}
+	if r.Others != "" {
+		line("[" + r.Others + "]")
+	}
+	return b.String()
+}
+
+// Text renders the session list; with detail, every field of each session.
+func (l *SessionList) Text(detail bool) string {
+	var b strings.Builder
+	if len(l.Sessions) == 0 && len(l.Dead) == 0 {
+		b.WriteString("no sessions\n")
+	}
+	for _, s := range l.Sessions {
+		b.WriteString(s.Line())
+		b.WriteByte('\n')
+		if len(s.Names) > 0 {
+			fmt.Fprintf(&b, "    names: %s\n", strings.Join(s.Names, ", "))
+		}
+		if detail {
+			fmt.Fprintf(&b, "    host: %s\n    python: %s\n    transcript: %s\n    cloudpickle: %v\n",
+				s.Host, s.Executable, s.Transcript, s.Cloudpickle)
+			if s.Unread {
+				fmt.Fprintf(&b, "    an unread result waits: replhub wait %s\n", s.Name)
+			}
+		}
+	}
+	for _, d := range l.Dead {
+		fmt.Fprintf(&b, "%s  dead: %s\n", d.Name, d.Note)
+	}
+	if detail {
+		h := l.Hub
+		fmt.Fprintf(&b, "hub: pid %d, %s, memory limit %s, %s\n    socket %s\n    log %s\n",
+			h.Pid, h.Supervisor, h.MemoryLimit, MB(h.RSS), h.Socket, h.Log)
+	}
+	return b.String()
+}
+
+// Line is the one-line summary of a session.
+func (s *SessionInfo) Line() string {
+	state := "idle " + Duration(s.IdleS)
+	switch s.State {
+	case "running":
+		state = fmt.Sprintf("running for %s (cell %d)", Duration(s.RunningS), s.RunningCell)
+	case "starting", "dead":
+		state = s.State
+	}
+	where := ""
+	if s.Host != "" && s.Host != "local" {
+		where = "  on " + s.Host
+	}
+	cells := "cells"
+	if s.Cells == 1 {
+		cells = "cell"
+	}
+	unread := ""
+	if s.Unread {
+		unread = "  (unread result)"
+	}
+	return fmt.Sprintf("%s%s  pid %d  python %s  up %s  %s  %d %s  %s  cwd %s%s",
+		s.Name, where, s.Pid, s.Python, Duration(s.UpS), state, s.Cells, cells, MB(s.RSS), s.Cwd, unread)
+}
+
+// Duration renders seconds as 0.4s, 40s, 2m, 1h3m.
+func Duration(sec float64) string {
+	switch {
+	case sec < 10:
+		return fmt.Sprintf("%.1fs", sec)
+	case sec < 60:
+		return fmt.Sprintf("%ds", int(sec))
+	case sec < 3600:
+		return fmt.Sprintf("%dm", int(sec/60))
+	default:
+		return fmt.Sprintf("%dh%dm", int(sec/3600), int(sec/60)%60)
+	}
+}
+
+// MB renders a byte count in MB.
+func MB(n int64) string {
+	return fmt.Sprintf("%d MB", (n+(1<<19))>>20)
+}

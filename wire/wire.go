@@ -1,0 +1,235 @@
+// Package wire defines the client ↔ hub protocol: newline-delimited JSON
+// over the hub's unix socket (DESIGN.md, "Client ↔ hub").
+//
+// A request is one Request line; the hub answers with Reply lines, of which
+// all but the last carry Progress. Every request carries Version; a hub of
+// another version answers with an error of code "version".
+//
+// The package also renders a Result as the text a person (or an agent) reads,
+// so that the CLI and the MCP server print the same thing.
+package wire
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Version is the protocol version spoken by this binary.
+const Version = 1
+
+// MaxLine bounds one JSON line in either direction.
+const MaxLine = 64 << 20
+
+// Ops.
+const (
+	OpExec      = "exec"
+	OpWait      = "wait"
+	OpInterrupt = "interrupt"
+	OpKill      = "kill"
+	OpSessions  = "sessions"
+	OpStop      = "stop"
+	OpPing      = "ping"
+)
+
+// Request is what a client sends. Fields an op does not use are empty.
+type Request struct {
+	V  int    `json:"v"`
+	Op string `json:"op"`
+	// Name is the session.
+	Name string `json:"name,omitempty"`
+	// Code is the cell source, for exec.
+	Code string `json:"code,omitempty"`
+	// Timeout in seconds for exec and wait; 0 means the default (30 s).
+	Timeout float64 `json:"timeout,omitempty"`
+	// Python is the interpreter for a new session; empty means the
+	// caller's $REPLHUB_PYTHON, else the first python3 on the caller's PATH.
+	Python string `json:"python,omitempty"`
+	// Cwd and Env are the caller's; a new session starts in them.
+	Cwd string   `json:"cwd,omitempty"`
+	Env []string `json:"env,omitempty"`
+	// Progress asks for progress replies while the request blocks.
+	Progress bool `json:"progress,omitempty"`
+}
+
+// Reply is one line from the hub. Exactly one of its parts is set, except
+// Notes, which may accompany any of them.
+type Reply struct {
+	V        int          `json:"v"`
+	Progress *Progress    `json:"progress,omitempty"`
+	Err      *Error       `json:"err,omitempty"`
+	Result   *Result      `json:"result,omitempty"`
+	Sessions *SessionList `json:"sessions,omitempty"`
+	Message  string       `json:"message,omitempty"`
+}
+
+// Progress tells a waiting client that its cell still runs.
+type Progress struct {
+	Session     string `json:"session"`
+	Cell        int    `json:"cell"`
+	ElapsedMS   int64  `json:"elapsed_ms"`
+	OutputChars int    `json:"output_chars"`
+}
+
+// Error codes a client may branch on.
+const (
+	CodeBusy       = "busy"
+	CodeNoSession  = "no_session"
+	CodeDead       = "dead"
+	CodeBadRequest = "bad_request"
+	CodeVersion    = "version"
+	CodeStart      = "start_failed"
+	CodeShutdown   = "shutting_down"
+	CodeInternal   = "internal"
+)
+
+// Error is a request that failed as a whole (not a cell that raised).
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// IsCode reports whether err is a hub *Error with the given code.
+func IsCode(err error, code string) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}
+
+// Cell statuses.
+const (
+	StatusOK      = "ok"
+	StatusError   = "error"
+	StatusRunning = "running"
+	StatusDead    = "dead"
+	StatusIdle    = "idle" // wait on a session with nothing to collect
+)
+
+// Result is the outcome of exec or wait.
+type Result struct {
+	Session string `json:"session"`
+	Cell    int    `json:"cell"`
+	Status  string `json:"status"`
+	// Output is what the cell (and anything between cells) wrote, capped at
+	// OutputCap characters with head and tail kept.
+	Output string `json:"output"`
+	// Value is the repr of the last expression, when it was not None.
+	Value *string    `json:"value"`
+	Error *CellError `json:"error"`
+	// DurationMS is how long the cell ran (so far, when running).
+	DurationMS int64 `json:"duration_ms"`
+	// Truncated is set when output was left out; TruncatedChars says how much.
+	Truncated      bool `json:"truncated"`
+	TruncatedChars int  `json:"truncated_chars"`
+	// Notes are one-line remarks shown before the output: a created session,
+	// an earlier death, dropped or repaired output.
+	Notes []string `json:"notes"`
+	// Others is one short line about other sessions that have runs going or
+	// results nobody has read; empty when there are none.
+	Others string `json:"others,omitempty"`
+	// Previous is the death note of an earlier session of the same name,
+	// shown once, by the exec that starts its successor.
+	Previous string `json:"previous,omitempty"`
+	// Created is set when this exec started the session.
+	Created *SessionInfo `json:"created,omitempty"`
+	// Death says how the session died, when Status is dead.
+	Death string `json:"death,omitempty"`
+}
+
+// CellError is an exception raised by a cell.
+type CellError struct {
+	Type      string `json:"type"`
+	Message   string `json:"message"`
+	Traceback string `json:"traceback"`
+}
+
+// SessionInfo describes one session.
+type SessionInfo struct {
+	Name        string   `json:"name"`
+	State       string   `json:"state"` // starting, idle, running, dead
+	Host        string   `json:"host"`
+	Pid         int      `json:"pid"`
+	Python      string   `json:"python"`
+	Executable  string   `json:"executable"`
+	Cwd         string   `json:"cwd"`
+	UpS         float64  `json:"up_s"`
+	IdleS       float64  `json:"idle_s"`
+	Cells       int      `json:"cells"`
+	RSS         int64    `json:"rss"`
+	Names       []string `json:"names"`
+	RunningCell int      `json:"running_cell,omitempty"`
+	RunningS    float64  `json:"running_s,omitempty"`
+	Unread      bool     `json:"unread,omitempty"`
+	Transcript  string   `json:"transcript"`
+	Cloudpickle bool     `json:"cloudpickle"`
+}
+
+// HubInfo describes the hub itself.
+type HubInfo struct {
+	Pid     int    `json:"pid"`
+	Version string `json:"version"`
+	// Supervisor is "systemd" when the hub runs as a transient systemd user
+	// unit under a memory ceiling, else "detached" (no limit).
+	Supervisor  string `json:"supervisor"`
+	MemoryLimit string `json:"memory_limit"`
+	Socket      string `json:"socket"`
+	Log         string `json:"log"`
+	RSS         int64  `json:"rss"`
+}
+
+// SessionList answers the sessions op.
+type SessionList struct {
+	Hub      HubInfo       `json:"hub"`
+	Sessions []SessionInfo `json:"sessions"`
+	// Dead lists names whose death note nobody has read yet.
+	Dead []DeadInfo `json:"dead,omitempty"`
+}
+
+// DeadInfo is a session that died on its own, its note not yet shown.
+type DeadInfo struct {
+	Name string `json:"name"`
+	Note string `json:"note"`
+}
+
+// Write sends v as one JSON line.
+func Write(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("wire: %w", err)
+	}
+	b = append(b, '\n')
+	_, err = w.Write(b)
+	return err
+}
+
+// ErrLineTooLong is returned for a line longer than MaxLine.
+var ErrLineTooLong = errors.New("wire: line too long")
+
+// ReadLine reads one newline-terminated line of at most max bytes. The
+// returned slice is valid until the next read.
+func ReadLine(r *bufio.Reader, max int) ([]byte, error) {
+	var buf []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if err == nil {
+			if buf == nil {
+				return chunk, nil
+			}
+			return append(buf, chunk...), nil
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			buf = append(buf, chunk...)
+			if len(buf) > max {
+				return nil, ErrLineTooLong
+			}
+			continue
+		}
+		if err == io.EOF && len(buf)+len(chunk) > 0 {
+			return nil, io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+}
