@@ -80,7 +80,7 @@ type run struct {
 	finished chan struct{}
 	result   *wire.Result
 	// collected is set once a reply has carried the result.
-	collected bool
+	collected  bool
 	fenceTimer *time.Timer
 }
 
