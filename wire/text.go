@@ -127,3 +127,22 @@ func Duration(sec float64) string {
 func MB(n int64) string {
 	return fmt.Sprintf("%d MB", (n+(1<<19))>>20)
 }
+
+// Only keeps session name (live or dead) and reports whether it was there.
+func (l *SessionList) Only(name string) bool {
+	live := l.Sessions[:0]
+	for _, s := range l.Sessions {
+		if s.Name == name {
+			live = append(live, s)
+		}
+	}
+	l.Sessions = live
+	dead := l.Dead[:0]
+	for _, d := range l.Dead {
+		if d.Name == name {
+			dead = append(dead, d)
+		}
+	}
+	l.Dead = dead
+	return len(live)+len(dead) > 0
+}

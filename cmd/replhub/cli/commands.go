@@ -231,24 +231,8 @@ func runSessions(ctx context.Context, e *env, o *sessionsOptions) error {
 	if err != nil {
 		return err
 	}
-	if o.name != "" {
-		keep := l.Sessions[:0]
-		for _, s := range l.Sessions {
-			if s.Name == o.name {
-				keep = append(keep, s)
-			}
-		}
-		l.Sessions = keep
-		dead := l.Dead[:0]
-		for _, d := range l.Dead {
-			if d.Name == o.name {
-				dead = append(dead, d)
-			}
-		}
-		l.Dead = dead
-		if len(l.Sessions) == 0 && len(l.Dead) == 0 {
-			return fmt.Errorf("no session '%s'", o.name)
-		}
+	if o.name != "" && !l.Only(o.name) {
+		return fmt.Errorf("no session '%s'", o.name)
 	}
 	if o.json {
 		return writeJSON(e.io.Out, l)
