@@ -187,27 +187,37 @@ class Session(object):
         status, value, error = "ok", None, None
         t0 = time.time()
         try:
-            self.running = True
+            tree = ast.parse(code, fname, "exec")
+        except (SyntaxError, ValueError):
+            # The cell does not parse: there are no frames worth showing.
+            import traceback
+            etype, evalue = sys.exc_info()[:2]
+            tree, status = None, "error"
+            error = {"type": etype.__name__, "message": str(evalue),
+                     "traceback": "".join(traceback.format_exception_only(etype, evalue))}
+        if tree is not None:
             try:
-                tree = ast.parse(code, fname, "exec")
-                last = None
-                if tree.body and isinstance(tree.body[-1], ast.Expr):
-                    last = ast.Expression(tree.body.pop().value)
-                exec(compile(tree, fname, "exec"), self.ns)
-                if last is not None:
-                    v = eval(compile(last, fname, "eval"), self.ns)
-                    if v is not None:
-                        self.ns["_"] = v
-                        value = self.safe_repr(v)
-            finally:
-                self.running = False
-        except SystemExit as e:
-            status = "error"
-            error = {"type": "SystemExit", "message": "sys.exit(%r) was caught; the session goes on" % (e.code,),
-                     "traceback": ""}
-        except BaseException:
-            status = "error"
-            error = _exc_info_dict(*sys.exc_info())
+                self.running = True
+                try:
+                    last = None
+                    if tree.body and isinstance(tree.body[-1], ast.Expr):
+                        last = ast.Expression(tree.body.pop().value)
+                    exec(compile(tree, fname, "exec"), self.ns)
+                    if last is not None:
+                        v = eval(compile(last, fname, "eval"), self.ns)
+                        if v is not None:
+                            self.ns["_"] = v
+                            value = self.safe_repr(v)
+                finally:
+                    self.running = False
+            except SystemExit as e:
+                status = "error"
+                error = {"type": "SystemExit",
+                         "message": "sys.exit(%r) was caught; the session goes on" % (e.code,),
+                         "traceback": ""}
+            except BaseException:
+                status = "error"
+                error = _exc_info_dict(*sys.exc_info())
         done = {"op": "done", "cell": cell, "status": status, "value": value,
                 "error": error, "duration": time.time() - t0}
         # A late interrupt must not lose the fence or the done frame.

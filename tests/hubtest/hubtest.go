@@ -1,0 +1,290 @@
+// Package hubtest starts isolated replhub hubs for end-to-end tests: the
+// real binary, built once per test process, with its own XDG folders, so a
+// test never touches the user's hub. Every hub a test starts is stopped, and
+// killed by its pid if it does not stop, in t.Cleanup.
+package hubtest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/config"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// Binary builds replhub once per test process into a folder that every user
+// may read (tests run it as another user too) and returns its path.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "replhub-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		os.Chmod(dir, 0o755)
+		binPath = filepath.Join(dir, "replhub")
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/replhub")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// Env is one isolated replhub world: its own runtime, state and config
+// folders, and the environment the binary runs with.
+type Env struct {
+	t       testing.TB
+	Bin     string
+	Dir     string // the root of the world's folders
+	Runtime string // $XDG_RUNTIME_DIR
+	State   string // $XDG_STATE_HOME
+	Config  string // $XDG_CONFIG_HOME
+	Vars    []string
+	Cwd     string
+	Paths   config.Paths
+}
+
+// Start makes an isolated world; its hub starts on first use, as a user's
+// would, and is stopped at cleanup.
+func Start(t testing.TB) *Env {
+	t.Helper()
+	bin := Binary(t)
+	dir, err := os.MkdirTemp("", "replhub-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &Env{t: t, Bin: bin, Dir: dir,
+		Runtime: filepath.Join(dir, "run"), State: filepath.Join(dir, "state"), Config: filepath.Join(dir, "config"),
+		Cwd: filepath.Join(dir, "work")}
+	for _, d := range []string{e.Runtime, e.Cwd} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.Vars = append(filteredEnviron(), "XDG_RUNTIME_DIR="+e.Runtime, "XDG_STATE_HOME="+e.State, "XDG_CONFIG_HOME="+e.Config)
+	e.Paths, err = config.FromEnv(e.Getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		e.StopHub()
+		os.RemoveAll(dir)
+	})
+	return e
+}
+
+// filteredEnviron is the test's environment without replhub's own variables.
+func filteredEnviron() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "XDG_") || strings.HasPrefix(k, "REPLHUB_") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// Getenv looks a variable up in the world's environment.
+func (e *Env) Getenv(k string) string {
+	for i := len(e.Vars) - 1; i >= 0; i-- {
+		if kk, v, ok := strings.Cut(e.Vars[i], "="); ok && kk == k {
+			return v
+		}
+	}
+	return ""
+}
+
+// Setenv sets a variable for later runs.
+func (e *Env) Setenv(k, v string) { e.Vars = append(e.Vars, k+"="+v) }
+
+// Result is one run of the binary.
+type Result struct {
+	Stdout, Stderr string
+	Code           int
+}
+
+func (r Result) String() string {
+	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.Code, r.Stdout, r.Stderr)
+}
+
+// Run runs the binary with args in the world's cwd, bounded by 2 minutes.
+func (e *Env) Run(args ...string) Result {
+	return e.RunInput("", args...)
+}
+
+// RunInput runs the binary with stdin.
+func (e *Env) RunInput(stdin string, args ...string) Result {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.Bin, args...)
+	cmd.Dir = e.Cwd
+	cmd.Env = e.Vars
+	cmd.Stdin = strings.NewReader(stdin)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	cmd.WaitDelay = 5 * time.Second
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else {
+			e.t.Fatalf("running replhub %v: %v", args, err)
+		}
+	}
+	return Result{Stdout: out.String(), Stderr: errb.String(), Code: code}
+}
+
+// Client is an in-process client of this world's hub.
+func (e *Env) Client() *client.Client {
+	c := client.New(e.Paths)
+	c.Exe = e.Bin
+	c.Env = e.Vars
+	e.t.Cleanup(c.Close)
+	return c
+}
+
+// HubPid is the running hub's pid, or 0.
+func (e *Env) HubPid() int {
+	b, err := os.ReadFile(e.Paths.PidFile())
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+// StopHub stops the hub and, if it is still alive after 10 s, kills it by pid.
+func (e *Env) StopHub() {
+	pid := e.HubPid()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.Bin, "stop")
+	cmd.Env = e.Vars
+	cmd.Run()
+	if pid > 0 && Alive(pid) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// Alive reports whether pid is a live (not zombie) process.
+func Alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return syscall.Kill(pid, 0) == nil
+	}
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
+}
+
+// WaitGone waits up to d for pid to end.
+func WaitGone(pid int, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if !Alive(pid) {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+// Pythons finds CPython interpreters on this machine, by minor version
+// ("3.6" → path): pyenv's versions, then python3.N on PATH.
+func Pythons() map[string]string {
+	found := map[string]string{}
+	var roots []string
+	if out, err := exec.Command("pyenv", "root").Output(); err == nil {
+		roots = append(roots, strings.TrimSpace(string(out)))
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		roots = append(roots, filepath.Join(h, ".pyenv"))
+	}
+	for _, root := range roots {
+		dirs, _ := filepath.Glob(filepath.Join(root, "versions", "3.*", "bin"))
+		sort.Strings(dirs)
+		for _, d := range dirs {
+			for minor := 6; minor <= 14; minor++ {
+				v := fmt.Sprintf("3.%d", minor)
+				p := filepath.Join(d, "python"+v)
+				if _, ok := found[v]; !ok && isExec(p) {
+					found[v] = p
+				}
+			}
+		}
+	}
+	for minor := 6; minor <= 14; minor++ {
+		v := fmt.Sprintf("3.%d", minor)
+		if _, ok := found[v]; ok {
+			continue
+		}
+		if p, err := exec.LookPath("python" + v); err == nil && !strings.Contains(p, "/shims/") {
+			found[v] = p
+		}
+	}
+	return found
+}
+
+func isExec(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+}
+
+// PickPythons returns one interpreter of a recent minor (3.13 or 3.12,
+// else the newest) and one of an old one (3.6 to 3.8), skipping the test
+// when the machine has none.
+func PickPythons(t testing.TB) (newer, older string) {
+	t.Helper()
+	ps := Pythons()
+	for _, v := range []string{"3.13", "3.12", "3.11", "3.10"} {
+		if p, ok := ps[v]; ok {
+			newer = p
+			break
+		}
+	}
+	for _, v := range []string{"3.6", "3.7", "3.8"} {
+		if p, ok := ps[v]; ok {
+			older = p
+			break
+		}
+	}
+	if newer == "" || older == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("CI needs a Python 3.12/3.13 and a 3.6–3.8; found %v", ps)
+		}
+		t.Skipf("needs a Python 3.12/3.13 and a 3.6–3.8; found %v", ps)
+	}
+	return newer, older
+}

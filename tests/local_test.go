@@ -1,0 +1,381 @@
+package tests
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/tests/hubtest"
+	"github.com/replhub/replhub/wire"
+)
+
+// pythons runs f once with a recent and once with an old interpreter.
+func pythons(t *testing.T, f func(t *testing.T, py string)) {
+	newer, older := hubtest.PickPythons(t)
+	for _, py := range []string{newer, older} {
+		t.Run(filepath.Base(py), func(t *testing.T) {
+			t.Parallel()
+			f(t, py)
+		})
+	}
+}
+
+func execJSON(t *testing.T, e *hubtest.Env, args ...string) (wire.Result, hubtest.Result) {
+	t.Helper()
+	r := e.Run(append([]string{"exec", "--json"}, args...)...)
+	var res wire.Result
+	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &res), "%s", r)
+	return res, r
+}
+
+func TestSessionKeepsState(t *testing.T) {
+	pythons(t, func(t *testing.T, py string) {
+		e := hubtest.Start(t)
+		r := e.Run("exec", "chirp", `import json; cfg = {"port": 8080}`, "--python", py)
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Regexp(t, `^\[created session 'chirp' \(python 3\.\d+\.\d+, cwd `+regexp.QuoteMeta(e.Cwd)+`\)\]\n$`, r.Stdout)
+
+		r = e.Run("exec", "chirp", `cfg["port"] + 1`)
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Equal(t, "Out[2]: 8081\n", r.Stdout)
+
+		r = e.Run("exec", "chirp", "-")
+		assert.Equal(t, 0, r.Code, "empty stdin is an empty cell: %s", r)
+		r = e.RunInput("x = cfg['port']\nx * 2\n", "exec", "chirp", "-")
+		assert.Equal(t, "Out[4]: 16160\n", r.Stdout, "%s", r)
+
+		r = e.Run("sessions")
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Regexp(t, `(?m)^chirp  pid \d+  python 3\.\d+\.\d+  up \S+  idle \S+  4 cells  \d+ MB  cwd `+regexp.QuoteMeta(e.Cwd)+`\n    names: cfg, json, x\n`, r.Stdout)
+
+		r = e.Run("sessions", "chirp")
+		assert.Contains(t, r.Stdout, "transcript: "+e.Paths.Transcript("chirp"))
+		assert.Equal(t, 2, e.Run("sessions", "nosuch").Code)
+	})
+}
+
+func TestExecRunsInCallersCwdAndEnv(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_TEST_MARK", "hello there")
+	e.Setenv("REPLHUB_PYTHON", newer)
+	r := e.Run("exec", "env", `import os, sys; (os.getcwd(), os.environ["REPLHUB_TEST_MARK"], sys.executable)`)
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "Out[1]: ('"+e.Cwd+"', 'hello there', '"+newer+"')")
+	// A REPL's sys.path[0] is the cwd, so modules there import.
+	require.NoError(t, os.WriteFile(filepath.Join(e.Cwd, "localmod.py"), []byte("VALUE = 7\n"), 0o644))
+	r = e.Run("exec", "env", "import localmod; localmod.VALUE")
+	assert.Contains(t, r.Stdout, "Out[2]: 7", "%s", r)
+}
+
+func TestREPLSemantics(t *testing.T) {
+	pythons(t, func(t *testing.T, py string) {
+		e := hubtest.Start(t)
+		run := func(code string) hubtest.Result {
+			t.Helper()
+			return e.Run("exec", "s", code, "--python", py)
+		}
+		r := run("6 * 7")
+		assert.Contains(t, r.Stdout, "Out[1]: 42")
+		r = run("_ + 1")
+		assert.Contains(t, r.Stdout, "Out[2]: 43")
+		r = run("None")
+		assert.NotContains(t, r.Stdout, "Out[")
+
+		// A real __main__: functions defined in a cell pickle.
+		r = run("import pickle\ndef f(x):\n    return x + 1\npickle.loads(pickle.dumps(f))(1)")
+		assert.Contains(t, r.Stdout, "Out[4]: 2", "%s", r)
+
+		// print(), a subprocess and C-level writes keep their order.
+		r = run(`import os, subprocess, sys
+print("one")
+subprocess.run(["echo", "two"])
+os.write(1, b"three\n")
+sys.stderr.write("four\n")
+os.write(2, b"five\n")
+print("six", flush=False)`)
+		assert.Equal(t, "one\ntwo\nthree\nfour\nfive\nsix\n", r.Stdout)
+
+		r = run("input()")
+		assert.Equal(t, 1, r.Code)
+		assert.Contains(t, r.Stdout, "EOFError")
+
+		r = run("import sys; sys.exit(4)")
+		assert.Equal(t, 1, r.Code)
+		assert.Contains(t, r.Stdout, "SystemExit: sys.exit(4) was caught; the session goes on")
+		r = run("'still here'")
+		assert.Contains(t, r.Stdout, "Out[8]: 'still here'")
+
+		r = run("def g():\n    return 1 / 0\n\ng()")
+		assert.Equal(t, 1, r.Code)
+		assert.Contains(t, r.Stdout, `File "<cell-9>", line 2, in g`)
+		assert.Contains(t, r.Stdout, "    return 1 / 0")
+		assert.Contains(t, r.Stdout, "ZeroDivisionError")
+		assert.NotContains(t, r.Stdout, "worker.py")
+
+		r = run("def (:")
+		assert.Contains(t, r.Stdout, "SyntaxError")
+		assert.Contains(t, r.Stdout, `File "<cell-10>", line 1`)
+		assert.NotContains(t, r.Stdout, "worker.py")
+	})
+}
+
+func TestJSONHasEveryField(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	res, r := execJSON(t, e, "j", "print('hi'); 2 + 2", "--python", newer)
+	assert.Equal(t, 0, r.Code)
+	assert.Equal(t, "j", res.Session)
+	assert.Equal(t, 1, res.Cell)
+	assert.Equal(t, wire.StatusOK, res.Status)
+	assert.Equal(t, "hi\n", res.Output)
+	require.NotNil(t, res.Value)
+	assert.Equal(t, "4", *res.Value)
+	require.NotNil(t, res.Created)
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &raw))
+	for _, k := range []string{"session", "cell", "status", "output", "value", "error", "duration_ms", "truncated", "truncated_chars", "notes"} {
+		assert.Contains(t, raw, k)
+	}
+
+	res, r = execJSON(t, e, "j", "raise ValueError('bad')")
+	assert.Equal(t, 1, r.Code)
+	assert.Equal(t, wire.StatusError, res.Status)
+	require.NotNil(t, res.Error)
+	assert.Equal(t, "ValueError", res.Error.Type)
+	assert.Equal(t, "bad", res.Error.Message)
+	assert.Contains(t, res.Error.Traceback, "<cell-2>")
+
+	r = e.Run("sessions", "--json")
+	var l wire.SessionList
+	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &l), "%s", r)
+	assert.Equal(t, "detached", l.Hub.Supervisor)
+	assert.Equal(t, "none", l.Hub.MemoryLimit)
+	require.Len(t, l.Sessions, 1)
+	assert.Equal(t, "idle", l.Sessions[0].State)
+	assert.Equal(t, 2, l.Sessions[0].Cells)
+	assert.Greater(t, l.Sessions[0].RSS, int64(1<<20))
+}
+
+func TestTimeoutWaitAndBusy(t *testing.T) {
+	pythons(t, func(t *testing.T, py string) {
+		e := hubtest.Start(t)
+		r := e.Run("exec", "slow", "import time\nprint('started')\ntime.sleep(3)\n'finished'", "-t", "0.5", "--python", py)
+		assert.Equal(t, 3, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "started")
+		assert.Contains(t, r.Stdout, "[cell 1 still running after")
+
+		r = e.Run("exec", "slow", "1")
+		assert.Equal(t, 2, r.Code)
+		assert.Regexp(t, `session 'slow' is busy: cell 1 has run for \S+`, r.Stderr)
+
+		r = e.Run("sessions")
+		assert.Regexp(t, `running for \S+ \(cell 1\)`, r.Stdout)
+
+		r = e.Run("wait", "slow", "-t", "20")
+		assert.Equal(t, 0, r.Code, "%s", r)
+		assert.Equal(t, "Out[1]: 'finished'\n", r.Stdout)
+
+		r = e.Run("wait", "slow")
+		assert.Contains(t, r.Stdout, "is idle: nothing to collect")
+
+		// A result that finished while nobody waited is shown by the next exec.
+		e.Run("exec", "slow", "time.sleep(1); 'late'", "-t", "0.2")
+		time.Sleep(1500 * time.Millisecond)
+		r = e.Run("exec", "slow", "'next'")
+		assert.Contains(t, r.Stdout, "Out[2]: 'late'")
+		assert.Contains(t, r.Stdout, "Out[3]: 'next'")
+
+		assert.Equal(t, 2, e.Run("exec", "slow", "1", "-t", "601").Code)
+		assert.Equal(t, 2, e.Run("exec", "slow", "1", "-t", "0").Code)
+	})
+}
+
+func TestInterrupt(t *testing.T) {
+	pythons(t, func(t *testing.T, py string) {
+		e := hubtest.Start(t)
+		for _, code := range []string{"import time; time.sleep(60)", "import subprocess; subprocess.run(['sleep', '60'])", "while True: pass"} {
+			r := e.Run("exec", "i", code, "-t", "0.5", "--python", py)
+			require.Equal(t, 3, r.Code, "%s", r)
+			r = e.Run("interrupt", "i")
+			require.Equal(t, 0, r.Code, "%s", r)
+			r = e.Run("wait", "i", "-t", "10")
+			assert.Equal(t, 1, r.Code, "%s", r)
+			assert.Contains(t, r.Stdout, "KeyboardInterrupt", code)
+		}
+		r := e.Run("interrupt", "i")
+		assert.Contains(t, r.Stdout, "is idle: nothing to interrupt")
+		r = e.Run("exec", "i", "'alive'")
+		assert.Contains(t, r.Stdout, "'alive'")
+	})
+}
+
+func TestKillFreesTheName(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	res, _ := execJSON(t, e, "k", "import os, subprocess; p = subprocess.Popen(['sleep', '300']); x = 1; (os.getpid(), p.pid)", "--python", newer)
+	var pids [2]int
+	require.NoError(t, json.Unmarshal([]byte(strings.NewReplacer("(", "[", ")", "]").Replace(*res.Value)), &pids))
+	r := e.Run("kill", "k")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "killed session 'k'")
+	assert.True(t, hubtest.WaitGone(pids[0], 5*time.Second), "worker still alive")
+	assert.True(t, hubtest.WaitGone(pids[1], 5*time.Second), "the worker's child still alive")
+
+	r = e.Run("exec", "k", "x", "--python", newer)
+	assert.Equal(t, 1, r.Code)
+	assert.Contains(t, r.Stdout, "NameError")
+	assert.NotContains(t, r.Stdout, "died", "a kill writes no death note")
+	assert.Equal(t, 2, e.Run("kill", "nosuch").Code)
+}
+
+func TestCaps(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	res, _ := execJSON(t, e, "c", `print("a" * 20000 + "b" * 20000 + "c" * 20000)`, "--python", newer)
+	assert.True(t, res.Truncated)
+	assert.Equal(t, 60001-30000, res.TruncatedChars)
+	assert.True(t, strings.HasPrefix(res.Output, strings.Repeat("a", 15000)))
+	assert.True(t, strings.HasSuffix(res.Output, strings.Repeat("c", 14999)+"\n"))
+	assert.Contains(t, res.Output, "[... 30001 characters left out ...]")
+	assert.Less(t, len(res.Output), 30100)
+
+	res, _ = execJSON(t, e, "c", `"x" * 50000`)
+	require.NotNil(t, res.Value)
+	assert.LessOrEqual(t, len(*res.Value), 10100)
+	assert.Contains(t, *res.Value, "characters left out")
+
+	// More unread output than a session keeps: the oldest goes, with a note.
+	res, _ = execJSON(t, e, "c", `import sys
+for i in range(30):
+    sys.stdout.write(str(i % 10) * 100000)
+print()`)
+	assert.True(t, res.Truncated)
+	assert.Contains(t, strings.Join(res.Notes, "\n"), "characters of unread output were dropped (a session keeps at most 2000000)")
+}
+
+func TestOthersLine(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	e.Run("exec", "busy", "import time; time.sleep(2); 'done'", "-t", "0.2")
+	r := e.Run("exec", "other", "1")
+	assert.Regexp(t, `\[other sessions: busy running cell 1 for \S+\]`, r.Stdout)
+	time.Sleep(2500 * time.Millisecond)
+	r = e.Run("exec", "other", "2")
+	assert.Contains(t, r.Stdout, "[other sessions: busy has an unread result (replhub wait busy)]")
+	e.Run("wait", "busy")
+	r = e.Run("exec", "other", "3")
+	assert.NotContains(t, r.Stdout, "other sessions")
+}
+
+func TestTranscript(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Run("exec", "tr", "a = 1", "--python", newer)
+	e.Run("exec", "tr", "print(a)\nb = 2")
+	b, err := os.ReadFile(e.Paths.Transcript("tr"))
+	require.NoError(t, err)
+	assert.Regexp(t, `(?s)# ---- cell 1 · \d{4}-\d\d-\d\dT\S+ · cwd `+regexp.QuoteMeta(e.Cwd)+`\na = 1\n.*# ---- cell 2 · .*\nprint\(a\)\nb = 2\n`, string(b))
+	fi, err := os.Stat(e.Paths.Transcript("tr"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	di, err := os.Stat(e.Paths.State)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), di.Mode().Perm())
+}
+
+func TestDeathsAreReported(t *testing.T) {
+	cases := []struct {
+		name, code, how string
+	}{
+		{"exit", "import os; print('bye'); os._exit(3)", "exited with status 3"},
+		{"sigkill", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)", "killed by signal SIGKILL"},
+		{"segfault", "import ctypes; ctypes.string_at(0)", "killed by signal SIGSEGV"},
+	}
+	pythons(t, func(t *testing.T, py string) {
+		e := hubtest.Start(t)
+		for _, c := range cases {
+			e.Run("exec", c.name, "x = 1", "--python", py)
+			r := e.Run("exec", c.name, c.code)
+			assert.Equal(t, 4, r.Code, "%s", r)
+			assert.Contains(t, r.Stdout, "died while running cell 2: "+c.how)
+
+			r = e.Run("wait", c.name)
+			assert.Equal(t, 2, r.Code)
+			assert.Contains(t, r.Stderr, c.how)
+			r = e.Run("interrupt", c.name)
+			assert.Contains(t, r.Stderr, c.how)
+			r = e.Run("sessions")
+			assert.Contains(t, r.Stdout, c.name+"  dead: ")
+
+			r = e.Run("exec", c.name, "'again'", "--python", py)
+			assert.Equal(t, 0, r.Code, "%s", r)
+			assert.Contains(t, r.Stdout, "[session '"+c.name+"' died at ")
+			assert.Contains(t, r.Stdout, c.how+", after 2 cells; transcript "+e.Paths.Transcript(c.name))
+			assert.Contains(t, r.Stdout, "Out[1]: 'again'")
+			r = e.Run("exec", c.name, "'once'")
+			assert.NotContains(t, r.Stdout, "died", "a death note is shown once")
+		}
+		// The exit case's last words are in its note.
+		e.Run("exec", "words", "import sys; sys.stderr.write('last words\\n'); import os; os._exit(1)", "--python", py)
+		r := e.Run("exec", "words", "1", "--python", py)
+		assert.Contains(t, r.Stdout, "its last output:\n    last words")
+		// The hub still serves.
+		assert.Equal(t, 0, e.Run("sessions").Code)
+	})
+}
+
+func TestHubStopLeavesDeathNotes(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	res, _ := execJSON(t, e, "victim", "import os; os.getpid()", "--python", newer)
+	r := e.Run("stop")
+	require.Equal(t, 0, r.Code, "%s", r)
+	pid := 0
+	json.Unmarshal([]byte(*res.Value), &pid)
+	assert.True(t, hubtest.WaitGone(pid, 5*time.Second))
+	_, err := os.Stat(e.Paths.Socket())
+	assert.True(t, os.IsNotExist(err), "socket removed")
+	r = e.Run("exec", "victim", "1", "--python", newer)
+	assert.Contains(t, r.Stdout, "the hub stopped")
+	r = e.Run("stop")
+	assert.Equal(t, 0, r.Code)
+	assert.Contains(t, r.Stdout, "hub stopping")
+	r = e.Run("stop")
+	assert.Contains(t, r.Stdout, "no hub was running")
+}
+
+func TestHubStartsOnFirstUseAndLogs(t *testing.T) {
+	e := hubtest.Start(t)
+	r := e.Run("start")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "hub running: pid")
+	assert.Contains(t, r.Stdout, "detached")
+	fi, err := os.Stat(e.Paths.Runtime)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
+	b, err := os.ReadFile(e.Paths.Log())
+	require.NoError(t, err)
+	assert.Contains(t, string(b), "hub serving")
+	assert.Contains(t, string(b), "supervisor=detached")
+}
+
+func TestBadNames(t *testing.T) {
+	e := hubtest.Start(t)
+	for _, name := range []string{"a b", "..", strings.Repeat("x", 65), "a/b", "é"} {
+		r := e.Run("exec", name, "1")
+		assert.Equal(t, 2, r.Code)
+		assert.Contains(t, r.Stderr, "bad session name")
+	}
+	r := e.Run("exec", "missing-python", "1", "--python", "/no/such/python")
+	assert.Equal(t, 2, r.Code)
+	assert.Contains(t, r.Stderr, `python "/no/such/python": not found`)
+}
