@@ -130,8 +130,17 @@ func (s *Session) start(ctx context.Context, argv []string, dir string, env []st
 		err = ctx.Err()
 	}
 	if err != nil {
-		p.Kill()
-		ex := p.Wait()
+		// A worker that is exiting on its own gets a moment, so that its
+		// own exit status is the one reported.
+		exited := make(chan Exit, 1)
+		go func() { exited <- p.Wait() }()
+		var ex Exit
+		select {
+		case ex = <-exited:
+		case <-time.After(time.Second):
+			p.Kill()
+			ex = <-exited
+		}
 		select {
 		case <-s.outClosed:
 		case <-time.After(time.Second):

@@ -1,0 +1,222 @@
+package tests
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/tests/hubtest"
+)
+
+// stillServes checks that the hub answers after a bad input.
+func stillServes(t *testing.T, e *hubtest.Env) {
+	t.Helper()
+	r := e.Run("exec", "canary", "'ok'")
+	require.Equal(t, 0, r.Code, "the hub no longer serves: %s", r)
+	assert.Contains(t, r.Stdout, "'ok'")
+}
+
+// fakeWorker writes an executable "python" that ignores the worker file and
+// speaks the frame protocol badly in the way body says.
+func fakeWorker(t *testing.T, dir, body string) string {
+	t.Helper()
+	newer, _ := hubtest.PickPythons(t)
+	p := filepath.Join(dir, "fakepython")
+	script := "#!" + newer + "\n" + `import json, os, sys
+out = os.fdopen(1, "wb", 0)
+def frame(d):
+    out.write(json.dumps(d).encode() + b"\n")
+def ready():
+    frame({"op": "ready", "proto": 1, "python": "3.99.0", "pid": os.getpid(), "cwd": os.getcwd(), "executable": "fake", "cloudpickle": False})
+def cells():
+    for line in sys.stdin.buffer:
+        c = json.loads(line)
+        if c.get("op") == "exec":
+            yield c
+` + body
+	require.NoError(t, os.WriteFile(p, []byte(script), 0o755))
+	return p
+}
+
+func TestMalformedFramesFromWorker(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	py := fakeWorker(t, e.Dir, `
+ready()
+for c in cells():
+    out.write(b"this is not a frame\n")
+    out.write(b'{"op": "done", "cell": \n')
+    out.write(b'[1, 2, 3]\n')
+    os.write(2, b"cell output" + c["fence"].encode())
+    frame({"op": "done", "cell": c["cell"], "status": "ok", "value": "'fine'", "error": None, "duration": 0.01})
+`)
+	r := e.Run("exec", "bad", "1", "--python", py)
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "cell output")
+	assert.Contains(t, r.Stdout, "Out[1]: 'fine'")
+	assert.Contains(t, r.Stdout, `the worker sent a malformed frame from worker`)
+	assert.Contains(t, r.Stdout, `this is not a frame`)
+	r = e.Run("exec", "bad", "2")
+	assert.Equal(t, 0, r.Code, "the session goes on: %s", r)
+	stillServes(t, e)
+}
+
+func TestBrokenFrameStreamKillsTheWorker(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	py := fakeWorker(t, e.Dir, `
+ready()
+for c in cells():
+    out.write(b"x" * (20 << 20))
+    import time; time.sleep(30)
+`)
+	r := e.Run("exec", "broken", "1", "--python", py)
+	assert.Equal(t, 4, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "worker frame stream broken")
+	stillServes(t, e)
+}
+
+func TestNoiseBeforeReadyIsShownOnlyWhenStartFails(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	py := fakeWorker(t, e.Dir, `
+out.write(b"Welcome to the machine\n")
+ready()
+for c in cells():
+    os.write(2, c["fence"].encode())
+    frame({"op": "done", "cell": c["cell"], "status": "ok", "value": None, "error": None, "duration": 0.01})
+`)
+	r := e.Run("exec", "noisy", "1", "--python", py)
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.NotContains(t, r.Stdout, "Welcome")
+
+	py = fakeWorker(t, t.TempDir(), `
+out.write(b"rc file says hello\n")
+sys.stderr.write("and then it broke\n")
+sys.exit(5)
+`)
+	r = e.Run("exec", "dies", "1", "--python", py)
+	assert.Equal(t, 2, r.Code)
+	assert.Contains(t, r.Stderr, "session 'dies' did not start")
+	assert.Contains(t, r.Stderr, "exited with status 5")
+	assert.Contains(t, r.Stderr, "rc file says hello")
+	assert.Contains(t, r.Stderr, "and then it broke")
+	stillServes(t, e)
+}
+
+func TestFloodsAndOddBytes(t *testing.T) {
+	pythons(t, func(t *testing.T, py string) {
+		e := hubtest.Start(t)
+		e.Setenv("REPLHUB_PYTHON", py)
+		res, r := execJSON(t, e, "flood", `import sys; sys.stdout.write("z" * (50 << 20)); "after"`)
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.True(t, res.Truncated)
+		assert.Less(t, len(res.Output), 31000)
+		assert.Equal(t, "'after'", *res.Value)
+
+		res, r = execJSON(t, e, "flood", `import os; os.write(1, b"ok \xff\xfe bytes\x00 and NUL\n"); print("\u00e9")`)
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Equal(t, "ok \ufffd\ufffd bytes␀ and NUL\né\n", res.Output)
+		notes := strings.Join(res.Notes, "\n")
+		assert.Contains(t, notes, "2 bytes that are not UTF-8")
+		assert.Contains(t, notes, "1 NUL bytes")
+
+		// Binary junk in a repr and in the code itself.
+		r = e.Run("exec", "flood", `bytes(range(256))`)
+		assert.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, `\x00\x01`)
+		r = e.RunInput("x = 1\x00", "exec", "flood", "-")
+		assert.Equal(t, 1, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "null")
+		stillServes(t, e)
+	})
+}
+
+func TestSocketFolderOpenToOthersIsRefused(t *testing.T) {
+	e := hubtest.Start(t)
+	dir := e.Paths.Runtime
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	require.NoError(t, os.Chmod(dir, 0o755))
+	r := e.Run("sessions")
+	assert.Equal(t, 2, r.Code)
+	assert.Contains(t, r.Stderr, "has mode 0755, open to others; run: chmod 700 "+dir)
+	require.NoError(t, os.Chmod(dir, 0o700))
+	assert.Equal(t, 0, e.Run("sessions").Code)
+}
+
+func TestPeerOfAnotherUidIsRefused(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to run a client as another user")
+	}
+	sysPython, err := exec.LookPath("/usr/bin/python3")
+	if err != nil {
+		t.Skip("needs /usr/bin/python3 for the stranger's client")
+	}
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	r := e.Run("exec", "mine", "secret = 42", "--python", newer)
+	require.Equal(t, 0, r.Code, "%s", r)
+	// Open the way to the socket, as a careless user might.
+	for _, d := range []string{e.Dir, e.Runtime, e.Paths.Runtime} {
+		require.NoError(t, os.Chmod(d, 0o755))
+	}
+	require.NoError(t, os.Chmod(e.Paths.Socket(), 0o777))
+	req := fmt.Sprintf(`{"v":1,"op":"exec","name":"mine","code":"secret"}`)
+	script := fmt.Sprintf(`import socket
+s = socket.socket(socket.AF_UNIX)
+s.connect(%q)
+s.sendall(%q.encode() + b"\n")
+s.settimeout(10)
+print(s.recv(65536).decode())`, e.Paths.Socket(), req)
+	cmd := exec.Command("setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sysPython, "-c", script)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "refused")
+	assert.Contains(t, string(out), "a hub serves only its own user")
+	assert.NotContains(t, string(out), "42")
+	log, _ := os.ReadFile(e.Paths.Log())
+	assert.Contains(t, string(log), "refused a connection")
+
+	// And a client run as another user refuses a hub (its folder) that is not its own.
+	cmd = exec.Command("setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", e.Bin, "sessions")
+	cmd.Env = append(e.Vars, "HOME=/tmp")
+	out, _ = cmd.CombinedOutput()
+	assert.Contains(t, string(out), "is owned by uid 0, not by you")
+	for _, d := range []string{e.Dir, e.Runtime, e.Paths.Runtime} {
+		require.NoError(t, os.Chmod(d, 0o700))
+	}
+	stillServes(t, e)
+}
+
+func TestMalformedRequestsAreAnswered(t *testing.T) {
+	e := hubtest.Start(t)
+	require.Equal(t, 0, e.Run("start").Code)
+	c, err := net.Dial("unix", e.Paths.Socket())
+	require.NoError(t, err)
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 4096)
+	for _, line := range []string{"not json", `{"v":1,"op":"frobnicate"}`, `{"v":99,"op":"ping"}`, "\x00\xff\xfe"} {
+		_, err := c.Write([]byte(line + "\n"))
+		require.NoError(t, err)
+		n, err := c.Read(buf)
+		require.NoError(t, err)
+		assert.Contains(t, string(buf[:n]), `"err"`, line)
+	}
+	_, err = c.Write([]byte(`{"v":1,"op":"ping"}` + "\n"))
+	require.NoError(t, err)
+	n, err := c.Read(buf)
+	require.NoError(t, err)
+	assert.Contains(t, string(buf[:n]), "pong")
+}

@@ -1,0 +1,159 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/tests/hubtest"
+	"github.com/replhub/replhub/wire"
+)
+
+// mcpSession starts `replhub mcp` as a real subprocess and connects an SDK
+// client to it.
+func mcpSession(t *testing.T, e *hubtest.Env, progress *atomic.Int32) *sdk.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.Command(e.Bin, "mcp")
+	cmd.Env = e.Vars
+	cmd.Dir = e.Cwd
+	c := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, &sdk.ClientOptions{
+		ProgressNotificationHandler: func(context.Context, *sdk.ProgressNotificationClientRequest) {
+			if progress != nil {
+				progress.Add(1)
+			}
+		},
+	})
+	cs, err := c.Connect(ctx, &sdk.CommandTransport{Command: cmd}, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func callText(t *testing.T, ctx context.Context, cs *sdk.ClientSession, params *sdk.CallToolParams) (string, bool) {
+	t.Helper()
+	res, err := cs.CallTool(ctx, params)
+	require.NoError(t, err)
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String(), res.IsError
+}
+
+func TestMCPServer(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	var progress atomic.Int32
+	cs := mcpSession(t, e, &progress)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	init := cs.InitializeResult()
+	assert.Less(t, len(init.Instructions), 2048)
+	assert.True(t, strings.HasPrefix(init.Instructions, "replhub keeps named Python sessions"))
+	assert.Contains(t, init.Instructions, "call sessions and reuse")
+
+	tools, err := cs.ListTools(ctx, nil)
+	require.NoError(t, err)
+	byName := map[string]*sdk.Tool{}
+	for _, tl := range tools.Tools {
+		byName[tl.Name] = tl
+	}
+	require.Len(t, byName, 5)
+	for _, n := range []string{"exec", "wait", "interrupt", "kill", "sessions"} {
+		require.Contains(t, byName, n)
+	}
+	assert.True(t, byName["sessions"].Annotations.ReadOnlyHint)
+	assert.True(t, byName["wait"].Annotations.ReadOnlyHint)
+	assert.False(t, byName["exec"].Annotations.ReadOnlyHint)
+	require.NotNil(t, byName["kill"].Annotations.DestructiveHint)
+	assert.True(t, *byName["kill"].Annotations.DestructiveHint)
+	assert.EqualValues(t, 40000, byName["exec"].Meta["anthropic/maxResultSizeChars"])
+	schema, _ := json.Marshal(byName["exec"].InputSchema)
+	for _, f := range []string{"name", "code", "timeout", "python"} {
+		assert.Contains(t, string(schema), `"`+f+`"`)
+	}
+
+	text, isErr := callText(t, ctx, cs, &sdk.CallToolParams{Name: "exec", Arguments: map[string]any{"name": "m", "code": "x = 20\nx + 1"}})
+	assert.False(t, isErr)
+	assert.Contains(t, text, "[created session 'm' (python 3.")
+	assert.Contains(t, text, "Out[1]: 21")
+	// The tool's text is what the CLI prints.
+	r := e.Run("exec", "m", "x + 2")
+	text, _ = callText(t, ctx, cs, &sdk.CallToolParams{Name: "exec", Arguments: map[string]any{"name": "m", "code": "x + 2"}})
+	assert.Equal(t, strings.Replace(r.Stdout, "Out[2]", "Out[3]", 1), text)
+
+	text, _ = callText(t, ctx, cs, &sdk.CallToolParams{Name: "sessions", Arguments: map[string]any{}})
+	assert.Regexp(t, `(?m)^m  pid \d+  python 3\.`, text)
+	assert.Contains(t, text, "names: x")
+
+	text, isErr = callText(t, ctx, cs, &sdk.CallToolParams{Name: "exec", Arguments: map[string]any{"name": "bad name", "code": "1"}})
+	assert.True(t, isErr)
+	assert.Contains(t, text, "bad session name")
+
+	// Progress while a call blocks, when the client asks for it.
+	params := &sdk.CallToolParams{Name: "exec", Arguments: map[string]any{"name": "m", "code": "import time; time.sleep(2.5); 'slept'"}}
+	params.SetProgressToken("tok-1")
+	text, _ = callText(t, ctx, cs, params)
+	assert.Contains(t, text, "'slept'")
+	assert.GreaterOrEqual(t, progress.Load(), int32(1))
+
+	// Timeout then wait.
+	text, _ = callText(t, ctx, cs, &sdk.CallToolParams{Name: "exec", Arguments: map[string]any{"name": "m", "code": "time.sleep(1.5); 'later'", "timeout": 0.3}})
+	assert.Contains(t, text, "still running")
+	text, _ = callText(t, ctx, cs, &sdk.CallToolParams{Name: "wait", Arguments: map[string]any{"name": "m", "timeout": 10}})
+	assert.Contains(t, text, "'later'")
+
+	// A call the client cancels interrupts its cell.
+	cctx, ccancel := context.WithTimeout(ctx, time.Second)
+	_, err = cs.CallTool(cctx, &sdk.CallToolParams{Name: "exec", Arguments: map[string]any{"name": "m", "code": "time.sleep(60)", "timeout": 120}})
+	ccancel()
+	require.Error(t, err)
+	idle := false
+	for i := 0; i < 100 && !idle; i++ {
+		time.Sleep(100 * time.Millisecond)
+		r := e.Run("sessions", "--json")
+		var l wire.SessionList
+		require.NoError(t, json.Unmarshal([]byte(r.Stdout), &l))
+		idle = len(l.Sessions) == 1 && l.Sessions[0].State == "idle"
+	}
+	assert.True(t, idle, "the cancelled call's cell was interrupted")
+	b, _ := exec.Command("cat", e.Paths.Transcript("m")).Output()
+	assert.Contains(t, string(b), "time.sleep(60)")
+
+	text, _ = callText(t, ctx, cs, &sdk.CallToolParams{Name: "interrupt", Arguments: map[string]any{"name": "m"}})
+	assert.Contains(t, text, "nothing to interrupt")
+
+	// A restarted MCP server loses nothing: all state is in the hub.
+	cs.Close()
+	cs2 := mcpSession(t, e, nil)
+	text, _ = callText(t, ctx, cs2, &sdk.CallToolParams{Name: "exec", Arguments: map[string]any{"name": "m", "code": "x"}})
+	assert.Contains(t, text, ": 20")
+	text, _ = callText(t, ctx, cs2, &sdk.CallToolParams{Name: "kill", Arguments: map[string]any{"name": "m"}})
+	assert.Contains(t, text, "killed session 'm'")
+}
+
+func TestSelfTest(t *testing.T) {
+	pythons(t, func(t *testing.T, py string) {
+		e := hubtest.Start(t)
+		r := e.Run("self-test", "--python", py)
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Equal(t, 7, strings.Count(r.Stdout, "PASS "))
+		assert.Contains(t, r.Stdout, "self-test: 7 of 7 checks passed")
+		// It used a private hub, not this world's.
+		assert.Equal(t, 0, e.HubPid())
+	})
+}
