@@ -216,9 +216,15 @@ func ReadLine(r *bufio.Reader, max int) ([]byte, error) {
 		chunk, err := r.ReadSlice('\n')
 		if err == nil {
 			if buf == nil {
+				if len(chunk) > max {
+					return nil, ErrLineTooLong
+				}
 				return chunk, nil
 			}
-			return append(buf, chunk...), nil
+			if buf = append(buf, chunk...); len(buf) > max {
+				return nil, ErrLineTooLong
+			}
+			return buf, nil
 		}
 		if errors.Is(err, bufio.ErrBufferFull) {
 			buf = append(buf, chunk...)

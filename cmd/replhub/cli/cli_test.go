@@ -1,0 +1,72 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/replhub/replhub/safesock"
+	"github.com/replhub/replhub/wire"
+)
+
+// run runs the CLI with an environment whose hub folder does not exist, so
+// nothing here can reach or start a hub.
+func run(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	env := map[string]string{"HOME": t.TempDir(), "XDG_RUNTIME_DIR": "/nonexistent/replhub-test"}
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), args, IO{strings.NewReader(stdin), &out, &errb}, func(k string) string { return env[k] })
+	return out.String(), errb.String(), code
+}
+
+func TestUsageErrors(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"exec", "onlyname"}, "accepts 2 arg(s), received 1"},
+		{[]string{"exec", "s", "1", "-t", "0"}, "-t must be more than 0 and at most 600 seconds"},
+		{[]string{"exec", "s", "1", "-t", "601"}, "-t must be more than 0 and at most 600 seconds"},
+		{[]string{"wait", "s", "-t", "-1"}, "-t must be more than 0"},
+		{[]string{"sessions", "a", "b"}, "accepts at most 1 arg(s)"},
+		{[]string{"frobnicate"}, `unknown command "frobnicate"`},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			_, errs, code := run(t, "", tt.args...)
+			assert.Equal(t, ExitFailure, code)
+			assert.Contains(t, errs, tt.want)
+			assert.True(t, strings.HasPrefix(errs, "replhub: "))
+		})
+	}
+}
+
+func TestHelpAndCompletion(t *testing.T) {
+	out, _, code := run(t, "", "--help")
+	assert.Equal(t, 0, code)
+	for _, c := range []string{"exec", "wait", "interrupt", "kill", "sessions", "start", "stop", "mcp", "self-test", "hub", "completion"} {
+		assert.Contains(t, out, "  "+c)
+	}
+	assert.Contains(t, out, "not a sandbox")
+	out, _, code = run(t, "", "completion", "bash")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, out, "bash completion")
+}
+
+func TestResultCode(t *testing.T) {
+	for status, want := range map[string]int{wire.StatusOK: 0, wire.StatusError: 1, wire.StatusRunning: 3, wire.StatusDead: 4, wire.StatusIdle: 0} {
+		assert.Equal(t, want, resultCode(&wire.Result{Status: status}), status)
+	}
+}
+
+func TestErrorText(t *testing.T) {
+	assert.Equal(t, "session 's' is busy", errorText(fmt.Errorf("x: %w", &wire.Error{Code: wire.CodeBusy, Message: "session 's' is busy"})))
+	assert.Equal(t, "no hub is running (`replhub start` starts one)", errorText(fmt.Errorf("%w (/x)", safesock.ErrNoHub)))
+	assert.Contains(t, errorText(&safesock.PeerError{Want: 1000, Got: 0}), "refusing to send your code")
+	assert.Equal(t, "plain", errorText(errors.New("plain")))
+}

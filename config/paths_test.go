@@ -1,0 +1,31 @@
+package config
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestFromEnv(t *testing.T) {
+	env := map[string]string{"HOME": "/home/me"}
+	p, err := FromEnv(func(k string) string { return env[k] })
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(os.TempDir(), fmt.Sprintf("replhub-%d", os.Getuid())), p.Runtime)
+	assert.False(t, p.RuntimeFromXDG)
+	assert.Equal(t, "/home/me/.local/state/replhub/"+Hostname(), p.State)
+	assert.Equal(t, "/home/me/.config/replhub", p.Config)
+
+	env["XDG_RUNTIME_DIR"], env["XDG_STATE_HOME"], env["XDG_CONFIG_HOME"] = "/run/user/1", "/s", "/c"
+	p, err = FromEnv(func(k string) string { return env[k] })
+	require.NoError(t, err)
+	assert.Equal(t, "/run/user/1/replhub", p.Runtime)
+	assert.Equal(t, "/run/user/1/replhub/hub.sock", p.Socket())
+	assert.Equal(t, "/run/user/1/replhub/hub.log", p.Log())
+	assert.Equal(t, "/s/replhub/"+Hostname()+"/chirp.py", p.Transcript("chirp"))
+	assert.Equal(t, "/s/replhub/"+Hostname()+"/dead", p.DeadDir())
+	assert.Equal(t, "/c/replhub", p.Config)
+}

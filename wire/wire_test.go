@@ -1,0 +1,60 @@
+package wire
+
+import (
+	"bufio"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestResultText(t *testing.T) {
+	v := "8081"
+	tests := []struct {
+		name string
+		r    Result
+		want string
+	}{
+		{"value", Result{Session: "chirp", Cell: 2, Status: StatusOK, Value: &v}, "Out[2]: 8081\n"},
+		{"created", Result{Session: "chirp", Cell: 1, Status: StatusOK, Created: &SessionInfo{Name: "chirp", Python: "3.11.7", Cwd: "/w"}},
+			"[created session 'chirp' (python 3.11.7, cwd /w)]\n"},
+		{"error", Result{Session: "s", Cell: 1, Status: StatusError, Output: "hi\n", Error: &CellError{Type: "E", Traceback: "Traceback\nE: x\n"}},
+			"hi\nTraceback\nE: x\n"},
+		{"running", Result{Session: "s", Cell: 4, Status: StatusRunning, DurationMS: 30000},
+			"[cell 4 still running after 30s; it goes on: `replhub wait s` collects its output and result, `replhub interrupt s` stops it]\n"},
+		{"previous and others", Result{Session: "s", Cell: 1, Status: StatusOK, Previous: "session 's' died", Others: "other sessions: a running"},
+			"[session 's' died]\n[other sessions: a running]\n"},
+		{"dead", Result{Session: "s", Cell: 2, Status: StatusDead, Output: "bye", Death: "session 's' died while running cell 2"},
+			"bye\n[session 's' died while running cell 2]\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, tt.r.Text())
+		})
+	}
+}
+
+func TestSessionLine(t *testing.T) {
+	s := SessionInfo{Name: "chirp", State: "idle", Pid: 81234, Python: "3.11.7", UpS: 125, IdleS: 40, Cells: 2, RSS: 21 << 20, Cwd: "/home/me/work", Names: []string{"cfg", "json"}}
+	l := SessionList{Sessions: []SessionInfo{s}}
+	assert.Equal(t, "chirp  pid 81234  python 3.11.7  up 2m  idle 40s  2 cells  21 MB  cwd /home/me/work\n    names: cfg, json\n", l.Text(false))
+	s.State, s.RunningCell, s.RunningS = "running", 3, 12
+	assert.Contains(t, s.Line(), "running for 12s (cell 3)")
+	assert.Equal(t, "no sessions\n", (&SessionList{}).Text(false))
+}
+
+func TestDuration(t *testing.T) {
+	for sec, want := range map[float64]string{0.42: "0.4s", 40: "40s", 125: "2m", 3780: "1h3m"} {
+		assert.Equal(t, want, Duration(sec))
+	}
+}
+
+func TestReadLine(t *testing.T) {
+	r := bufio.NewReaderSize(strings.NewReader("short\n"+strings.Repeat("x", 100)+"\nlast"), 16)
+	l, err := ReadLine(r, 50)
+	require.NoError(t, err)
+	assert.Equal(t, "short\n", string(l))
+	_, err = ReadLine(r, 50)
+	assert.ErrorIs(t, err, ErrLineTooLong)
+}
