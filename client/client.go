@@ -189,8 +189,12 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*w
 	if o.Env == nil {
 		o.Env = os.Environ()
 	}
-	rep, err := c.Do(ctx, wire.Request{Op: wire.OpExec, Name: name, Code: code, Timeout: o.Timeout.Seconds(),
-		Python: o.Python, Cwd: o.Cwd, Env: o.Env}, o.OnProgress)
+	req := wire.Request{Op: wire.OpExec, Name: name, Code: code, Timeout: o.Timeout.Seconds(), Python: o.Python, Cwd: o.Cwd}
+	rep, err := c.Do(ctx, req, o.OnProgress)
+	if wire.IsCode(err, wire.CodeNeedEnv) {
+		req.Env = o.Env
+		rep, err = c.Do(ctx, req, o.OnProgress)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -66,6 +66,7 @@ type Hub struct {
 
 	mu       sync.Mutex
 	sessions map[string]*Session
+	dead     map[string]bool // names with a death note on disk
 	closing  bool
 	conns    sync.WaitGroup
 }
@@ -94,6 +95,7 @@ func New(o Options) (*Hub, error) {
 		paths: o.Paths, version: o.Version, supervisor: o.Supervisor, log: o.Log,
 		startTimeout: o.StartTimeout, workerPath: wp,
 		stop: make(chan struct{}), sessions: map[string]*Session{},
+		dead: loadDeadNames(o.Paths.DeadDir()),
 	}, nil
 }
 
@@ -331,6 +333,10 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	}
 	s := h.sessions[req.Name]
 	created := s == nil
+	if created && req.Env == nil {
+		h.mu.Unlock()
+		return nil, &wire.Error{Code: wire.CodeNeedEnv, Message: "hub: a new session needs the caller's environment; send it with the request"}
+	}
 	if created {
 		s = newSession(h, req.Name)
 		h.sessions[req.Name] = s

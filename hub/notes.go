@@ -47,7 +47,27 @@ func (h *Hub) writeDeathNote(n deathNote) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(h.deathNotePath(n.Name), b, 0o600)
+	if err := writeFileAtomic(h.deathNotePath(n.Name), b, 0o600); err != nil {
+		return err
+	}
+	h.mu.Lock()
+	h.dead[n.Name] = true
+	h.mu.Unlock()
+	return nil
+}
+
+// loadDeadNames reads which death notes are on disk, once at start; from
+// then on h.dead follows every note written and shown, so that a reply's
+// line about other sessions costs no disk access.
+func loadDeadNames(dir string) map[string]bool {
+	dead := map[string]bool{}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if name, ok := strings.CutSuffix(e.Name(), ".json"); ok {
+			dead[name] = true
+		}
+	}
+	return dead
 }
 
 // peekDeathNote returns the note for name, or "".
@@ -69,47 +89,45 @@ func (h *Hub) takeDeathNote(name string) string {
 	if note != "" {
 		os.Remove(h.deathNotePath(name))
 	}
+	h.mu.Lock()
+	delete(h.dead, name)
+	h.mu.Unlock()
 	return note
 }
 
 // deadNames lists sessions with an unshown death note, but self and live ones.
 func (h *Hub) deadNames(self string) []string {
-	ents, err := os.ReadDir(h.paths.DeadDir())
-	if err != nil {
-		return nil
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var names []string
-	for _, e := range ents {
-		name, ok := strings.CutSuffix(e.Name(), ".json")
-		if !ok || name == self || h.sessions[name] != nil {
-			continue
+	for name := range h.dead {
+		if name != self && h.sessions[name] == nil {
+			names = append(names, name)
 		}
-		names = append(names, name)
 	}
 	sort.Strings(names)
 	return names
 }
 
-// transcribe appends a cell to its session's transcript. Nothing ever runs
-// a transcript: it is a record for people.
+// transcribe appends a cell to its session's transcript, which stays open
+// for the session's life. Nothing ever runs a transcript: it is a record
+// for people.
 func (h *Hub) transcribe(s *Session, r *run) {
 	s.mu.Lock()
-	cwd := s.info.Cwd
-	s.mu.Unlock()
-	path := h.paths.Transcript(s.name)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-	if err != nil {
-		h.log.Error("transcript", "session", s.name, "err", err)
-		return
+	defer s.mu.Unlock()
+	if s.transcript == nil {
+		f, err := os.OpenFile(h.paths.Transcript(s.name), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		if err != nil {
+			h.log.Error("transcript", "session", s.name, "err", err)
+			return
+		}
+		s.transcript = f
 	}
-	defer f.Close()
 	code := r.code
 	if !strings.HasSuffix(code, "\n") {
 		code += "\n"
 	}
-	fmt.Fprintf(f, "\n# ---- cell %d · %s · cwd %s\n%s", r.cell, r.start.Format(time.RFC3339), cwd, code)
+	fmt.Fprintf(s.transcript, "\n# ---- cell %d · %s · cwd %s\n%s", r.cell, r.start.Format(time.RFC3339), s.info.Cwd, code)
 }
 
 // writeFileAtomic writes b to path through a temporary file and a rename.

@@ -67,6 +67,7 @@ type Session struct {
 	killed     bool // a deliberate kill: no death note
 	death      string
 	noise      bytes.Buffer // what came before ready
+	transcript *os.File     // opened at the first cell, closed at exit
 }
 
 // run is one cell from exec to collection.
@@ -392,6 +393,11 @@ func (s *Session) waitExit() {
 	}
 	s.hub.sessionExited(s, ex)
 	p.Close()
+	s.mu.Lock()
+	if s.transcript != nil {
+		s.transcript.Close()
+	}
+	s.mu.Unlock()
 	close(s.exited)
 }
 

@@ -47,7 +47,10 @@ type Request struct {
 	// Python is the interpreter for a new session; empty means the
 	// caller's $REPLHUB_PYTHON, else the first python3 on the caller's PATH.
 	Python string `json:"python,omitempty"`
-	// Cwd and Env are the caller's; a new session starts in them.
+	// Cwd and Env are the caller's; a new session starts in them. A client
+	// may leave Env out: the hub then answers CodeNeedEnv if it must create
+	// the session, and the client sends the request again with it. A warm
+	// exec so skips a few kilobytes of JSON each way.
 	Cwd string   `json:"cwd,omitempty"`
 	Env []string `json:"env,omitempty"`
 	// Progress asks for progress replies while the request blocks.
@@ -83,6 +86,7 @@ const (
 	CodeStart      = "start_failed"
 	CodeShutdown   = "shutting_down"
 	CodeInternal   = "internal"
+	CodeNeedEnv    = "need_env"
 )
 
 // Error is a request that failed as a whole (not a cell that raised).

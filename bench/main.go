@@ -1,0 +1,215 @@
+// Command bench measures replhub against baselines taken in the same run and
+// prints a table of medians and ratios. It builds the binary and runs a
+// private hub in a temporary folder; nothing of the user's is touched.
+//
+//	go run ./bench [-python PATH] [-n RUNS]
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/config"
+)
+
+func main() {
+	python := flag.String("python", "", "interpreter (default: python3's real executable)")
+	n := flag.Int("n", 30, "runs per whole-process measurement")
+	flag.Parse()
+	if err := run(*python, *n); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+type world struct {
+	bin  string
+	env  []string
+	cwd  string
+	c    *client.Client
+	py   string
+	root string
+}
+
+func setup(python string) (*world, error) {
+	root, err := os.MkdirTemp("", "replhub-bench-")
+	if err != nil {
+		return nil, err
+	}
+	w := &world{root: root, bin: filepath.Join(root, "replhub"), cwd: root}
+	if out, err := exec.Command("go", "build", "-o", w.bin, "./cmd/replhub").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	if python == "" {
+		out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
+		if err != nil {
+			return nil, fmt.Errorf("no python3: %v", err)
+		}
+		python = strings.TrimSpace(string(out))
+	}
+	w.py = python
+	rt := filepath.Join(root, "run")
+	os.Mkdir(rt, 0o700)
+	vars := map[string]string{"XDG_RUNTIME_DIR": rt, "XDG_STATE_HOME": filepath.Join(root, "state"),
+		"XDG_CONFIG_HOME": filepath.Join(root, "config"), "REPLHUB_PYTHON": python, "REPLHUB_SUPERVISOR": "detached"}
+	w.env = os.Environ()
+	for k, v := range vars {
+		w.env = append(w.env, k+"="+v)
+	}
+	paths, err := config.FromEnv(func(k string) string {
+		if v, ok := vars[k]; ok {
+			return v
+		}
+		return os.Getenv(k)
+	})
+	if err != nil {
+		return nil, err
+	}
+	w.c = client.New(paths)
+	w.c.Exe, w.c.Env = w.bin, w.env
+	return w, nil
+}
+
+func (w *world) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w.c.Stop(ctx)
+	os.RemoveAll(w.root)
+}
+
+// timeCmd runs argv n times and returns the median wall time.
+func (w *world) timeCmd(n int, argv ...string) (time.Duration, error) {
+	var ds []time.Duration
+	for i := 0; i < n; i++ {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env, cmd.Dir = w.env, w.cwd
+		t0 := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return 0, fmt.Errorf("%v: %v\n%s", argv, err, out)
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	return median(ds), nil
+}
+
+func median(ds []time.Duration) time.Duration {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return ds[len(ds)/2]
+}
+
+type row struct {
+	what, value, baseline, ratio, goal string
+}
+
+func run(python string, n int) error {
+	w, err := setup(python)
+	if err != nil {
+		return err
+	}
+	defer w.close()
+	ctx := context.Background()
+	var rows []row
+	fmt.Printf("python %s, %d runs per whole-process figure\n\n", w.py, n)
+
+	// 1. A warm exec as a whole process vs a cold python3 -c.
+	if _, err := w.c.Exec(ctx, "warm", "1+1", client.ExecOptions{Cwd: w.cwd, Env: w.env}); err != nil {
+		return err
+	}
+	rh, err := w.timeCmd(n, w.bin, "exec", "warm", "1+1")
+	if err != nil {
+		return err
+	}
+	py, err := w.timeCmd(n, w.py, "-c", "print(1+1)")
+	if err != nil {
+		return err
+	}
+	rows = append(rows, row{"`replhub exec s '1+1'`, warm session", ms(rh), "`python3 -c 'print(1+1)'` " + ms(py),
+		fmt.Sprintf("%.1fx faster", float64(py)/float64(rh)), "at least 4x faster"})
+
+	// 2. In-process round trip of a trivial cell.
+	var ds []time.Duration
+	for i := 0; i < 2000; i++ {
+		t0 := time.Now()
+		if _, err := w.c.Exec(ctx, "warm", "1", client.ExecOptions{Cwd: w.cwd, Env: w.env}); err != nil {
+			return err
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	rows = append(rows, row{"in-process round trip of a trivial cell (client package)", us(median(ds)), "", "", "at most 0.3 ms"})
+
+	// 3. A new session's start vs python3 -c pass.
+	ds = ds[:0]
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("new-%d", i)
+		t0 := time.Now()
+		if _, err := w.c.Exec(ctx, name, "pass", client.ExecOptions{Cwd: w.cwd, Env: w.env}); err != nil {
+			return err
+		}
+		ds = append(ds, time.Since(t0))
+		w.c.Kill(ctx, name)
+	}
+	start := median(ds)
+	pass, err := w.timeCmd(n, w.py, "-c", "pass")
+	if err != nil {
+		return err
+	}
+	rows = append(rows, row{"new session start (to its first result)", ms(start), "`python3 -c pass` " + ms(pass),
+		fmt.Sprintf("%.2fx", float64(start)/float64(pass)), "at most 1.3x"})
+
+	// 4. A cell printing 20 MB.
+	ds = ds[:0]
+	for i := 0; i < 5; i++ {
+		t0 := time.Now()
+		if _, err := w.c.Exec(ctx, "warm", `import sys; sys.stdout.write("x" * (20 << 20))`, client.ExecOptions{Cwd: w.cwd, Env: w.env}); err != nil {
+			return err
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	d := median(ds)
+	rows = append(rows, row{"a cell printing 20 MB", fmt.Sprintf("%.0f MB/s", 20/d.Seconds()), ms(d) + " per cell", "", "MB/s"})
+
+	// 5. 50 sessions at once: time, and the hub's own memory.
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			if _, err := w.c.Exec(ctx, fmt.Sprintf("many-%d", i), "x = 1", client.ExecOptions{Cwd: w.cwd, Env: w.env}); err != nil {
+				errs <- err
+			}
+		}(i)
+	}
+	wg.Wait()
+	all := time.Since(t0)
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	l, err := w.c.Sessions(ctx)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, row{"50 sessions started at once", ms(all), fmt.Sprintf("%d live", len(l.Sessions)), "", ""})
+	rows = append(rows, row{"the hub's own memory with 51 sessions", fmt.Sprintf("%.1f MB RSS", float64(l.Hub.RSS)/(1<<20)), "", "", "under 30 MB"})
+
+	fmt.Println("| measurement | replhub (median) | baseline (median) | ratio | goal |")
+	fmt.Println("|---|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Printf("| %s | %s | %s | %s | %s |\n", r.what, r.value, r.baseline, r.ratio, r.goal)
+	}
+	return nil
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d.Nanoseconds())/1000) }

@@ -1,0 +1,134 @@
+package client_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/hub"
+	"github.com/replhub/replhub/safesock"
+	"github.com/replhub/replhub/wire"
+)
+
+// startHub runs a hub in this process on a private socket.
+func startHub(t *testing.T) config.Paths {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "client-test-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	p, err := config.FromEnv(func(k string) string {
+		switch k {
+		case "XDG_RUNTIME_DIR":
+			return dir
+		case "XDG_STATE_HOME", "XDG_CONFIG_HOME":
+			return filepath.Join(dir, k)
+		}
+		return os.Getenv(k)
+	})
+	require.NoError(t, err)
+	require.NoError(t, safesock.PrepareDir(p.Runtime))
+	ln, err := safesock.Listen(p.Socket())
+	require.NoError(t, err)
+	h, err := hub.New(hub.Options{Paths: p})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { h.Run(ctx, ln); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return p
+}
+
+func python(t *testing.T) string {
+	for _, p := range []string{"python3"} {
+		if _, err := os.Stat("/usr/bin/" + p); err == nil {
+			return "/usr/bin/" + p
+		}
+	}
+	t.Skip("needs /usr/bin/python3")
+	return ""
+}
+
+func TestNoHubWithoutAutoStart(t *testing.T) {
+	dir := t.TempDir()
+	p, _ := config.FromEnv(func(k string) string {
+		if k == "XDG_RUNTIME_DIR" {
+			return dir
+		}
+		return os.Getenv(k)
+	})
+	c := &client.Client{Paths: p}
+	err := c.Ping(context.Background())
+	assert.True(t, client.IsNoHub(err), "got %v", err)
+	msg, err := c.Stop(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "no hub was running", msg)
+}
+
+func TestExecSendsTheEnvironmentOnlyToCreate(t *testing.T) {
+	p := startHub(t)
+	c := &client.Client{Paths: p}
+	defer c.Close()
+	ctx := context.Background()
+	o := client.ExecOptions{Python: python(t), Env: []string{"MARK=42", "PATH=/usr/bin:/bin"}, Cwd: "/"}
+	res, err := c.Exec(ctx, "e", "import os; os.environ['MARK']", o)
+	require.NoError(t, err)
+	assert.Equal(t, "'42'", *res.Value)
+	assert.NotNil(t, res.Created)
+
+	// A raw request without env to a live session is served as it is.
+	rep, err := c.Do(ctx, wire.Request{Op: wire.OpExec, Name: "e", Code: "1"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "1", *rep.Result.Value)
+	// To a new one, the hub asks for it.
+	_, err = c.Do(ctx, wire.Request{Op: wire.OpExec, Name: "new", Code: "1"}, nil)
+	assert.True(t, wire.IsCode(err, wire.CodeNeedEnv), "got %v", err)
+}
+
+func TestConcurrentCalls(t *testing.T) {
+	p := startHub(t)
+	c := &client.Client{Paths: p}
+	defer c.Close()
+	ctx := context.Background()
+	o := client.ExecOptions{Python: python(t), Timeout: 20 * time.Second}
+	var wg sync.WaitGroup
+	for i := 0; i < 4; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			name := string(rune('a' + i))
+			res, err := c.Exec(ctx, name, "import time; time.sleep(0.3); 7", o)
+			if assert.NoError(t, err) {
+				assert.Equal(t, "7", *res.Value)
+			}
+			_, err = c.Sessions(ctx)
+			assert.NoError(t, err)
+		}(i)
+	}
+	wg.Wait()
+	l, err := c.Sessions(ctx)
+	require.NoError(t, err)
+	assert.Len(t, l.Sessions, 4)
+}
+
+func TestCancelledCallLeavesTheCellRunning(t *testing.T) {
+	p := startHub(t)
+	c := &client.Client{Paths: p}
+	defer c.Close()
+	o := client.ExecOptions{Python: python(t), Timeout: 30 * time.Second}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := c.Exec(ctx, "slow", "import time; time.sleep(1); print('out'); 'done'", o)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	res, err := c.Wait(context.Background(), "slow", 10*time.Second, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "out\n", res.Output, "no output is lost to the caller that went away")
+	assert.Equal(t, "'done'", *res.Value)
+}
