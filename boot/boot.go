@@ -1,9 +1,15 @@
-// Package boot holds the Python that travels to sessions, and nothing else.
+// Package boot holds the code that travels to sessions, and nothing else.
 //
-// worker.py is the session loop the hub talks to (DESIGN.md, "Hub ↔ worker").
-// It must run on Python 3.6 through 3.13 with the standard library only.
-// Locally the hub writes it once into its runtime folder, under a name that
-// carries its hash, and starts `python worker.py --stdio`.
+//   - worker.py is the session loop the hub talks to (DESIGN.md, "Hub ↔
+//     worker"). Locally the hub writes it once into its runtime folder, under
+//     a name that carries its hash, and starts `python worker.py --stdio`.
+//   - finder.sh runs under `exec /bin/sh -s` on a remote host: it finds a
+//     Python and execs it on stub.py.
+//   - stub.py is the `python -c` program: it reads the payload (boot.py and
+//     a module table, zlib-compressed) byte-exact from stdin and runs it.
+//   - boot.py serves the payload's modules from memory and runs the worker.
+//
+// The Python must run on 3.6 through 3.13 with the standard library only.
 package boot
 
 import (
@@ -20,10 +26,26 @@ import (
 //go:embed worker.py
 var Worker []byte
 
+// Boot is the source of boot.py.
+//
+//go:embed boot.py
+var Boot []byte
+
+// Stub is the source of the `python -c` stub; it holds no single quote, so
+// the finder script can quote it.
+//
+//go:embed stub.py
+var Stub string
+
+// Finder is the remote finder script, with @…@ fields to fill.
+//
+//go:embed finder.sh
+var Finder string
+
 // Hash is a short hex digest of the boot sources; it names installed copies
 // so that a rebuilt binary never runs a stale worker.
 var Hash = func() string {
-	sum := sha256.Sum256(Worker)
+	sum := sha256.Sum256(append(append(append([]byte(nil), Worker...), Boot...), Stub+Finder...))
 	return hex.EncodeToString(sum[:6])
 }()
 

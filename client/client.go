@@ -176,6 +176,11 @@ type ExecOptions struct {
 	// Cwd and Env for a new session; empty means this process's own.
 	Cwd string
 	Env []string
+	// Host, Jump and Pythons place a new session on a remote host (see
+	// wire.Request).
+	Host    string
+	Jump    *[]string
+	Pythons []string
 	// OnProgress, when non-nil, is called about once a second while the
 	// cell runs.
 	OnProgress func(*wire.Progress)
@@ -189,7 +194,8 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*w
 	if o.Env == nil {
 		o.Env = os.Environ()
 	}
-	req := wire.Request{Op: wire.OpExec, Name: name, Code: code, Timeout: o.Timeout.Seconds(), Python: o.Python, Cwd: o.Cwd}
+	req := wire.Request{Op: wire.OpExec, Name: name, Code: code, Timeout: o.Timeout.Seconds(), Python: o.Python, Cwd: o.Cwd,
+		Host: o.Host, Jump: o.Jump, Pythons: o.Pythons}
 	rep, err := c.Do(ctx, req, o.OnProgress)
 	if wire.IsCode(err, wire.CodeNeedEnv) {
 		req.Env = o.Env

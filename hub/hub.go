@@ -27,6 +27,7 @@ import (
 
 	"github.com/replhub/replhub/boot"
 	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/remote"
 	"github.com/replhub/replhub/safesock"
 	"github.com/replhub/replhub/wire"
 )
@@ -64,9 +65,12 @@ type Hub struct {
 	stop chan struct{} // closed by a client's stop request
 	once sync.Once
 
+	pool *remote.Pool
+
 	mu       sync.Mutex
 	sessions map[string]*Session
 	dead     map[string]bool // names with a death note on disk
+	warnings []string        // for the next reply: ssh_config lines skipped
 	closing  bool
 	conns    sync.WaitGroup
 }
@@ -91,12 +95,21 @@ func New(o Options) (*Hub, error) {
 			return nil, fmt.Errorf("hub: %w", err)
 		}
 	}
-	return &Hub{
+	h := &Hub{
 		paths: o.Paths, version: o.Version, supervisor: o.Supervisor, log: o.Log,
 		startTimeout: o.StartTimeout, workerPath: wp,
 		stop: make(chan struct{}), sessions: map[string]*Session{},
 		dead: loadDeadNames(o.Paths.DeadDir()),
-	}, nil
+	}
+	h.pool = &remote.Pool{Logf: func(format string, args ...any) { h.log.Info(fmt.Sprintf(format, args...)) }}
+	remote.Warnf = func(format string, args ...any) {
+		msg := fmt.Sprintf(format, args...)
+		h.log.Warn(msg)
+		h.mu.Lock()
+		h.warnings = append(h.warnings, msg)
+		h.mu.Unlock()
+	}
+	return h, nil
 }
 
 type discard struct{}
@@ -171,6 +184,7 @@ func (h *Hub) shutdown() {
 		case <-time.After(3 * time.Second):
 		}
 	}
+	h.pool.Close()
 }
 
 // serveConn checks the peer and then answers its requests in order. A
@@ -333,6 +347,12 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	}
 	s := h.sessions[req.Name]
 	created := s == nil
+	if !created && req.Host != "" && s.host() != req.Host {
+		h.mu.Unlock()
+		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf(
+			"session '%s' runs on %s, not %s: `replhub exec %s CODE` without --host reaches it; kill it to reuse the name elsewhere",
+			req.Name, s.host(), req.Host, req.Name)}
+	}
 	if created && req.Env == nil {
 		h.mu.Unlock()
 		return nil, &wire.Error{Code: wire.CodeNeedEnv, Message: "hub: a new session needs the caller's environment; send it with the request"}
@@ -345,8 +365,22 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 
 	var previous string
 	if created {
+		if err := h.checkTie(req); err != nil {
+			h.mu.Lock()
+			if h.sessions[req.Name] == s {
+				delete(h.sessions, req.Name)
+			}
+			h.mu.Unlock()
+			close(s.ready)
+			s.markStartFailed()
+			return nil, err
+		}
 		previous = h.takeDeathNote(req.Name)
-		if err := h.startLocal(ctx, s, req); err != nil {
+		start := h.startLocal
+		if req.Host != "" {
+			start = h.startRemote
+		}
+		if err := start(ctx, s, req); err != nil {
 			h.mu.Lock()
 			if h.sessions[req.Name] == s {
 				delete(h.sessions, req.Name)
@@ -356,6 +390,12 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 			if previous != "" {
 				msg = previous + "\n" + msg
 			}
+			h.mu.Lock()
+			for _, w := range h.warnings {
+				msg = "warning: " + w + "\n" + msg
+			}
+			h.warnings = nil
+			h.mu.Unlock()
 			return nil, &wire.Error{Code: wire.CodeStart, Message: msg}
 		}
 		h.log.Info("session started", "session", s.name, "pid", s.info.Pid, "python", s.info.Python)
@@ -378,18 +418,15 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	}
 	res.Previous = previous
 	res.Others = h.othersLine(req.Name)
+	h.mu.Lock()
+	res.Notes = append(h.warnings, res.Notes...)
+	h.warnings = nil
+	h.mu.Unlock()
 	return res, nil
 }
 
 // startLocal starts a local worker for s in the caller's cwd and environment.
 func (h *Hub) startLocal(ctx context.Context, s *Session, req wire.Request) error {
-	python, err := choosePython(req)
-	if err != nil {
-		s.startErr = err
-		close(s.ready)
-		s.markStartFailed()
-		return err
-	}
 	dir := req.Cwd
 	if dir == "" {
 		dir = "/"
@@ -397,7 +434,17 @@ func (h *Hub) startLocal(ctx context.Context, s *Session, req wire.Request) erro
 	s.mu.Lock()
 	s.info.Host = "local"
 	s.mu.Unlock()
-	return s.start(ctx, []string{python, h.workerPath, "--stdio"}, dir, req.Env, h.startTimeout)
+	return s.start(ctx, func() (Proc, error) {
+		python, err := choosePython(req)
+		if err != nil {
+			return nil, err
+		}
+		p, err := startLocal([]string{python, h.workerPath, "--stdio"}, dir, req.Env)
+		if err != nil {
+			return nil, fmt.Errorf("cannot start %s: %w", python, err)
+		}
+		return p, nil
+	}, h.startTimeout)
 }
 
 // choosePython picks --python, else $REPLHUB_PYTHON, else the first python3

@@ -70,17 +70,26 @@ func loadDeadNames(dir string) map[string]bool {
 	return dead
 }
 
-// peekDeathNote returns the note for name, or "".
-func (h *Hub) peekDeathNote(name string) string {
+// readDeathNote returns the note for name, or nil. An unreadable note is
+// returned as a note that says so.
+func (h *Hub) readDeathNote(name string) *deathNote {
 	b, err := os.ReadFile(h.deathNotePath(name))
 	if err != nil {
-		return ""
+		return nil
 	}
 	var n deathNote
 	if json.Unmarshal(b, &n) != nil {
-		return fmt.Sprintf("session '%s' died; its death note %s is unreadable", name, h.deathNotePath(name))
+		return &deathNote{Name: name, When: time.Now(), How: "its death note " + h.deathNotePath(name) + " is unreadable"}
 	}
-	return n.text()
+	return &n
+}
+
+// peekDeathNote returns the note's text for name, or "".
+func (h *Hub) peekDeathNote(name string) string {
+	if n := h.readDeathNote(name); n != nil {
+		return n.text()
+	}
+	return ""
 }
 
 // takeDeathNote returns the note for name and removes it: it is shown once.

@@ -103,13 +103,13 @@ func newSession(h *Hub, name string) *Session {
 	}
 }
 
-// start launches the worker and waits for its ready frame. On failure the
-// error says what the worker printed before it died.
-func (s *Session) start(ctx context.Context, argv []string, dir string, env []string, startTimeout time.Duration) error {
+// start launches the worker with launch and waits for its ready frame. On
+// failure the error says what the worker printed before it died.
+func (s *Session) start(ctx context.Context, launch func() (Proc, error), startTimeout time.Duration) error {
 	defer close(s.ready)
-	p, err := startLocal(argv, dir, env)
+	p, err := launch()
 	if err != nil {
-		s.startErr = fmt.Errorf("cannot start %s: %w", argv[0], err)
+		s.startErr = err
 		s.markStartFailed()
 		return s.startErr
 	}
@@ -161,6 +161,9 @@ func (s *Session) start(ctx context.Context, argv []string, dir string, env []st
 	s.mu.Lock()
 	s.state = stateIdle
 	s.lastActive = time.Now()
+	// What came before ready (rc files, interpreter warnings) is noise once
+	// the start succeeded.
+	s.out.take()
 	s.mu.Unlock()
 	go s.readFrames(frames)
 	go s.waitExit()

@@ -37,10 +37,13 @@ const maxResultChars = 40000
 
 // ExecArgs are the exec tool's arguments.
 type ExecArgs struct {
-	Name    string  `json:"name" jsonschema:"session name: letters, digits and ._- (at most 64); created on first use"`
-	Code    string  `json:"code" jsonschema:"Python source to run; the last expression's value is returned"`
-	Timeout float64 `json:"timeout,omitempty" jsonschema:"seconds to wait before returning (default 30, at most 600); the cell keeps running after it"`
-	Python  string  `json:"python,omitempty" jsonschema:"interpreter for a new session (default $REPLHUB_PYTHON, else python3 on PATH)"`
+	Name    string   `json:"name" jsonschema:"session name: letters, digits and ._- (at most 64); created on first use"`
+	Code    string   `json:"code" jsonschema:"Python source to run; the last expression's value is returned"`
+	Timeout float64  `json:"timeout,omitempty" jsonschema:"seconds to wait before returning (default 30, at most 600); the cell keeps running after it"`
+	Python  string   `json:"python,omitempty" jsonschema:"interpreter for a new session (default $REPLHUB_PYTHON, else python3 on PATH; on a host: that exact interpreter)"`
+	Host    string   `json:"host,omitempty" jsonschema:"run a new session on this host over ssh: [user@]host[:port] or an ssh_config alias"`
+	Jump    []string `json:"jump,omitempty" jsonschema:"jump hosts in order; an empty list turns configured ones off"`
+	Pythons []string `json:"pythons,omitempty" jsonschema:"interpreters to try first on the host: names, paths, folders or globs"`
 }
 
 // NameArgs name a session.
@@ -127,11 +130,17 @@ func progressFor(ctx context.Context, req *sdk.CallToolRequest) func(*wire.Progr
 }
 
 func (t *tools) exec(ctx context.Context, req *sdk.CallToolRequest, a ExecArgs) (*sdk.CallToolResult, any, error) {
-	res, err := t.c.Exec(ctx, a.Name, a.Code, client.ExecOptions{
+	o := client.ExecOptions{
 		Timeout:    time.Duration(a.Timeout * float64(time.Second)),
 		Python:     a.Python,
+		Host:       a.Host,
+		Pythons:    a.Pythons,
 		OnProgress: progressFor(ctx, req),
-	})
+	}
+	if a.Jump != nil {
+		o.Jump = &a.Jump
+	}
+	res, err := t.c.Exec(ctx, a.Name, a.Code, o)
 	if err != nil {
 		if ctx.Err() != nil {
 			return t.cancelled(a.Name), nil, nil

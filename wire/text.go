@@ -18,7 +18,11 @@ func (r *Result) Text() string {
 		line("[" + r.Previous + "]")
 	}
 	if c := r.Created; c != nil {
-		line(fmt.Sprintf("[created session '%s' (python %s, cwd %s)]", c.Name, c.Python, c.Cwd))
+		where := ""
+		if c.Host != "" && c.Host != "local" {
+			where = " on " + c.Route
+		}
+		line(fmt.Sprintf("[created session '%s'%s (python %s, cwd %s)]", c.Name, where, c.Python, c.Cwd))
 	}
 	for _, n := range r.Notes {
 		line("[" + n + "]")
@@ -66,8 +70,12 @@ func (l *SessionList) Text(detail bool) string {
 			fmt.Fprintf(&b, "    names: %s\n", strings.Join(s.Names, ", "))
 		}
 		if detail {
-			fmt.Fprintf(&b, "    host: %s\n    python: %s\n    transcript: %s\n    cloudpickle: %v\n",
-				s.Host, s.Executable, s.Transcript, s.Cloudpickle)
+			fmt.Fprintf(&b, "    host: %s\n", s.Host)
+			if s.Route != "" {
+				fmt.Fprintf(&b, "    route: %s\n", s.Route)
+			}
+			fmt.Fprintf(&b, "    python: %s\n    transcript: %s\n    cloudpickle: %v\n",
+				s.Executable, s.Transcript, s.Cloudpickle)
 			if s.Unread {
 				fmt.Fprintf(&b, "    an unread result waits: replhub wait %s\n", s.Name)
 			}
@@ -95,7 +103,7 @@ func (s *SessionInfo) Line() string {
 	}
 	where := ""
 	if s.Host != "" && s.Host != "local" {
-		where = "  on " + s.Host
+		where = "  on " + s.Route
 	}
 	cells := "cells"
 	if s.Cells == 1 {

@@ -53,6 +53,15 @@ type Request struct {
 	// exec so skips a few kilobytes of JSON each way.
 	Cwd string   `json:"cwd,omitempty"`
 	Env []string `json:"env,omitempty"`
+	// Host, when set, runs a new session there over ssh: [user@]host[:port]
+	// or an ssh_config alias. An exec without Host reaches the live session
+	// of that name wherever it runs.
+	Host string `json:"host,omitempty"`
+	// Jump, when non-nil, replaces the configured jump hosts; an empty list
+	// turns them off.
+	Jump *[]string `json:"jump,omitempty"`
+	// Pythons are tried first when a remote session looks for a Python.
+	Pythons []string `json:"pythons,omitempty"`
 	// Progress asks for progress replies while the request blocks.
 	Progress bool `json:"progress,omitempty"`
 }
@@ -155,6 +164,7 @@ type SessionInfo struct {
 	Name        string   `json:"name"`
 	State       string   `json:"state"` // starting, idle, running, dead
 	Host        string   `json:"host"`
+	Route       string   `json:"route,omitempty"`
 	Pid         int      `json:"pid"`
 	Python      string   `json:"python"`
 	Executable  string   `json:"executable"`

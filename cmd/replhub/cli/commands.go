@@ -20,6 +20,10 @@ type execOptions struct {
 	timeout float64
 	python  string
 	json    bool
+	host    string
+	jump    []string
+	jumpSet bool
+	pythons []string
 }
 
 func newExecCmd(e *env) *cobra.Command {
@@ -36,10 +40,12 @@ Exit status: 0 ok, 1 the cell raised, 2 replhub failed, 3 still running,
 4 the session died.`,
 		Example: `  replhub exec chirp 'import json; cfg = {"port": 8080}'
   replhub exec chirp 'cfg["port"] + 1'
-  replhub exec chirp - < script.py`,
+  replhub exec chirp - < script.py
+  replhub exec lab 'import platform; platform.node()' --host lab-7 --jump gw1`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.name, o.code = args[0], args[1]
+			o.jumpSet = cmd.Flags().Changed("jump")
 			if o.code == "-" {
 				b, err := io.ReadAll(e.io.In)
 				if err != nil {
@@ -53,6 +59,9 @@ Exit status: 0 ok, 1 the cell raised, 2 replhub failed, 3 still running,
 	cmd.Flags().Float64VarP(&o.timeout, "timeout", "t", 30, "seconds to wait before returning (at most 600); the cell keeps running")
 	cmd.Flags().StringVar(&o.python, "python", "", "interpreter for a new session (default $REPLHUB_PYTHON, else python3 on PATH)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
+	cmd.Flags().StringVar(&o.host, "host", "", "run a new session on this host over ssh: [user@]host[:port] or an ssh_config alias")
+	cmd.Flags().StringSliceVar(&o.jump, "jump", nil, "jump hosts, in order (J1,J2); --jump none turns configured ones off")
+	cmd.Flags().StringSliceVar(&o.pythons, "pythons", nil, "interpreters to try first on the host: names, paths, folders or globs")
 	return cmd
 }
 
@@ -73,10 +82,22 @@ func runExec(ctx context.Context, e *env, o *execOptions) error {
 	}
 	ctx, stop := interruptOnSignal(ctx, c, o.name, e.io.Err)
 	defer stop()
-	res, err := c.Exec(ctx, o.name, o.code, client.ExecOptions{
+	eo := client.ExecOptions{
 		Timeout: time.Duration(o.timeout * float64(time.Second)),
 		Python:  o.python,
-	})
+		Host:    o.host,
+		Pythons: o.pythons,
+	}
+	if o.jumpSet {
+		jump := []string{}
+		for _, j := range o.jump {
+			if j != "" && j != "none" {
+				jump = append(jump, j)
+			}
+		}
+		eo.Jump = &jump
+	}
+	res, err := c.Exec(ctx, o.name, o.code, eo)
 	if err != nil {
 		return err
 	}

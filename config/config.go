@@ -1,0 +1,159 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/gobwas/glob"
+)
+
+// File is config.json. Every field is optional; the zero File is the
+// embedded defaults.
+//
+//	{
+//	  "pythons": ["python3.11"],
+//	  "hosts": {
+//	    "lab-*":  {"jump": ["gw1"], "pythons": ["/opt/py*/bin/python3"]},
+//	    "lab-7":  {"jump": []}
+//	  }
+//	}
+//
+// Host patterns are globs (github.com/gobwas/glob) matched against the host
+// as the user gave it; every matching pattern applies, in file order, so a
+// later key wins.
+type File struct {
+	// Pythons are tried, after a request's own, before the built-in list
+	// (python3.14 … python3.6, python3, python) when a remote session starts.
+	Pythons []string `json:"pythons,omitempty"`
+	// Sudo is the default sudo mode: auto, nopasswd or askpass.
+	Sudo string `json:"sudo,omitempty"`
+	// Hosts are per-host settings by pattern, in file order.
+	Hosts []HostRule `json:"-"`
+}
+
+// HostRule is one entry of "hosts".
+type HostRule struct {
+	Pattern string
+	Settings
+	match glob.Glob
+}
+
+// Settings for a host. A nil Jump is unset; an empty one turns a jump that an
+// earlier rule (or ssh_config's ProxyJump) set off.
+type Settings struct {
+	Jump    *[]string `json:"jump,omitempty"`
+	Pythons []string  `json:"pythons,omitempty"`
+	Sudo    string    `json:"sudo,omitempty"`
+}
+
+// ConfigFile is config.json's path.
+func (p Paths) ConfigFile() string { return filepath.Join(p.Config, "config.json") }
+
+// Load reads config.json; a missing file is the zero File. It is read at
+// every session start, so edits need no restart.
+func Load(path string) (*File, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return &File{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	return Parse(b, path)
+}
+
+// Parse decodes config.json's bytes; name is used in errors. Unknown keys
+// are errors, so that a typo does not silently do nothing.
+func Parse(b []byte, name string) (*File, error) {
+	var top struct {
+		Pythons []string        `json:"pythons"`
+		Sudo    string          `json:"sudo"`
+		Hosts   json.RawMessage `json:"hosts"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&top); err != nil {
+		return nil, fmt.Errorf("config: %s: %w", name, err)
+	}
+	f := &File{Pythons: top.Pythons, Sudo: top.Sudo}
+	if err := checkSudo(f.Sudo, name, "sudo"); err != nil {
+		return nil, err
+	}
+	if len(top.Hosts) > 0 && string(top.Hosts) != "null" {
+		rules, err := parseHosts(top.Hosts, name)
+		if err != nil {
+			return nil, err
+		}
+		f.Hosts = rules
+	}
+	return f, nil
+}
+
+// parseHosts decodes the "hosts" object keeping its keys' order.
+func parseHosts(b []byte, name string) ([]HostRule, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	tok, err := dec.Token()
+	if err != nil || tok != json.Delim('{') {
+		return nil, fmt.Errorf("config: %s: \"hosts\" must be an object of pattern: settings", name)
+	}
+	var rules []HostRule
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("config: %s: hosts: %w", name, err)
+		}
+		pattern := tok.(string)
+		var s Settings
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return nil, fmt.Errorf("config: %s: hosts[%q]: %w", name, pattern, err)
+		}
+		d := json.NewDecoder(bytes.NewReader(raw))
+		d.DisallowUnknownFields()
+		if err := d.Decode(&s); err != nil {
+			return nil, fmt.Errorf("config: %s: hosts[%q]: %w", name, pattern, err)
+		}
+		g, err := glob.Compile(pattern)
+		if err != nil {
+			return nil, fmt.Errorf("config: %s: hosts[%q]: bad pattern: %w", name, pattern, err)
+		}
+		if err := checkSudo(s.Sudo, name, fmt.Sprintf("hosts[%q].sudo", pattern)); err != nil {
+			return nil, err
+		}
+		rules = append(rules, HostRule{Pattern: pattern, Settings: s, match: g})
+	}
+	return rules, nil
+}
+
+func checkSudo(mode, name, field string) error {
+	switch mode {
+	case "", "auto", "nopasswd", "askpass":
+		return nil
+	}
+	return fmt.Errorf("config: %s: %s is %q: use auto, nopasswd or askpass", name, field, mode)
+}
+
+// For merges the settings of every rule whose pattern matches host, in file
+// order, over the top-level ones.
+func (f *File) For(host string) Settings {
+	s := Settings{Pythons: f.Pythons, Sudo: f.Sudo}
+	for _, r := range f.Hosts {
+		if !r.match.Match(host) {
+			continue
+		}
+		if r.Jump != nil {
+			s.Jump = r.Jump
+		}
+		if r.Pythons != nil {
+			s.Pythons = r.Pythons
+		}
+		if r.Sudo != "" {
+			s.Sudo = r.Sudo
+		}
+	}
+	return s
+}

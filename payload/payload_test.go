@@ -1,0 +1,59 @@
+package payload
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/boot"
+)
+
+func TestPayloadIsSmall(t *testing.T) {
+	p, err := Default()
+	require.NoError(t, err)
+	assert.Less(t, len(p), 64<<10)
+}
+
+// The stub reads exactly the payload and leaves what follows on stdin for
+// the worker: here, one exec frame, answered after the ready frame.
+func TestStubRunsTheWorkerFromMemory(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("needs python3")
+	}
+	p, err := Build(map[string]Module{"extra_mod": {Src: "X = 5\n"}})
+	require.NoError(t, err)
+	frame := `{"op":"exec","cell":1,"code":"import extra_mod, sys; extra_mod.X + 1","fence":"FENCE"}` + "\n"
+	cmd := exec.Command(py, "-c", boot.Stub)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdoutPipe, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	cmd.Dir = os.TempDir()
+	require.NoError(t, cmd.Start())
+	_, err = stdin.Write(append(p, frame...))
+	require.NoError(t, err)
+	// Read the ready and done frames, then close stdin: the worker exits.
+	r := bufio.NewReader(stdoutPipe)
+	var stdout strings.Builder
+	for i := 0; i < 2; i++ {
+		line, err := r.ReadString('\n')
+		require.NoError(t, err, stderr.String())
+		stdout.WriteString(line)
+	}
+	stdin.Close()
+	require.NoError(t, cmd.Wait())
+	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	require.Len(t, lines, 2, stdout.String())
+	assert.Contains(t, lines[0], `"op":"ready"`)
+	assert.Contains(t, lines[1], `"value":"6"`)
+	assert.Equal(t, "FENCE", stderr.String())
+}
