@@ -50,7 +50,14 @@ else
           consider "$e" && break
         fi ;;
       *)
-        p=$(command -v "$e" 2>/dev/null) && consider "$p" && break ;;
+        # Every match on PATH, not only the first: a broken shim must not
+        # hide a working interpreter further on.
+        IFS=:
+        for d in $PATH; do
+          unset IFS
+          consider "${d:-.}/$e" && break 2
+        done
+        unset IFS ;;
     esac
   done
 fi

@@ -46,7 +46,11 @@ func TestStubRunsTheWorkerFromMemory(t *testing.T) {
 	var stdout strings.Builder
 	for i := 0; i < 2; i++ {
 		line, err := r.ReadString('\n')
-		require.NoError(t, err, stderr.String())
+		if err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("reading frames: %v; stderr: %s", err, stderr.String())
+		}
 		stdout.WriteString(line)
 	}
 	stdin.Close()

@@ -266,7 +266,12 @@ func (w *Worker) Wait() (code int, signal string, err error) {
 	}
 	var em *ssh.ExitMissingError
 	if errors.As(werr, &em) {
-		// The channel closed with no status: the link went down under it.
+		// The channel closed with no status: the link went down under it,
+		// which the connection learns a moment later.
+		select {
+		case <-w.conn.lost:
+		case <-time.After(time.Second):
+		}
 		if lost := w.conn.LostErr(); lost != nil {
 			return -1, "", lost
 		}

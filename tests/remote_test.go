@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -151,4 +153,298 @@ func TestRemoteAliasSemanticsAndSharedConnection(t *testing.T) {
 	assert.Equal(t, "lab", l.Sessions[0].Route)
 	assert.True(t, strings.HasPrefix(l.Sessions[1].Python, "3.6") || strings.HasPrefix(l.Sessions[1].Python, "3.7") || strings.HasPrefix(l.Sessions[1].Python, "3.8"),
 		"an old Python works remotely: %s", l.Sessions[1].Python)
+}
+
+func TestRemoteJumps(t *testing.T) {
+	w := newSSHWorld(t, []string{"gw1", "gw2", "target"}, sshtest.Options{})
+	tp := w.servers["target"].Port
+	w.appendConfig(t, fmt.Sprintf("Host viajumps\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  ProxyJump gw2,gw1\n", tp, w.user))
+	cases := []struct {
+		name  string
+		args  []string
+		route string
+		via   []string
+	}{
+		{"j1", []string{"--host", "target", "--jump", "gw1"}, "target via gw1", []string{"gw1"}},
+		{"j2", []string{"--host", "target", "--jump", "gw1,gw2"}, "target via gw1, gw2", []string{"gw1", "gw2"}},
+		{"pj", []string{"--host", "viajumps"}, "viajumps via gw2, gw1", []string{"gw1", "gw2"}},
+		{"off", []string{"--host", "viajumps", "--jump", "none"}, "viajumps", nil},
+	}
+	for _, c := range cases {
+		before := map[string]int{}
+		for n, s := range w.servers {
+			before[n] = s.Connections()
+		}
+		r := w.Run(append([]string{"exec", c.name, "1 + 1"}, c.args...)...)
+		require.Equal(t, 0, r.Code, "%s: %s", c.name, r)
+		assert.Contains(t, r.Stdout, "on "+c.route+" (python", c.name)
+		for _, j := range c.via {
+			assert.Greater(t, w.servers[j].Connections(), before[j], "%s goes through %s", c.name, j)
+		}
+		if c.via == nil {
+			assert.Equal(t, before["gw1"], w.servers["gw1"].Connections(), "no jump")
+		}
+	}
+	r := w.Run("sessions")
+	assert.Contains(t, r.Stdout, "j2  on target via gw1, gw2  pid")
+
+	// config.json sets a jump per host pattern; a request's --jump wins and
+	// "jump": [] turns it off.
+	require.NoError(t, os.MkdirAll(w.Paths.Config, 0o700))
+	require.NoError(t, os.WriteFile(w.Paths.ConfigFile(), []byte(`{"hosts": {"tar*": {"jump": ["gw2"]}}}`), 0o600))
+	r = w.Run("exec", "cfgjump", "1", "--host", "target")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "on target via gw2 (python")
+	require.NoError(t, os.WriteFile(w.Paths.ConfigFile(), []byte(`{"hosts": {"tar*": {"jump": ["gw2"]}, "target": {"jump": []}}}`), 0o600))
+	r = w.Run("exec", "cfgoff", "1", "--host", "target")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "on target (python")
+}
+
+func TestRemoteProxyCommand(t *testing.T) {
+	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
+	relay := filepath.Join(w.home, "relay.py")
+	require.NoError(t, os.WriteFile(relay, []byte(`import os, socket, sys, threading
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+def up():
+    while True:
+        b = os.read(0, 65536)
+        if not b:
+            s.shutdown(socket.SHUT_WR)
+            return
+        s.sendall(b)
+threading.Thread(target=up, daemon=True).start()
+while True:
+    b = s.recv(65536)
+    if not b:
+        break
+    os.write(1, b)
+`), 0o600))
+	newer, _ := hubtest.PickPythons(t)
+	w.appendConfig(t, fmt.Sprintf("Host proxied\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  ProxyCommand %s %s %%p\n", w.servers["lab"].Port, w.user, newer, relay))
+	r := w.Run("exec", "px", "'through the proxy'", "--host", "proxied")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "Out[1]: 'through the proxy'")
+}
+
+func TestRemoteAuth(t *testing.T) {
+	home := "" // set below, after the world exists
+	_ = home
+	agentKeyDir, err := os.MkdirTemp("", "agentkey-")
+	require.NoError(t, err)
+	defer os.RemoveAll(agentKeyDir)
+	agentKey := sshtest.NewKey(t, filepath.Join(agentKeyDir, "agent_ed25519"), "")
+	locked := sshtest.NewKey(t, filepath.Join(agentKeyDir, "locked_ed25519"), "secret phrase")
+	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{Authorized: []string{agentKey.Public, locked.Public}})
+	port := w.servers["lab"].Port
+	w.appendConfig(t, fmt.Sprintf(`Host viaagent
+  HostName 127.0.0.1
+  Port %d
+  User %s
+  IdentityFile ~/.ssh/none_here
+Host locked
+  HostName 127.0.0.1
+  Port %d
+  User %s
+  IdentityFile %s
+  IdentitiesOnly yes
+`, port, w.user, port, w.user, locked.Path))
+
+	// A passphrase-protected key without an agent: a clear error naming it.
+	r := w.Run("exec", "lk", "1", "--host", "locked")
+	assert.Equal(t, 2, r.Code, "%s", r)
+	assert.Contains(t, r.Stderr, "key "+locked.Path+" is protected by a passphrase and no ssh-agent holds it: run ssh-add "+locked.Path)
+
+	// Without the agent the agent-only host is refused, keys only.
+	r = w.Run("exec", "ag", "1", "--host", "viaagent")
+	assert.Equal(t, 2, r.Code, "%s", r)
+	assert.Contains(t, r.Stderr, "accepted none of the keys offered")
+	assert.Contains(t, r.Stderr, "never a password")
+
+	// With an agent the test starts, it works.
+	sock := filepath.Join(agentKeyDir, "agent.sock")
+	agent := exec.Command("ssh-agent", "-D", "-a", sock)
+	require.NoError(t, agent.Start())
+	defer func() { agent.Process.Kill(); agent.Wait() }()
+	for i := 0; i < 100; i++ {
+		if _, err := os.Stat(sock); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	add := exec.Command("ssh-add", agentKey.Path)
+	add.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
+	out, err := add.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	w.Setenv("SSH_AUTH_SOCK", sock)
+	r = w.Run("exec", "ag", "'agent'", "--host", "viaagent")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "Out[1]: 'agent'")
+}
+
+func TestRemoteHostKeys(t *testing.T) {
+	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
+	stranger := sshtest.Start(t, sshtest.Options{Authorized: []string{w.key.Public}})
+	acceptor := sshtest.Start(t, sshtest.Options{Authorized: []string{w.key.Public}})
+	w.appendConfig(t, fmt.Sprintf(`Host stranger
+  HostName 127.0.0.1
+  Port %d
+  User %s
+Host acceptor
+  HostName 127.0.0.1
+  Port %d
+  User %s
+  StrictHostKeyChecking accept-new
+`, stranger.Port, w.user, acceptor.Port, w.user))
+	known := filepath.Join(w.home, ".ssh", "known_hosts")
+
+	// Unknown: refused with its fingerprint and the one command that trusts it.
+	r := w.Run("exec", "st", "1", "--host", "stranger")
+	require.Equal(t, 2, r.Code, "%s", r)
+	fp := strings.TrimSpace(string(must(exec.Command("ssh-keygen", "-lf", stranger.HostKey.Path+".pub").Output())))
+	assert.Contains(t, r.Stderr, "the host key of stranger (127.0.0.1:"+fmt.Sprint(stranger.Port)+") is unknown: ssh-ed25519 "+strings.Fields(fp)[1])
+	cmdLine := ""
+	for _, l := range strings.Split(r.Stderr, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "echo ") {
+			cmdLine = strings.TrimSpace(l)
+		}
+	}
+	require.NotEmpty(t, cmdLine, "%s", r)
+	out, err := exec.Command("sh", "-c", cmdLine).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	r = w.Run("exec", "st", "'trusted'", "--host", "stranger")
+	require.Equal(t, 0, r.Code, "%s", r)
+
+	// accept-new records an unknown key.
+	r = w.Run("exec", "acc", "1", "--host", "acceptor")
+	require.Equal(t, 0, r.Code, "%s", r)
+	b, _ := os.ReadFile(known)
+	assert.Contains(t, string(b), acceptor.KnownHostsLine())
+
+	// A changed key is refused loudly, accept-new or not, and never overridden.
+	other := sshtest.NewKey(t, filepath.Join(w.home, "otherhost"), "")
+	changed := strings.ReplaceAll(string(b), acceptor.KnownHostsLine(), fmt.Sprintf("[127.0.0.1]:%d %s", acceptor.Port, strings.Join(strings.Fields(other.Public)[:2], " ")))
+	require.NoError(t, os.WriteFile(known, []byte(changed), 0o600))
+	require.Equal(t, 0, w.Run("kill", "acc").Code)
+	w.StopHub() // a fresh connection must be made
+	r = w.Run("exec", "acc2", "1", "--host", "acceptor")
+	require.Equal(t, 2, r.Code, "%s", r)
+	assert.Contains(t, r.Stderr, "THE HOST KEY OF acceptor")
+	assert.Contains(t, r.Stderr, "HAS CHANGED")
+	assert.Contains(t, r.Stderr, "will not connect")
+	b2, _ := os.ReadFile(known)
+	assert.Equal(t, changed, string(b2), "known_hosts untouched")
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func TestRemoteNoiseAndPythonDiscovery(t *testing.T) {
+	noise, err := os.CreateTemp("", "noise-*.sh")
+	require.NoError(t, err)
+	defer os.Remove(noise.Name())
+	// Only the login's own shell is noisy: bash scripts it runs (a version
+	// manager's) source BASH_ENV too.
+	noise.WriteString("if [ -z \"$NOISY\" ]; then export NOISY=1; echo 'Welcome! rc file noise on stdout'; echo 'and noise on stderr' >&2; fi\n")
+	noise.Close()
+	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{SetEnv: map[string]string{"BASH_ENV": noise.Name()}})
+	r := w.Run("exec", "n", "print('clean'); 1", "--host", "lab")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.NotContains(t, r.Stdout, "noise")
+	assert.Contains(t, r.Stdout, "clean\nOut[1]: 1\n")
+
+	// A glob of interpreters: the one with the local sessions' minor wins.
+	ps := hubtest.Pythons()
+	newer, _ := hubtest.PickPythons(t)
+	localMinor := ""
+	for v, p := range ps {
+		if p == newer {
+			localMinor = v
+		}
+	}
+	glob := filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(newer))), "*", "bin", "python3.*")
+	res, r2 := execJSON(t, w.Env, "g", "import sys; sys.executable", "--host", "lab", "--pythons", glob)
+	require.Equal(t, 0, r2.Code, "%s", r2)
+	require.NotNil(t, res.Created)
+	assert.True(t, strings.HasPrefix(res.Created.Python, localMinor+"."), "picked %s, local is %s", res.Created.Python, localMinor)
+
+	// --python pinned to a missing path: a clear error.
+	r = w.Run("exec", "p", "1", "--host", "lab", "--python", "/no/such/python3")
+	assert.Equal(t, 2, r.Code)
+	assert.Contains(t, r.Stderr, "python /no/such/python3 is not there")
+	r = w.Run("exec", "p", "1", "--host", "lab", "--python", "/bin/sh;rm")
+	assert.Equal(t, 2, r.Code)
+	assert.Contains(t, r.Stderr, "give one interpreter's name or path")
+}
+
+func TestRemoteLinkLoss(t *testing.T) {
+	w := newSSHWorld(t, []string{"hang", "drop"}, sshtest.Options{})
+	for _, n := range []string{"hang", "drop"} {
+		w.appendConfig(t, fmt.Sprintf("Host %s\n  ServerAliveInterval 1\n", n))
+	}
+	// A link that hangs: the sshd serving it is stopped.
+	require.Equal(t, 0, w.Run("exec", "h", "import time", "--host", "hang").Code)
+	hang := w.servers["hang"]
+	kids := hang.Children()
+	require.NotEmpty(t, kids)
+	for _, pid := range kids {
+		syscall.Kill(pid, syscall.SIGSTOP)
+	}
+	t0 := time.Now()
+	r := w.Run("exec", "h", "time.sleep(30)", "-t", "20")
+	took := time.Since(t0)
+	for _, pid := range kids {
+		syscall.Kill(pid, syscall.SIGCONT)
+	}
+	assert.Equal(t, 4, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "link to hang lost: no answer to 3 keepalives 1s apart")
+	assert.Less(t, took, 6*time.Second, "dead within about three keepalive intervals")
+	waitNoWorkers(t, hang)
+
+	// A link that drops: the sshd serving it is killed.
+	require.Equal(t, 0, w.Run("exec", "d", "import time", "--host", "drop").Code)
+	drop := w.servers["drop"]
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		for _, pid := range drop.Children() {
+			if !strings.Contains(sshtest.Cmdline(pid), "zlib") {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	}()
+	t0 = time.Now()
+	r = w.Run("exec", "d", "time.sleep(30)", "-t", "20")
+	assert.Equal(t, 4, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "link to drop lost")
+	assert.Less(t, time.Since(t0), 3*time.Second, "reported at once")
+	waitNoWorkers(t, drop)
+
+	// The name stays tied to its host after such a death.
+	r = w.Run("exec", "d", "1")
+	assert.Equal(t, 2, r.Code)
+	assert.Contains(t, r.Stderr, "session 'd' ran on drop, not local")
+	r = w.Run("exec", "d", "'back'", "--host", "drop")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "link to drop lost")
+	assert.Contains(t, r.Stdout, "Out[1]: 'back'")
+}
+
+func TestSSHConfigResolution(t *testing.T) {
+	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
+	s := w.servers["lab"]
+	require.NoError(t, os.Link(w.key.Path, filepath.Join(w.home, ".ssh", "id_"+w.user+"_ed25519")))
+	inc := filepath.Join(w.home, ".ssh", "extra.conf")
+	require.NoError(t, os.WriteFile(inc, []byte(fmt.Sprintf("Host included\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %%d/.ssh/id_%%r_ed25519\n", s.Port, w.user)), 0o600))
+	w.appendConfig(t, "Include ~/.ssh/extra.conf\nMatch exec \"true\"\n  User nobody-at-all\nHost *\n  ConnectTimeout 5\n")
+	r := w.Run("exec", "inc", "'ok'", "--host", "included")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "Out[1]: 'ok'")
+	assert.Contains(t, r.Stdout, "Match exec")
+	assert.Contains(t, r.Stdout, "that line is skipped, the rest is used")
+	r = w.Run("exec", "inc2", "'ok'", "--host", "included")
+	assert.NotContains(t, r.Stdout, "Match exec", "warned once")
 }
