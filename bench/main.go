@@ -21,9 +21,12 @@ import (
 	"github.com/replhub/replhub/config"
 )
 
+var remoteFlag *bool
+
 func main() {
 	python := flag.String("python", "", "interpreter (default: python3's real executable)")
 	n := flag.Int("n", 30, "runs per whole-process measurement")
+	remoteFlag = flag.Bool("remote", true, "also measure remote sessions against OpenSSH (needs sshd)")
 	flag.Parse()
 	if err := run(*python, *n); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -144,7 +147,8 @@ func run(python string, n int) error {
 		}
 		ds = append(ds, time.Since(t0))
 	}
-	rows = append(rows, row{"in-process round trip of a trivial cell (client package)", us(median(ds)), "", "", "at most 0.3 ms"})
+	localRT := median(ds)
+	rows = append(rows, row{"in-process round trip of a trivial cell (client package)", us(localRT), "", "", "at most 0.3 ms"})
 
 	// 3. A new session's start vs python3 -c pass.
 	ds = ds[:0]
@@ -202,6 +206,14 @@ func run(python string, n int) error {
 	}
 	rows = append(rows, row{"50 sessions started at once", ms(all), fmt.Sprintf("%d live", len(l.Sessions)), "", ""})
 	rows = append(rows, row{"the hub's own memory with 51 sessions", fmt.Sprintf("%.1f MB RSS", float64(l.Hub.RSS)/(1<<20)), "", "", "under 30 MB"})
+
+	if *remoteFlag {
+		rr, err := remoteRows(w, n, localRT)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+		}
+		rows = append(rows, rr...)
+	}
 
 	fmt.Println("| measurement | replhub (median) | baseline (median) | ratio | goal |")
 	fmt.Println("|---|---|---|---|---|")

@@ -14,16 +14,25 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
-	"testing"
 	"time"
 )
+
+// TB is what the helpers need of a test; *testing.T and *testing.B have
+// it, and so can a benchmark program.
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Skipf(format string, args ...any)
+	Cleanup(func())
+}
 
 // SSHD is the sshd binary.
 const SSHD = "/usr/sbin/sshd"
 
 // Need skips (or, in CI, fails) a test on a machine without sshd and
 // ssh-keygen.
-func Need(t testing.TB) {
+func Need(t TB) {
 	t.Helper()
 	for _, p := range []string{SSHD, "ssh-keygen"} {
 		if _, err := exec.LookPath(p); err != nil {
@@ -42,7 +51,7 @@ type Key struct {
 }
 
 // NewKey makes an ed25519 key at path, protected by passphrase if non-empty.
-func NewKey(t testing.TB, path, passphrase string) Key {
+func NewKey(t TB, path, passphrase string) Key {
 	t.Helper()
 	os.MkdirAll(filepath.Dir(path), 0o700)
 	out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", passphrase, "-C", "replhub-test", "-f", path).CombinedOutput()
@@ -69,7 +78,7 @@ type Options struct {
 
 // Server is one running sshd.
 type Server struct {
-	t       testing.TB
+	t       TB
 	Dir     string
 	Port    int
 	Pid     int
@@ -78,7 +87,7 @@ type Server struct {
 }
 
 // Start starts an sshd on 127.0.0.1 and waits until it accepts.
-func Start(t testing.TB, o Options) *Server {
+func Start(t TB, o Options) *Server {
 	t.Helper()
 	Need(t)
 	dir, err := os.MkdirTemp("", "sshd-")
@@ -263,7 +272,7 @@ func Cmdline(pid int) string {
 	return strings.ReplaceAll(string(b), "\x00", " ")
 }
 
-func freePort(t testing.TB) int {
+func freePort(t TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

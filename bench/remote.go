@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"time"
+
+	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/payload"
+	"github.com/replhub/replhub/tests/sshtest"
+)
+
+// benchTB lets the sshtest helpers run outside a test: a fatal error ends
+// the benchmark, cleanups run at the end.
+type benchTB struct{ cleanups []func() }
+
+func (b *benchTB) Helper()                           {}
+func (b *benchTB) Fatal(args ...any)                 { panic(fmt.Sprint(args...)) }
+func (b *benchTB) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
+func (b *benchTB) Skipf(format string, args ...any)  { panic("skipped: " + fmt.Sprintf(format, args...)) }
+func (b *benchTB) Cleanup(f func())                  { b.cleanups = append(b.cleanups, f) }
+func (b *benchTB) close() {
+	for i := len(b.cleanups) - 1; i >= 0; i-- {
+		b.cleanups[i]()
+	}
+}
+
+// remoteRows measures remote sessions against OpenSSH on loopback sshd's.
+func remoteRows(w *world, n int, localRT time.Duration) (rows []row, err error) {
+	tb := &benchTB{}
+	defer tb.close()
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("remote benchmarks: %v", r)
+		}
+	}()
+	if _, err := exec.LookPath(sshtest.SSHD); err != nil {
+		return nil, fmt.Errorf("remote benchmarks need sshd (apt-get install openssh-server)")
+	}
+	home := filepath.Join(w.root, "home")
+	key := sshtest.NewKey(tb, filepath.Join(home, ".ssh", "id_ed25519"), "")
+	gw := sshtest.Start(tb, sshtest.Options{Authorized: []string{key.Public}})
+	target := sshtest.Start(tb, sshtest.Options{Authorized: []string{key.Public}})
+	u, _ := user.Current()
+	cfg := fmt.Sprintf("Host gw\n  HostName 127.0.0.1\n  Port %d\n  User %s\nHost target\n  HostName 127.0.0.1\n  Port %d\n  User %s\nHost *\n  IdentityFile %s\n  UserKnownHostsFile %s\n  ControlPath %s\n",
+		gw.Port, u.Username, target.Port, u.Username, key.Path, filepath.Join(home, ".ssh", "known_hosts"), filepath.Join(home, "cm-%p"))
+	os.WriteFile(filepath.Join(home, ".ssh", "config"), []byte(cfg), 0o600)
+	os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), []byte(gw.KnownHostsLine()+"\n"+target.KnownHostsLine()+"\n"), 0o600)
+	w.env = append(w.env, "HOME="+home, "SSH_AUTH_SOCK=")
+	w.c.Env = w.env
+	sshCfg := filepath.Join(home, ".ssh", "config")
+	remotePy := w.py
+	ctx := context.Background()
+	o := client.ExecOptions{Cwd: w.cwd, Env: w.env, Host: "target", Python: remotePy}
+
+	// A new route: the hub is restarted, so each start dials afresh.
+	var ds []time.Duration
+	for i := 0; i < n; i++ {
+		w.c.Stop(ctx)
+		if err := w.c.Ping(ctx); err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		if _, err := w.c.Exec(ctx, "first", "pass", o); err != nil {
+			return nil, err
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	first := median(ds)
+	sshCold, err := w.timeCmd(n, "ssh", "-F", sshCfg, "-o", "ControlMaster=no", "target", remotePy, "-c", "pass")
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, row{"first remote session on a new route", ms(first), "`ssh -o ControlMaster=no HOST python3 -c pass` " + ms(sshCold),
+		fmt.Sprintf("%.2fx", float64(first)/float64(sshCold)), "at most 1.0x"})
+
+	// A further session on the open route vs python3 -c pass over an open
+	// ControlMaster connection.
+	ds = ds[:0]
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("more-%d", i)
+		t0 := time.Now()
+		if _, err := w.c.Exec(ctx, name, "pass", o); err != nil {
+			return nil, err
+		}
+		ds = append(ds, time.Since(t0))
+		w.c.Kill(ctx, name)
+	}
+	further := median(ds)
+	master := exec.Command("ssh", "-F", sshCfg, "-o", "ControlMaster=yes", "-N", "target")
+	if err := master.Start(); err != nil {
+		return nil, err
+	}
+	defer func() { master.Process.Kill(); master.Wait() }()
+	time.Sleep(500 * time.Millisecond)
+	sshWarm, err := w.timeCmd(n, "ssh", "-F", sshCfg, "-o", "ControlMaster=no", "target", remotePy, "-c", "pass")
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, row{"further remote session on an open route", ms(further), "`python3 -c pass` over a ControlMaster " + ms(sshWarm),
+		fmt.Sprintf("%.2fx", float64(further)/float64(sshWarm)), "at most 1.3x"})
+
+	// Warm round trip of a trivial remote cell vs the local one plus a ping
+	// (here: an ssh round trip, a keepalive's worth).
+	ds = ds[:0]
+	for i := 0; i < 1000; i++ {
+		t0 := time.Now()
+		if _, err := w.c.Exec(ctx, "first", "1", o); err != nil {
+			return nil, err
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	rt := median(ds)
+	ping := loopbackPing()
+	rows = append(rows, row{"warm round trip of a trivial remote cell", us(rt), fmt.Sprintf("local %s, ping %s", us(localRT), us(ping)),
+		fmt.Sprintf("%.2fx (local x2 + ping)", float64(rt)/float64(2*localRT+ping)), "at most 1.0x of 2x local + one ping"})
+
+	// One jump added.
+	oj := o
+	jump := []string{"gw"}
+	oj.Jump = &jump
+	ds = ds[:0]
+	for i := 0; i < n; i++ {
+		w.c.Stop(ctx)
+		if err := w.c.Ping(ctx); err != nil {
+			return nil, err
+		}
+		t0 := time.Now()
+		if _, err := w.c.Exec(ctx, "jumped", "pass", oj); err != nil {
+			return nil, err
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	jumped := median(ds)
+	rows = append(rows, row{"first session through one jump host", ms(jumped), "direct " + ms(first),
+		fmt.Sprintf("+%s", ms(jumped-first)), "the jump's cost"})
+
+	pl, err := payload.Default()
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, row{"payload on the wire (no cloudpickle)", fmt.Sprintf("%.1f KiB", float64(len(pl))/1024), "", "", "under 64 KiB"})
+	return rows, nil
+}
+
+// loopbackPing is the median round trip of one byte over loopback TCP.
+func loopbackPing() time.Duration {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		b := make([]byte, 1)
+		for {
+			if _, err := c.Read(b); err != nil {
+				return
+			}
+			c.Write(b)
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return 0
+	}
+	defer c.Close()
+	b := make([]byte, 1)
+	var ds []time.Duration
+	for i := 0; i < 1000; i++ {
+		t0 := time.Now()
+		c.Write(b)
+		c.Read(b)
+		ds = append(ds, time.Since(t0))
+	}
+	return median(ds)
+}
