@@ -22,8 +22,10 @@ type benchTB struct{ cleanups []func() }
 func (b *benchTB) Helper()                           {}
 func (b *benchTB) Fatal(args ...any)                 { panic(fmt.Sprint(args...)) }
 func (b *benchTB) Fatalf(format string, args ...any) { panic(fmt.Sprintf(format, args...)) }
-func (b *benchTB) Skipf(format string, args ...any)  { panic("skipped: " + fmt.Sprintf(format, args...)) }
-func (b *benchTB) Cleanup(f func())                  { b.cleanups = append(b.cleanups, f) }
+func (b *benchTB) Skipf(format string, args ...any) {
+	panic("skipped: " + fmt.Sprintf(format, args...))
+}
+func (b *benchTB) Cleanup(f func()) { b.cleanups = append(b.cleanups, f) }
 func (b *benchTB) close() {
 	for i := len(b.cleanups) - 1; i >= 0; i-- {
 		b.cleanups[i]()
