@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -378,4 +379,22 @@ func TestBadNames(t *testing.T) {
 	r := e.Run("exec", "missing-python", "1", "--python", "/no/such/python")
 	assert.Equal(t, 2, r.Code)
 	assert.Contains(t, r.Stderr, `python "/no/such/python": not found`)
+}
+
+// The worker runs on every Python 3.6+ this machine has.
+func TestEveryPython(t *testing.T) {
+	ps := hubtest.Pythons()
+	if len(ps) == 0 {
+		t.Skip("no Pythons found")
+	}
+	e := hubtest.Start(t)
+	for v, py := range ps {
+		name := "v" + strings.ReplaceAll(v, ".", "_")
+		r := e.Run("exec", name, "import sys\ndef f(x):\n    return x * 2\n'%d.%d' % sys.version_info[:2], f(21)", "--python", py)
+		assert.Equal(t, 0, r.Code, "%s: %s", v, r)
+		assert.Contains(t, r.Stdout, fmt.Sprintf("Out[1]: ('%s', 42)", v), v)
+		r = e.Run("exec", name, "1/0")
+		assert.Contains(t, r.Stdout, "ZeroDivisionError", v)
+		assert.NotContains(t, r.Stdout, "worker.py", v)
+	}
 }

@@ -1,8 +1,10 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -447,4 +450,56 @@ func TestSSHConfigResolution(t *testing.T) {
 	assert.Contains(t, r.Stdout, "that line is skipped, the rest is used")
 	r = w.Run("exec", "inc2", "'ok'", "--host", "included")
 	assert.NotContains(t, r.Stdout, "Match exec", "warned once")
+}
+
+func TestRemoteHashedKnownHostsJumpKeysAndTimeouts(t *testing.T) {
+	w := newSSHWorld(t, []string{"gw", "target"}, sshtest.Options{})
+	known := filepath.Join(w.home, ".ssh", "known_hosts")
+	out, err := exec.Command("ssh-keygen", "-H", "-f", known).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	b, _ := os.ReadFile(known)
+	require.True(t, strings.HasPrefix(string(b), "|1|"), "hashed: %s", b)
+	r := w.Run("exec", "hashed", "1", "--host", "target", "--jump", "gw")
+	require.Equal(t, 0, r.Code, "hashed known_hosts entries work, for the jump and the target: %s", r)
+
+	// A jump host is checked like any other: an unknown one is refused.
+	stranger := sshtest.Start(t, sshtest.Options{Authorized: []string{w.key.Public}})
+	w.appendConfig(t, fmt.Sprintf("Host strangegw\n  HostName 127.0.0.1\n  Port %d\n  User %s\n", stranger.Port, w.user))
+	r = w.Run("exec", "viastranger", "1", "--host", "target", "--jump", "strangegw")
+	assert.Equal(t, 2, r.Code, "%s", r)
+	assert.Contains(t, r.Stderr, "jump host strangegw: remote: the host key of strangegw")
+
+	// ConnectTimeout bounds the handshake, which x/crypto does not bound.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // accept, then say nothing
+		}
+	}()
+	w.appendConfig(t, fmt.Sprintf("Host silent\n  HostName 127.0.0.1\n  Port %d\n  ConnectTimeout 1\n", ln.Addr().(*net.TCPAddr).Port))
+	t0 := time.Now()
+	r = w.Run("exec", "silent", "1", "--host", "silent")
+	assert.Equal(t, 2, r.Code, "%s", r)
+	assert.Contains(t, r.Stderr, "no ssh handshake within ConnectTimeout 1s")
+	assert.Less(t, time.Since(t0), 5*time.Second)
+}
+
+func TestRemoteThroughMCP(t *testing.T) {
+	w := newSSHWorld(t, []string{"gw", "lab"}, sshtest.Options{})
+	cs := mcpSession(t, w.Env, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	text, isErr := callText(t, ctx, cs, &sdk.CallToolParams{Name: "exec", Arguments: map[string]any{
+		"name": "m", "code": "import socket; 'remote'", "host": "lab", "jump": []string{"gw"}}})
+	assert.False(t, isErr, text)
+	assert.Contains(t, text, "[created session 'm' on lab via gw (python 3.")
+	assert.Contains(t, text, "Out[1]: 'remote'")
+	text, _ = callText(t, ctx, cs, &sdk.CallToolParams{Name: "sessions", Arguments: map[string]any{}})
+	assert.Contains(t, text, "m  on lab via gw  pid")
 }
