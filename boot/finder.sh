@@ -5,6 +5,8 @@
 T=@TOKEN@
 PREFER=@PREFER@
 PINNED=@PINNED@
+SUDO_MODE=@SUDO@
+SUDO_PROMPT=@PROMPT@
 found= foundv= first= firstv= tried=
 consider() {
   p=$1
@@ -68,4 +70,11 @@ if [ -z "$py" ]; then
   exit 127
 fi
 echo "REPLHUB-$T FOUND $v $py"
-exec "$py" -c '@STUB@'
+STUB='@STUB@'
+# A root session: sudo -n must not ask; sudo -k -S reads the password
+# line that the hub sends right after the marker above.
+case "$SUDO_MODE" in
+  n) exec "${REPLHUB_SUDO:-sudo}" -n -- "$py" -c "$STUB" ;;
+  S) exec "${REPLHUB_SUDO:-sudo}" -k -S -p "$SUDO_PROMPT" -- "$py" -c "$STUB" ;;
+esac
+exec "$py" -c "$STUB"

@@ -1,4 +1,5 @@
 import os,zlib
+os.write(1,b"REPLHUB-STUB\n")
 def r(n):
     b=b""
     while len(b)<n:

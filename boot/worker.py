@@ -133,11 +133,15 @@ class Session(object):
     # -- reader thread -------------------------------------------------
     def read_loop(self):
         import signal
+        seen_frame = False
         while True:
             try:
                 msg = self.chan.recv()
             except ValueError as e:
-                self.chan.send({"op": "error", "error": str(e)})
+                # Before the first frame, a line that is not one may be a sudo
+                # password that sudo did not read: drop it without a word.
+                if seen_frame:
+                    self.chan.send({"op": "error", "error": str(e)})
                 continue
             except Exception:
                 msg = None
@@ -145,7 +149,10 @@ class Session(object):
                 # The hub is gone (or the link is): nobody can see us now.
                 os._exit(0)
             header, data = msg
+            seen_frame = True
             op = header.get("op")
+            if op == "error":
+                continue
             if op == "interrupt":
                 if self.running:
                     signal.pthread_kill(self.main_ident, signal.SIGINT)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/safesock"
+	"github.com/replhub/replhub/sudo"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -181,6 +182,10 @@ type ExecOptions struct {
 	Host    string
 	Jump    *[]string
 	Pythons []string
+	// Sudo runs a new session as root. When sudo wants a password, the
+	// program named by $SUDO_ASKPASS in Env runs here and the password goes
+	// to the hub; it is asked once, never retried.
+	Sudo bool
 	// OnProgress, when non-nil, is called about once a second while the
 	// cell runs.
 	OnProgress func(*wire.Progress)
@@ -195,11 +200,21 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*w
 		o.Env = os.Environ()
 	}
 	req := wire.Request{Op: wire.OpExec, Name: name, Code: code, Timeout: o.Timeout.Seconds(), Python: o.Python, Cwd: o.Cwd,
-		Host: o.Host, Jump: o.Jump, Pythons: o.Pythons}
+		Host: o.Host, Jump: o.Jump, Pythons: o.Pythons, Sudo: o.Sudo}
 	rep, err := c.Do(ctx, req, o.OnProgress)
 	if wire.IsCode(err, wire.CodeNeedEnv) {
 		req.Env = o.Env
 		rep, err = c.Do(ctx, req, o.OnProgress)
+	}
+	var we *wire.Error
+	if errors.As(err, &we) && we.Code == wire.CodeNeedPassword {
+		pw, aerr := sudo.Ask(ctx, lookEnv(o.Env, "SUDO_ASKPASS"), we.Prompt)
+		if aerr != nil {
+			return nil, fmt.Errorf("%s: %w", we.Message, aerr)
+		}
+		req.Env, req.Password = o.Env, pw
+		rep, err = c.Do(ctx, req, o.OnProgress)
+		sudo.Zero(pw)
 	}
 	if err != nil {
 		return nil, err

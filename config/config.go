@@ -31,6 +31,9 @@ type File struct {
 	Pythons []string `json:"pythons,omitempty"`
 	// Sudo is the default sudo mode: auto, nopasswd or askpass.
 	Sudo string `json:"sudo,omitempty"`
+	// SudoTimeout bounds, in seconds, a root start where sudo says nothing
+	// recognisable; zero means 40.
+	SudoTimeout float64 `json:"sudo_timeout,omitempty"`
 	// Hosts are per-host settings by pattern, in file order.
 	Hosts []HostRule `json:"-"`
 }
@@ -70,16 +73,20 @@ func Load(path string) (*File, error) {
 // are errors, so that a typo does not silently do nothing.
 func Parse(b []byte, name string) (*File, error) {
 	var top struct {
-		Pythons []string        `json:"pythons"`
-		Sudo    string          `json:"sudo"`
-		Hosts   json.RawMessage `json:"hosts"`
+		Pythons     []string        `json:"pythons"`
+		Sudo        string          `json:"sudo"`
+		SudoTimeout float64         `json:"sudo_timeout"`
+		Hosts       json.RawMessage `json:"hosts"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&top); err != nil {
 		return nil, fmt.Errorf("config: %s: %w", name, err)
 	}
-	f := &File{Pythons: top.Pythons, Sudo: top.Sudo}
+	f := &File{Pythons: top.Pythons, Sudo: top.Sudo, SudoTimeout: top.SudoTimeout}
+	if f.SudoTimeout < 0 {
+		return nil, fmt.Errorf("config: %s: sudo_timeout must be a number of seconds", name)
+	}
 	if err := checkSudo(f.Sudo, name, "sudo"); err != nil {
 		return nil, err
 	}
@@ -135,6 +142,11 @@ func checkSudo(mode, name, field string) error {
 		return nil
 	}
 	return fmt.Errorf("config: %s: %s is %q: use auto, nopasswd or askpass", name, field, mode)
+}
+
+// Top is the top-level settings alone: those of local sessions.
+func (f *File) Top() Settings {
+	return Settings{Pythons: f.Pythons, Sudo: f.Sudo}
 }
 
 // For merges the settings of every rule whose pattern matches host, in file

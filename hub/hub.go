@@ -29,6 +29,7 @@ import (
 	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/remote"
 	"github.com/replhub/replhub/safesock"
+	"github.com/replhub/replhub/sudo"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -347,6 +348,12 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	}
 	s := h.sessions[req.Name]
 	created := s == nil
+	if !created && req.Sudo && !s.isRoot() {
+		h.mu.Unlock()
+		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf(
+			"session '%s' runs as your user, not as root: `replhub exec %s CODE` without --sudo reaches it; kill it to reuse the name for a root session",
+			req.Name, req.Name)}
+	}
 	if !created && req.Host != "" && s.host() != req.Host {
 		h.mu.Unlock()
 		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf(
@@ -365,40 +372,24 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 
 	var previous string
 	if created {
-		if err := h.checkTie(req); err != nil {
-			h.mu.Lock()
-			if h.sessions[req.Name] == s {
-				delete(h.sessions, req.Name)
-			}
-			h.mu.Unlock()
+		err := h.checkTie(req)
+		if err == nil {
+			err = h.startSession(ctx, s, req)
+		} else {
 			close(s.ready)
 			s.markStartFailed()
-			return nil, err
 		}
-		previous = h.takeDeathNote(req.Name)
-		start := h.startLocal
-		if req.Host != "" {
-			start = h.startRemote
-		}
-		if err := start(ctx, s, req); err != nil {
+		sudo.Zero(req.Password)
+		if err != nil {
 			h.mu.Lock()
 			if h.sessions[req.Name] == s {
 				delete(h.sessions, req.Name)
 			}
 			h.mu.Unlock()
-			msg := err.Error()
-			if previous != "" {
-				msg = previous + "\n" + msg
-			}
-			h.mu.Lock()
-			for _, w := range h.warnings {
-				msg = "warning: " + w + "\n" + msg
-			}
-			h.warnings = nil
-			h.mu.Unlock()
-			return nil, &wire.Error{Code: wire.CodeStart, Message: msg}
+			return nil, h.startFailure(req, err)
 		}
-		h.log.Info("session started", "session", s.name, "pid", s.info.Pid, "python", s.info.Python)
+		previous = h.takeDeathNote(req.Name)
+		h.log.Info("session started", "session", s.name, "pid", s.info.Pid, "python", s.info.Python, "host", s.info.Host, "root", s.info.Root)
 	} else {
 		<-s.ready
 		if s.startErr != nil {
@@ -423,28 +414,6 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	h.warnings = nil
 	h.mu.Unlock()
 	return res, nil
-}
-
-// startLocal starts a local worker for s in the caller's cwd and environment.
-func (h *Hub) startLocal(ctx context.Context, s *Session, req wire.Request) error {
-	dir := req.Cwd
-	if dir == "" {
-		dir = "/"
-	}
-	s.mu.Lock()
-	s.info.Host = "local"
-	s.mu.Unlock()
-	return s.start(ctx, func() (Proc, error) {
-		python, err := choosePython(req)
-		if err != nil {
-			return nil, err
-		}
-		p, err := startLocal([]string{python, h.workerPath, "--stdio"}, dir, req.Env)
-		if err != nil {
-			return nil, fmt.Errorf("cannot start %s: %w", python, err)
-		}
-		return p, nil
-	}, h.startTimeout)
 }
 
 // choosePython picks --python, else $REPLHUB_PYTHON, else the first python3
@@ -620,7 +589,7 @@ func (h *Hub) sessionExited(s *Session, ex Exit) {
 	note := deathNote{
 		Name: s.name, When: time.Now(), How: how, Cells: s.cells,
 		LastOutput: tailLines(strings.TrimSpace(last.text), 10),
-		Transcript: h.paths.Transcript(s.name), Host: s.info.Host,
+		Transcript: h.paths.Transcript(s.name), Host: s.info.Host, Root: s.info.Root,
 	}
 	h.log.Warn("session died", "session", s.name, "how", how, "cells", s.cells)
 	if err := h.writeDeathNote(note); err != nil {

@@ -23,6 +23,7 @@ type deathNote struct {
 	LastOutput string    `json:"last_output"`
 	Transcript string    `json:"transcript"`
 	Host       string    `json:"host"`
+	Root       bool      `json:"root,omitempty"`
 }
 
 func (n deathNote) text() string {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+	"time"
 )
 
 // A Proc is a running worker: a local child process here; later a root
@@ -51,6 +52,9 @@ type localProc struct {
 	stdin  *os.File
 	stdout *os.File
 	stderr *os.File
+	// root is set for a worker under sudo: the hub may signal sudo (its
+	// real uid is ours) but not the root worker.
+	root bool
 }
 
 // startLocal starts argv[0] with argv[1:] in dir with env.
@@ -119,9 +123,20 @@ func (p *localProc) Wait() Exit {
 }
 
 // Kill sends SIGKILL to the worker's process group, so that children it
-// started (a subprocess, a background job) end with it.
+// started (a subprocess, a background job) end with it. A root worker
+// cannot be signalled by the hub: its stdin is closed (the worker exits at
+// EOF) and sudo is sent SIGTERM, which it relays, then SIGKILL.
 func (p *localProc) Kill() error {
 	pid := p.cmd.Process.Pid
+	if p.root {
+		p.stdin.Close()
+		syscall.Kill(pid, syscall.SIGTERM)
+		go func() {
+			time.Sleep(3 * time.Second)
+			syscall.Kill(pid, syscall.SIGKILL)
+		}()
+		return nil
+	}
 	err := syscall.Kill(-pid, syscall.SIGKILL)
 	if err != nil {
 		err = p.cmd.Process.Kill()

@@ -4,15 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"os/user"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/replhub/replhub/config"
-	"github.com/replhub/replhub/payload"
 	"github.com/replhub/replhub/remote"
 	"github.com/replhub/replhub/wire"
 )
@@ -40,8 +36,17 @@ func (h *Hub) checkTie(req wire.Request) error {
 	if was == "" {
 		was = "local"
 	}
-	if was == want {
+	if was == want && n.Root == req.Sudo {
 		return nil
+	}
+	if was == want {
+		as, flag := "your user", "without --sudo"
+		if n.Root {
+			as, flag = "root", "with --sudo"
+		}
+		return &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf(
+			"%s\nsession '%s' ran as %s: `replhub exec %s CODE` %s starts it again, or `replhub kill %s` frees the name",
+			n.text(), req.Name, as, req.Name, flag, req.Name)}
 	}
 	hint := fmt.Sprintf("`replhub exec %s CODE --host %s` starts it there again", req.Name, was)
 	if was == "local" {
@@ -50,65 +55,6 @@ func (h *Hub) checkTie(req wire.Request) error {
 	return &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf(
 		"%s\nsession '%s' ran on %s, not %s: %s, or `replhub kill %s` frees the name",
 		n.text(), req.Name, was, want, hint, req.Name)}
-}
-
-// startRemote starts s on req.Host over the route's shared ssh connection.
-func (h *Hub) startRemote(ctx context.Context, s *Session, req wire.Request) error {
-	s.mu.Lock()
-	s.info.Host = req.Host
-	s.mu.Unlock()
-	return s.start(ctx, func() (Proc, error) {
-		cfg, err := config.Load(h.paths.ConfigFile())
-		if err != nil {
-			return nil, err
-		}
-		settings := cfg.For(req.Host)
-		jumps := settings.Jump
-		if req.Jump != nil {
-			jumps = req.Jump
-		}
-		home := envGet(req.Env, "HOME")
-		if home == "" {
-			home, _ = os.UserHomeDir()
-		}
-		local := envGet(req.Env, "USER")
-		if local == "" {
-			if u, err := user.Current(); err == nil {
-				local = u.Username
-			}
-		}
-		res, err := remote.NewResolver(home, local)
-		if err != nil {
-			return nil, err
-		}
-		route, err := res.Resolve(req.Host, jumps)
-		if err != nil {
-			return nil, err
-		}
-		s.mu.Lock()
-		s.info.Route = route.String()
-		s.mu.Unlock()
-		conn, err := h.pool.Get(ctx, route, remote.Env{Home: home, AgentSocket: envGet(req.Env, "SSH_AUTH_SOCK")})
-		if err != nil {
-			return nil, err
-		}
-		pl, err := payload.Default()
-		if err != nil {
-			conn.Release()
-			return nil, err
-		}
-		w, err := conn.StartWorker(ctx, remote.StartSpec{
-			Pythons: append(append([]string(nil), req.Pythons...), settings.Pythons...),
-			Python:  req.Python,
-			Prefer:  h.localMinor(req),
-			Payload: pl,
-		})
-		if err != nil {
-			conn.Release()
-			return nil, err
-		}
-		return &remoteProc{w: w}, nil
-	}, h.startTimeout)
 }
 
 // remoteProc adapts a remote.Worker to Proc.
@@ -120,8 +66,11 @@ func (p *remoteProc) Stdin() io.WriteCloser { return p.w.Stdin() }
 func (p *remoteProc) Stdout() io.Reader     { return p.w.Stdout() }
 func (p *remoteProc) Stderr() io.Reader     { return p.w.Stderr() }
 func (p *remoteProc) Pid() int              { return 0 }
-func (p *remoteProc) Kill() error           { return p.w.Kill() }
-func (p *remoteProc) Close() error          { return p.w.Close() }
+
+// sendPayload sends the payload that a sudo start held back.
+func (p *remoteProc) sendPayload() error { return p.w.SendPayload() }
+func (p *remoteProc) Kill() error        { return p.w.Kill() }
+func (p *remoteProc) Close() error       { return p.w.Close() }
 
 func (p *remoteProc) Wait() Exit {
 	code, sig, err := p.w.Wait()

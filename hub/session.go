@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/replhub/replhub/sudo"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -66,8 +67,10 @@ type Session struct {
 	rss        int64
 	killed     bool // a deliberate kill: no death note
 	death      string
-	noise      bytes.Buffer // what came before ready
-	transcript *os.File     // opened at the first cell, closed at exit
+	noise      bytes.Buffer  // what came before ready
+	transcript *os.File      // opened at the first cell, closed at exit
+	watch      *sudo.Watcher // sudo's stderr while a root worker starts
+	verdict    chan error    // the watcher's verdict
 }
 
 // run is one cell from exec to collection.
@@ -103,42 +106,97 @@ func newSession(h *Hub, name string) *Session {
 	}
 }
 
-// start launches the worker with launch and waits for its ready frame. On
-// failure the error says what the worker printed before it died.
-func (s *Session) start(ctx context.Context, launch func() (Proc, error), startTimeout time.Duration) error {
+// startOpts say how a worker starts.
+type startOpts struct {
+	// launch starts the process (locally, under sudo, or on a channel).
+	launch func() (Proc, error)
+	// timeout bounds the start until the ready frame.
+	timeout time.Duration
+	// watch, when set, reads sudo's stderr until ready; its verdict (a
+	// wrong password, a refusal) ends the start at once.
+	watch *sudo.Watcher
+	// password, when set, is written as the first line of the worker's
+	// stdin (a local `sudo -k -S`) and then zeroed.
+	password []byte
+	// onStub, when set, is called when the remote stub says it runs (sudo
+	// accepted): the payload may now follow without being read as a
+	// second password attempt.
+	onStub func() error
+}
+
+// StartError is a worker that did not start; Err is the cause (a
+// *sudo.Error, a *remote.HostKeyError …) for callers that branch on it.
+type StartError struct {
+	Msg string
+	Err error
+}
+
+func (e *StartError) Error() string { return e.Msg }
+func (e *StartError) Unwrap() error { return e.Err }
+
+// start launches the worker and waits for its ready frame. On failure the
+// error says what the worker printed before it died.
+func (s *Session) start(ctx context.Context, o startOpts) error {
 	defer close(s.ready)
-	p, err := launch()
+	p, err := o.launch()
 	if err != nil {
+		sudo.Zero(o.password)
 		s.startErr = err
 		s.markStartFailed()
 		return s.startErr
 	}
 	s.proc = p
+	verdict := make(chan error, 1)
 	s.mu.Lock()
 	s.info.Pid = p.Pid()
+	if o.watch != nil {
+		s.watch, s.verdict = o.watch, verdict
+	}
 	s.mu.Unlock()
 	go s.readOutput()
+	if o.password != nil {
+		line := append(o.password, '\n')
+		_, werr := p.Stdin().Write(line)
+		sudo.Zero(line)
+		if werr != nil {
+			s.hub.log.Warn("sudo password not delivered", "session", s.name, "err", werr)
+		}
+	}
 	frames := bufio.NewReaderSize(p.Stdout(), 1<<16)
 	readyCh := make(chan error, 1)
-	go func() { readyCh <- s.awaitReady(frames) }()
-	timer := time.NewTimer(startTimeout)
+	go func() { readyCh <- s.awaitReady(frames, o.onStub) }()
+	timer := time.NewTimer(o.timeout)
 	defer timer.Stop()
+	var cause error
 	select {
 	case err = <-readyCh:
+	case err = <-verdict:
+		cause = err
 	case <-timer.C:
-		err = fmt.Errorf("no ready frame within %s", startTimeout)
+		err = fmt.Errorf("no ready frame within %s", o.timeout)
+		if o.watch != nil {
+			err = &sudo.Error{Kind: sudo.KindNoAnswer, Msg: fmt.Sprintf("no answer from sudo within %s", o.timeout)}
+			cause = err
+		}
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
+	s.mu.Lock()
+	s.watch = nil
+	s.mu.Unlock()
 	if err != nil {
 		// A worker that is exiting on its own gets a moment, so that its
 		// own exit status is the one reported.
 		exited := make(chan Exit, 1)
 		go func() { exited <- p.Wait() }()
 		var ex Exit
+		wait := time.Second
+		if cause != nil {
+			wait = 0
+		}
 		select {
 		case ex = <-exited:
-		case <-time.After(time.Second):
+		case <-time.After(wait):
 			p.Kill()
 			ex = <-exited
 		}
@@ -151,18 +209,20 @@ func (s *Session) start(ctx context.Context, launch func() (Proc, error), startT
 		said := strings.TrimSpace(s.noise.String() + s.out.take().text)
 		s.mu.Unlock()
 		msg := fmt.Sprintf("session '%s' did not start: %v (worker %s)", s.name, err, ex)
-		if said != "" {
+		if cause != nil {
+			msg = fmt.Sprintf("session '%s' did not start: %v", s.name, err)
+		} else if said != "" {
 			msg += "; it said:\n" + tailLines(said, 20)
 		}
-		s.startErr = errors.New(msg)
+		s.startErr = &StartError{Msg: msg, Err: cause}
 		s.markStartFailed()
 		return s.startErr
 	}
 	s.mu.Lock()
 	s.state = stateIdle
 	s.lastActive = time.Now()
-	// What came before ready (rc files, interpreter warnings) is noise once
-	// the start succeeded.
+	// What came before ready (rc files, interpreter warnings, sudo's
+	// prompt) is noise once the start succeeded.
 	s.out.take()
 	s.mu.Unlock()
 	go s.readFrames(frames)
@@ -177,12 +237,24 @@ func (s *Session) markStartFailed() {
 	close(s.exited)
 }
 
+// stubLine is what the remote stub writes when it runs.
+const stubLine = "REPLHUB-STUB\n"
+
 // awaitReady reads until the ready frame; lines before it are noise (rc
-// files, banners), kept only to explain a failed start.
-func (s *Session) awaitReady(r *bufio.Reader) error {
+// files, banners), kept only to explain a failed start. The stub's line
+// calls onStub.
+func (s *Session) awaitReady(r *bufio.Reader, onStub func() error) error {
 	for i := 0; i < 10000; i++ {
 		f, err := readFrame(r)
 		var mf *malformedError
+		if errors.As(err, &mf) && string(mf.line) == stubLine {
+			if onStub != nil {
+				if err := onStub(); err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		if errors.As(err, &mf) {
 			s.mu.Lock()
 			if s.noise.Len() < 64<<10 {
@@ -243,6 +315,14 @@ func (s *Session) readOutput() {
 // takeOutputLocked adds p to the unread output, looking for the running
 // cell's fence across chunk boundaries.
 func (s *Session) takeOutputLocked(p []byte) {
+	if s.watch != nil {
+		if err := s.watch.Feed(p); err != nil {
+			select {
+			case s.verdict <- err:
+			default:
+			}
+		}
+	}
 	r := s.cur
 	if r == nil || r.sealed != nil || len(r.fence) == 0 {
 		if len(s.pending) > 0 {

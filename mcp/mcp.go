@@ -44,6 +44,7 @@ type ExecArgs struct {
 	Host    string   `json:"host,omitempty" jsonschema:"run a new session on this host over ssh: [user@]host[:port] or an ssh_config alias"`
 	Jump    []string `json:"jump,omitempty" jsonschema:"jump hosts in order; an empty list turns configured ones off"`
 	Pythons []string `json:"pythons,omitempty" jsonschema:"interpreters to try first on the host: names, paths, folders or globs"`
+	Sudo    bool     `json:"sudo,omitempty" jsonschema:"run a new session as root through sudo; a password is asked with $SUDO_ASKPASS where the server runs"`
 }
 
 // NameArgs name a session.
@@ -135,6 +136,7 @@ func (t *tools) exec(ctx context.Context, req *sdk.CallToolRequest, a ExecArgs) 
 		Python:     a.Python,
 		Host:       a.Host,
 		Pythons:    a.Pythons,
+		Sudo:       a.Sudo,
 		OnProgress: progressFor(ctx, req),
 	}
 	if a.Jump != nil {

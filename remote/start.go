@@ -17,6 +17,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/replhub/replhub/boot"
+	"github.com/replhub/replhub/sudo"
 )
 
 // DefaultPythons are tried after the caller's and the config's.
@@ -42,7 +43,21 @@ type StartSpec struct {
 	Prefer string
 	// Payload is the framed payload (package payload).
 	Payload []byte
+	// Sudo starts the worker as root: SudoTry (`sudo -n`) or SudoPassword
+	// (`sudo -k -S -p Prompt`, Password sent right after the finder's
+	// marker, the payload only once the stub runs: see Worker.SendPayload).
+	Sudo     string
+	Prompt   string
+	Password []byte
 }
+
+// Sudo modes of StartSpec.
+const (
+	SudoTry      = "n"
+	SudoPassword = "S"
+)
+
+var validPrompt = regexp.MustCompile(`^[][A-Za-z0-9 :._-]{1,80}$`)
 
 // Script renders the finder script for spec with marker token.
 func Script(spec StartSpec, token string) (string, error) {
@@ -78,7 +93,18 @@ func Script(spec StartSpec, token string) (string, error) {
 	if strings.Contains(boot.Stub, "'") {
 		return "", errors.New("remote: the stub holds a single quote")
 	}
+	switch spec.Sudo {
+	case "", SudoTry:
+	case SudoPassword:
+		if !validPrompt.MatchString(spec.Prompt) {
+			return "", fmt.Errorf("remote: bad sudo prompt %q", spec.Prompt)
+		}
+	default:
+		return "", fmt.Errorf("remote: bad sudo mode %q", spec.Sudo)
+	}
 	r := strings.NewReplacer(
+		"@SUDO@", quote(spec.Sudo),
+		"@PROMPT@", quote(spec.Prompt),
 		"@TOKEN@", quote(token),
 		"@PREFER@", quote(spec.Prefer),
 		"@PINNED@", quote(pinned),
@@ -115,6 +141,8 @@ type Worker struct {
 	Python  string // the interpreter the finder chose
 	Version string // its major.minor, or "pinned"
 	once    sync.Once
+	sent    sync.Once
+	payload []byte
 }
 
 // StartWorker opens a channel running `exec /bin/sh -s`, sends the finder
@@ -227,12 +255,30 @@ func (c *Conn) StartWorker(ctx context.Context, spec StartSpec) (*Worker, error)
 	if len(fields) < 3 {
 		return fail("malformed start marker: "+f.line, noise.String())
 	}
-	if _, err := stdin.Write(spec.Payload); err != nil {
+	w := &Worker{conn: c, sess: sess, stdin: stdin, stdout: br, stderr: stderr,
+		Version: fields[1], Python: fields[2], payload: spec.Payload}
+	if spec.Sudo == SudoPassword {
+		line := append(append([]byte(nil), spec.Password...), '\n')
+		_, err := stdin.Write(line)
+		sudo.Zero(line)
+		if err != nil {
+			return fail(fmt.Sprintf("sending the password to sudo: %v", err), noise.String())
+		}
+		return w, nil
+	}
+	if err := w.SendPayload(); err != nil {
 		return fail(fmt.Sprintf("sending the payload: %v", err), noise.String())
 	}
-	w := &Worker{conn: c, sess: sess, stdin: stdin, stdout: br, stderr: stderr,
-		Version: fields[1], Python: fields[2]}
 	return w, nil
+}
+
+// SendPayload sends the payload to the stub, once. For a sudo start with a
+// password the caller calls it when the stub says it runs (sudo accepted
+// the password), so that the payload is never read as a second password.
+func (w *Worker) SendPayload() error {
+	var err error
+	w.sent.Do(func() { _, err = w.stdin.Write(w.payload) })
+	return err
 }
 
 // Stdin carries frames to the worker.

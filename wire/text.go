@@ -22,6 +22,9 @@ func (r *Result) Text() string {
 		if c.Host != "" && c.Host != "local" {
 			where = " on " + c.Route
 		}
+		if c.Root {
+			where += " as root"
+		}
 		line(fmt.Sprintf("[created session '%s'%s (python %s, cwd %s)]", c.Name, where, c.Python, c.Cwd))
 	}
 	for _, n := range r.Notes {
@@ -104,6 +107,9 @@ func (s *SessionInfo) Line() string {
 	where := ""
 	if s.Host != "" && s.Host != "local" {
 		where = "  on " + s.Route
+	}
+	if s.Root {
+		where += "  as root"
 	}
 	cells := "cells"
 	if s.Cells == 1 {

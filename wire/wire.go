@@ -62,6 +62,11 @@ type Request struct {
 	Jump *[]string `json:"jump,omitempty"`
 	// Pythons are tried first when a remote session looks for a Python.
 	Pythons []string `json:"pythons,omitempty"`
+	// Sudo runs a new session as root through sudo (here or on Host).
+	Sudo bool `json:"sudo,omitempty"`
+	// Password answers CodeNeedPassword: the client ran $SUDO_ASKPASS. It
+	// is a byte slice (base64 on the wire) so that every holder can zero it.
+	Password []byte `json:"password,omitempty"`
 	// Progress asks for progress replies while the request blocks.
 	Progress bool `json:"progress,omitempty"`
 }
@@ -96,12 +101,17 @@ const (
 	CodeShutdown   = "shutting_down"
 	CodeInternal   = "internal"
 	CodeNeedEnv    = "need_env"
+	// CodeNeedPassword asks the client to run $SUDO_ASKPASS with
+	// Error.Prompt and send the request again with Password.
+	CodeNeedPassword = "need_password"
 )
 
 // Error is a request that failed as a whole (not a cell that raised).
 type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// Prompt is what the askpass program is shown, for CodeNeedPassword.
+	Prompt string `json:"prompt,omitempty"`
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -165,6 +175,7 @@ type SessionInfo struct {
 	State       string   `json:"state"` // starting, idle, running, dead
 	Host        string   `json:"host"`
 	Route       string   `json:"route,omitempty"`
+	Root        bool     `json:"root,omitempty"`
 	Pid         int      `json:"pid"`
 	Python      string   `json:"python"`
 	Executable  string   `json:"executable"`
@@ -208,7 +219,8 @@ type DeadInfo struct {
 	Note string `json:"note"`
 }
 
-// Write sends v as one JSON line.
+// Write sends v as one JSON line. The encoded bytes are zeroed after the
+// write, since a request may carry a sudo password.
 func Write(w io.Writer, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -216,6 +228,9 @@ func Write(w io.Writer, v any) error {
 	}
 	b = append(b, '\n')
 	_, err = w.Write(b)
+	for i := range b {
+		b[i] = 0
+	}
 	return err
 }
 

@@ -122,8 +122,13 @@ func Start(t TB, o Options) *Server {
 			"LogLevel VERBOSE",
 			"PrintMotd no",
 		}
-		for k, v := range o.SetEnv {
-			cfg = append(cfg, fmt.Sprintf("SetEnv %s=%s", k, v))
+		// sshd takes the first SetEnv line only: all go on one.
+		if len(o.SetEnv) > 0 {
+			var kv []string
+			for k, v := range o.SetEnv {
+				kv = append(kv, fmt.Sprintf("%s=%s", k, v))
+			}
+			cfg = append(cfg, "SetEnv "+strings.Join(kv, " "))
 		}
 		cfg = append(cfg, o.Extra...)
 		conf := filepath.Join(dir, "sshd_config")

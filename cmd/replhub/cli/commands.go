@@ -24,6 +24,7 @@ type execOptions struct {
 	jump    []string
 	jumpSet bool
 	pythons []string
+	sudo    bool
 }
 
 func newExecCmd(e *env) *cobra.Command {
@@ -41,7 +42,8 @@ Exit status: 0 ok, 1 the cell raised, 2 replhub failed, 3 still running,
 		Example: `  replhub exec chirp 'import json; cfg = {"port": 8080}'
   replhub exec chirp 'cfg["port"] + 1'
   replhub exec chirp - < script.py
-  replhub exec lab 'import platform; platform.node()' --host lab-7 --jump gw1`,
+  replhub exec lab 'import platform; platform.node()' --host lab-7 --jump gw1
+  replhub exec ops 'import os; os.geteuid()' --sudo`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.name, o.code = args[0], args[1]
@@ -62,6 +64,7 @@ Exit status: 0 ok, 1 the cell raised, 2 replhub failed, 3 still running,
 	cmd.Flags().StringVar(&o.host, "host", "", "run a new session on this host over ssh: [user@]host[:port] or an ssh_config alias")
 	cmd.Flags().StringSliceVar(&o.jump, "jump", nil, "jump hosts, in order (J1,J2); --jump none turns configured ones off")
 	cmd.Flags().StringSliceVar(&o.pythons, "pythons", nil, "interpreters to try first on the host: names, paths, folders or globs")
+	cmd.Flags().BoolVar(&o.sudo, "sudo", false, "run a new session as root through sudo (a password is asked with $SUDO_ASKPASS)")
 	return cmd
 }
 
@@ -87,6 +90,7 @@ func runExec(ctx context.Context, e *env, o *execOptions) error {
 		Python:  o.python,
 		Host:    o.host,
 		Pythons: o.pythons,
+		Sudo:    o.sudo,
 	}
 	if o.jumpSet {
 		jump := []string{}

@@ -1,0 +1,253 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"time"
+
+	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/payload"
+	"github.com/replhub/replhub/remote"
+	"github.com/replhub/replhub/sudo"
+	"github.com/replhub/replhub/wire"
+)
+
+// needPassword is returned by startSession when sudo wants a password that
+// the request did not carry.
+type needPassword struct{ prompt string }
+
+func (e *needPassword) Error() string { return "sudo wants a password" }
+
+// isRoot reports whether the session runs as root.
+func (s *Session) isRoot() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.info.Root
+}
+
+// startSession starts s where req says: here or on req.Host, as the user or
+// as root. config.json is read anew for every start.
+func (h *Hub) startSession(ctx context.Context, s *Session, req wire.Request) error {
+	cfg, err := config.Load(h.paths.ConfigFile())
+	if err != nil {
+		closeFailed(s)
+		return err
+	}
+	settings := cfg.Top()
+	if req.Host != "" {
+		settings = cfg.For(req.Host)
+	}
+	s.mu.Lock()
+	s.info.Host = "local"
+	if req.Host != "" {
+		s.info.Host = req.Host
+	}
+	s.info.Root = req.Sudo
+	s.mu.Unlock()
+
+	o := startOpts{timeout: h.startTimeout}
+	var prompt string
+	withPassword := false
+	if req.Sudo {
+		mode := sudo.Mode(settings.Sudo)
+		withPassword = req.Password != nil && mode != sudo.NoPasswd
+		if mode == sudo.AskPass && !withPassword {
+			closeFailed(s)
+			return &needPassword{h.promptFor(req)}
+		}
+		if withPassword {
+			prompt = sudo.NewPrompt()
+		}
+		o.watch = sudo.NewWatcher(prompt)
+		o.timeout = sudo.DefaultTimeout
+		if cfg.SudoTimeout > 0 {
+			o.timeout = time.Duration(cfg.SudoTimeout * float64(time.Second))
+		}
+	}
+	// Each holder zeroes its own copy of the password.
+	pw := func() []byte {
+		if !withPassword {
+			return nil
+		}
+		return append([]byte(nil), req.Password...)
+	}
+	if req.Host == "" {
+		o.password = pw()
+		o.launch = func() (Proc, error) { return h.launchLocal(req, withPassword, prompt) }
+		return s.start(ctx, o)
+	}
+	var rp *remoteProc
+	o.launch = func() (Proc, error) {
+		p, err := h.launchRemote(ctx, s, req, settings, withPassword, prompt, pw())
+		rp = p
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+	if req.Sudo && withPassword {
+		o.onStub = func() error { return rp.sendPayload() }
+	}
+	return s.start(ctx, o)
+}
+
+func closeFailed(s *Session) {
+	close(s.ready)
+	s.markStartFailed()
+}
+
+// launchLocal starts python worker.py in the caller's cwd and environment,
+// under sudo for a root session.
+func (h *Hub) launchLocal(req wire.Request, withPassword bool, prompt string) (Proc, error) {
+	python, err := choosePython(req)
+	if err != nil {
+		return nil, err
+	}
+	dir := req.Cwd
+	if dir == "" {
+		dir = "/"
+	}
+	argv := []string{python, h.workerPath, "--stdio"}
+	root := false
+	if req.Sudo {
+		name := envGet(req.Env, "REPLHUB_SUDO")
+		if name == "" {
+			name = "sudo"
+		}
+		bin, err := lookPath(name, envGet(req.Env, "PATH"))
+		if err != nil {
+			return nil, fmt.Errorf("sudo: %s not found on your PATH", name)
+		}
+		argv = append(sudo.Args(bin, withPassword, prompt), argv...)
+		root = true
+	}
+	p, err := startLocal(argv, dir, req.Env)
+	if err != nil {
+		return nil, fmt.Errorf("cannot start %s: %w", argv[0], err)
+	}
+	p.root = root
+	return p, nil
+}
+
+// launchRemote starts a worker on req.Host over the route's shared ssh
+// connection.
+func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, settings config.Settings, withPassword bool, prompt string, password []byte) (*remoteProc, error) {
+	defer sudo.Zero(password)
+	jumps := settings.Jump
+	if req.Jump != nil {
+		jumps = req.Jump
+	}
+	home := envGet(req.Env, "HOME")
+	if home == "" {
+		home, _ = os.UserHomeDir()
+	}
+	local := envGet(req.Env, "USER")
+	if local == "" {
+		if u, err := user.Current(); err == nil {
+			local = u.Username
+		}
+	}
+	res, err := remote.NewResolver(home, local)
+	if err != nil {
+		return nil, err
+	}
+	route, err := res.Resolve(req.Host, jumps)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.info.Route = route.String()
+	s.mu.Unlock()
+	conn, err := h.pool.Get(ctx, route, remote.Env{Home: home, AgentSocket: envGet(req.Env, "SSH_AUTH_SOCK")})
+	if err != nil {
+		return nil, err
+	}
+	pl, err := payload.Default()
+	if err != nil {
+		conn.Release()
+		return nil, err
+	}
+	spec := remote.StartSpec{
+		Pythons: append(append([]string(nil), req.Pythons...), settings.Pythons...),
+		Python:  req.Python,
+		Prefer:  h.localMinor(req),
+		Payload: pl,
+	}
+	if req.Sudo {
+		spec.Sudo = remote.SudoTry
+		if withPassword {
+			spec.Sudo, spec.Prompt, spec.Password = remote.SudoPassword, prompt, password
+		}
+	}
+	w, err := conn.StartWorker(ctx, spec)
+	if err != nil {
+		conn.Release()
+		return nil, err
+	}
+	return &remoteProc{w: w}, nil
+}
+
+// promptFor is what the askpass program shows.
+func (h *Hub) promptFor(req wire.Request) string {
+	who := envGet(req.Env, "USER")
+	if who == "" {
+		if u, err := user.Current(); err == nil {
+			who = u.Username
+		}
+	}
+	where := "this machine"
+	if req.Host != "" {
+		where = req.Host
+	}
+	return fmt.Sprintf("[sudo] password for %s on %s (replhub root session '%s'): ", who, where, req.Name)
+}
+
+// startFailure turns a failed start into the reply: a request for a
+// password, or one clear error with what came before (an earlier death,
+// ssh_config warnings).
+func (h *Hub) startFailure(req wire.Request, err error) error {
+	var np *needPassword
+	if errors.As(err, &np) {
+		return &wire.Error{Code: wire.CodeNeedPassword, Prompt: np.prompt,
+			Message: fmt.Sprintf("root session '%s' needs sudo's password", req.Name)}
+	}
+	var we *wire.Error
+	if errors.As(err, &we) {
+		return we
+	}
+	if sudo.IsKind(err, sudo.KindPasswordRequired) && req.Password == nil {
+		cfg, _ := config.Load(h.paths.ConfigFile())
+		mode := sudo.Auto
+		if cfg != nil {
+			settings := cfg.Top()
+			if req.Host != "" {
+				settings = cfg.For(req.Host)
+			}
+			mode = sudo.Mode(settings.Sudo)
+		}
+		if mode == sudo.NoPasswd {
+			where := "this machine"
+			if req.Host != "" {
+				where = req.Host
+			}
+			return &wire.Error{Code: wire.CodeStart, Message: fmt.Sprintf(
+				"session '%s' did not start: sudo wants a password on %s, and the sudo mode there is nopasswd: allow NOPASSWD in sudoers, or set \"sudo\": \"auto\" in config.json", req.Name, where)}
+		}
+		return &wire.Error{Code: wire.CodeNeedPassword, Prompt: h.promptFor(req),
+			Message: fmt.Sprintf("root session '%s' needs sudo's password", req.Name)}
+	}
+	msg := err.Error()
+	if previous := h.peekDeathNote(req.Name); previous != "" {
+		msg = previous + "\n" + msg
+	}
+	h.mu.Lock()
+	for _, w := range h.warnings {
+		msg = "warning: " + w + "\n" + msg
+	}
+	h.warnings = nil
+	h.mu.Unlock()
+	return &wire.Error{Code: wire.CodeStart, Message: msg}
+}

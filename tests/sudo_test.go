@@ -1,0 +1,282 @@
+package tests
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/tests/hubtest"
+	"github.com/replhub/replhub/tests/sshtest"
+)
+
+// The password has bytes a shell or a careless quote would mangle.
+const fakePassword = `p@ss w0rd 'ünï"cödé' $HOME ;x`
+
+// fakeSudo is a world with the fake sudo and askpass of testdata.
+type fakeSudo struct {
+	dir      string
+	sudo     string
+	askpass  string
+	log      string // what the fake sudo read as passwords
+	calls    string // askpass calls
+	expect   string // the password the fake sudo wants
+	pwfile   string // what the askpass prints
+	password string
+}
+
+func newFakeSudo(t *testing.T, password, given string) *fakeSudo {
+	t.Helper()
+	newer, _ := hubtest.PickPythons(t)
+	dir, err := os.MkdirTemp("", "fakesudo-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	_, file, _, _ := runtime.Caller(0)
+	td := filepath.Join(filepath.Dir(file), "testdata")
+	src, err := os.ReadFile(filepath.Join(td, "fakesudo.py"))
+	require.NoError(t, err)
+	f := &fakeSudo{dir: dir, sudo: filepath.Join(dir, "sudo"), askpass: filepath.Join(td, "fakeaskpass.sh"),
+		log: filepath.Join(dir, "sudo.log"), calls: filepath.Join(dir, "askpass.calls"),
+		expect: filepath.Join(dir, "expect"), pwfile: filepath.Join(dir, "given"), password: password}
+	require.NoError(t, os.WriteFile(f.sudo, append([]byte("#!"+newer+"\n"), src...), 0o755))
+	require.NoError(t, os.WriteFile(f.expect, []byte(password+"\n"), 0o644))
+	require.NoError(t, os.WriteFile(f.pwfile, []byte(given+"\n"), 0o644))
+	return f
+}
+
+func (f *fakeSudo) vars(mode string) map[string]string {
+	return map[string]string{
+		"REPLHUB_SUDO": f.sudo, "FAKE_SUDO_MODE": mode, "FAKE_SUDO_LOG": f.log,
+		"FAKE_SUDO_EXPECT_FILE": f.expect, "SUDO_ASKPASS": f.askpass,
+		"FAKE_ASKPASS_FILE": f.pwfile, "FAKE_ASKPASS_CALLS": f.calls,
+	}
+}
+
+func (f *fakeSudo) apply(e *hubtest.Env, mode string) {
+	for k, v := range f.vars(mode) {
+		e.Setenv(k, v)
+	}
+}
+
+func (f *fakeSudo) askpassCalls() int {
+	b, _ := os.ReadFile(f.calls)
+	return strings.Count(string(b), "\n")
+}
+
+func (f *fakeSudo) sudoRead() string {
+	b, _ := os.ReadFile(f.log)
+	return string(b)
+}
+
+// scanForSecret watches every process's argv and environment until stop,
+// and reports any that held secret.
+func scanForSecret(secret string) (stop func() []string) {
+	var mu sync.Mutex
+	var found []string
+	var done atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; i < 20000 && !done.Load(); i++ {
+			ents, _ := os.ReadDir("/proc")
+			for _, e := range ents {
+				if _, err := strconv.Atoi(e.Name()); err != nil {
+					continue
+				}
+				for _, what := range []string{"cmdline", "environ"} {
+					b, err := os.ReadFile(filepath.Join("/proc", e.Name(), what))
+					if err == nil && bytes.Contains(b, []byte(secret)) {
+						mu.Lock()
+						found = append(found, e.Name()+" "+what+": "+strings.ReplaceAll(string(b), "\x00", " "))
+						mu.Unlock()
+					}
+				}
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	return func() []string {
+		done.Store(true)
+		wg.Wait()
+		return found
+	}
+}
+
+// noSecretOnDisk checks the hub's log, transcripts and death notes.
+func noSecretOnDisk(t *testing.T, e *hubtest.Env, secret string) {
+	t.Helper()
+	for _, root := range []string{e.Runtime, e.State} {
+		filepath.Walk(root, func(p string, fi os.FileInfo, err error) error {
+			if err == nil && fi.Mode().IsRegular() {
+				b, _ := os.ReadFile(p)
+				assert.NotContains(t, string(b), secret, "the password is in %s", p)
+			}
+			return nil
+		})
+	}
+}
+
+func TestSudoRelayLocal(t *testing.T) {
+	f := newFakeSudo(t, fakePassword, fakePassword)
+	e := hubtest.Start(t)
+	f.apply(e, "password")
+	newer, _ := hubtest.PickPythons(t)
+	stop := scanForSecret(fakePassword)
+	r := e.Run("exec", "ops", "import os; 'relayed'", "--sudo", "--python", newer)
+	leaks := stop()
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "[created session 'ops' as root (python 3.")
+	assert.Contains(t, r.Stdout, "Out[1]: 'relayed'")
+	assert.Equal(t, fakePassword+"\n", f.sudoRead(), "the password arrives byte-exact as sudo's first stdin line, once")
+	assert.Equal(t, 1, f.askpassCalls())
+	b, _ := os.ReadFile(f.calls)
+	assert.Contains(t, string(b), "(replhub root session 'ops')")
+	assert.Empty(t, leaks, "the password is in no process's argv or environment")
+	assert.NotContains(t, r.Stdout+r.Stderr, fakePassword)
+	noSecretOnDisk(t, e, fakePassword)
+
+	r = e.Run("sessions")
+	assert.Regexp(t, `ops  as root  pid \d+`, r.Stdout)
+	// A live root session is reached without --sudo; a user session is not
+	// turned into one.
+	r = e.Run("exec", "ops", "1 + 1")
+	assert.Equal(t, "Out[2]: 2\n", r.Stdout)
+	e.Run("exec", "plain", "1", "--python", newer)
+	r = e.Run("exec", "plain", "1", "--sudo")
+	assert.Equal(t, 2, r.Code)
+	assert.Contains(t, r.Stderr, "runs as your user, not as root")
+
+	// After a root session died on its own, its name wants --sudo again.
+	r = e.Run("exec", "ops", "import os; os._exit(9)")
+	assert.Equal(t, 4, r.Code)
+	r = e.Run("exec", "ops", "1", "--python", newer)
+	assert.Equal(t, 2, r.Code)
+	assert.Contains(t, r.Stderr, "session 'ops' ran as root")
+	r = e.Run("exec", "ops", "'again'", "--sudo", "--python", newer)
+	assert.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "exited with status 9")
+	for _, p := range []string{e.Paths.Transcript("ops")} {
+		fi, err := os.Stat(p)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	}
+	assert.Equal(t, 2, f.askpassCalls())
+	noSecretOnDisk(t, e, fakePassword)
+}
+
+func TestSudoRefusals(t *testing.T) {
+	newer, _ := hubtest.PickPythons(t)
+	t.Run("wrong password", func(t *testing.T) {
+		f := newFakeSudo(t, "right one", "wrong one")
+		e := hubtest.Start(t)
+		f.apply(e, "password")
+		t0 := time.Now()
+		r := e.Run("exec", "w", "1", "--sudo", "--python", newer)
+		assert.Equal(t, 2, r.Code, "%s", r)
+		assert.Contains(t, r.Stderr, "sudo: wrong password")
+		assert.NotContains(t, r.Stderr, "wrong one")
+		assert.Less(t, time.Since(t0), 5*time.Second, "recognised at once")
+		assert.Equal(t, 1, f.askpassCalls(), "asked once, never retried")
+		assert.Equal(t, "wrong one\n", f.sudoRead(), "sent once")
+	})
+	t.Run("no answer", func(t *testing.T) {
+		f := newFakeSudo(t, "pw", "pw")
+		e := hubtest.Start(t)
+		f.apply(e, "silent")
+		require.NoError(t, os.MkdirAll(e.Paths.Config, 0o700))
+		require.NoError(t, os.WriteFile(e.Paths.ConfigFile(), []byte(`{"sudo_timeout": 2}`), 0o600))
+		t0 := time.Now()
+		r := e.Run("exec", "s", "1", "--sudo", "--python", newer)
+		assert.Equal(t, 2, r.Code, "%s", r)
+		assert.Contains(t, r.Stderr, "no answer from sudo within 2s")
+		assert.Less(t, time.Since(t0), 8*time.Second)
+	})
+	t.Run("no askpass", func(t *testing.T) {
+		f := newFakeSudo(t, "pw", "pw")
+		e := hubtest.Start(t)
+		f.apply(e, "password")
+		e.Setenv("SUDO_ASKPASS", "")
+		r := e.Run("exec", "n", "1", "--sudo", "--python", newer)
+		assert.Equal(t, 2, r.Code, "%s", r)
+		assert.Contains(t, r.Stderr, "root session 'n' needs sudo's password: sudo wants a password, and $SUDO_ASKPASS is not set")
+		assert.Empty(t, f.sudoRead())
+	})
+	t.Run("nopasswd mode", func(t *testing.T) {
+		f := newFakeSudo(t, "pw", "pw")
+		e := hubtest.Start(t)
+		f.apply(e, "password")
+		require.NoError(t, os.MkdirAll(e.Paths.Config, 0o700))
+		require.NoError(t, os.WriteFile(e.Paths.ConfigFile(), []byte(`{"sudo": "nopasswd"}`), 0o600))
+		r := e.Run("exec", "n", "1", "--sudo", "--python", newer)
+		assert.Equal(t, 2, r.Code, "%s", r)
+		assert.Contains(t, r.Stderr, "the sudo mode there is nopasswd")
+		assert.Equal(t, 0, f.askpassCalls())
+	})
+	t.Run("askpass mode asks even where sudo would not", func(t *testing.T) {
+		f := newFakeSudo(t, "pw", "pw")
+		e := hubtest.Start(t)
+		f.apply(e, "nopasswd")
+		require.NoError(t, os.MkdirAll(e.Paths.Config, 0o700))
+		require.NoError(t, os.WriteFile(e.Paths.ConfigFile(), []byte(`{"sudo": "askpass"}`), 0o600))
+		r := e.Run("exec", "a", "'in'", "--sudo", "--python", newer)
+		assert.Equal(t, 0, r.Code, "%s", r)
+		assert.Equal(t, 1, f.askpassCalls())
+		assert.NotContains(t, r.Stdout, "pw", "a password sudo did not read is dropped by the worker, unechoed")
+	})
+	t.Run("auto on a nopasswd sudo asks nothing", func(t *testing.T) {
+		f := newFakeSudo(t, "pw", "pw")
+		e := hubtest.Start(t)
+		f.apply(e, "nopasswd")
+		r := e.Run("exec", "a", "'in'", "--sudo", "--python", newer)
+		assert.Equal(t, 0, r.Code, "%s", r)
+		assert.Equal(t, 0, f.askpassCalls())
+	})
+}
+
+func TestSudoRelayRemote(t *testing.T) {
+	f := newFakeSudo(t, fakePassword, fakePassword)
+	env := f.vars("password")
+	set := map[string]string{}
+	for _, k := range []string{"REPLHUB_SUDO", "FAKE_SUDO_MODE", "FAKE_SUDO_LOG", "FAKE_SUDO_EXPECT_FILE"} {
+		set[k] = env[k]
+	}
+	w := newSSHWorld(t, []string{"web"}, sshtest.Options{SetEnv: set})
+	w.Setenv("SUDO_ASKPASS", f.askpass)
+	w.Setenv("FAKE_ASKPASS_FILE", f.pwfile)
+	w.Setenv("FAKE_ASKPASS_CALLS", f.calls)
+	stop := scanForSecret(fakePassword)
+	r := w.Run("exec", "web", "import os; 'relayed'", "--host", "web", "--sudo")
+	leaks := stop()
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "[created session 'web' on web as root (python 3.")
+	assert.Equal(t, fakePassword+"\n", f.sudoRead(), "byte-exact, once, and the payload was not read as a password")
+	assert.Empty(t, leaks)
+	noSecretOnDisk(t, w.Env, fakePassword)
+	r = w.Run("sessions")
+	assert.Contains(t, r.Stdout, "web  on web  as root  pid")
+
+	// A wrong password remotely: recognised at once, and the payload is
+	// never offered to sudo as a second try.
+	require.NoError(t, os.WriteFile(f.pwfile, []byte("not it\n"), 0o644))
+	require.NoError(t, os.Remove(f.log))
+	t0 := time.Now()
+	r = w.Run("exec", "web2", "1", "--host", "web", "--sudo")
+	assert.Equal(t, 2, r.Code, "%s", r)
+	assert.Contains(t, r.Stderr, "sudo: wrong password")
+	assert.Less(t, time.Since(t0), 5*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	assert.Equal(t, "not it\n", f.sudoRead())
+	_ = fmt.Sprint
+}
