@@ -181,6 +181,18 @@ func (s *Session) start(ctx context.Context, o startOpts) error {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
+	if err != nil && cause == nil && o.watch != nil {
+		// The worker ended: sudo's last words may still be on their way.
+		select {
+		case <-s.outClosed:
+		case <-time.After(time.Second):
+		}
+		select {
+		case v := <-verdict:
+			err, cause = v, v
+		default:
+		}
+	}
 	s.mu.Lock()
 	s.watch = nil
 	s.mu.Unlock()

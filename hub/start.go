@@ -88,7 +88,7 @@ func (h *Hub) startSession(ctx context.Context, s *Session, req wire.Request) er
 		}
 		return p, nil
 	}
-	if req.Sudo && withPassword {
+	if req.Sudo {
 		o.onStub = func() error { return rp.sendPayload() }
 	}
 	return s.start(ctx, o)

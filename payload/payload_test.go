@@ -41,10 +41,11 @@ func TestStubRunsTheWorkerFromMemory(t *testing.T) {
 	require.NoError(t, cmd.Start())
 	_, err = stdin.Write(append(p, frame...))
 	require.NoError(t, err)
-	// Read the ready and done frames, then close stdin: the worker exits.
+	// Read the stub's line, the ready and done frames, then close stdin:
+	// the worker exits.
 	r := bufio.NewReader(stdoutPipe)
 	var stdout strings.Builder
-	for i := 0; i < 2; i++ {
+	for i := 0; i < 3; i++ {
 		line, err := r.ReadString('\n')
 		if err != nil {
 			cmd.Process.Kill()
@@ -56,8 +57,9 @@ func TestStubRunsTheWorkerFromMemory(t *testing.T) {
 	stdin.Close()
 	require.NoError(t, cmd.Wait())
 	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	require.Len(t, lines, 2, stdout.String())
-	assert.Contains(t, lines[0], `"op":"ready"`)
-	assert.Contains(t, lines[1], `"value":"6"`)
+	require.Len(t, lines, 3, stdout.String())
+	assert.Equal(t, "REPLHUB-STUB", lines[0])
+	assert.Contains(t, lines[1], `"op":"ready"`)
+	assert.Contains(t, lines[2], `"value":"6"`)
 	assert.Equal(t, "FENCE", stderr.String())
 }

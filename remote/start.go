@@ -264,6 +264,10 @@ func (c *Conn) StartWorker(ctx context.Context, spec StartSpec) (*Worker, error)
 		if err != nil {
 			return fail(fmt.Sprintf("sending the password to sudo: %v", err), noise.String())
 		}
+	}
+	if spec.Sudo != "" {
+		// The caller sends the payload when the stub runs (SendPayload);
+		// until then sudo's verdict is what matters.
 		return w, nil
 	}
 	if err := w.SendPayload(); err != nil {

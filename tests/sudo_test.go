@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/exec"
+	osuser "os/user"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -279,4 +281,137 @@ func TestSudoRelayRemote(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	assert.Equal(t, "not it\n", f.sudoRead())
 	_ = fmt.Sprint
+}
+
+// sudoUser makes (once) a user with a password and a sudoers rule, and
+// returns its password. The rule is removed at cleanup.
+func sudoUser(t *testing.T, name string, nopasswd bool) string {
+	t.Helper()
+	if os.Getuid() != 0 {
+		t.Skip("real sudo tests run as root (CI does)")
+	}
+	if _, err := exec.LookPath("sudo"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("CI needs sudo (apt-get install sudo)")
+		}
+		t.Skip("needs sudo")
+	}
+	if _, err := osuser.Lookup(name); err != nil {
+		out, err := exec.Command("useradd", "-m", "-s", "/bin/bash", name).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+	}
+	password := fmt.Sprintf("pw-%d-%d", time.Now().UnixNano(), os.Getpid())
+	cmd := exec.Command("chpasswd")
+	cmd.Stdin = strings.NewReader(name + ":" + password + "\n")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	rule := fmt.Sprintf("Defaults:%s !lecture\n%s ALL=(ALL) ALL\n", name, name)
+	if nopasswd {
+		rule = fmt.Sprintf("%s ALL=(ALL) NOPASSWD: ALL\n", name)
+	}
+	file := "/etc/sudoers.d/replhub-test-" + name
+	require.NoError(t, os.WriteFile(file, []byte(rule), 0o440))
+	t.Cleanup(func() { os.Remove(file) })
+	out, err = exec.Command("visudo", "-cf", file).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return password
+}
+
+// askpassFor writes an askpass program the user can run: it prints the
+// password (from a file only the user reads) and records its calls.
+func askpassFor(t *testing.T, e *hubtest.Env, password string) (program, calls string) {
+	t.Helper()
+	dir := filepath.Join(e.Dir, "askpass")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	pwfile, calls := filepath.Join(dir, "pw"), filepath.Join(dir, "calls")
+	program = filepath.Join(dir, "askpass.sh")
+	require.NoError(t, os.WriteFile(pwfile, []byte(password+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(calls, nil, 0o600))
+	require.NoError(t, os.WriteFile(program, []byte("#!/bin/sh\necho called >> "+calls+"\ncat "+pwfile+"\n"), 0o755))
+	out, err := exec.Command("chown", e.As+":", pwfile, calls).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	return program, calls
+}
+
+func countLines(p string) int {
+	b, _ := os.ReadFile(p)
+	return strings.Count(string(b), "\n")
+}
+
+func TestRealSudo(t *testing.T) {
+	const py = "/usr/bin/python3"
+	if _, err := os.Stat(py); err != nil {
+		t.Skip("needs /usr/bin/python3, which another user can run")
+	}
+	t.Run("password", func(t *testing.T) {
+		pw := sudoUser(t, "rhpw", false)
+		e := hubtest.StartAs(t, "rhpw")
+		program, calls := askpassFor(t, e, pw)
+		e.Setenv("SUDO_ASKPASS", program)
+		e.Setenv("REPLHUB_PYTHON", py)
+		stop := scanForSecret(pw)
+		r := e.Run("exec", "ops", "import os; (os.geteuid(), os.getuid())", "--sudo")
+		leaks := stop()
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "[created session 'ops' as root")
+		assert.Contains(t, r.Stdout, "Out[1]: (0, 0)")
+		assert.Equal(t, 1, countLines(calls))
+		assert.Empty(t, leaks)
+		noSecretOnDisk(t, e, pw)
+		r = e.Run("exec", "ops", "open('/etc/shadow').read(5)")
+		assert.Contains(t, r.Stdout, "Out[2]: 'root:'")
+		r = e.Run("kill", "ops")
+		assert.Equal(t, 0, r.Code, "%s", r)
+	})
+	t.Run("wrong password", func(t *testing.T) {
+		sudoUser(t, "rhpw", false)
+		e := hubtest.StartAs(t, "rhpw")
+		program, calls := askpassFor(t, e, "not the password")
+		e.Setenv("SUDO_ASKPASS", program)
+		e.Setenv("REPLHUB_PYTHON", py)
+		t0 := time.Now()
+		r := e.Run("exec", "ops", "1", "--sudo")
+		assert.Equal(t, 2, r.Code, "%s", r)
+		assert.Contains(t, r.Stderr, "sudo: wrong password")
+		assert.Less(t, time.Since(t0), 10*time.Second, "recognised when sudo says so, not after the 40 s limit")
+		assert.Equal(t, 1, countLines(calls), "the askpass program runs exactly once")
+	})
+	t.Run("no askpass", func(t *testing.T) {
+		sudoUser(t, "rhpw", false)
+		e := hubtest.StartAs(t, "rhpw")
+		e.Setenv("REPLHUB_PYTHON", py)
+		r := e.Run("exec", "ops", "1", "--sudo")
+		assert.Equal(t, 2, r.Code, "%s", r)
+		assert.Contains(t, r.Stderr, "$SUDO_ASKPASS is not set")
+	})
+	t.Run("nopasswd", func(t *testing.T) {
+		sudoUser(t, "rhnp", true)
+		e := hubtest.StartAs(t, "rhnp")
+		program, calls := askpassFor(t, e, "unused")
+		e.Setenv("SUDO_ASKPASS", program)
+		e.Setenv("REPLHUB_PYTHON", py)
+		r := e.Run("exec", "ops", "import os; os.geteuid()", "--sudo")
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "Out[1]: 0")
+		assert.Equal(t, 0, countLines(calls), "auto on a NOPASSWD rule never calls the askpass program")
+	})
+	t.Run("over ssh", func(t *testing.T) {
+		sshtest.Need(t)
+		pw := sudoUser(t, "rhpw", false)
+		e := hubtest.StartAs(t, "rhpw")
+		home := e.Getenv("HOME")
+		key := sshtest.NewKey(t, filepath.Join(home, ".ssh", "id_ed25519"), "")
+		srv := sshtest.Start(t, sshtest.Options{Authorized: []string{key.Public}})
+		require.NoError(t, os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), []byte(srv.KnownHostsLine()+"\n"), 0o600))
+		out, err := exec.Command("chown", "-R", "rhpw:", filepath.Join(home, ".ssh")).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		program, calls := askpassFor(t, e, pw)
+		e.Setenv("SUDO_ASKPASS", program)
+		e.Setenv("REPLHUB_PYTHON", py)
+		r := e.Run("exec", "web", "import os; (os.geteuid(), os.getuid())", "--host", fmt.Sprintf("rhpw@127.0.0.1:%d", srv.Port), "--sudo", "--python", py)
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "as root (python 3.")
+		assert.Contains(t, r.Stdout, "Out[1]: (0, 0)")
+		assert.Equal(t, 1, countLines(calls))
+	})
 }

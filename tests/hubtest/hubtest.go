@@ -68,6 +68,9 @@ type Env struct {
 	Vars    []string
 	Cwd     string
 	Paths   config.Paths
+	// As, when set, runs the binary as this user (through setpriv); the
+	// world's folders then belong to that user.
+	As string
 }
 
 // Start makes an isolated world; its hub starts on first use, as a user's
@@ -96,6 +99,27 @@ func Start(t testing.TB) *Env {
 		e.StopHub()
 		os.RemoveAll(dir)
 	})
+	return e
+}
+
+// StartAs makes an isolated world for another user (the test must run as
+// root): its folders, a home among them, belong to that user, and its
+// environment is a login's: HOME, USER, a plain PATH.
+func StartAs(t testing.TB, username string) *Env {
+	t.Helper()
+	e := Start(t)
+	home := filepath.Join(e.Dir, "home")
+	if err := os.Mkdir(home, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command("chown", "-R", username+":", e.Dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("chown: %v: %s", err, out)
+	}
+	os.Chmod(e.Dir, 0o755)
+	e.As = username
+	e.Vars = []string{"HOME=" + home, "USER=" + username, "LOGNAME=" + username, "PATH=/usr/local/bin:/usr/bin:/bin",
+		"LANG=C.UTF-8", "XDG_RUNTIME_DIR=" + e.Runtime, "XDG_STATE_HOME=" + e.State, "XDG_CONFIG_HOME=" + e.Config}
 	return e
 }
 
@@ -146,6 +170,9 @@ func (e *Env) RunInput(stdin string, args ...string) Result {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, e.Bin, args...)
+	if e.As != "" {
+		cmd = exec.CommandContext(ctx, "setpriv", append([]string{"--reuid=" + e.As, "--regid=" + e.As, "--init-groups", e.Bin}, args...)...)
+	}
 	cmd.Dir = e.Cwd
 	cmd.Env = e.Vars
 	cmd.Stdin = strings.NewReader(stdin)
@@ -189,6 +216,9 @@ func (e *Env) StopHub() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, e.Bin, "stop")
+	if e.As != "" {
+		cmd = exec.CommandContext(ctx, "setpriv", "--reuid="+e.As, "--regid="+e.As, "--init-groups", e.Bin, "stop")
+	}
 	cmd.Env = e.Vars
 	cmd.Run()
 	if pid > 0 && Alive(pid) {

@@ -96,8 +96,11 @@ func Start(t TB, o Options) *Server {
 	}
 	s := &Server{t: t, Dir: dir}
 	s.HostKey = NewKey(t, filepath.Join(dir, "host_ed25519"), "")
+	// sshd reads authorized_keys as the user logging in, who may not be
+	// the one running the test.
+	os.Chmod(dir, 0o755)
 	auth := filepath.Join(dir, "authorized_keys")
-	if err := os.WriteFile(auth, []byte(strings.Join(o.Authorized, "\n")+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(auth, []byte(strings.Join(o.Authorized, "\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if os.Getuid() == 0 {
