@@ -207,6 +207,12 @@ func run(python string, n int) error {
 	rows = append(rows, row{"50 sessions started at once", ms(all), fmt.Sprintf("%d live", len(l.Sessions)), "", ""})
 	rows = append(rows, row{"the hub's own memory with 51 sessions", fmt.Sprintf("%.1f MB RSS", float64(l.Hub.RSS)/(1<<20)), "", "", "under 30 MB"})
 
+	sr, err := sudoRows(w, n, start)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+	}
+	rows = append(rows, sr...)
+
 	if *remoteFlag {
 		rr, err := remoteRows(w, n, localRT)
 		if err != nil {

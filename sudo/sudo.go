@@ -156,15 +156,16 @@ func (e *AskError) Error() string {
 var ErrNoAskPass = errors.New("sudo wants a password, and $SUDO_ASKPASS is not set: set SUDO_ASKPASS to a program that prints the password (ssh-askpass, a password manager's CLI), or allow this user NOPASSWD in sudoers")
 
 // Ask runs the askpass program with prompt as its argument, as sudo would,
-// and returns the first line it prints, without the newline. The caller
-// must Zero the result.
-func Ask(ctx context.Context, program, prompt string) ([]byte, error) {
+// in env (nil: this process's), and returns the first line it prints,
+// without the newline. The caller must Zero the result.
+func Ask(ctx context.Context, program, prompt string, env []string) ([]byte, error) {
 	if program == "" {
 		return nil, ErrNoAskPass
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, program, prompt)
+	cmd.Env = env
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.WaitDelay = time.Second

@@ -61,16 +61,16 @@ func TestAsk(t *testing.T) {
 	dir := t.TempDir()
 	prog := filepath.Join(dir, "askpass")
 	require.NoError(t, os.WriteFile(prog, []byte("#!/bin/sh\nprintf 'pw with spaces\\nsecond line\\n'\n"), 0o755))
-	pw, err := Ask(context.Background(), prog, "prompt")
+	pw, err := Ask(context.Background(), prog, "prompt", nil)
 	require.NoError(t, err)
 	assert.Equal(t, "pw with spaces", string(pw))
 	Zero(pw)
 	assert.Equal(t, make([]byte, len(pw)), pw)
 
-	_, err = Ask(context.Background(), "", "prompt")
+	_, err = Ask(context.Background(), "", "prompt", nil)
 	assert.ErrorIs(t, err, ErrNoAskPass)
 	require.NoError(t, os.WriteFile(prog, []byte("#!/bin/sh\nexit 1\n"), 0o755))
-	_, err = Ask(context.Background(), prog, "prompt")
+	_, err = Ask(context.Background(), prog, "prompt", nil)
 	var ae *AskError
 	assert.ErrorAs(t, err, &ae)
 }
