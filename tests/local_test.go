@@ -398,3 +398,48 @@ func TestEveryPython(t *testing.T) {
 		assert.NotContains(t, r.Stdout, "worker.py", v)
 	}
 }
+
+// Where a systemd user manager runs, the hub is a transient unit with a
+// memory ceiling. No user manager runs here, so a fake systemd-run stands in
+// for it: it records its arguments and starts the command, as the real one's
+// unit would; a failing one makes the client fall back to a detached hub.
+func TestHubUnderSystemdRun(t *testing.T) {
+	for _, fails := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fails=%v", fails), func(t *testing.T) {
+			e := hubtest.Start(t)
+			bin := filepath.Join(e.Dir, "fakebin")
+			require.NoError(t, os.Mkdir(bin, 0o755))
+			args := filepath.Join(e.Dir, "systemd-run.args")
+			script := "#!/bin/sh\nprintf '%s\\n' \"$@\" > " + args + "\n"
+			if fails {
+				script += "echo 'Failed to connect to bus' >&2\nexit 1\n"
+			} else {
+				script += "while [ \"${1#-}\" != \"$1\" ]; do case \"$1\" in -p) shift 2 ;; *) shift ;; esac; done\nsetsid \"$@\" </dev/null >/dev/null 2>&1 &\n"
+			}
+			require.NoError(t, os.WriteFile(filepath.Join(bin, "systemd-run"), []byte(script), 0o755))
+			require.NoError(t, os.MkdirAll(filepath.Join(e.Runtime, "systemd"), 0o700))
+			require.NoError(t, os.WriteFile(filepath.Join(e.Runtime, "systemd", "private"), nil, 0o600))
+			e.Setenv("PATH", bin+":"+e.Getenv("PATH"))
+
+			r := e.Run("sessions", "--json")
+			require.Equal(t, 0, r.Code, "%s", r)
+			var l wire.SessionList
+			require.NoError(t, json.Unmarshal([]byte(r.Stdout), &l))
+			b, err := os.ReadFile(args)
+			require.NoError(t, err)
+			assert.Contains(t, string(b), "--user\n")
+			assert.Contains(t, string(b), "-p\nMemoryHigh=2G\n-p\nMemoryMax=3G\n")
+			assert.Contains(t, string(b), "--setenv=XDG_RUNTIME_DIR="+e.Runtime+"\n")
+			log, _ := os.ReadFile(e.Paths.Log())
+			if fails {
+				assert.Equal(t, "detached", l.Hub.Supervisor)
+				assert.Contains(t, string(log), "systemd-run failed")
+				assert.Contains(t, string(log), "starting a detached hub with no memory limit")
+			} else {
+				assert.Equal(t, "systemd", l.Hub.Supervisor)
+				assert.Contains(t, l.Hub.MemoryLimit, "MemoryHigh=2G MemoryMax=3G")
+				assert.Contains(t, string(log), "supervisor=systemd")
+			}
+		})
+	}
+}
