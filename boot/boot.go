@@ -26,6 +26,13 @@ import (
 //go:embed worker.py
 var Worker []byte
 
+// Toolkit is the source of tk.py: session(), sessions() and the serving
+// side of put/get/call. Installed as replhub_tk.py beside the worker; shipped
+// as the module replhub_tk.
+//
+//go:embed tk.py
+var Toolkit []byte
+
 // Boot is the source of boot.py.
 //
 //go:embed boot.py
@@ -45,38 +52,46 @@ var Finder string
 // Hash is a short hex digest of the boot sources; it names installed copies
 // so that a rebuilt binary never runs a stale worker.
 var Hash = func() string {
-	sum := sha256.Sum256(append(append(append([]byte(nil), Worker...), Boot...), Stub+Finder...))
+	sum := sha256.Sum256(append(append(append(append([]byte(nil), Worker...), Toolkit...), Boot...), Stub+Finder...))
 	return hex.EncodeToString(sum[:6])
 }()
 
-// Install writes worker.py into dir/boot-HASH/ unless it is already there,
-// and returns its path. The folder is 0700 and the file 0600: the worker is
-// read by the user's own interpreter only.
+// Install writes worker.py and replhub_tk.py into dir/boot-HASH/ unless
+// they are already there, and returns the worker's path. The folder is 0700
+// and the files 0600
 func Install(dir string) (string, error) {
 	d := filepath.Join(dir, "boot-"+Hash)
-	p := filepath.Join(d, "worker.py")
-	if b, err := os.ReadFile(p); err == nil && string(b) == string(Worker) {
-		return p, nil
-	}
 	if err := os.MkdirAll(d, 0o700); err != nil {
 		return "", fmt.Errorf("boot: %w", err)
 	}
-	tmp, err := os.CreateTemp(d, ".worker-*")
-	if err != nil {
-		return "", fmt.Errorf("boot: %w", err)
+	if err := installFile(filepath.Join(d, "replhub_tk.py"), Toolkit); err != nil {
+		return "", err
 	}
-	if _, err := tmp.Write(Worker); err != nil {
+	p := filepath.Join(d, "worker.py")
+	return p, installFile(p, Worker)
+}
+
+func installFile(p string, content []byte) error {
+	if b, err := os.ReadFile(p); err == nil && string(b) == string(content) {
+		return nil
+	}
+	d := filepath.Dir(p)
+	tmp, err := os.CreateTemp(d, ".boot-*")
+	if err != nil {
+		return fmt.Errorf("boot: %w", err)
+	}
+	if _, err := tmp.Write(content); err != nil {
 		tmp.Close()
 		os.Remove(tmp.Name())
-		return "", fmt.Errorf("boot: %w", err)
+		return fmt.Errorf("boot: %w", err)
 	}
 	if err := tmp.Close(); err != nil {
 		os.Remove(tmp.Name())
-		return "", fmt.Errorf("boot: %w", err)
+		return fmt.Errorf("boot: %w", err)
 	}
 	if err := os.Rename(tmp.Name(), p); err != nil {
 		os.Remove(tmp.Name())
-		return "", fmt.Errorf("boot: %w", err)
+		return fmt.Errorf("boot: %w", err)
 	}
-	return p, nil
+	return nil
 }

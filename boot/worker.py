@@ -85,16 +85,21 @@ def _cap(text, limit):
 
 
 def _exc_info_dict(etype, value, tb):
-    """Format an exception raised by a cell, without the worker's own frames."""
+    """Format an exception raised by a cell, without replhub's own frames."""
     import traceback
-    while tb is not None and tb.tb_frame.f_code.co_filename == _WORKER_FILE:
-        tb = tb.tb_next
-    lines = traceback.format_exception(etype, value, tb)
+    ours = (_WORKER_FILE, getattr(sys.modules.get("replhub_tk"), "__file__", _WORKER_FILE))
+    te = traceback.TracebackException(etype, value, tb)
+    seen = set()
+    t = te
+    while t is not None and id(t) not in seen:
+        seen.add(id(t))
+        t.stack = traceback.StackSummary.from_list([f for f in t.stack if f.filename not in ours])
+        t = t.__cause__ or t.__context__
     try:
         message = str(value)
     except Exception:
         message = "<unprintable %s>" % etype.__name__
-    return {"type": etype.__name__, "message": message, "traceback": "".join(lines)}
+    return {"type": etype.__name__, "message": message, "traceback": "".join(te.format())}
 
 
 def _rss():
@@ -115,10 +120,11 @@ class Session(object):
 
     RESULT_CAP = 10000
 
-    def __init__(self, chan):
+    def __init__(self, chan, tk):
         import threading
         import types
         self.chan = chan
+        self.tk = tk
         self.main_ident = threading.current_thread().ident
         self.running = False
         self.queue = []
@@ -128,6 +134,9 @@ class Session(object):
         main.__dict__["__builtins__"] = __builtins__
         sys.modules["__main__"] = main
         self.ns = main.__dict__
+        tk._link = tk.Link(chan)
+        self.ns["session"] = tk.session
+        self.ns["sessions"] = tk.sessions
         self.base_names = set(self.ns)
 
     # -- reader thread -------------------------------------------------
@@ -160,6 +169,9 @@ class Session(object):
             if op == "ping":
                 self.chan.send({"op": "pong", "id": header.get("id")})
                 continue
+            if op == "reply":
+                self.tk._link.dispatch(header, data)
+                continue
             with self.cond:
                 self.queue.append((header, data))
                 self.cond.notify()
@@ -175,6 +187,8 @@ class Session(object):
                 op = header.get("op")
                 if op == "exec":
                     self.run_cell(header)
+                elif op == "serve":
+                    self.run_serve(header, data)
                 else:
                     self.chan.send({"op": "error", "id": header.get("id"),
                                     "error": "unknown op %r" % (op,)})
@@ -253,6 +267,27 @@ class Session(object):
         done["rss"] = _rss()
         self.chan.send(done)
 
+    def run_serve(self, header, data):
+        """Serve a put/get/call for another session, on the main thread."""
+        try:
+            try:
+                self.running = True
+                reply, blob = self.tk.serve(self.ns, header, data)
+            finally:
+                self.running = False
+        except self.tk.HubError as e:
+            reply, blob = {"ok": False, "error": str(e)}, None
+        except BaseException:
+            info = _exc_info_dict(*sys.exc_info())
+            reply, blob = {"ok": False, "error": info["traceback"] or info["message"]}, None
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        reply.update(op="served", sid=header.get("sid"), py=self.tk.PY)
+        self.chan.send(reply, blob)
+
     def safe_repr(self, v):
         try:
             text = repr(v)
@@ -311,20 +346,50 @@ def _ready_frame(has_cloudpickle):
                                      "true" if has_cloudpickle else "false")).encode("utf-8")
 
 
+def _load_tk(cloudpickle_dir):
+    """The toolkit: replhub_tk.py beside this file, or served from memory."""
+    here = os.path.join(os.path.dirname(os.path.abspath(_WORKER_FILE)), "replhub_tk.py")
+    if os.path.isfile(here):
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("replhub_tk", here)
+        tk = importlib.util.module_from_spec(spec)
+        sys.modules["replhub_tk"] = tk
+        spec.loader.exec_module(tk)
+    else:
+        import replhub_tk as tk
+    tk.CLOUDPICKLE_DIR = cloudpickle_dir
+    return tk
+
+
+def _has_cloudpickle(cloudpickle_dir):
+    if sys.version_info < (3, 8):
+        return False
+    if cloudpickle_dir:
+        return True
+    import importlib.util
+    try:
+        return importlib.util.find_spec("cloudpickle") is not None
+    except Exception:
+        return False
+
+
 def main(argv):
+    cloudpickle_dir = None
+    if "--cloudpickle" in argv:
+        cloudpickle_dir = argv[argv.index("--cloudpickle") + 1]
     rfd, wfd = _setup_fds()
     sys.argv = [""]
     # A REPL's sys.path[0] is the current directory, not the worker's folder.
     if sys.path and sys.path[0] == os.path.dirname(os.path.abspath(_WORKER_FILE)):
         sys.path[0] = ""
     chan = Channel(rfd, wfd)
-    chan.send_raw(_ready_frame(False))
+    chan.send_raw(_ready_frame(_has_cloudpickle(cloudpickle_dir)))
     # A crash in C code then leaves its Python traceback as the session's
     # last words, which the hub keeps in the death note.
     import faulthandler
     faulthandler.enable()
     import threading
-    session = Session(chan)
+    session = Session(chan, _load_tk(cloudpickle_dir))
     t = threading.Thread(target=session.read_loop, name="replhub-reader")
     t.daemon = True
     t.start()

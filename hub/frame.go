@@ -25,7 +25,6 @@ type frame struct {
 	ID int64  `json:"id,omitempty"`
 	// ready
 	Proto       int    `json:"proto,omitempty"`
-	Python      string `json:"python,omitempty"`
 	Pid         int    `json:"pid,omitempty"`
 	Cwd         string `json:"cwd,omitempty"`
 	Executable  string `json:"executable,omitempty"`
@@ -39,8 +38,42 @@ type frame struct {
 	Names    []string        `json:"names,omitempty"`
 	RSS      int64           `json:"rss,omitempty"`
 	Len      int             `json:"len,omitempty"`
+	// req (a session asking the hub), served (a target's answer)
+	Kind   string            `json:"kind,omitempty"`
+	Target string            `json:"target,omitempty"`
+	Py     string            `json:"py,omitempty"`
+	Into   *string           `json:"into,omitempty"`
+	Src    string            `json:"src,omitempty"`
+	Cells  map[string]string `json:"cells,omitempty"`
+	Sid    int64             `json:"sid,omitempty"`
+	OK     bool              `json:"ok,omitempty"`
+	Kept   string            `json:"kept,omitempty"`
+	Name   string            `json:"name,omitempty"`
+	Host   string            `json:"host,omitempty"`
+	Sudo   *bool             `json:"sudo,omitempty"`
+	Jump   *[]string         `json:"jump,omitempty"`
+	// Python is the version in a ready frame, the interpreter in an open.
+	Python string `json:"python,omitempty"`
 
 	data []byte
+}
+
+// errorText is a served or reply frame's error as text.
+func (f *frame) errorText() string {
+	if len(f.Error) == 0 || string(f.Error) == "null" {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(f.Error, &s) == nil {
+		return s
+	}
+	if ce := f.cellError(); ce != nil {
+		if ce.Traceback != "" {
+			return ce.Traceback
+		}
+		return ce.Type + ": " + ce.Message
+	}
+	return string(f.Error)
 }
 
 // cellError decodes a done frame's error, which a worker sends as an

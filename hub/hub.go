@@ -27,6 +27,7 @@ import (
 
 	"github.com/replhub/replhub/boot"
 	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/payload"
 	"github.com/replhub/replhub/remote"
 	"github.com/replhub/replhub/safesock"
 	"github.com/replhub/replhub/sudo"
@@ -102,6 +103,8 @@ func New(o Options) (*Hub, error) {
 		stop: make(chan struct{}), sessions: map[string]*Session{},
 		dead: loadDeadNames(o.Paths.DeadDir()),
 	}
+	// Find this machine's cloudpickle now, not at the first session start.
+	go payload.CloudpickleDir()
 	h.pool = &remote.Pool{Logf: func(format string, args ...any) { h.log.Info(fmt.Sprintf(format, args...)) }}
 	remote.Warnf = func(format string, args ...any) {
 		msg := fmt.Sprintf(format, args...)
@@ -341,60 +344,9 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	if req.Timeout < 0 || req.Timeout > MaxTimeout.Seconds() {
 		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("timeout must be between 0 and %d seconds", int(MaxTimeout.Seconds()))}
 	}
-	h.mu.Lock()
-	if h.closing {
-		h.mu.Unlock()
-		return nil, &wire.Error{Code: wire.CodeShutdown, Message: "hub: stopping; try again in a moment"}
-	}
-	s := h.sessions[req.Name]
-	created := s == nil
-	if !created && req.Sudo && !s.isRoot() {
-		h.mu.Unlock()
-		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf(
-			"session '%s' runs as your user, not as root: `replhub exec %s CODE` without --sudo reaches it; kill it to reuse the name for a root session",
-			req.Name, req.Name)}
-	}
-	if !created && req.Host != "" && s.host() != req.Host {
-		h.mu.Unlock()
-		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf(
-			"session '%s' runs on %s, not %s: `replhub exec %s CODE` without --host reaches it; kill it to reuse the name elsewhere",
-			req.Name, s.host(), req.Host, req.Name)}
-	}
-	if created && req.Env == nil {
-		h.mu.Unlock()
-		return nil, &wire.Error{Code: wire.CodeNeedEnv, Message: "hub: a new session needs the caller's environment; send it with the request"}
-	}
-	if created {
-		s = newSession(h, req.Name)
-		h.sessions[req.Name] = s
-	}
-	h.mu.Unlock()
-
-	var previous string
-	if created {
-		err := h.checkTie(req)
-		if err == nil {
-			err = h.startSession(ctx, s, req)
-		} else {
-			close(s.ready)
-			s.markStartFailed()
-		}
-		sudo.Zero(req.Password)
-		if err != nil {
-			h.mu.Lock()
-			if h.sessions[req.Name] == s {
-				delete(h.sessions, req.Name)
-			}
-			h.mu.Unlock()
-			return nil, h.startFailure(req, err)
-		}
-		previous = h.takeDeathNote(req.Name)
-		h.log.Info("session started", "session", s.name, "pid", s.info.Pid, "python", s.info.Python, "host", s.info.Host, "root", s.info.Root)
-	} else {
-		<-s.ready
-		if s.startErr != nil {
-			return nil, &wire.Error{Code: wire.CodeStart, Message: s.startErr.Error()}
-		}
+	s, created, previous, err := h.ensure(ctx, req)
+	if err != nil {
+		return nil, err
 	}
 	res, err := s.exec(ctx, req.Code, timeoutOf(req.Timeout), progress)
 	if err != nil {
@@ -414,6 +366,68 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	h.warnings = nil
 	h.mu.Unlock()
 	return res, nil
+}
+
+// ensure returns the live session req.Name, starting it first when there
+// is none (created), with the death note of its predecessor (previous). A
+// live session is refused when req insists on another host or on root.
+func (h *Hub) ensure(ctx context.Context, req wire.Request) (s *Session, created bool, previous string, err error) {
+	h.mu.Lock()
+	if h.closing {
+		h.mu.Unlock()
+		return nil, false, "", &wire.Error{Code: wire.CodeShutdown, Message: "hub: stopping; try again in a moment"}
+	}
+	s = h.sessions[req.Name]
+	created = s == nil
+	if !created && req.Sudo && !s.isRoot() {
+		h.mu.Unlock()
+		return nil, false, "", &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf(
+			"session '%s' runs as your user, not as root: `replhub exec %s CODE` without --sudo reaches it; kill it to reuse the name for a root session",
+			req.Name, req.Name)}
+	}
+	if !created && req.Host != "" && s.host() != req.Host {
+		h.mu.Unlock()
+		return nil, false, "", &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf(
+			"session '%s' runs on %s, not %s: `replhub exec %s CODE` without --host reaches it; kill it to reuse the name elsewhere",
+			req.Name, s.host(), req.Host, req.Name)}
+	}
+	if created && req.Env == nil {
+		h.mu.Unlock()
+		return nil, false, "", &wire.Error{Code: wire.CodeNeedEnv, Message: "hub: a new session needs the caller's environment; send it with the request"}
+	}
+	if created {
+		s = newSession(h, req.Name)
+		s.origin = wire.Request{Cwd: req.Cwd, Env: req.Env}
+		h.sessions[req.Name] = s
+	}
+	h.mu.Unlock()
+
+	if created {
+		err = h.checkTie(req)
+		if err == nil {
+			err = h.startSession(ctx, s, req)
+		} else {
+			close(s.ready)
+			s.markStartFailed()
+		}
+		sudo.Zero(req.Password)
+		if err != nil {
+			h.mu.Lock()
+			if h.sessions[req.Name] == s {
+				delete(h.sessions, req.Name)
+			}
+			h.mu.Unlock()
+			return nil, false, "", h.startFailure(req, err)
+		}
+		previous = h.takeDeathNote(req.Name)
+		h.log.Info("session started", "session", s.name, "pid", s.info.Pid, "python", s.info.Python, "host", s.info.Host, "root", s.info.Root)
+	} else {
+		<-s.ready
+		if s.startErr != nil {
+			return nil, false, "", &wire.Error{Code: wire.CodeStart, Message: s.startErr.Error()}
+		}
+	}
+	return s, created, previous, nil
 }
 
 // choosePython picks --python, else $REPLHUB_PYTHON, else the first python3
@@ -570,6 +584,9 @@ func (h *Hub) sessionExited(s *Session, ex Exit) {
 	last := s.out.take()
 	if len(s.pending) > 0 {
 		last.text += string(s.pending)
+	}
+	if op := s.serving; op != nil {
+		op.done <- nil
 	}
 	if r := s.cur; r != nil && !r.isFinished() {
 		if r.fenceTimer != nil {

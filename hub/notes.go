@@ -125,19 +125,28 @@ func (h *Hub) deadNames(self string) []string {
 func (h *Hub) transcribe(s *Session, r *run) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.transcript == nil {
-		f, err := os.OpenFile(h.paths.Transcript(s.name), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
-		if err != nil {
-			h.log.Error("transcript", "session", s.name, "err", err)
-			return
-		}
-		s.transcript = f
+	if err := s.openTranscriptLocked(); err != nil {
+		return
 	}
 	code := r.code
 	if !strings.HasSuffix(code, "\n") {
 		code += "\n"
 	}
 	fmt.Fprintf(s.transcript, "\n# ---- cell %d · %s · cwd %s\n%s", r.cell, r.start.Format(time.RFC3339), s.info.Cwd, code)
+}
+
+// openTranscriptLocked opens the transcript at its first use.
+func (s *Session) openTranscriptLocked() error {
+	if s.transcript != nil {
+		return nil
+	}
+	f, err := os.OpenFile(s.hub.paths.Transcript(s.name), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		s.hub.log.Error("transcript", "session", s.name, "err", err)
+		return err
+	}
+	s.transcript = f
+	return nil
 }
 
 // writeFileAtomic writes b to path through a temporary file and a rename.

@@ -67,10 +67,13 @@ type Session struct {
 	rss        int64
 	killed     bool // a deliberate kill: no death note
 	death      string
-	noise      bytes.Buffer  // what came before ready
-	transcript *os.File      // opened at the first cell, closed at exit
-	watch      *sudo.Watcher // sudo's stderr while a root worker starts
-	verdict    chan error    // the watcher's verdict
+	noise      bytes.Buffer       // what came before ready
+	transcript *os.File           // opened at the first cell, closed at exit
+	serving    *serveOp           // a put/get/call served for another session
+	waitingOn  map[int64]*Session // this session's requests by id, to cancel them
+	origin     wire.Request       // the creator's cwd and environment
+	watch      *sudo.Watcher      // sudo's stderr while a root worker starts
+	verdict    chan error         // the watcher's verdict
 }
 
 // run is one cell from exec to collection.
@@ -414,6 +417,10 @@ func (s *Session) readFrames(r *bufio.Reader) {
 			s.mu.Lock()
 			s.notes = append(s.notes, "the worker reported: "+string(f.Error))
 			s.mu.Unlock()
+		case "req":
+			go s.hub.serveRequest(s, f)
+		case "served":
+			s.onServed(f)
 		case "pong":
 		default:
 			s.send(map[string]any{"op": "error", "id": f.ID, "error": "hub: unknown op " + strconv.Quote(f.Op)}, nil)
@@ -525,6 +532,11 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	if r := s.cur; r != nil && !r.isFinished() {
 		s.mu.Unlock()
 		return nil, &wire.Error{Code: wire.CodeBusy, Message: (&BusyError{s.name, r.cell, time.Since(r.start)}).Error()}
+	}
+	if op := s.serving; op != nil {
+		s.mu.Unlock()
+		return nil, &wire.Error{Code: wire.CodeBusy, Message: fmt.Sprintf("session '%s' is busy: %s; try again when it is done",
+			s.name, s.busyWithLocked())}
 	}
 	var earlier *wire.Result
 	if r := s.cur; r != nil && !r.collected {
@@ -657,6 +669,11 @@ func (s *Session) snapshot() wire.SessionInfo {
 		} else if !r.collected {
 			info.Unread = true
 		}
+	}
+	if op := s.serving; op != nil {
+		info.State = stateRunning
+		info.Serving = fmt.Sprintf("%s from '%s'", op.kind, op.from)
+		info.RunningS = now.Sub(op.start).Seconds()
 	}
 	if info.Host == "" {
 		info.Host = "local"

@@ -111,6 +111,9 @@ func (h *Hub) launchLocal(req wire.Request, withPassword bool, prompt string) (P
 		dir = "/"
 	}
 	argv := []string{python, h.workerPath, "--stdio"}
+	if d := payload.CloudpickleDir(); d != "" {
+		argv = append(argv, "--cloudpickle", d)
+	}
 	root := false
 	if req.Sudo {
 		name := envGet(req.Env, "REPLHUB_SUDO")

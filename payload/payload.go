@@ -9,10 +9,16 @@ package payload
 import (
 	"bytes"
 	"compress/zlib"
+	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/replhub/replhub/boot"
 )
@@ -29,7 +35,7 @@ const WorkerModule = "replhub_worker"
 // Build returns the framed payload (length line + zlib bytes) for the
 // worker and extra modules.
 func Build(extra map[string]Module) ([]byte, error) {
-	mods := map[string]Module{WorkerModule: {Src: string(boot.Worker)}}
+	mods := map[string]Module{WorkerModule: {Src: string(boot.Worker)}, "replhub_tk": {Src: string(boot.Toolkit)}}
 	for k, v := range extra {
 		mods[k] = v
 	}
@@ -58,8 +64,62 @@ var (
 	errOnce error
 )
 
-// Default is the payload with the standard modules, built once per process.
+// Default is the payload with the standard modules and, where this
+// machine has it, cloudpickle; built once per process.
 func Default() ([]byte, error) {
-	once.Do(func() { cached, errOnce = Build(nil) })
+	once.Do(func() {
+		extra, _ := cloudpickleModules(CloudpickleDir())
+		cached, errOnce = Build(extra)
+	})
 	return cached, errOnce
+}
+
+var (
+	cpOnce sync.Once
+	cpDir  string
+)
+
+// CloudpickleDir is where this machine's cloudpickle package lives, asked
+// of its python3 (the Debian package python3-cloudpickle, or pip's), or ""
+// when it has none. It is asked once per process.
+func CloudpickleDir() string {
+	cpOnce.Do(func() {
+		for _, py := range []string{"python3", "/usr/bin/python3"} {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			out, err := exec.CommandContext(ctx, py, "-c", "import cloudpickle, os; print(os.path.dirname(cloudpickle.__file__))").Output()
+			cancel()
+			if err == nil {
+				if d := strings.TrimSpace(string(out)); d != "" {
+					cpDir = d
+					return
+				}
+			}
+		}
+	})
+	return cpDir
+}
+
+// cloudpickleModules reads the package in dir as payload modules.
+func cloudpickleModules(dir string) (map[string]Module, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.py"))
+	if err != nil || len(files) == 0 {
+		return nil, fmt.Errorf("payload: no cloudpickle sources in %s", dir)
+	}
+	mods := map[string]Module{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("payload: %w", err)
+		}
+		base := strings.TrimSuffix(filepath.Base(f), ".py")
+		if base == "__init__" {
+			mods["cloudpickle"] = Module{Src: string(b), Pkg: true}
+		} else {
+			mods["cloudpickle."+base] = Module{Src: string(b)}
+		}
+	}
+	return mods, nil
 }

@@ -101,6 +101,9 @@ func (s *SessionInfo) Line() string {
 	switch s.State {
 	case "running":
 		state = fmt.Sprintf("running for %s (cell %d)", Duration(s.RunningS), s.RunningCell)
+		if s.Serving != "" {
+			state = fmt.Sprintf("serving a %s for %s", s.Serving, Duration(s.RunningS))
+		}
 	case "starting", "dead":
 		state = s.State
 	}

@@ -186,6 +186,7 @@ type SessionInfo struct {
 	RSS         int64    `json:"rss"`
 	Names       []string `json:"names"`
 	RunningCell int      `json:"running_cell,omitempty"`
+	Serving     string   `json:"serving,omitempty"`
 	RunningS    float64  `json:"running_s,omitempty"`
 	Unread      bool     `json:"unread,omitempty"`
 	Transcript  string   `json:"transcript"`

@@ -1,0 +1,395 @@
+"""replhub toolkit: how code in a session reaches other sessions.
+
+session(name, host=None, sudo=None, python=None, jump=None) opens (or
+attaches to) a session through the hub and returns a handle; sessions()
+lists them.  Objects cross by copy: the sender pickles (cloudpickle where it
+loaded, else pickle; protocol 4, which every Python 3.6+ reads) and tags the
+blob with its Python major.minor; the hub relays it untouched.  A receiver
+of another version loads with GuardedUnpickler, which refuses every code
+reconstructor: data crosses, code does not load into an interpreter it was
+not made for.
+
+This module also serves the other side: Server runs put/get/call on the
+session's main thread, like a cell.  Standard library only, Python 3.6+.
+"""
+
+import copyreg
+import io
+import os
+import pickle
+import sys
+import threading
+import types
+
+PROTOCOL = 4
+PY = "%d.%d" % sys.version_info[:2]
+
+cloudpickle = None
+CLOUDPICKLE_DIR = None  # set by the worker: where the hub found cloudpickle
+_cp_tried = False
+
+
+def _ensure_cloudpickle():
+    global _cp_tried
+    if not _cp_tried:
+        _cp_tried = True
+        load_cloudpickle(CLOUDPICKLE_DIR)
+
+
+def load_cloudpickle(path=None):
+    """Use cloudpickle where it can move code: Python 3.8+ only. It is
+    loaded at the first copy, not at start: a session that never copies
+    pays nothing for it."""
+    global cloudpickle
+    if sys.version_info < (3, 8):
+        return False
+    try:
+        import cloudpickle as cp
+    except ImportError:
+        cp = None
+        if path and os.path.isfile(os.path.join(path, "__init__.py")):
+            import importlib.util
+            spec = importlib.util.spec_from_file_location(
+                "cloudpickle", os.path.join(path, "__init__.py"), submodule_search_locations=[path])
+            cp = importlib.util.module_from_spec(spec)
+            sys.modules["cloudpickle"] = cp
+            try:
+                spec.loader.exec_module(cp)
+            except Exception:
+                del sys.modules["cloudpickle"]
+                cp = None
+    cloudpickle = cp
+    return cp is not None
+
+
+class HubError(Exception):
+    """A request another session or the hub refused."""
+
+
+class CopyError(HubError):
+    """An object that cannot be copied to another session."""
+
+
+HubError.__module__ = CopyError.__module__ = "replhub"
+
+
+# -- pickling -------------------------------------------------------------
+
+def _text_file_contents(f):
+    # An open text file crosses as what it holds.
+    pos = None
+    try:
+        pos = f.tell()
+        f.seek(0)
+    except Exception:
+        pass
+    data = f.read()
+    if pos is not None:
+        try:
+            f.seek(pos)
+        except Exception:
+            pass
+    return str, (data,)
+
+
+_dispatch = copyreg.dispatch_table.copy()
+_dispatch[io.TextIOWrapper] = _text_file_contents
+
+
+def _refuse_main_code(obj):
+    """Without cloudpickle a function of __main__ would go by reference and
+    run the receiver's own function of that name: refuse instead."""
+    if isinstance(obj, (types.FunctionType, type)) and getattr(obj, "__module__", None) == "__main__":
+        why = "this is Python %s, where replhub moves data only" % PY if sys.version_info < (3, 8) \
+            else "cloudpickle is not installed here"
+        raise CopyError("cannot send %r: moving code needs cloudpickle (%s); "
+                        "call a function by its name in the other session instead" % (obj, why))
+    return None
+
+
+_Pickler = None
+
+
+def _pickler_class():
+    """cloudpickle's pickler, made to send open text files as their
+    contents (cloudpickle alone would send a StringIO)."""
+    global _Pickler
+    if _Pickler is None:
+        class Pickler(cloudpickle.CloudPickler):
+            def reducer_override(self, obj):
+                if isinstance(obj, io.TextIOWrapper):
+                    return _text_file_contents(obj)
+                return super(Pickler, self).reducer_override(obj)
+        _Pickler = Pickler
+    return _Pickler
+
+
+def dumps(obj):
+    """Pickle obj for another session."""
+    _ensure_cloudpickle()
+    buf = io.BytesIO()
+    try:
+        if cloudpickle is not None:
+            p = _pickler_class()(buf, protocol=PROTOCOL)
+        else:
+            p = pickle.Pickler(buf, protocol=PROTOCOL)
+            p.persistent_id = _refuse_main_code
+        p.dispatch_table = _dispatch
+        p.dump(obj)
+    except CopyError:
+        raise
+    except Exception as e:
+        raise CopyError("cannot copy it to another session (%s: %s). A socket, a lock or an open "
+                        "connection stays in the session that made it: create it there with "
+                        "call(make_it, into='name') and use it there" % (type(e).__name__, e))
+    return buf.getvalue()
+
+
+_CODE = {("types", "CodeType"), ("types", "FunctionType"), ("types", "LambdaType"),
+         ("types", "MethodType"), ("marshal", "loads"), ("builtins", "eval"),
+         ("builtins", "exec"), ("builtins", "compile"), ("builtins", "getattr"),
+         ("builtins", "__import__"), ("importlib", "import_module")}
+
+
+class GuardedUnpickler(pickle.Unpickler):
+    """Loads data made by another Python version and refuses code."""
+
+    def __init__(self, f, sender):
+        pickle.Unpickler.__init__(self, f)
+        self.sender = sender
+
+    def find_class(self, module, name):
+        if module.split(".")[0] == "cloudpickle" or (module, name) in _CODE or module == "__main__":
+            raise CopyError(
+                "refused code (%s.%s) made by Python %s: this session runs Python %s, and code "
+                "does not load into an interpreter it was not made for. Data crosses; run the "
+                "function where its Python matches, or send its source" % (module, name, self.sender, PY))
+        return pickle.Unpickler.find_class(self, module, name)
+
+
+def loads(blob, sender):
+    """Unpickle a blob from a session of Python sender (major.minor)."""
+    _ensure_cloudpickle()
+    if sender == PY:
+        return pickle.loads(blob)
+    return GuardedUnpickler(io.BytesIO(blob), sender).load()
+
+
+def _retag(code, tag):
+    """The code of a function from another session names its file after
+    that session, so that a traceback never shows a line of this session's
+    own cell of the same number."""
+    if not code.co_filename.startswith("<cell-") or not hasattr(code, "replace"):
+        return code
+    consts = tuple(_retag(c, tag) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    return code.replace(co_filename="<%s %s>" % (tag, code.co_filename[1:-1]), co_consts=consts)
+
+
+def register_cells(tag, cells):
+    """Make the sender's cell sources show in tracebacks here."""
+    import linecache
+    for fname, src in (cells or {}).items():
+        name = "<%s %s>" % (tag, fname[1:-1])
+        linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+
+
+def cell_sources(fn):
+    """The sources of the cells a function (and its helpers) came from."""
+    import linecache
+    out = {}
+    for f in [fn] + [v for v in getattr(fn, "__globals__", {}).values() if isinstance(v, types.FunctionType)]:
+        code = getattr(f, "__code__", None)
+        if code is not None and code.co_filename.startswith("<cell-") and code.co_filename not in out:
+            lines = linecache.getlines(code.co_filename)
+            if lines:
+                out[code.co_filename] = "".join(lines)
+    return out
+
+
+def rebind(fn, ns, seen=None, tag=None):
+    """Make a function that travelled run in ns: names ns has win; names it
+    lacks come along from the sender (helpers travel, and land in ns)."""
+    if seen is None:
+        seen = {}
+    if not isinstance(fn, types.FunctionType) or fn.__module__ != "__main__" or fn.__globals__ is ns:
+        return fn
+    if id(fn) in seen:
+        return seen[id(fn)]
+    code = _retag(fn.__code__, tag) if tag else fn.__code__
+    new = types.FunctionType(code, ns, fn.__name__, fn.__defaults__, fn.__closure__)
+    new.__kwdefaults__ = fn.__kwdefaults__
+    new.__qualname__ = fn.__qualname__
+    new.__dict__.update(fn.__dict__)
+    seen[id(fn)] = new
+    for k, v in list(fn.__globals__.items()):
+        if k.startswith("__") or k in ns:
+            continue
+        ns[k] = rebind(v, ns, seen, tag)
+    return new
+
+
+# -- requests to the hub ---------------------------------------------------
+
+class Link(object):
+    """Requests from this session to the hub, answered on the reader thread."""
+
+    def __init__(self, chan):
+        self.chan = chan
+        self.lock = threading.Lock()
+        self.next = 0
+        self.waiting = {}
+
+    def request(self, kind, blob=None, **fields):
+        with self.lock:
+            self.next += 1
+            rid = self.next
+            slot = [threading.Event(), None, None]
+            self.waiting[rid] = slot
+        header = dict((k, v) for k, v in fields.items() if v is not None)
+        header.update(op="req", id=rid, kind=kind, py=PY)
+        try:
+            self.chan.send(header, blob)
+            try:
+                slot[0].wait()
+            except KeyboardInterrupt:
+                # Interrupting a caller interrupts what it waits for.
+                self.chan.send({"op": "req", "id": rid, "kind": "cancel", "py": PY})
+                raise
+        finally:
+            with self.lock:
+                self.waiting.pop(rid, None)
+        header, data = slot[1], slot[2]
+        if not header.get("ok"):
+            raise HubError(header.get("error") or "refused")
+        return header, data
+
+    def dispatch(self, header, data):
+        with self.lock:
+            slot = self.waiting.get(header.get("id"))
+        if slot is not None:
+            slot[1], slot[2] = header, data
+            slot[0].set()
+
+
+_link = None
+
+
+def _need_link():
+    if _link is None:
+        raise HubError("this session is not connected to a hub")
+    return _link
+
+
+class SessionHandle(object):
+    """A session seen from another one. Methods copy; nothing is shared."""
+
+    def __init__(self, info):
+        self._info = info
+        self.name = info["name"]
+
+    def __repr__(self):
+        i = self._info
+        where = "here" if i.get("host") in (None, "", "local") else "on " + (i.get("route") or i["host"])
+        root = " as root" if i.get("root") else ""
+        return "<session %r %s%s, python %s>" % (self.name, where, root, i.get("python"))
+
+    def put(self, **names):
+        """Copy names into the session's namespace."""
+        _need_link().request("put", dumps(names), target=self.name, names=sorted(names))
+
+    def get(self, *names):
+        """Copies of names from the session; several give a tuple."""
+        if not names:
+            raise TypeError("get() needs at least one name")
+        header, data = _need_link().request("get", target=self.name, names=list(names))
+        values = loads(data, header.get("py"))
+        return values[0] if len(names) == 1 else tuple(values)
+
+    def call(self, f_or_name, *args, **kwargs):
+        """Run f (a function, which travels, or the name of one there) in the
+        session; return a copy of its value, or keep it there with into=."""
+        into = kwargs.pop("into", None)
+        cells = None
+        if isinstance(f_or_name, str):
+            payload, src = ("name", f_or_name, args, kwargs), f_or_name
+        else:
+            payload, src = ("func", f_or_name, args, kwargs), _source(f_or_name)
+            cells = cell_sources(f_or_name)
+        header, data = _need_link().request("call", dumps(payload), target=self.name, into=into, src=src,
+                                            cells=cells)
+        if into is not None:
+            return None
+        return loads(data, header.get("py"))
+
+    def sudo(self):
+        """This session's root twin on the same host (named NAME.root)."""
+        i = self._info
+        host = i.get("host")
+        return session(self.name + ".root", host=None if host in (None, "", "local") else host, sudo=True)
+
+    def kill(self):
+        """End the session and free its name."""
+        _need_link().request("kill", target=self.name)
+
+
+def _source(f):
+    try:
+        import inspect
+        return inspect.getsource(f)
+    except Exception:
+        return repr(f)
+
+
+def session(name, host=None, sudo=None, python=None, jump=None):
+    """Open session name (or attach to the live one). host and sudo, when
+    given, insist on where and how it runs."""
+    header, _ = _need_link().request("open", name=name, host=host, sudo=sudo, python=python,
+                                     jump=list(jump) if jump is not None else None)
+    return SessionHandle(header["info"])
+
+
+def sessions():
+    """The sessions the hub has, as a list of dicts."""
+    header, _ = _need_link().request("sessions")
+    return header.get("sessions", [])
+
+
+# -- serving requests from other sessions -----------------------------------
+
+def serve(ns, header, data):
+    """Run one put/get/call for another session in namespace ns; return
+    (reply header, blob)."""
+    kind = header.get("kind")
+    sender = header.get("py")
+    tag = "from %s:" % header.get("from", "?")
+    register_cells(tag, header.get("cells"))
+    if kind == "put":
+        names = loads(data, sender)
+        for k, v in names.items():
+            ns[k] = rebind(v, ns, tag=tag)
+        return {"ok": True}, None
+    if kind == "get":
+        missing = [n for n in header.get("names", []) if n not in ns]
+        if missing:
+            return {"ok": False, "error": "session has no name %s" % ", ".join(repr(n) for n in missing)}, None
+        return {"ok": True}, dumps([ns[n] for n in header["names"]])
+    if kind == "call":
+        what, f, args, kwargs = loads(data, sender)
+        if what == "name":
+            import builtins
+            fn = ns.get(f, getattr(builtins, f, None))
+            if fn is None:
+                return {"ok": False, "error": "session has no name %r to call" % f}, None
+        else:
+            fn = rebind(f, ns, tag=tag)
+        result = fn(*args, **kwargs)
+        into = header.get("into")
+        if into is not None:
+            ns[into] = result
+            return {"ok": True, "kept": into}, None
+        try:
+            blob = dumps(result)
+        except CopyError as e:
+            return {"ok": False, "error": "%s; or keep the value there: call(..., into='name')" % e}, None
+        return {"ok": True}, blob
+    return {"ok": False, "error": "unknown request %r" % kind}, None
