@@ -230,6 +230,73 @@ def rebind(fn, ns, seen=None, tag=None):
 
 # -- requests to the hub ---------------------------------------------------
 
+# -- file streams --------------------------------------------------------
+
+CHUNK = 8 << 20
+WINDOW = 4
+
+
+class Stream(object):
+    """Chunks of one transfer, put by the reader thread and taken by the
+    main thread, with the acknowledgements that keep a window of at most
+    WINDOW chunks in flight."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.items = []
+        self.acked = -1
+
+    def put(self, header, data):
+        with self.cond:
+            self.items.append((header, data))
+            self.cond.notify_all()
+
+    def get(self):
+        with self.cond:
+            while not self.items:
+                self.cond.wait(1.0)
+            return self.items.pop(0)
+
+    def ack(self, seq):
+        with self.cond:
+            if seq > self.acked:
+                self.acked = seq
+            self.cond.notify_all()
+
+    def wait_window(self, seq):
+        with self.cond:
+            while seq - self.acked > WINDOW:
+                self.cond.wait(1.0)
+
+
+streams = {}
+_streams_lock = threading.Lock()
+
+
+def open_stream(key):
+    with _streams_lock:
+        st = streams[key] = Stream()
+    return st
+
+
+def close_stream(key):
+    with _streams_lock:
+        streams.pop(key, None)
+
+
+def route(header, data):
+    """Reader thread: a chunk or an ack for a transfer."""
+    key = ("sid", header["sid"]) if "sid" in header else ("id", header.get("id"))
+    with _streams_lock:
+        st = streams.get(key)
+    if st is None:
+        return
+    if header.get("op") == "ack":
+        st.ack(header.get("seq", -1))
+    else:
+        st.put(header, data)
+
+
 class Link(object):
     """Requests from this session to the hub, answered on the reader thread."""
 
@@ -239,12 +306,17 @@ class Link(object):
         self.next = 0
         self.waiting = {}
 
-    def request(self, kind, blob=None, **fields):
+    def request(self, kind, blob=None, stream=None, **fields):
+        """Send a request and wait for its reply. With stream (a list), a
+        Stream for the transfer's chunks is opened first and appended."""
         with self.lock:
             self.next += 1
             rid = self.next
             slot = [threading.Event(), None, None]
             self.waiting[rid] = slot
+        if stream is not None:
+            stream.append(rid)
+            stream.append(open_stream(("id", rid)))
         header = dict((k, v) for k, v in fields.items() if v is not None)
         header.update(op="req", id=rid, kind=kind, py=PY)
         try:
@@ -331,6 +403,84 @@ class SessionHandle(object):
         """End the session and free its name."""
         _need_link().request("kill", target=self.name)
 
+    def pull(self, path, dest=None):
+        """Copy a file from the session: its bytes, or, with dest, into a
+        file here (whole or not at all). Paths are as each side sees them."""
+        link = _need_link()
+        st = []
+        try:
+            header, _ = link.request("pull", stream=st, target=self.name, path=path)
+            rid, stream = st
+            sink = _Sink(dest, header.get("mode", 0o600)) if dest is not None else None
+            buf = []
+            while True:
+                h, data = stream.get()
+                if h.get("eof"):
+                    if h.get("error"):
+                        raise HubError(h["error"])
+                    break
+                if sink is not None:
+                    sink.write(data)
+                else:
+                    buf.append(data)
+                link.chan.send({"op": "ack", "id": rid, "seq": h["seq"]})
+            if sink is not None:
+                sink.finish()
+                return None
+            return b"".join(buf)
+        except BaseException:
+            if st:
+                link.chan.send({"op": "req", "id": st[0], "kind": "cancel", "py": PY})
+            if "sink" in locals() and sink is not None:
+                sink.abort()
+            raise
+        finally:
+            if st:
+                close_stream(("id", st[0]))
+
+    def push(self, src, dest):
+        """Copy a file here (a path) or bytes to dest in the session."""
+        link = _need_link()
+        if isinstance(src, (bytes, bytearray, memoryview)):
+            data, f, size, mode = bytes(src), None, len(src), 0o600
+        else:
+            path = os.path.expanduser(src)
+            if os.path.isdir(path):
+                raise HubError("%s is a folder: push one file at a time (tar it first)" % src)
+            f = open(path, "rb")
+            size, mode = os.fstat(f.fileno()).st_size, os.fstat(f.fileno()).st_mode & 0o7777
+        st = []
+        try:
+            link.request("push", stream=st, target=self.name, path=dest, size=size, mode=mode)
+            rid, stream = st
+            seq, off = 0, 0
+            while True:
+                stream.wait_window(seq)
+                if f is not None:
+                    chunk = f.read(CHUNK)
+                else:
+                    chunk, off = data[off:off + CHUNK], off + CHUNK
+                if not chunk:
+                    break
+                link.chan.send({"op": "chunk", "id": rid, "seq": seq}, chunk)
+                seq += 1
+            link.chan.send({"op": "chunk", "id": rid, "seq": seq, "eof": True})
+            while True:
+                h, _ = stream.get()
+                if h.get("done"):
+                    if not h.get("ok"):
+                        raise HubError(h.get("error") or "push failed")
+                    return None
+        except BaseException:
+            if st:
+                link.chan.send({"op": "req", "id": st[0], "kind": "cancel", "py": PY})
+            raise
+        finally:
+            if f is not None:
+                f.close()
+            if st:
+                close_stream(("id", st[0]))
+
 
 def _source(f):
     try:
@@ -392,4 +542,142 @@ def serve(ns, header, data):
         except CopyError as e:
             return {"ok": False, "error": "%s; or keep the value there: call(..., into='name')" % e}, None
         return {"ok": True}, blob
+    if kind == "read":
+        return serve_read(header)
+    if kind == "write":
+        return serve_write(header)
     return {"ok": False, "error": "unknown request %r" % kind}, None
+
+
+def _send(header, data=None):
+    _need_link().chan.send(header, data)
+
+
+def serve_read(header):
+    """Stream a file to the hub: a first answer with its size and mode, then
+    chunks, at most WINDOW unacknowledged."""
+    sid = header["sid"]
+    path = os.path.expanduser(header.get("path", ""))
+    if os.path.isdir(path):
+        return {"ok": False, "error": "%s is a folder: pull one file at a time (tar it first)" % header.get("path")}, None
+    stream = open_stream(("sid", sid))
+    try:
+        try:
+            f = open(path, "rb")
+        except OSError as e:
+            return {"ok": False, "error": "cannot read %s: %s" % (header.get("path"), e.strerror or e)}, None
+        with f:
+            st = os.fstat(f.fileno())
+            _send({"op": "served", "sid": sid, "ok": True, "first": True, "py": PY,
+                   "size": st.st_size, "mode": st.st_mode & 0o7777})
+            seq = 0
+            while True:
+                stream.wait_window(seq)
+                chunk = f.read(CHUNK)
+                if not chunk:
+                    break
+                _send({"op": "chunk", "sid": sid, "seq": seq}, chunk)
+                seq += 1
+            _send({"op": "chunk", "sid": sid, "seq": seq, "eof": True})
+        return {"ok": True}, None
+    finally:
+        close_stream(("sid", sid))
+
+
+class _Sink(object):
+    """Writes a file whole or not at all: NAME.replhub-part (0600) beside
+    it, fsynced, renamed into place, the folder fsynced. Overwriting keeps
+    the destination's mode (and owner, for root); a symlink stays a link to
+    the replaced file; a new file takes mode."""
+
+    def __init__(self, dest, mode):
+        path = os.path.abspath(os.path.expanduser(dest))
+        if os.path.isdir(path):
+            raise HubError("%s is a folder: give the file's own path" % dest)
+        self.target = os.path.realpath(path)
+        self.part = self.target + ".replhub-part"
+        self.mode = mode
+        self.fd = os.open(self.part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(self.fd, 0o600)
+        self.size = 0
+        _sinks.add(self)
+
+    def write(self, data):
+        view = memoryview(data)
+        while view:
+            n = os.write(self.fd, view)
+            view = view[n:]
+        self.size += len(data)
+
+    def finish(self):
+        os.fsync(self.fd)
+        mode, owner = self.mode & 0o7777, None
+        try:
+            st = os.stat(self.target)
+            mode, owner = st.st_mode & 0o7777, (st.st_uid, st.st_gid)
+        except OSError:
+            pass
+        if owner is not None and os.geteuid() == 0:
+            os.fchown(self.fd, owner[0], owner[1])
+        os.fchmod(self.fd, mode)
+        os.close(self.fd)
+        self.fd = None
+        os.rename(self.part, self.target)
+        _sinks.discard(self)
+        d = os.open(os.path.dirname(self.target), os.O_RDONLY)
+        try:
+            os.fsync(d)
+        finally:
+            os.close(d)
+
+    def abort(self):
+        _sinks.discard(self)
+        if self.fd is not None:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = None
+        try:
+            os.unlink(self.part)
+        except OSError:
+            pass
+
+
+_sinks = set()
+
+
+def abort_transfers():
+    """The hub is gone: remove every partial file this session was writing."""
+    for sink in list(_sinks):
+        sink.abort()
+
+
+def serve_write(header):
+    """Receive a file from the hub into a _Sink, acknowledging each chunk."""
+    sid = header["sid"]
+    stream = open_stream(("sid", sid))
+    sink = None
+    try:
+        try:
+            sink = _Sink(header.get("path", ""), header.get("mode", 0o600))
+        except (OSError, HubError) as e:
+            return {"ok": False, "error": "cannot write %s: %s" % (header.get("path"), getattr(e, "strerror", None) or e)}, None
+        _send({"op": "served", "sid": sid, "ok": True, "first": True, "py": PY})
+        while True:
+            h, data = stream.get()
+            if h.get("abort"):
+                sink.abort()
+                return {"ok": False, "error": "the transfer was cancelled"}, None
+            if h.get("eof"):
+                break
+            sink.write(data)
+            _send({"op": "ack", "sid": sid, "seq": h["seq"]})
+        sink.finish()
+        return {"ok": True, "size": sink.size}, None
+    except BaseException:
+        if sink is not None:
+            sink.abort()
+        raise
+    finally:
+        close_stream(("sid", sid))

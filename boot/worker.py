@@ -156,6 +156,10 @@ class Session(object):
                 msg = None
             if msg is None:
                 # The hub is gone (or the link is): nobody can see us now.
+                try:
+                    self.tk.abort_transfers()
+                except Exception:
+                    pass
                 os._exit(0)
             header, data = msg
             seen_frame = True
@@ -171,6 +175,9 @@ class Session(object):
                 continue
             if op == "reply":
                 self.tk._link.dispatch(header, data)
+                continue
+            if op in ("chunk", "ack"):
+                self.tk.route(header, data)
                 continue
             with self.cond:
                 self.queue.append((header, data))

@@ -54,6 +54,13 @@ type frame struct {
 	Jump   *[]string         `json:"jump,omitempty"`
 	// Python is the version in a ready frame, the interpreter in an open.
 	Python string `json:"python,omitempty"`
+	// transfers
+	Path  string `json:"path,omitempty"`
+	Size  int64  `json:"size,omitempty"`
+	Mode  uint32 `json:"mode,omitempty"`
+	Seq   int64  `json:"seq,omitempty"`
+	EOF   bool   `json:"eof,omitempty"`
+	First bool   `json:"first,omitempty"`
 
 	data []byte
 }

@@ -246,8 +246,26 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 			case <-rctx.Done():
 			}
 		}()
-		reply := h.handle(rctx, line, send)
+		next := func() (*wire.Request, bool) {
+			select {
+			case l := <-lines:
+				var r wire.Request
+				if json.Unmarshal(l, &r) != nil {
+					return &wire.Request{}, true
+				}
+				return &r, true
+			case <-gone:
+				return nil, false
+			case <-rctx.Done():
+				return nil, false
+			}
+		}
+		reply := h.handle(rctx, line, send, next)
 		cancel()
+		if reply.V == 0 && reply.Err == nil && reply.Message == "" && reply.Result == nil && reply.Sessions == nil {
+			// A transfer whose client went away: nothing to answer.
+			return
+		}
 		if send(reply) != nil {
 			return
 		}
@@ -255,7 +273,7 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 }
 
 // handle decodes and answers one request line.
-func (h *Hub) handle(ctx context.Context, line []byte, send func(wire.Reply) error) wire.Reply {
+func (h *Hub) handle(ctx context.Context, line []byte, send func(wire.Reply) error, next func() (*wire.Request, bool)) wire.Reply {
 	var req wire.Request
 	if err := json.Unmarshal(line, &req); err != nil {
 		return errReply(wire.CodeBadRequest, "hub: malformed request: %v", err)
@@ -296,6 +314,8 @@ func (h *Hub) handle(ctx context.Context, line []byte, send func(wire.Reply) err
 		return wire.Reply{Message: msg}
 	case wire.OpSessions:
 		return wire.Reply{Sessions: h.List()}
+	case wire.OpPush, wire.OpPull:
+		return h.clientTransfer(req, next, send)
 	case wire.OpStop:
 		h.once.Do(func() { close(h.stop) })
 		return wire.Reply{Message: "hub stopping; its sessions end"}

@@ -18,13 +18,26 @@ import (
 // serving put/get/call is busy like a running cell, on its main thread, and
 // its transcript records the operation.
 
-// serveOp is a put/get/call a session serves for another.
+// serveOp is a put/get/call (or a file read or write) that a session
+// serves for another session or a client.
 type serveOp struct {
 	sid   int64
 	kind  string
 	from  string
 	start time.Time
-	done  chan *frame // the target's served frame; nil when it died
+	// done receives the target's served frames (a transfer's first answer,
+	// then its last); nil when the target died.
+	done chan *frame
+	// chunkSink and ackSink forward a transfer's chunks and acks from the
+	// target; they are set before the serve frame is sent.
+	chunkSink func(*frame)
+	ackSink   func(*frame)
+}
+
+// relayLink is a request a session waits on: where it went, and as what.
+type relayLink struct {
+	target *Session
+	op     *serveOp
 }
 
 var sids atomic.Int64
@@ -51,11 +64,14 @@ func (h *Hub) serveRequest(from *Session, f *frame) {
 	switch f.Kind {
 	case "cancel":
 		from.mu.Lock()
-		target := from.waitingOn[f.ID]
+		link := from.waitingOn[f.ID]
 		from.mu.Unlock()
-		if target != nil {
-			target.send(map[string]any{"op": "interrupt"}, nil)
+		if link != nil {
+			link.target.send(map[string]any{"op": "interrupt"}, nil)
 		}
+		return
+	case "pull", "push":
+		h.sessionTransfer(from, f)
 		return
 	case "sessions":
 		l := h.List()
@@ -109,6 +125,52 @@ func errorMessage(err error) string {
 	return err.Error()
 }
 
+// beginServe makes target busy serving kind for from, or says why not.
+func (h *Hub) beginServe(target *Session, kind, from string) (*serveOp, error) {
+	target.mu.Lock()
+	defer target.mu.Unlock()
+	if target.state == stateDead {
+		return nil, fmt.Errorf("session '%s' is dead: %s", target.name, target.death)
+	}
+	if busy := target.busyWithLocked(); busy != "" {
+		return nil, fmt.Errorf("session '%s' is busy: %s", target.name, busy)
+	}
+	op := &serveOp{sid: sids.Add(1), kind: kind, from: from, start: time.Now(), done: make(chan *frame, 4)}
+	target.serving = op
+	target.state = stateRunning
+	target.lastActive = op.start
+	return op, nil
+}
+
+// endServe frees target and returns how it died, if it did.
+func (h *Hub) endServe(target *Session, op *serveOp) string {
+	target.mu.Lock()
+	defer target.mu.Unlock()
+	if target.serving == op {
+		target.serving = nil
+		if target.state == stateRunning {
+			target.state = stateIdle
+		}
+		target.lastActive = time.Now()
+	}
+	return target.death
+}
+
+// awaitServed waits for the target's next served frame; nil means it died.
+func awaitServed(target *Session, op *serveOp, sent error) *frame {
+	if sent != nil {
+		return nil
+	}
+	return <-op.done
+}
+
+func (h *Hub) diedServing(target *Session, kind, death string) error {
+	if death == "" {
+		death = "its stream closed"
+	}
+	return fmt.Errorf("session '%s' died while serving the %s: %s", target.name, kind, death)
+}
+
 // relayServe has target serve f for from and waits for its answer.
 func (h *Hub) relayServe(from *Session, f *frame) (*frame, error) {
 	if f.Target == from.name {
@@ -118,31 +180,12 @@ func (h *Hub) relayServe(from *Session, f *frame) (*frame, error) {
 	if err != nil {
 		return nil, err
 	}
-	target.mu.Lock()
-	if target.state == stateDead {
-		target.mu.Unlock()
-		return nil, fmt.Errorf("session '%s' is dead: %s", target.name, target.death)
+	op, err := h.beginServe(target, f.Kind, from.name)
+	if err != nil {
+		return nil, err
 	}
-	if busy := target.busyWithLocked(); busy != "" {
-		target.mu.Unlock()
-		return nil, fmt.Errorf("session '%s' is busy: %s", target.name, busy)
-	}
-	op := &serveOp{sid: sids.Add(1), kind: f.Kind, from: from.name, start: time.Now(), done: make(chan *frame, 1)}
-	target.serving = op
-	target.state = stateRunning
-	target.lastActive = op.start
-	target.mu.Unlock()
-	from.mu.Lock()
-	if from.waitingOn == nil {
-		from.waitingOn = map[int64]*Session{}
-	}
-	from.waitingOn[f.ID] = target
-	from.mu.Unlock()
-	defer func() {
-		from.mu.Lock()
-		delete(from.waitingOn, f.ID)
-		from.mu.Unlock()
-	}()
+	from.link(f.ID, target, op)
+	defer from.unlink(f.ID)
 
 	title, body := fmt.Sprintf("%s from '%s'", f.Kind, from.name), ""
 	switch f.Kind {
@@ -166,39 +209,77 @@ func (h *Hub) relayServe(from *Session, f *frame) (*frame, error) {
 	if f.Cells != nil {
 		header["cells"] = f.Cells
 	}
-	var served *frame
-	if err := target.send(header, f.data); err != nil {
-		served = nil
-	} else {
-		served = <-op.done
-	}
-	target.mu.Lock()
-	if target.serving == op {
-		target.serving = nil
-		if target.state == stateRunning {
-			target.state = stateIdle
-		}
-		target.lastActive = time.Now()
-	}
-	death := target.death
-	target.mu.Unlock()
+	served := awaitServed(target, op, target.send(header, f.data))
+	death := h.endServe(target, op)
 	if served == nil {
-		if death == "" {
-			death = "its stream closed"
-		}
-		return nil, fmt.Errorf("session '%s' died while serving the %s: %s", target.name, f.Kind, death)
+		return nil, h.diedServing(target, f.Kind, death)
 	}
 	return served, nil
 }
 
+// link records that from waits on request id, served by target as op.
+func (s *Session) link(id int64, target *Session, op *serveOp) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.waitingOn == nil {
+		s.waitingOn = map[int64]*relayLink{}
+	}
+	s.waitingOn[id] = &relayLink{target, op}
+}
+
+func (s *Session) unlink(id int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.waitingOn, id)
+}
+
 // onServed routes a target's answer to the relay waiting for it.
 func (s *Session) onServed(f *frame) {
-	s.mu.Lock()
-	op := s.serving
-	s.mu.Unlock()
-	if op != nil && op.sid == f.Sid {
+	if op := s.servingOp(f.Sid); op != nil {
 		op.done <- f
 	}
+}
+
+func (s *Session) servingOp(sid int64) *serveOp {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if op := s.serving; op != nil && op.sid == sid {
+		return op
+	}
+	return nil
+}
+
+// onStream routes a chunk or an ack from this session's worker: with a sid
+// it comes from a transfer this session serves; with an id, from one it
+// asked for, and goes on to the session serving it.
+func (s *Session) onStream(f *frame) {
+	if f.Sid != 0 {
+		op := s.servingOp(f.Sid)
+		if op == nil {
+			return
+		}
+		if f.Op == "chunk" && op.chunkSink != nil {
+			op.chunkSink(f)
+		} else if f.Op == "ack" && op.ackSink != nil {
+			op.ackSink(f)
+		}
+		return
+	}
+	s.mu.Lock()
+	link := s.waitingOn[f.ID]
+	s.mu.Unlock()
+	if link == nil {
+		return
+	}
+	header := map[string]any{"op": f.Op, "sid": link.op.sid, "seq": f.Seq}
+	if f.EOF {
+		header["eof"] = true
+	}
+	var data []byte
+	if f.Op == "chunk" {
+		data = f.data
+	}
+	link.target.send(header, data)
 }
 
 // open opens (or attaches to) a session for code in session from. A new

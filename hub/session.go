@@ -67,13 +67,13 @@ type Session struct {
 	rss        int64
 	killed     bool // a deliberate kill: no death note
 	death      string
-	noise      bytes.Buffer       // what came before ready
-	transcript *os.File           // opened at the first cell, closed at exit
-	serving    *serveOp           // a put/get/call served for another session
-	waitingOn  map[int64]*Session // this session's requests by id, to cancel them
-	origin     wire.Request       // the creator's cwd and environment
-	watch      *sudo.Watcher      // sudo's stderr while a root worker starts
-	verdict    chan error         // the watcher's verdict
+	noise      bytes.Buffer         // what came before ready
+	transcript *os.File             // opened at the first cell, closed at exit
+	serving    *serveOp             // a put/get/call served for another session
+	waitingOn  map[int64]*relayLink // this session's requests by id, to cancel them
+	origin     wire.Request         // the creator's cwd and environment
+	watch      *sudo.Watcher        // sudo's stderr while a root worker starts
+	verdict    chan error           // the watcher's verdict
 }
 
 // run is one cell from exec to collection.
@@ -421,6 +421,8 @@ func (s *Session) readFrames(r *bufio.Reader) {
 			go s.hub.serveRequest(s, f)
 		case "served":
 			s.onServed(f)
+		case "chunk", "ack":
+			s.onStream(f)
 		case "pong":
 		default:
 			s.send(map[string]any{"op": "error", "id": f.ID, "error": "hub: unknown op " + strconv.Quote(f.Op)}, nil)

@@ -32,6 +32,9 @@ const (
 	OpSessions  = "sessions"
 	OpStop      = "stop"
 	OpPing      = "ping"
+	OpPush      = "push"
+	OpPull      = "pull"
+	OpStream    = "stream"
 )
 
 // Request is what a client sends. Fields an op does not use are empty.
@@ -67,9 +70,38 @@ type Request struct {
 	// Password answers CodeNeedPassword: the client ran $SUDO_ASKPASS. It
 	// is a byte slice (base64 on the wire) so that every holder can zero it.
 	Password []byte `json:"password,omitempty"`
+	// Path is the file in the session, for push (its destination) and pull
+	// (its source).
+	Path string `json:"path,omitempty"`
+	// Stream carries a transfer's parts: push and pull requests start one,
+	// and OpStream lines that follow carry its chunks or acks.
+	Stream *Stream `json:"stream,omitempty"`
 	// Progress asks for progress replies while the request blocks.
 	Progress bool `json:"progress,omitempty"`
 }
+
+// Stream is one part of a file transfer between a client and the hub.
+// Chunks are at most ChunkSize; the sender keeps at most Window of them
+// unacknowledged.
+type Stream struct {
+	// Size and Mode describe the file (the first part of a push; the Ready
+	// answer of a pull).
+	Size int64  `json:"size,omitempty"`
+	Mode uint32 `json:"mode,omitempty"`
+	// Ready says the session is ready to send or receive.
+	Ready bool   `json:"ready,omitempty"`
+	Seq   int64  `json:"seq,omitempty"`
+	Data  []byte `json:"data,omitempty"`
+	EOF   bool   `json:"eof,omitempty"`
+	// Ack acknowledges chunk Seq.
+	Ack bool `json:"ack,omitempty"`
+}
+
+// Transfer sizes, the same on every side.
+const (
+	ChunkSize = 8 << 20
+	Window    = 4
+)
 
 // Reply is one line from the hub. Exactly one of its parts is set, except
 // Notes, which may accompany any of them.
@@ -80,6 +112,7 @@ type Reply struct {
 	Result   *Result      `json:"result,omitempty"`
 	Sessions *SessionList `json:"sessions,omitempty"`
 	Message  string       `json:"message,omitempty"`
+	Stream   *Stream      `json:"stream,omitempty"`
 }
 
 // Progress tells a waiting client that its cell still runs.

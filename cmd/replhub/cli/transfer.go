@@ -1,0 +1,112 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/replhub/replhub/client"
+)
+
+func newPushCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "push NAME SRC DEST",
+		Short: "Copy a local file into a session's machine (DEST as the session sees it)",
+		Long: `Copy the local file SRC to DEST as session NAME sees it (~ is its home), in
+8 MiB chunks through the hub, with no scp. The file appears whole or not at
+all; overwriting keeps DEST's mode, a new file takes SRC's. One file at a
+time: tar a folder first.`,
+		Example: `  replhub push lab ./data.csv ~/data.csv`,
+		Args:    cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runTransfer(cmd.Context(), e, func(c *client.Client, p client.Progress) (string, error) {
+				return c.Push(cmd.Context(), args[0], args[1], args[2], p)
+			})
+		},
+	}
+}
+
+func newPullCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "pull NAME SRC DEST",
+		Short: "Copy a file from a session's machine to a local file",
+		Long: `Copy SRC, as session NAME sees it, to the local file DEST, in 8 MiB chunks
+through the hub. DEST appears whole or not at all; overwriting keeps its
+mode, a new file takes SRC's.`,
+		Example: `  replhub pull lab /var/log/app.log ./app.log`,
+		Args:    cobra.ExactArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runTransfer(cmd.Context(), e, func(c *client.Client, p client.Progress) (string, error) {
+				return c.Pull(cmd.Context(), args[0], args[1], args[2], p)
+			})
+		},
+	}
+}
+
+func runTransfer(ctx context.Context, e *env, do func(*client.Client, client.Progress) (string, error)) error {
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	var bar *progressBar
+	if isTerminal(e.io.Err) {
+		bar = &progressBar{w: e.io.Err, start: time.Now()}
+	}
+	var p client.Progress
+	if bar != nil {
+		p = bar.update
+	}
+	msg, err := do(c, p)
+	if bar != nil {
+		bar.clear()
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(e.io.Out, msg)
+	return nil
+}
+
+// progressBar draws one line on a terminal, at most ten times a second.
+type progressBar struct {
+	w     io.Writer
+	start time.Time
+	last  time.Time
+}
+
+func (b *progressBar) update(done, total int64) {
+	now := time.Now()
+	if now.Sub(b.last) < 100*time.Millisecond && done < total {
+		return
+	}
+	b.last = now
+	frac := 1.0
+	if total > 0 {
+		frac = float64(done) / float64(total)
+	}
+	const width = 30
+	n := int(frac * width)
+	rate := float64(done) / 1e6 / max(now.Sub(b.start).Seconds(), 1e-3)
+	fmt.Fprintf(b.w, "\r%3d%% [%s%s] %.0f/%.0f MB  %.1f MB/s ", int(frac*100), strings.Repeat("=", n), strings.Repeat(" ", width-n),
+		float64(done)/1e6, float64(total)/1e6, rate)
+}
+
+func (b *progressBar) clear() {
+	fmt.Fprintf(b.w, "\r%s\r", strings.Repeat(" ", 79))
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}

@@ -1,0 +1,199 @@
+package tests
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/tests/hubtest"
+	"github.com/replhub/replhub/tests/sshtest"
+)
+
+// randomFile writes size pseudo-random bytes (fast, not crypto) and returns
+// their sha256.
+func randomFile(t *testing.T, path string, size int64) string {
+	t.Helper()
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	defer f.Close()
+	h := sha256.New()
+	buf := make([]byte, 1<<20)
+	x := uint64(88172645463325252)
+	for written := int64(0); written < size; {
+		for i := 0; i+8 <= len(buf); i += 8 {
+			x ^= x << 13
+			x ^= x >> 7
+			x ^= x << 17
+			for j := 0; j < 8; j++ {
+				buf[i+j] = byte(x >> (8 * j))
+			}
+		}
+		n := int64(len(buf))
+		if size-written < n {
+			n = size - written
+		}
+		f.Write(buf[:n])
+		h.Write(buf[:n])
+		written += n
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func sha(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	h := sha256.New()
+	_, err = io.Copy(h, f)
+	require.NoError(t, err)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func TestFilesCLIOneGiB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves 2 GiB")
+	}
+	e := hubtest.Start(t)
+	e.Setenv("REPLHUB_PYTHON", py(t, "3.11"))
+	src := filepath.Join(e.Dir, "big.bin")
+	sum := randomFile(t, src, 1<<30)
+	ok(t, e.Run("exec", "f", "1"))
+	dest := filepath.Join(e.Dir, "big.copy")
+	out := ok(t, e.Run("push", "f", src, dest))
+	assert.Regexp(t, `pushed 1073741824 bytes to session 'f' in \S+ \(\d+\.\d MB/s\)`, out)
+	assert.Equal(t, sum, sha(t, dest))
+	back := filepath.Join(e.Dir, "big.back")
+	out = ok(t, e.Run("pull", "f", dest, back))
+	assert.Regexp(t, `pulled 1073741824 bytes from session 'f'`, out)
+	assert.Equal(t, sum, sha(t, back))
+	os.Remove(back)
+	os.Remove(dest)
+
+	// The hub killed mid-transfer leaves nothing under the destination's
+	// name, and no partial file either.
+	cmd := exec.Command(e.Bin, "push", "f", src, dest)
+	cmd.Env = e.Vars
+	require.NoError(t, cmd.Start())
+	time.Sleep(700 * time.Millisecond)
+	require.NoError(t, syscall.Kill(e.HubPid(), syscall.SIGKILL))
+	cmd.Wait()
+	time.Sleep(500 * time.Millisecond)
+	_, err := os.Stat(dest)
+	assert.True(t, os.IsNotExist(err), "nothing under the destination's name")
+	_, err = os.Stat(dest + ".replhub-part")
+	assert.True(t, os.IsNotExist(err), "the partial file went with the worker")
+}
+
+func TestFilesRules(t *testing.T) {
+	e := hubtest.Start(t)
+	e.Setenv("REPLHUB_PYTHON", py(t, "3.11"))
+	ok(t, e.Run("exec", "f", "1"))
+	dir := e.Dir
+	src := filepath.Join(dir, "src.sh")
+	require.NoError(t, os.WriteFile(src, []byte("#!/bin/sh\necho hi\n"), 0o751))
+
+	// A new file takes the source's mode.
+	ok(t, e.Run("push", "f", src, filepath.Join(dir, "new.sh")))
+	fi, err := os.Stat(filepath.Join(dir, "new.sh"))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o751), fi.Mode().Perm())
+
+	// Overwriting keeps the destination's mode.
+	existing := filepath.Join(dir, "existing.txt")
+	require.NoError(t, os.WriteFile(existing, []byte("old"), 0o640))
+	ok(t, e.Run("push", "f", src, existing))
+	fi, _ = os.Stat(existing)
+	assert.Equal(t, os.FileMode(0o640), fi.Mode().Perm())
+	b, _ := os.ReadFile(existing)
+	assert.Equal(t, "#!/bin/sh\necho hi\n", string(b))
+
+	// A symlink destination stays a link to the replaced file.
+	real := filepath.Join(dir, "real.txt")
+	link := filepath.Join(dir, "link.txt")
+	require.NoError(t, os.WriteFile(real, []byte("before"), 0o600))
+	require.NoError(t, os.Symlink(real, link))
+	ok(t, e.Run("push", "f", src, link))
+	li, err := os.Lstat(link)
+	require.NoError(t, err)
+	assert.True(t, li.Mode()&os.ModeSymlink != 0, "still a link")
+	b, _ = os.ReadFile(real)
+	assert.Equal(t, "#!/bin/sh\necho hi\n", string(b))
+
+	// Bytes from a session are 0600; pull with and without dest.
+	out := ok(t, e.Run("exec", "g", fmt.Sprintf(`f = session("f")
+f.push(b"secret bytes", %q)
+f.pull(%q), f.pull(%q, %q)`, filepath.Join(dir, "bytes.bin"), filepath.Join(dir, "bytes.bin"), real, filepath.Join(dir, "pulled.sh"))))
+	assert.Contains(t, out, "(b'secret bytes', None)")
+	fi, _ = os.Stat(filepath.Join(dir, "bytes.bin"))
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	fi, _ = os.Stat(filepath.Join(dir, "pulled.sh"))
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "real.txt was 0600")
+
+	// One file at a time: a folder gives an error suggesting tar.
+	r := e.Run("push", "f", dir, filepath.Join(dir, "x"))
+	assert.Equal(t, 2, r.Code)
+	assert.Contains(t, r.Stderr, "is a folder: push one file at a time (tar it first)")
+	r = e.Run("pull", "f", dir, filepath.Join(dir, "y"))
+	assert.Equal(t, 2, r.Code)
+	assert.Contains(t, r.Stderr, "is a folder: pull one file at a time (tar it first)")
+	r = e.Run("pull", "f", "/no/such/file", filepath.Join(dir, "z"))
+	assert.Contains(t, r.Stderr, "cannot read /no/such/file")
+	_, err = os.Stat(filepath.Join(dir, "z.replhub-part"))
+	assert.True(t, os.IsNotExist(err))
+	// ~ is the session's home.
+	out = ok(t, e.Run("exec", "g", `import os; os.path.expanduser("~") == os.environ["HOME"]`))
+	assert.Contains(t, out, "True")
+}
+
+func TestFilesOwnerKeptByRoot(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root to own files as another user")
+	}
+	e := hubtest.Start(t)
+	e.Setenv("REPLHUB_PYTHON", py(t, "3.11"))
+	ok(t, e.Run("exec", "r", "1"))
+	dest := filepath.Join(e.Dir, "owned.txt")
+	require.NoError(t, os.WriteFile(dest, []byte("x"), 0o644))
+	require.NoError(t, os.Chown(dest, 65534, 65534))
+	src := filepath.Join(e.Dir, "src.txt")
+	require.NoError(t, os.WriteFile(src, []byte("new content"), 0o600))
+	ok(t, e.Run("push", "r", src, dest))
+	fi, err := os.Stat(dest)
+	require.NoError(t, err)
+	st := fi.Sys().(*syscall.Stat_t)
+	assert.Equal(t, uint32(65534), st.Uid, "a root writer keeps the destination's owner")
+	assert.Equal(t, os.FileMode(0o644), fi.Mode().Perm())
+}
+
+func TestFilesAcrossHosts(t *testing.T) {
+	w := newSSHWorld(t, []string{"hostA", "hostB"}, sshtest.Options{})
+	w.Setenv("REPLHUB_PYTHON", py(t, "3.11"))
+	src := filepath.Join(w.Dir, "mid.bin")
+	sum := randomFile(t, src, 20<<20+123)
+	ok(t, w.Run("exec", "ra", "1", "--host", "hostA"))
+	ok(t, w.Run("exec", "rb", "1", "--host", "hostB", "--python", py(t, "3.6")))
+	// local to remote, and back
+	a := filepath.Join(w.Dir, "on-a.bin")
+	ok(t, w.Run("push", "ra", src, a))
+	assert.Equal(t, sum, sha(t, a))
+	// remote to remote through this machine, into a Python 3.6 session
+	b := filepath.Join(w.Dir, "on-b.bin")
+	out := ok(t, w.Run("exec", "ra", fmt.Sprintf(`rb = session("rb"); rb.push(%q, %q); len(rb.pull(%q))`, a, b, b)))
+	assert.Contains(t, out, fmt.Sprint(20<<20+123))
+	assert.Equal(t, sum, sha(t, b))
+	// a Python 3.6 session pulling
+	c := filepath.Join(w.Dir, "on-c.bin")
+	ok(t, w.Run("exec", "rb", fmt.Sprintf(`session("ra").pull(%q, %q)`, a, c)))
+	assert.Equal(t, sum, sha(t, c))
+}
