@@ -142,11 +142,22 @@ func remoteRows(w *world, n int, localRT time.Duration) (rows []row, err error) 
 	rows = append(rows, row{"first session through one jump host", ms(jumped), "direct " + ms(first),
 		fmt.Sprintf("+%s", ms(jumped-first)), "the jump's cost"})
 
+	or, err := objectRows(w, sshCfg, o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+	}
+	rows = append(rows, or...)
+
+	bare, err := payload.Build(nil)
+	if err != nil {
+		return nil, err
+	}
 	pl, err := payload.Default()
 	if err != nil {
 		return nil, err
 	}
-	rows = append(rows, row{"payload on the wire (no cloudpickle)", fmt.Sprintf("%.1f KiB", float64(len(pl))/1024), "", "", "under 64 KiB"})
+	rows = append(rows, row{"payload on the wire", fmt.Sprintf("%.1f KiB without cloudpickle", float64(len(bare))/1024),
+		fmt.Sprintf("%.1f KiB with it", float64(len(pl))/1024), "", "under 64 KiB"})
 	return rows, nil
 }
 

@@ -120,11 +120,12 @@ class Session(object):
 
     RESULT_CAP = 10000
 
-    def __init__(self, chan, tk):
+    def __init__(self, chan, load_tk):
         import threading
         import types
         self.chan = chan
-        self.tk = tk
+        self._load_tk = load_tk
+        self._tk = None
         self.main_ident = threading.current_thread().ident
         self.running = False
         self.queue = []
@@ -134,10 +135,27 @@ class Session(object):
         main.__dict__["__builtins__"] = __builtins__
         sys.modules["__main__"] = main
         self.ns = main.__dict__
-        tk._link = tk.Link(chan)
-        self.ns["session"] = tk.session
-        self.ns["sessions"] = tk.sessions
+        self.ns["session"] = self._lazy("session")
+        self.ns["sessions"] = self._lazy("sessions")
         self.base_names = set(self.ns)
+
+    @property
+    def tk(self):
+        """The toolkit, loaded at its first use: a session that never talks
+        to another pays nothing for it at start."""
+        if self._tk is None:
+            tk = self._load_tk()
+            tk._link = tk.Link(self.chan)
+            self.ns["session"], self.ns["sessions"] = tk.session, tk.sessions
+            self._tk = tk
+        return self._tk
+
+    def _lazy(self, name):
+        def call(*args, **kwargs):
+            return getattr(self.tk, name)(*args, **kwargs)
+        call.__name__ = call.__qualname__ = name
+        call.__doc__ = "replhub: %s() (see help once it has run once)" % name
+        return call
 
     # -- reader thread -------------------------------------------------
     def read_loop(self):
@@ -156,10 +174,11 @@ class Session(object):
                 msg = None
             if msg is None:
                 # The hub is gone (or the link is): nobody can see us now.
-                try:
-                    self.tk.abort_transfers()
-                except Exception:
-                    pass
+                if self._tk is not None:
+                    try:
+                        self._tk.abort_transfers()
+                    except Exception:
+                        pass
                 os._exit(0)
             header, data = msg
             seen_frame = True
@@ -173,11 +192,11 @@ class Session(object):
             if op == "ping":
                 self.chan.send({"op": "pong", "id": header.get("id")})
                 continue
-            if op == "reply":
-                self.tk._link.dispatch(header, data)
+            if op == "reply" and self._tk is not None:
+                self._tk._link.dispatch(header, data)
                 continue
-            if op in ("chunk", "ack"):
-                self.tk.route(header, data)
+            if op in ("chunk", "ack") and self._tk is not None:
+                self._tk.route(header, data)
                 continue
             with self.cond:
                 self.queue.append((header, data))
@@ -396,7 +415,7 @@ def main(argv):
     import faulthandler
     faulthandler.enable()
     import threading
-    session = Session(chan, _load_tk(cloudpickle_dir))
+    session = Session(chan, lambda: _load_tk(cloudpickle_dir))
     t = threading.Thread(target=session.read_loop, name="replhub-reader")
     t.daemon = True
     t.start()

@@ -38,7 +38,7 @@ func (c *Client) Push(ctx context.Context, name, src, dest string, progress Prog
 	defer k.c.Close()
 	stop := context.AfterFunc(ctx, func() { k.c.Close() })
 	defer stop()
-	if err := wire.Write(k.c, wire.Request{V: wire.Version, Op: wire.OpPush, Name: name, Path: dest,
+	if err := wire.WriteRequest(k.c, &wire.Request{V: wire.Version, Op: wire.OpPush, Name: name, Path: dest,
 		Stream: &wire.Stream{Size: fi.Size(), Mode: uint32(fi.Mode().Perm())}}); err != nil {
 		return "", ErrHubGone
 	}
@@ -89,7 +89,7 @@ func (c *Client) Push(ctx context.Context, name, src, dest string, progress Prog
 		}
 		n, rerr := io.ReadFull(f, buf)
 		if n > 0 {
-			if err := wire.Write(k.c, wire.Request{V: wire.Version, Op: wire.OpStream, Stream: &wire.Stream{Seq: seq, Data: buf[:n]}}); err != nil {
+			if err := wire.WriteRequest(k.c, &wire.Request{V: wire.Version, Op: wire.OpStream, Stream: &wire.Stream{Seq: seq, Data: buf[:n]}}); err != nil {
 				break
 			}
 			sent += int64(n)
@@ -98,7 +98,7 @@ func (c *Client) Push(ctx context.Context, name, src, dest string, progress Prog
 			}
 		}
 		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
-			wire.Write(k.c, wire.Request{V: wire.Version, Op: wire.OpStream, Stream: &wire.Stream{Seq: seq + 1, EOF: true}})
+			wire.WriteRequest(k.c, &wire.Request{V: wire.Version, Op: wire.OpStream, Stream: &wire.Stream{Seq: seq + 1, EOF: true}})
 			break
 		}
 		if rerr != nil {
@@ -130,7 +130,7 @@ func (c *Client) Pull(ctx context.Context, name, src, dest string, progress Prog
 	defer k.c.Close()
 	stop := context.AfterFunc(ctx, func() { k.c.Close() })
 	defer stop()
-	if err := wire.Write(k.c, wire.Request{V: wire.Version, Op: wire.OpPull, Name: name, Path: src}); err != nil {
+	if err := wire.WriteRequest(k.c, &wire.Request{V: wire.Version, Op: wire.OpPull, Name: name, Path: src}); err != nil {
 		return "", ErrHubGone
 	}
 	rep, err := readReply(k)
@@ -170,7 +170,7 @@ func (c *Client) Pull(ctx context.Context, name, src, dest string, progress Prog
 		if progress != nil {
 			progress(got, total)
 		}
-		if err := wire.Write(k.c, wire.Request{V: wire.Version, Op: wire.OpStream, Stream: &wire.Stream{Seq: r.Stream.Seq, Ack: true}}); err != nil {
+		if err := wire.WriteRequest(k.c, &wire.Request{V: wire.Version, Op: wire.OpStream, Stream: &wire.Stream{Seq: r.Stream.Seq, Ack: true}}); err != nil {
 			sink.Abort()
 			return "", ErrHubGone
 		}
@@ -194,6 +194,16 @@ func readReply(k *conn) (*wire.Reply, error) {
 	var rep wire.Reply
 	if err := json.Unmarshal(line, &rep); err != nil {
 		return nil, fmt.Errorf("client: malformed reply from hub: %v", err)
+	}
+	if rep.Len > 0 {
+		data, err := wire.ReadData(k.r, rep.Len)
+		if err != nil {
+			return nil, ErrHubGone
+		}
+		if rep.Stream == nil {
+			rep.Stream = &wire.Stream{}
+		}
+		rep.Stream.Data = data
 	}
 	if rep.Err != nil {
 		return nil, rep.Err

@@ -191,6 +191,12 @@ func (h *Hub) shutdown() {
 	h.pool.Close()
 }
 
+// message is one line from a client and the raw bytes after it.
+type message struct {
+	line []byte
+	data []byte
+}
+
 // serveConn checks the peer and then answers its requests in order. A
 // stranger gets one refusal line and nothing of it is read.
 func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
@@ -202,7 +208,7 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 		return
 	}
 	// A reader goroutine lets a request see its client go away.
-	lines := make(chan []byte)
+	lines := make(chan message)
 	gone := make(chan struct{})
 	go func() {
 		defer close(gone)
@@ -215,8 +221,17 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 				}
 				return
 			}
+			m := message{line: append([]byte(nil), line...)}
+			var head struct {
+				Len int `json:"len"`
+			}
+			if json.Unmarshal(m.line, &head) == nil && head.Len > 0 {
+				if m.data, err = wire.ReadData(r, head.Len); err != nil {
+					return
+				}
+			}
 			select {
-			case lines <- append([]byte(nil), line...):
+			case lines <- m:
 			case <-ctx.Done():
 				return
 			}
@@ -227,12 +242,13 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 		wmu.Lock()
 		defer wmu.Unlock()
 		r.V = wire.Version
-		return wire.Write(c, r)
+		return wire.WriteReply(c, &r)
 	}
 	for {
 		var line []byte
 		select {
-		case line = <-lines:
+		case m := <-lines:
+			line = m.line
 		case <-gone:
 			return
 		case <-ctx.Done():
@@ -248,10 +264,13 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 		}()
 		next := func() (*wire.Request, bool) {
 			select {
-			case l := <-lines:
+			case m := <-lines:
 				var r wire.Request
-				if json.Unmarshal(l, &r) != nil {
+				if json.Unmarshal(m.line, &r) != nil {
 					return &wire.Request{}, true
+				}
+				if r.Stream != nil {
+					r.Stream.Data = m.data
 				}
 				return &r, true
 			case <-gone:

@@ -76,6 +76,9 @@ type Request struct {
 	// Stream carries a transfer's parts: push and pull requests start one,
 	// and OpStream lines that follow carry its chunks or acks.
 	Stream *Stream `json:"stream,omitempty"`
+	// Len is the number of raw bytes after the line: a chunk's data, which
+	// so travels without base64. Set by WriteMsg.
+	Len int `json:"len,omitempty"`
 	// Progress asks for progress replies while the request blocks.
 	Progress bool `json:"progress,omitempty"`
 }
@@ -89,10 +92,11 @@ type Stream struct {
 	Size int64  `json:"size,omitempty"`
 	Mode uint32 `json:"mode,omitempty"`
 	// Ready says the session is ready to send or receive.
-	Ready bool   `json:"ready,omitempty"`
-	Seq   int64  `json:"seq,omitempty"`
-	Data  []byte `json:"data,omitempty"`
-	EOF   bool   `json:"eof,omitempty"`
+	Ready bool  `json:"ready,omitempty"`
+	Seq   int64 `json:"seq,omitempty"`
+	// Data is a chunk; it travels as raw bytes after the JSON line.
+	Data []byte `json:"-"`
+	EOF  bool   `json:"eof,omitempty"`
 	// Ack acknowledges chunk Seq.
 	Ack bool `json:"ack,omitempty"`
 }
@@ -113,6 +117,7 @@ type Reply struct {
 	Sessions *SessionList `json:"sessions,omitempty"`
 	Message  string       `json:"message,omitempty"`
 	Stream   *Stream      `json:"stream,omitempty"`
+	Len      int          `json:"len,omitempty"`
 }
 
 // Progress tells a waiting client that its cell still runs.
@@ -266,6 +271,58 @@ func Write(w io.Writer, v any) error {
 		b[i] = 0
 	}
 	return err
+}
+
+// WriteRequest sends r, and after its line its stream's data, raw.
+func WriteRequest(w io.Writer, r *Request) error {
+	var data []byte
+	if r.Stream != nil {
+		data = r.Stream.Data
+	}
+	r.Len = len(data)
+	return writeMsg(w, r, data)
+}
+
+// WriteReply sends r, and after its line its stream's data, raw.
+func WriteReply(w io.Writer, r *Reply) error {
+	var data []byte
+	if r.Stream != nil {
+		data = r.Stream.Data
+	}
+	r.Len = len(data)
+	return writeMsg(w, r, data)
+}
+
+func writeMsg(w io.Writer, v any, data []byte) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("wire: %w", err)
+	}
+	b = append(b, '\n')
+	if len(data) > 0 && len(data) < 64<<10 {
+		b = append(b, data...)
+		data = nil
+	}
+	_, err = w.Write(b)
+	for i := range b {
+		b[i] = 0
+	}
+	if err == nil && len(data) > 0 {
+		_, err = w.Write(data)
+	}
+	return err
+}
+
+// ReadData reads the n raw bytes that follow a line.
+func ReadData(r *bufio.Reader, n int) ([]byte, error) {
+	if n < 0 || n > MaxLine {
+		return nil, fmt.Errorf("wire: bad data length %d", n)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // ErrLineTooLong is returned for a line longer than MaxLine.

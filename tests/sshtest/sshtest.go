@@ -124,6 +124,7 @@ func Start(t TB, o Options) *Server {
 			"MaxStartups 64",
 			"LogLevel VERBOSE",
 			"PrintMotd no",
+			"Subsystem sftp internal-sftp",
 		}
 		// sshd takes the first SetEnv line only: all go on one.
 		if len(o.SetEnv) > 0 {
