@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -79,6 +80,18 @@ func TestFilesCLIOneGiB(t *testing.T) {
 	assert.Equal(t, sum, sha(t, back))
 	os.Remove(back)
 	os.Remove(dest)
+	// Windowed: the hub never held much of the file.
+	assert.Less(t, peakRSS(t, e.HubPid()), int64(256<<20), "the hub's peak memory after moving 2 GiB")
+
+	// On a terminal, a progress bar; the throughput at the end always.
+	if _, err := exec.LookPath("script"); err == nil {
+		cmd := exec.Command("script", "-qec", fmt.Sprintf("%s push f %s %s", e.Bin, src, dest), "/dev/null")
+		cmd.Env = e.Vars
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		assert.Regexp(t, `\r\s*\d+% \[=*\s*\] \d+/1074 MB  \d+\.\d MB/s`, string(out))
+		os.Remove(dest)
+	}
 
 	// The hub killed mid-transfer leaves nothing under the destination's
 	// name, and no partial file either.
@@ -196,4 +209,20 @@ func TestFilesAcrossHosts(t *testing.T) {
 	c := filepath.Join(w.Dir, "on-c.bin")
 	ok(t, w.Run("exec", "rb", fmt.Sprintf(`session("ra").pull(%q, %q)`, a, c)))
 	assert.Equal(t, sum, sha(t, c))
+}
+
+// peakRSS is a process's peak resident memory (VmHWM).
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(t, err)
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmHWM:") {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, "VmHWM:")), "%d", &kb)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
 }

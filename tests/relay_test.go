@@ -180,6 +180,14 @@ func TestObjectsBusyInterruptAndDeath(t *testing.T) {
 	assert.Contains(t, r.Stdout, "session 'slow' died while serving the call: exited with status 5")
 	out = ok(t, e.Run("exec", "caller", "'caller lives'"))
 	assert.Contains(t, out, "'caller lives'")
+
+	// A target killed mid-call, likewise.
+	ok(t, e.Run("exec", "slow2", "import time"))
+	r = e.Run("exec", "caller", `session("slow2").call(lambda: time.sleep(60))`, "-t", "0.5")
+	require.Equal(t, 3, r.Code, "%s", r)
+	ok(t, e.Run("kill", "slow2"))
+	r = e.Run("wait", "caller", "-t", "10")
+	assert.Contains(t, r.Stdout, "session 'slow2' died while serving the call: killed on request", "%s", r)
 }
 
 func TestObjectsAcrossHosts(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -362,6 +363,26 @@ func TestRealSudo(t *testing.T) {
 		assert.Contains(t, r.Stdout, "Out[2]: 'root:'")
 		r = e.Run("kill", "ops")
 		assert.Equal(t, 0, r.Code, "%s", r)
+
+		// A user session opens its root twin, which pulls a root-only file,
+		// and pushes one that keeps its owner.
+		target := filepath.Join(e.Dir, "rootfile")
+		require.NoError(t, os.WriteFile(target, []byte("old"), 0o640))
+		require.NoError(t, os.Chown(target, 0, 0))
+		r = e.Run("exec", "me", fmt.Sprintf(`import os
+root = session("me").sudo() if False else session("me2", sudo=True)
+shadow = root.pull("/etc/shadow")
+root.push(b"new", %q)
+(os.getuid() != 0, shadow[:5], root.call(lambda: os.geteuid()))`, target))
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "(True, b'root:', 0)")
+		assert.Equal(t, 2, countLines(calls), "the hub asked through the creator's $SUDO_ASKPASS")
+		fi, err := os.Stat(target)
+		require.NoError(t, err)
+		assert.Equal(t, uint32(0), fi.Sys().(*syscall.Stat_t).Uid)
+		assert.Equal(t, os.FileMode(0o640), fi.Mode().Perm())
+		b, _ := os.ReadFile(target)
+		assert.Equal(t, "new", string(b))
 	})
 	t.Run("wrong password", func(t *testing.T) {
 		sudoUser(t, "rhpw", false)
