@@ -75,15 +75,25 @@ func checkTimeout(t float64) error {
 	return nil
 }
 
-func runExec(ctx context.Context, e *env, o *execOptions) error {
-	if err := checkTimeout(o.timeout); err != nil {
-		return err
+// blocking prepares a call that waits on session name's cell: it checks
+// the timeout, and makes Ctrl-C interrupt the cell. Call stop when done.
+func (e *env) blocking(ctx context.Context, timeout float64, name string) (context.Context, *client.Client, func(), error) {
+	if err := checkTimeout(timeout); err != nil {
+		return nil, nil, nil, err
 	}
 	c, err := e.client()
 	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, stop := interruptOnSignal(ctx, c, name, e.io.Err)
+	return ctx, c, stop, nil
+}
+
+func runExec(ctx context.Context, e *env, o *execOptions) error {
+	ctx, c, stop, err := e.blocking(ctx, o.timeout, o.name)
+	if err != nil {
 		return err
 	}
-	ctx, stop := interruptOnSignal(ctx, c, o.name, e.io.Err)
 	defer stop()
 	eo := client.ExecOptions{
 		Timeout: time.Duration(o.timeout * float64(time.Second)),
@@ -165,14 +175,10 @@ func newWaitCmd(e *env) *cobra.Command {
 }
 
 func runWait(ctx context.Context, e *env, o *waitOptions) error {
-	if err := checkTimeout(o.timeout); err != nil {
-		return err
-	}
-	c, err := e.client()
+	ctx, c, stop, err := e.blocking(ctx, o.timeout, o.name)
 	if err != nil {
 		return err
 	}
-	ctx, stop := interruptOnSignal(ctx, c, o.name, e.io.Err)
 	defer stop()
 	res, err := c.Wait(ctx, o.name, time.Duration(o.timeout*float64(time.Second)), nil)
 	if err != nil {
