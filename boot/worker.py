@@ -403,6 +403,9 @@ def main(argv):
     cloudpickle_dir = None
     if "--cloudpickle" in argv:
         cloudpickle_dir = argv[argv.index("--cloudpickle") + 1]
+    if "--modules" in argv:
+        # The user's modules, after everything else on the path.
+        sys.path.append(argv[argv.index("--modules") + 1])
     rfd, wfd = _setup_fds()
     sys.argv = [""]
     # A REPL's sys.path[0] is the current directory, not the worker's folder.

@@ -69,6 +69,11 @@ func (p Paths) Log() string { return filepath.Join(p.Runtime, "hub.log") }
 // PidFile holds the hub's pid while it runs.
 func (p Paths) PidFile() string { return filepath.Join(p.Runtime, "hub.pid") }
 
+// Modules is the folder of the user's modules: each NAME.py there is
+// importable as NAME in every session (locally from this folder, remotely
+// shipped in the payload), so that functions in it travel by reference.
+func (p Paths) Modules() string { return filepath.Join(p.Config, "modules") }
+
 // Transcript is the file every cell of session name is appended to.
 func (p Paths) Transcript(name string) string { return filepath.Join(p.State, name+".py") }
 

@@ -114,6 +114,9 @@ func (h *Hub) launchLocal(req wire.Request, withPassword bool, prompt string) (P
 	if d := payload.CloudpickleDir(); d != "" {
 		argv = append(argv, "--cloudpickle", d)
 	}
+	if fi, err := os.Stat(h.paths.Modules()); err == nil && fi.IsDir() {
+		argv = append(argv, "--modules", h.paths.Modules())
+	}
 	root := false
 	if req.Sudo {
 		name := envGet(req.Env, "REPLHUB_SUDO")
@@ -168,7 +171,7 @@ func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, se
 	if err != nil {
 		return nil, err
 	}
-	pl, err := payload.Default()
+	pl, err := payload.WithUserModules(h.paths.Modules())
 	if err != nil {
 		conn.Release()
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,20 +60,58 @@ func Build(extra map[string]Module) ([]byte, error) {
 }
 
 var (
-	once    sync.Once
-	cached  []byte
-	errOnce error
+	cpMods     map[string]Module
+	cpModsOnce sync.Once
 )
 
 // Default is the payload with the standard modules and, where this
-// machine has it, cloudpickle; built once per process.
+// machine has it, cloudpickle.
 func Default() ([]byte, error) {
-	once.Do(func() {
-		extra, _ := cloudpickleModules(CloudpickleDir())
-		cached, errOnce = Build(extra)
-	})
-	return cached, errOnce
+	return WithUserModules("")
 }
+
+// WithUserModules is Default plus the user's modules: every NAME.py in dir
+// (config's modules folder), importable as NAME in the session, so that
+// their functions travel by reference. dir is read at every call, so edits
+// need no restart; "" or a missing folder adds nothing.
+func WithUserModules(dir string) ([]byte, error) {
+	cpModsOnce.Do(func() { cpMods, _ = cloudpickleModules(CloudpickleDir()) })
+	extra := map[string]Module{}
+	for k, v := range cpMods {
+		extra[k] = v
+	}
+	user, err := UserModules(dir)
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range user {
+		extra[k] = v
+	}
+	return Build(extra)
+}
+
+// UserModules reads the top-level NAME.py files of dir.
+func UserModules(dir string) (map[string]Module, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.py"))
+	mods := map[string]Module{}
+	for _, f := range files {
+		name := strings.TrimSuffix(filepath.Base(f), ".py")
+		if !validModule.MatchString(name) {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("payload: user module: %w", err)
+		}
+		mods[name] = Module{Src: string(b)}
+	}
+	return mods, nil
+}
+
+var validModule = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 var (
 	cpOnce sync.Once

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -228,4 +229,20 @@ root, root.call(lambda: 6 * 7)`))
 	assert.Contains(t, out, "<session 'u2.root' here as root")
 	assert.Contains(t, ok(t, e.Run("sessions")), "u2.root  as root")
 	_ = strings.TrimSpace
+}
+
+// Functions from a user module go by reference: they need no cloudpickle
+// and cross Python versions, since only their name travels.
+func TestObjectsUserModulesByReference(t *testing.T) {
+	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
+	mods := w.Paths.Modules()
+	require.NoError(t, os.MkdirAll(mods, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(mods, "mytools.py"), []byte("def triple(x):\n    return 3 * x\n"), 0o600))
+	ok(t, w.Run("exec", "p36", "1", "--python", py(t, "3.6")))
+	ok(t, w.Run("exec", "far", "1", "--host", "lab", "--python", py(t, "3.12")))
+	out := ok(t, w.Run("exec", "p311", `import mytools
+session("p36").call(mytools.triple, 2), session("far").call(mytools.triple, 5)`, "--python", py(t, "3.11")))
+	assert.Contains(t, out, "(6, 15)")
+	out = ok(t, w.Run("exec", "far", "import mytools, sys; mytools.__file__"))
+	assert.Contains(t, out, "<replhub>/mytools.py", "shipped from this machine, nothing installed there")
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"syscall"
 
@@ -61,5 +62,13 @@ func runHub(ctx context.Context, e *env, supervisor string) error {
 	}
 	os.WriteFile(paths.PidFile(), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600)
 	defer os.Remove(paths.PidFile())
+	// REPLHUB_CPUPROFILE names a file for a CPU profile of the hub's whole
+	// life, for finding where time goes.
+	if p := e.getenv("REPLHUB_CPUPROFILE"); p != "" {
+		if f, err := os.Create(p); err == nil {
+			pprof.StartCPUProfile(f)
+			defer func() { pprof.StopCPUProfile(); f.Close() }()
+		}
+	}
 	return h.Run(ctx, ln)
 }
