@@ -131,6 +131,7 @@ class Session(object):
         self.queue = []
         self.cond = threading.Condition()
         self.closed = False
+        self.rss_at = 0.0
         main = types.ModuleType("__main__")
         main.__dict__["__builtins__"] = __builtins__
         sys.modules["__main__"] = main
@@ -290,7 +291,13 @@ class Session(object):
             del pending[:]
         done["names"] = sorted(k for k in self.ns
                                if not k.startswith("_") and k not in self.base_names)[:200]
-        done["rss"] = _rss()
+        # Memory is read at most once a second: a trivial cell's round trip
+        # should not pay for a file read.
+        import time
+        now = time.time()
+        if now - self.rss_at > 1.0:
+            self.rss_at = now
+            done["rss"] = _rss()
         self.chan.send(done)
 
     def run_serve(self, header, data):

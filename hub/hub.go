@@ -10,6 +10,7 @@ package hub
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -225,7 +226,7 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 			var head struct {
 				Len int `json:"len"`
 			}
-			if json.Unmarshal(m.line, &head) == nil && head.Len > 0 {
+			if bytes.Contains(m.line, []byte(`"len":`)) && json.Unmarshal(m.line, &head) == nil && head.Len > 0 {
 				if m.data, err = wire.ReadData(r, head.Len); err != nil {
 					return
 				}
