@@ -75,7 +75,39 @@ func (c *Client) Push(ctx context.Context, name, src, dest string, progress Prog
 			mu.Unlock()
 		}
 	}()
-	buf := make([]byte, wire.ChunkSize)
+	// Reading the file overlaps with sending it: two buffers take turns.
+	type chunk struct {
+		b   []byte
+		err error
+	}
+	chunks := make(chan chunk, 1)
+	free := make(chan []byte, 2)
+	free <- make([]byte, wire.ChunkSize)
+	free <- make([]byte, wire.ChunkSize)
+	quit := make(chan struct{})
+	defer close(quit)
+	go func() {
+		for {
+			var b []byte
+			select {
+			case b = <-free:
+			case <-quit:
+				return
+			}
+			n, err := io.ReadFull(f, b)
+			if err == io.ErrUnexpectedEOF {
+				err = io.EOF
+			}
+			select {
+			case chunks <- chunk{b[:n], err}:
+			case <-quit:
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	var sent int64
 	for seq := int64(0); ; seq++ {
 		mu.Lock()
@@ -87,23 +119,24 @@ func (c *Client) Push(ctx context.Context, name, src, dest string, progress Prog
 		if done {
 			break
 		}
-		n, rerr := io.ReadFull(f, buf)
-		if n > 0 {
-			if err := wire.WriteRequest(k.c, &wire.Request{V: wire.Version, Op: wire.OpStream, Stream: &wire.Stream{Seq: seq, Data: buf[:n]}}); err != nil {
+		c := <-chunks
+		if len(c.b) > 0 {
+			if err := wire.WriteRequest(k.c, &wire.Request{V: wire.Version, Op: wire.OpStream, Stream: &wire.Stream{Seq: seq, Data: c.b}}); err != nil {
 				break
 			}
-			sent += int64(n)
+			sent += int64(len(c.b))
 			if progress != nil {
 				progress(sent, fi.Size())
 			}
 		}
-		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+		if c.err == io.EOF {
 			wire.WriteRequest(k.c, &wire.Request{V: wire.Version, Op: wire.OpStream, Stream: &wire.Stream{Seq: seq + 1, EOF: true}})
 			break
 		}
-		if rerr != nil {
-			return "", fmt.Errorf("client: reading %s: %w", src, rerr)
+		if c.err != nil {
+			return "", fmt.Errorf("client: reading %s: %w", src, c.err)
 		}
+		free <- c.b[:cap(c.b)]
 	}
 	mu.Lock()
 	for final == nil && ferr == nil {
@@ -145,9 +178,31 @@ func (c *Client) Pull(ctx context.Context, name, src, dest string, progress Prog
 	if err != nil {
 		return "", err
 	}
+	// Reading the next chunk overlaps with writing this one.
+	type got1 struct {
+		r   *wire.Reply
+		err error
+	}
+	replies := make(chan got1, wire.Window)
+	quit := make(chan struct{})
+	defer close(quit)
+	go func() {
+		for {
+			r, err := readReply(k)
+			select {
+			case replies <- got1{r, err}:
+			case <-quit:
+				return
+			}
+			if err != nil || r.Stream == nil || r.Stream.EOF {
+				return
+			}
+		}
+	}()
 	var got int64
 	for {
-		r, err := readReply(k)
+		g := <-replies
+		r, err := g.r, g.err
 		if err != nil {
 			sink.Abort()
 			if ctx.Err() != nil {
