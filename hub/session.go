@@ -636,10 +636,16 @@ func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, pr
 func (s *Session) interrupt() (string, error) {
 	s.mu.Lock()
 	r := s.cur
-	state, death := s.state, s.death
+	state, death, op := s.state, s.death, s.serving
 	s.mu.Unlock()
 	if state == stateDead {
 		return "", &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' is dead: %s", s.name, death)}
+	}
+	if op != nil {
+		if err := s.send(map[string]any{"op": "interrupt"}, nil); err != nil {
+			return "", &wire.Error{Code: wire.CodeInternal, Message: fmt.Sprintf("interrupt not delivered: %v", err)}
+		}
+		return fmt.Sprintf("interrupted the %s session '%s' was serving for '%s'", op.kind, s.name, op.from), nil
 	}
 	if r == nil || r.isFinished() {
 		return fmt.Sprintf("session '%s' is idle: nothing to interrupt", s.name), nil

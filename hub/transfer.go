@@ -2,6 +2,7 @@ package hub
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/replhub/replhub/wire"
@@ -12,6 +13,22 @@ import (
 // (a session serving "write", a session pulling, or a client) acknowledges
 // each one; the sender keeps at most a few unacknowledged. The hub forwards
 // one chunk at a time and holds no more than that per transfer.
+
+// queued runs sink on its own goroutine, in order, with up to wire.Window
+// frames waiting: reading the next chunk from one side then overlaps with
+// writing this one to the other. stop waits until all are written.
+func queued(sink func(*frame)) (enqueue func(*frame), stop func()) {
+	ch := make(chan *frame, wire.Window)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for f := range ch {
+			sink(f)
+		}
+	}()
+	var once sync.Once
+	return func(f *frame) { ch <- f }, func() { once.Do(func() { close(ch) }); <-done }
+}
 
 // sessionTransfer serves a pull or push that code in session from asked
 // for, with a session named f.Target on the other end.
@@ -39,13 +56,15 @@ func (h *Hub) sessionTransfer(from *Session, f *frame) {
 	}
 	from.link(f.ID, target, op)
 	defer from.unlink(f.ID)
-	op.chunkSink = func(c *frame) {
+	enqueue, flush := queued(func(c *frame) {
 		header := map[string]any{"op": "chunk", "id": f.ID, "seq": c.Seq}
 		if c.EOF {
 			header["eof"] = true
 		}
 		from.send(header, c.data)
-	}
+	})
+	defer flush()
+	op.chunkSink = enqueue
 	op.ackSink = func(a *frame) { from.send(map[string]any{"op": "ack", "id": f.ID, "seq": a.Seq}, nil) }
 	h.transcribeNote(target, title, "")
 	serve := map[string]any{"op": "serve", "sid": op.sid, "kind": kind, "from": from.name, "path": f.Path}
@@ -64,6 +83,7 @@ func (h *Hub) sessionTransfer(from *Session, f *frame) {
 	}
 	from.send(map[string]any{"op": "reply", "id": f.ID, "ok": true, "size": first.Size, "mode": first.Mode}, nil)
 	last := <-op.done
+	flush() // every chunk reaches the caller before the last word
 	death := h.endServe(target, op)
 	switch {
 	case last == nil && f.Kind == "pull":
@@ -102,9 +122,11 @@ func (h *Hub) clientTransfer(req wire.Request, next func() (*wire.Request, bool)
 		<-op.done
 		h.endServe(target, op)
 	}
-	op.chunkSink = func(c *frame) {
+	enqueue, flush := queued(func(c *frame) {
 		send(wire.Reply{Stream: &wire.Stream{Seq: c.Seq, Data: c.data, EOF: c.EOF}})
-	}
+	})
+	defer flush()
+	op.chunkSink = enqueue
 	op.ackSink = func(a *frame) { send(wire.Reply{Stream: &wire.Stream{Seq: a.Seq, Ack: true}}) }
 	h.transcribeNote(target, title, "")
 	serve := map[string]any{"op": "serve", "sid": op.sid, "kind": kind, "from": "the command line", "path": req.Path}
@@ -165,6 +187,7 @@ func (h *Hub) clientTransfer(req wire.Request, next func() (*wire.Request, bool)
 			size += int64(len(r.Stream.Data))
 			target.send(header, r.Stream.Data)
 		case last := <-op.done:
+			flush()
 			death := h.endServe(target, op)
 			if last == nil {
 				return replyErr(h.diedServing(target, req.Op, death))

@@ -175,6 +175,14 @@ func TestObjectsBusyInterruptAndDeath(t *testing.T) {
 	b, _ := os.ReadFile(e.Paths.Transcript("slow"))
 	assert.Contains(t, string(b), "# ---- call from 'caller': · ")
 
+	// Interrupting the target itself stops what it serves; the caller hears why.
+	r = e.Run("exec", "caller", `s.call("nap", 30)`, "-t", "0.5")
+	require.Equal(t, 3, r.Code, "%s", r)
+	r = e.Run("interrupt", "slow")
+	assert.Contains(t, r.Stdout, "interrupted the call session 'slow' was serving for 'caller'")
+	r = e.Run("wait", "caller", "-t", "10")
+	assert.Contains(t, r.Stdout, "KeyboardInterrupt", "%s", r)
+
 	// A target that dies mid-call gives the caller a clear error, not a hang.
 	r = e.Run("exec", "caller", `s.call(lambda: __import__("os")._exit(5))`, "-t", "20")
 	assert.Equal(t, 1, r.Code, "%s", r)
