@@ -31,16 +31,30 @@ class Channel(object):
         self._r = os.fdopen(rfd, "rb", 1 << 16)
         self._w = wfd
         self._lock = threading.Lock()
+        self._big = False
 
     def send(self, header, data=None):
         import json
         if data is not None:
             header["len"] = len(data)
+            if len(data) > (1 << 20) and not self._big:
+                self._grow_pipe()
         line = json.dumps(header, separators=(",", ":")).encode("utf-8") + b"\n"
         with self._lock:
             self._write(line)
             if data:
                 self._write(data)
+
+    def _grow_pipe(self):
+        # Before the first big frame: a 1 MiB pipe moves a file chunk in a
+        # few wakeups of the reader, not one per 64 KiB. Linux only, best
+        # effort (F_SETPIPE_SZ is 1031).
+        self._big = True
+        try:
+            import fcntl
+            fcntl.fcntl(self._w, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+        except Exception:
+            pass
 
     def send_raw(self, line):
         with self._lock:
