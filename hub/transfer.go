@@ -117,9 +117,15 @@ func (h *Hub) clientTransfer(req wire.Request, next func() (*wire.Request, bool)
 	if err != nil {
 		return errReply(wire.CodeBusy, "%v", err)
 	}
+	// abort stops the target's side when the client went away; a target
+	// that does not stop within 10 s is left to finish on its own.
 	abort := func() {
 		target.send(map[string]any{"op": "interrupt"}, nil)
-		<-op.done
+		select {
+		case <-op.done:
+		case <-time.After(10 * time.Second):
+			h.log.Warn("transfer not stopped", "session", target.name)
+		}
 		h.endServe(target, op)
 	}
 	enqueue, flush := queued(func(c *frame) {
