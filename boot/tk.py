@@ -571,12 +571,16 @@ def serve_read(header):
             _send({"op": "served", "sid": sid, "ok": True, "first": True, "py": PY,
                    "size": st.st_size, "mode": st.st_mode & 0o7777})
             seq = 0
+            # One buffer, reused: send() has written a chunk out before it
+            # returns, and fresh 8 MiB objects cost page faults each time.
+            buf = bytearray(CHUNK)
+            view = memoryview(buf)
             while True:
                 stream.wait_window(seq)
-                chunk = f.read(CHUNK)
-                if not chunk:
+                n = f.readinto(buf)
+                if not n:
                     break
-                _send({"op": "chunk", "sid": sid, "seq": seq}, chunk)
+                _send({"op": "chunk", "sid": sid, "seq": seq}, view[:n])
                 seq += 1
             _send({"op": "chunk", "sid": sid, "seq": seq, "eof": True})
         return {"ok": True}, None

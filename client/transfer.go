@@ -217,11 +217,13 @@ func (c *Client) Pull(ctx context.Context, name, src, dest string, progress Prog
 		if r.Stream.EOF {
 			break
 		}
-		if err := sink.Write(r.Stream.Data); err != nil {
+		err = sink.Write(r.Stream.Data)
+		got += int64(len(r.Stream.Data))
+		wire.PutChunk(r.Stream.Data)
+		if err != nil {
 			sink.Abort()
 			return "", err
 		}
-		got += int64(len(r.Stream.Data))
 		if progress != nil {
 			progress(got, total)
 		}

@@ -140,7 +140,7 @@ func readFrame(r *bufio.Reader) (*frame, error) {
 		return nil, &malformedError{append([]byte(nil), line...), errors.New("negative len")}
 	}
 	if f.Len > 0 {
-		f.data = make([]byte, f.Len)
+		f.data = wire.GetChunk(f.Len)
 		if _, err := io.ReadFull(r, f.data); err != nil {
 			return nil, io.EOF
 		}

@@ -280,6 +280,7 @@ func (s *Session) onStream(f *frame) {
 		data = f.data
 	}
 	link.target.send(header, data)
+	wire.PutChunk(data)
 }
 
 // open opens (or attaches to) a session for code in session from. A new

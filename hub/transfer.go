@@ -56,12 +56,14 @@ func (h *Hub) sessionTransfer(from *Session, f *frame) {
 	}
 	from.link(f.ID, target, op)
 	defer from.unlink(f.ID)
+	// The end of a pull is told only once the target is free again (below),
+	// so that the caller's next request never finds it still busy.
 	enqueue, flush := queued(func(c *frame) {
-		header := map[string]any{"op": "chunk", "id": f.ID, "seq": c.Seq}
 		if c.EOF {
-			header["eof"] = true
+			return
 		}
-		from.send(header, c.data)
+		from.send(map[string]any{"op": "chunk", "id": f.ID, "seq": c.Seq}, c.data)
+		wire.PutChunk(c.data)
 	})
 	defer flush()
 	op.chunkSink = enqueue
@@ -94,6 +96,8 @@ func (h *Hub) sessionTransfer(from *Session, f *frame) {
 		from.send(map[string]any{"op": "chunk", "id": f.ID, "done": true, "ok": last.OK, "error": last.errorText()}, nil)
 	case !last.OK:
 		from.send(map[string]any{"op": "chunk", "id": f.ID, "eof": true, "error": last.errorText()}, nil)
+	default:
+		from.send(map[string]any{"op": "chunk", "id": f.ID, "eof": true}, nil)
 	}
 }
 
@@ -130,6 +134,7 @@ func (h *Hub) clientTransfer(req wire.Request, next func() (*wire.Request, bool)
 	}
 	enqueue, flush := queued(func(c *frame) {
 		send(wire.Reply{Stream: &wire.Stream{Seq: c.Seq, Data: c.data, EOF: c.EOF}})
+		wire.PutChunk(c.data)
 	})
 	defer flush()
 	op.chunkSink = enqueue
@@ -192,6 +197,7 @@ func (h *Hub) clientTransfer(req wire.Request, next func() (*wire.Request, bool)
 			}
 			size += int64(len(r.Stream.Data))
 			target.send(header, r.Stream.Data)
+			wire.PutChunk(r.Stream.Data)
 		case last := <-op.done:
 			flush()
 			death := h.endServe(target, op)

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // Version is the protocol version spoken by this binary.
@@ -313,16 +314,39 @@ func writeMsg(w io.Writer, v any, data []byte) error {
 	return err
 }
 
-// ReadData reads the n raw bytes that follow a line.
+// ReadData reads the n raw bytes that follow a line. A chunk-sized buffer
+// comes from a pool: PutChunk it back once it is written on.
 func ReadData(r *bufio.Reader, n int) ([]byte, error) {
 	if n < 0 || n > MaxLine {
 		return nil, fmt.Errorf("wire: bad data length %d", n)
 	}
-	b := make([]byte, n)
+	b := GetChunk(n)
 	if _, err := io.ReadFull(r, b); err != nil {
+		PutChunk(b)
 		return nil, err
 	}
 	return b, nil
+}
+
+var chunkPool = sync.Pool{New: func() any { b := make([]byte, ChunkSize); return &b }}
+
+// GetChunk returns a buffer of n bytes, from a pool when n is big enough
+// to be a transfer's chunk: fresh 8 MiB buffers cost zeroing and page
+// faults each time.
+func GetChunk(n int) []byte {
+	if n > 1<<20 && n <= ChunkSize {
+		return (*chunkPool.Get().(*[]byte))[:n]
+	}
+	return make([]byte, n)
+}
+
+// PutChunk gives back a buffer from GetChunk; others are left to the GC.
+// The caller must not use b afterwards.
+func PutChunk(b []byte) {
+	if cap(b) == ChunkSize {
+		b = b[:ChunkSize]
+		chunkPool.Put(&b)
+	}
 }
 
 // ErrLineTooLong is returned for a line longer than MaxLine.
