@@ -2,6 +2,9 @@ package hub
 
 import (
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -102,28 +105,116 @@ func (h *Hub) sessionTransfer(from *Session, f *frame) {
 }
 
 // clientTransfer serves a client's push or pull (replhub push/pull). The
-// client's chunks and acks arrive as further request lines through next;
-// the hub's answers go out through send.
+// hub reads or writes the local file itself, req.Local: it runs as the
+// client's user on the client's machine, and so no byte goes through the
+// client. The client gets progress replies, then the last word; when its
+// connection closes (next reports it), the transfer stops.
 func (h *Hub) clientTransfer(req wire.Request, next func() (*wire.Request, bool), send func(wire.Reply) error) wire.Reply {
+	if !filepath.IsAbs(req.Local) {
+		return errReply(wire.CodeBadRequest, "hub: a transfer needs the local file's absolute path")
+	}
 	target, err := h.lookup(req.Name)
 	if err != nil {
 		return replyErr(err)
 	}
-	st := req.Stream
-	if st == nil {
-		st = &wire.Stream{}
-	}
-	kind, title := "read", fmt.Sprintf("pull to the command line: %s", req.Path)
+	var src *os.File
+	var size int64
+	var mode os.FileMode
+	kind, title := "read", fmt.Sprintf("pull to %s on the command line's machine: %s", req.Local, req.Path)
 	if req.Op == wire.OpPush {
-		kind, title = "write", fmt.Sprintf("push from the command line: %s (%d bytes)", req.Path, st.Size)
+		kind, title = "write", fmt.Sprintf("push from %s on the command line's machine: %s", req.Local, req.Path)
+		if src, err = os.Open(req.Local); err != nil {
+			return errReply(wire.CodeBadRequest, "%v", err)
+		}
+		defer src.Close()
+		fi, err := src.Stat()
+		if err != nil {
+			return errReply(wire.CodeBadRequest, "%v", err)
+		}
+		if fi.IsDir() {
+			return errReply(wire.CodeBadRequest, "%s is a folder: push one file at a time (tar it first)", req.Local)
+		}
+		size, mode = fi.Size(), fi.Mode().Perm()
 	}
 	op, err := h.beginServe(target, kind, "the command line")
 	if err != nil {
 		return errReply(wire.CodeBusy, "%v", err)
 	}
-	// abort stops the target's side when the client went away; a target
-	// that does not stop within 10 s is left to finish on its own.
-	abort := func() {
+	// The client going away ends the transfer.
+	gone := make(chan struct{})
+	go func() {
+		for {
+			if _, ok := next(); !ok {
+				close(gone)
+				return
+			}
+		}
+	}()
+	var mu sync.Mutex
+	var done int64
+	var lastProgress time.Time
+	report := func(n int64, total int64) {
+		mu.Lock()
+		done += n
+		d := done
+		now := time.Now()
+		due := now.Sub(lastProgress) > 100*time.Millisecond || d == total
+		if due {
+			lastProgress = now
+		}
+		mu.Unlock()
+		if due {
+			send(wire.Reply{Stream: &wire.Stream{Done: d, Size: total}})
+		}
+	}
+
+	var sink *Sink
+	var sinkErr error
+	sinkReady := make(chan struct{}) // closed once sink is set (or will not be)
+	acks := make(chan int64, 64)
+	total := size
+	enqueue, flush := queued(func(c *frame) {
+		<-sinkReady
+		if c.EOF || sink == nil {
+			wire.PutChunk(c.data)
+			return
+		}
+		if sinkErr == nil {
+			sinkErr = sink.Write(c.data)
+		}
+		n := int64(len(c.data))
+		wire.PutChunk(c.data)
+		if sinkErr != nil {
+			target.send(map[string]any{"op": "interrupt"}, nil)
+			return
+		}
+		target.send(map[string]any{"op": "ack", "sid": op.sid, "seq": c.Seq}, nil)
+		report(n, total)
+	})
+	defer flush()
+	op.chunkSink = enqueue
+	op.ackSink = func(a *frame) {
+		select {
+		case acks <- a.Seq:
+		default:
+		}
+	}
+	h.transcribeNote(target, title, "")
+	serve := map[string]any{"op": "serve", "sid": op.sid, "kind": kind, "from": "the command line", "path": req.Path}
+	if kind == "write" {
+		serve["size"], serve["mode"] = size, uint32(mode)
+	}
+	t0 := time.Now()
+	first := awaitServed(target, op, target.send(serve, nil))
+	if first == nil || !first.OK {
+		close(sinkReady)
+		death := h.endServe(target, op)
+		if first == nil {
+			return replyErr(h.diedServing(target, req.Op, death))
+		}
+		return errReply(wire.CodeBadRequest, "%s", first.errorText())
+	}
+	stopped := func() wire.Reply {
 		target.send(map[string]any{"op": "interrupt"}, nil)
 		select {
 		case <-op.done:
@@ -131,92 +222,91 @@ func (h *Hub) clientTransfer(req wire.Request, next func() (*wire.Request, bool)
 			h.log.Warn("transfer not stopped", "session", target.name)
 		}
 		h.endServe(target, op)
-	}
-	enqueue, flush := queued(func(c *frame) {
-		send(wire.Reply{Stream: &wire.Stream{Seq: c.Seq, Data: c.data, EOF: c.EOF}})
-		wire.PutChunk(c.data)
-	})
-	defer flush()
-	op.chunkSink = enqueue
-	op.ackSink = func(a *frame) { send(wire.Reply{Stream: &wire.Stream{Seq: a.Seq, Ack: true}}) }
-	h.transcribeNote(target, title, "")
-	serve := map[string]any{"op": "serve", "sid": op.sid, "kind": kind, "from": "the command line", "path": req.Path}
-	if kind == "write" {
-		serve["size"], serve["mode"] = st.Size, st.Mode
-	}
-	t0 := time.Now()
-	first := awaitServed(target, op, target.send(serve, nil))
-	if first == nil || !first.OK {
-		death := h.endServe(target, op)
-		if first == nil {
-			return replyErr(h.diedServing(target, req.Op, death))
+		if sink != nil {
+			sink.Abort()
 		}
-		return errReply(wire.CodeBadRequest, "%s", first.errorText())
-	}
-	if err := send(wire.Reply{Stream: &wire.Stream{Ready: true, Size: first.Size, Mode: first.Mode}}); err != nil {
-		abort()
 		return wire.Reply{}
 	}
-	// The client's lines: chunks (push) or acks (pull), until its eof
-	// (push) or the target's last frame (pull).
-	lines := make(chan *wire.Request)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		for {
-			r, ok := next()
-			if !ok {
-				close(lines)
-				return
-			}
-			select {
-			case lines <- r:
-			case <-stop:
-				return
-			}
+	if kind == "read" {
+		total = first.Size
+		sink, err = NewSink(req.Local, os.FileMode(first.Mode))
+		close(sinkReady)
+		if err != nil {
+			stopped()
+			return errReply(wire.CodeBadRequest, "%v", err)
 		}
-	}()
-	var size int64
-	for {
-		select {
-		case r, ok := <-lines:
-			if !ok {
-				abort()
-				return wire.Reply{}
+	} else {
+		close(sinkReady)
+		// Send the file, at most wire.Window chunks unacknowledged.
+		acked := int64(-1)
+		for seq := int64(0); ; seq++ {
+			for seq-acked > wire.Window {
+				select {
+				case a := <-acks:
+					acked = max(acked, a)
+				case <-gone:
+					return stopped()
+				case last := <-op.done:
+					op.done <- last
+					goto wait
+				}
 			}
-			if r.Stream == nil {
-				continue
+			buf := wire.GetChunk(wire.ChunkSize)
+			n, rerr := io.ReadFull(src, buf)
+			if n > 0 {
+				target.send(map[string]any{"op": "chunk", "sid": op.sid, "seq": seq}, buf[:n])
+				report(int64(n), total)
 			}
-			if r.Stream.Ack {
-				target.send(map[string]any{"op": "ack", "sid": op.sid, "seq": r.Stream.Seq}, nil)
-				continue
+			wire.PutChunk(buf)
+			if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+				target.send(map[string]any{"op": "chunk", "sid": op.sid, "seq": seq + 1, "eof": true}, nil)
+				break
 			}
-			header := map[string]any{"op": "chunk", "sid": op.sid, "seq": r.Stream.Seq}
-			if r.Stream.EOF {
-				header["eof"] = true
+			if rerr != nil {
+				stopped()
+				return errReply(wire.CodeBadRequest, "reading %s: %v", req.Local, rerr)
 			}
-			size += int64(len(r.Stream.Data))
-			target.send(header, r.Stream.Data)
-			wire.PutChunk(r.Stream.Data)
-		case last := <-op.done:
-			flush()
-			death := h.endServe(target, op)
-			if last == nil {
-				return replyErr(h.diedServing(target, req.Op, death))
-			}
-			if !last.OK {
-				return errReply(wire.CodeBadRequest, "%s", last.errorText())
-			}
-			if req.Op == wire.OpPush {
-				size = last.Size
-			} else {
-				size = first.Size
-			}
-			d := time.Since(t0)
-			return wire.Reply{Message: fmt.Sprintf("%s %d bytes %s session '%s' in %s (%.1f MB/s)",
-				map[string]string{wire.OpPush: "pushed", wire.OpPull: "pulled"}[req.Op], size,
-				map[string]string{wire.OpPush: "to", wire.OpPull: "from"}[req.Op], target.name,
-				wire.Duration(d.Seconds()), float64(size)/1e6/max(d.Seconds(), 1e-6))}
 		}
 	}
+wait:
+	var last *frame
+	select {
+	case last = <-op.done:
+	case <-gone:
+		return stopped()
+	}
+	flush()
+	death := h.endServe(target, op)
+	if last == nil {
+		if sink != nil {
+			sink.Abort()
+		}
+		return replyErr(h.diedServing(target, req.Op, death))
+	}
+	if !last.OK || sinkErr != nil {
+		if sink != nil {
+			sink.Abort()
+		}
+		if sinkErr != nil {
+			return errReply(wire.CodeBadRequest, "writing %s: %v", req.Local, sinkErr)
+		}
+		return errReply(wire.CodeBadRequest, "%s", last.errorText())
+	}
+	if sink != nil {
+		if err := sink.Finish(); err != nil {
+			return errReply(wire.CodeBadRequest, "writing %s: %v", req.Local, err)
+		}
+	}
+	if req.Op == wire.OpPush {
+		size = last.Size
+	} else {
+		size = first.Size
+	}
+	d := time.Since(t0)
+	verb, prep := "pushed", "to"
+	if req.Op == wire.OpPull {
+		verb, prep = "pulled", "from"
+	}
+	return wire.Reply{Message: fmt.Sprintf("%s %d bytes %s session '%s' in %s (%.1f MB/s)",
+		verb, size, prep, target.name, wire.Duration(d.Seconds()), float64(size)/1e6/max(d.Seconds(), 1e-6))}
 }

@@ -74,6 +74,10 @@ type Request struct {
 	// Path is the file in the session, for push (its destination) and pull
 	// (its source).
 	Path string `json:"path,omitempty"`
+	// Local is the absolute path of the file on this machine, for push (its
+	// source) and pull (its destination). The hub reads or writes it
+	// itself: it runs as the caller's user on the caller's machine.
+	Local string `json:"local,omitempty"`
 	// Stream carries a transfer's parts: push and pull requests start one,
 	// and OpStream lines that follow carry its chunks or acks.
 	Stream *Stream `json:"stream,omitempty"`
@@ -100,6 +104,9 @@ type Stream struct {
 	EOF  bool   `json:"eof,omitempty"`
 	// Ack acknowledges chunk Seq.
 	Ack bool `json:"ack,omitempty"`
+	// Done is how many bytes have moved, in the progress replies of a push
+	// or pull.
+	Done int64 `json:"done,omitempty"`
 }
 
 // Transfer sizes, the same on every side.
