@@ -10,7 +10,6 @@ package hub
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -192,12 +191,6 @@ func (h *Hub) shutdown() {
 	h.pool.Close()
 }
 
-// message is one line from a client and the raw bytes after it.
-type message struct {
-	line []byte
-	data []byte
-}
-
 // serveConn checks the peer and then answers its requests in order. A
 // stranger gets one refusal line and nothing of it is read.
 func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
@@ -209,7 +202,7 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 		return
 	}
 	// A reader goroutine lets a request see its client go away.
-	lines := make(chan message)
+	lines := make(chan []byte)
 	gone := make(chan struct{})
 	go func() {
 		defer close(gone)
@@ -222,15 +215,7 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 				}
 				return
 			}
-			m := message{line: append([]byte(nil), line...)}
-			var head struct {
-				Len int `json:"len"`
-			}
-			if bytes.Contains(m.line, []byte(`"len":`)) && json.Unmarshal(m.line, &head) == nil && head.Len > 0 {
-				if m.data, err = wire.ReadData(r, head.Len); err != nil {
-					return
-				}
-			}
+			m := append([]byte(nil), line...)
 			select {
 			case lines <- m:
 			case <-ctx.Done():
@@ -243,13 +228,12 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 		wmu.Lock()
 		defer wmu.Unlock()
 		r.V = wire.Version
-		return wire.WriteReply(c, &r)
+		return wire.Write(c, r)
 	}
 	for {
 		var line []byte
 		select {
-		case m := <-lines:
-			line = m.line
+		case line = <-lines:
 		case <-gone:
 			return
 		case <-ctx.Done():
@@ -267,11 +251,8 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 			select {
 			case m := <-lines:
 				var r wire.Request
-				if json.Unmarshal(m.line, &r) != nil {
+				if json.Unmarshal(m, &r) != nil {
 					return &wire.Request{}, true
-				}
-				if r.Stream != nil {
-					r.Stream.Data = m.data
 				}
 				return &r, true
 			case <-gone:

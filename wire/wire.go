@@ -35,7 +35,6 @@ const (
 	OpPing      = "ping"
 	OpPush      = "push"
 	OpPull      = "pull"
-	OpStream    = "stream"
 )
 
 // Request is what a client sends. Fields an op does not use are empty.
@@ -78,38 +77,18 @@ type Request struct {
 	// source) and pull (its destination). The hub reads or writes it
 	// itself: it runs as the caller's user on the caller's machine.
 	Local string `json:"local,omitempty"`
-	// Stream carries a transfer's parts: push and pull requests start one,
-	// and OpStream lines that follow carry its chunks or acks.
-	Stream *Stream `json:"stream,omitempty"`
-	// Len is the number of raw bytes after the line: a chunk's data, which
-	// so travels without base64. Set by WriteMsg.
-	Len int `json:"len,omitempty"`
 	// Progress asks for progress replies while the request blocks.
 	Progress bool `json:"progress,omitempty"`
 }
 
-// Stream is one part of a file transfer between a client and the hub.
-// Chunks are at most ChunkSize; the sender keeps at most Window of them
-// unacknowledged.
+// Stream is a push's or pull's progress: Done bytes of Size have moved.
 type Stream struct {
-	// Size and Mode describe the file (the first part of a push; the Ready
-	// answer of a pull).
-	Size int64  `json:"size,omitempty"`
-	Mode uint32 `json:"mode,omitempty"`
-	// Ready says the session is ready to send or receive.
-	Ready bool  `json:"ready,omitempty"`
-	Seq   int64 `json:"seq,omitempty"`
-	// Data is a chunk; it travels as raw bytes after the JSON line.
-	Data []byte `json:"-"`
-	EOF  bool   `json:"eof,omitempty"`
-	// Ack acknowledges chunk Seq.
-	Ack bool `json:"ack,omitempty"`
-	// Done is how many bytes have moved, in the progress replies of a push
-	// or pull.
+	Size int64 `json:"size,omitempty"`
 	Done int64 `json:"done,omitempty"`
 }
 
-// Transfer sizes, the same on every side.
+// Transfer sizes, the same on every side: a file moves in chunks of at
+// most ChunkSize, with at most Window of them unacknowledged.
 const (
 	ChunkSize = 8 << 20
 	Window    = 4
@@ -124,8 +103,8 @@ type Reply struct {
 	Result   *Result      `json:"result,omitempty"`
 	Sessions *SessionList `json:"sessions,omitempty"`
 	Message  string       `json:"message,omitempty"`
-	Stream   *Stream      `json:"stream,omitempty"`
-	Len      int          `json:"len,omitempty"`
+	// Stream is a push's or pull's progress.
+	Stream *Stream `json:"stream,omitempty"`
 }
 
 // Progress tells a waiting client that its cell still runs.
@@ -281,65 +260,11 @@ func Write(w io.Writer, v any) error {
 	return err
 }
 
-// WriteRequest sends r, and after its line its stream's data, raw.
-func WriteRequest(w io.Writer, r *Request) error {
-	var data []byte
-	if r.Stream != nil {
-		data = r.Stream.Data
-	}
-	r.Len = len(data)
-	return writeMsg(w, r, data)
-}
-
-// WriteReply sends r, and after its line its stream's data, raw.
-func WriteReply(w io.Writer, r *Reply) error {
-	var data []byte
-	if r.Stream != nil {
-		data = r.Stream.Data
-	}
-	r.Len = len(data)
-	return writeMsg(w, r, data)
-}
-
-func writeMsg(w io.Writer, v any, data []byte) error {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return fmt.Errorf("wire: %w", err)
-	}
-	b = append(b, '\n')
-	if len(data) > 0 && len(data) < 64<<10 {
-		b = append(b, data...)
-		data = nil
-	}
-	_, err = w.Write(b)
-	for i := range b {
-		b[i] = 0
-	}
-	if err == nil && len(data) > 0 {
-		_, err = w.Write(data)
-	}
-	return err
-}
-
-// ReadData reads the n raw bytes that follow a line. A chunk-sized buffer
-// comes from a pool: PutChunk it back once it is written on.
-func ReadData(r *bufio.Reader, n int) ([]byte, error) {
-	if n < 0 || n > MaxLine {
-		return nil, fmt.Errorf("wire: bad data length %d", n)
-	}
-	b := GetChunk(n)
-	if _, err := io.ReadFull(r, b); err != nil {
-		PutChunk(b)
-		return nil, err
-	}
-	return b, nil
-}
-
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, ChunkSize); return &b }}
 
 // GetChunk returns a buffer of n bytes, from a pool when n is big enough
 // to be a transfer's chunk: fresh 8 MiB buffers cost zeroing and page
-// faults each time.
+// faults each time. PutChunk gives it back.
 func GetChunk(n int) []byte {
 	if n > 1<<20 && n <= ChunkSize {
 		return (*chunkPool.Get().(*[]byte))[:n]
