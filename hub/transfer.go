@@ -33,6 +33,38 @@ func queued(sink func(*frame)) (enqueue func(*frame), stop func()) {
 	return func(f *frame) { ch <- f }, func() { once.Do(func() { close(ch) }); <-done }
 }
 
+// readChunk is one chunk of a file, or the error that ended it (io.EOF at
+// the end, with the last bytes).
+type readChunk struct {
+	b   []byte
+	err error
+}
+
+// readAhead reads f in chunks on its own goroutine, one ahead of the
+// reader, until the end, an error, or stop.
+func readAhead(f *os.File, stop <-chan struct{}) <-chan readChunk {
+	ch := make(chan readChunk, 1)
+	go func() {
+		for {
+			b := wire.GetChunk(wire.ChunkSize)
+			n, err := io.ReadFull(f, b)
+			if err == io.ErrUnexpectedEOF {
+				err = io.EOF
+			}
+			select {
+			case ch <- readChunk{b[:n], err}:
+			case <-stop:
+				wire.PutChunk(b)
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	return ch
+}
+
 // sessionTransfer serves a pull or push that code in session from asked
 // for, with a session named f.Target on the other end.
 func (h *Hub) sessionTransfer(from *Session, f *frame) {
@@ -237,7 +269,9 @@ func (h *Hub) clientTransfer(req wire.Request, next func() (*wire.Request, bool)
 		}
 	} else {
 		close(sinkReady)
-		// Send the file, at most wire.Window chunks unacknowledged.
+		// Send the file, at most wire.Window chunks unacknowledged; the next
+		// chunk is read while this one is sent.
+		chunks := readAhead(src, gone)
 		acked := int64(-1)
 		for seq := int64(0); ; seq++ {
 			for seq-acked > wire.Window {
@@ -251,14 +285,19 @@ func (h *Hub) clientTransfer(req wire.Request, next func() (*wire.Request, bool)
 					goto wait
 				}
 			}
-			buf := wire.GetChunk(wire.ChunkSize)
-			n, rerr := io.ReadFull(src, buf)
+			var c readChunk
+			select {
+			case c = <-chunks:
+			case <-gone:
+				return stopped()
+			}
+			n, rerr := len(c.b), c.err
 			if n > 0 {
-				target.send(map[string]any{"op": "chunk", "sid": op.sid, "seq": seq}, buf[:n])
+				target.send(map[string]any{"op": "chunk", "sid": op.sid, "seq": seq}, c.b)
 				report(int64(n), total)
 			}
-			wire.PutChunk(buf)
-			if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			wire.PutChunk(c.b)
+			if rerr == io.EOF {
 				target.send(map[string]any{"op": "chunk", "sid": op.sid, "seq": seq + 1, "eof": true}, nil)
 				break
 			}
