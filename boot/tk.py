@@ -421,8 +421,10 @@ class SessionHandle(object):
                     break
                 if sink is not None:
                     sink.write(data)
+                    link.chan.release(data)
                 else:
-                    buf.append(data)
+                    buf.append(bytes(data))
+                    link.chan.release(data)
                 link.chan.send({"op": "ack", "id": rid, "seq": h["seq"]})
             if sink is not None:
                 sink.finish()
@@ -676,6 +678,7 @@ def serve_write(header):
             if h.get("eof"):
                 break
             sink.write(data)
+            _need_link().chan.release(data)
             _send({"op": "ack", "sid": sid, "seq": h["seq"]})
         sink.finish()
         return {"ok": True, "size": sink.size}, None

@@ -32,6 +32,7 @@ class Channel(object):
         self._w = wfd
         self._lock = threading.Lock()
         self._big = False
+        self._pool = []
 
     def send(self, header, data=None):
         import json
@@ -83,10 +84,27 @@ class Channel(object):
         if n:
             if not isinstance(n, int) or n < 0:
                 raise ValueError("malformed frame (bad len): %r" % (line[:80],))
-            data = self._r.read(n)
-            if len(data) != n:
-                return None
+            if header["op"] == "chunk" and n > (1 << 20):
+                # A file chunk goes into a reused buffer (see release): fresh
+                # 8 MiB objects cost page faults every time.
+                buf = self._pool.pop() if self._pool else bytearray(8 << 20)
+                data = memoryview(buf)[:n]
+                got = 0
+                while got < n:
+                    k = self._r.readinto(data[got:])
+                    if not k:
+                        return None
+                    got += k
+            else:
+                data = self._r.read(n)
+                if len(data) != n:
+                    return None
         return header, data
+
+    def release(self, data):
+        """Give back a chunk's buffer once it is written."""
+        if isinstance(data, memoryview) and len(data.obj) == 8 << 20 and len(self._pool) < 8:
+            self._pool.append(data.obj)
 
 
 def _cap(text, limit):
