@@ -23,6 +23,17 @@ PROTO = 1
 _WORKER_FILE = __file__ if "__file__" in globals() else "<replhub-worker>"
 
 
+def _grow_pipe(fd):
+    """Before the first big frame each way: a 1 MiB pipe moves a file chunk
+    in a few wakeups, not one per 64 KiB. Linux only, best effort
+    (F_SETPIPE_SZ is 1031); a socket or a terminal just says no."""
+    try:
+        import fcntl
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
+    except Exception:
+        pass
+
+
 class Channel(object):
     """Frames over two file descriptors; send() may be called from any thread."""
 
@@ -32,6 +43,7 @@ class Channel(object):
         self._w = wfd
         self._lock = threading.Lock()
         self._big = False
+        self._big_in = False
         self._pool = []
 
     def send(self, header, data=None):
@@ -47,15 +59,8 @@ class Channel(object):
                 self._write(data)
 
     def _grow_pipe(self):
-        # Before the first big frame: a 1 MiB pipe moves a file chunk in a
-        # few wakeups of the reader, not one per 64 KiB. Linux only, best
-        # effort (F_SETPIPE_SZ is 1031).
         self._big = True
-        try:
-            import fcntl
-            fcntl.fcntl(self._w, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
-        except Exception:
-            pass
+        _grow_pipe(self._w)
 
     def send_raw(self, line):
         with self._lock:
@@ -85,6 +90,9 @@ class Channel(object):
             if not isinstance(n, int) or n < 0:
                 raise ValueError("malformed frame (bad len): %r" % (line[:80],))
             if header["op"] == "chunk" and n > (1 << 20):
+                if not self._big_in:
+                    self._big_in = True
+                    _grow_pipe(self._r.fileno())
                 # A file chunk goes into a reused buffer (see release): fresh
                 # 8 MiB objects cost page faults every time.
                 buf = self._pool.pop() if self._pool else bytearray(8 << 20)

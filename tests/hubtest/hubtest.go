@@ -221,8 +221,16 @@ func (e *Env) StopHub() {
 	}
 	cmd.Env = e.Vars
 	cmd.Run()
-	if pid > 0 && Alive(pid) {
+	// The socket goes first; the hub then ends its sessions and exits.
+	if pid > 0 && !WaitGone(pid, 5*time.Second) {
 		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+// RemoveBinary removes the binary Binary built; TestMain calls it.
+func RemoveBinary() {
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
 	}
 }
 

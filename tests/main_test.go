@@ -1,0 +1,14 @@
+package tests
+
+import (
+	"os"
+	"testing"
+
+	"github.com/replhub/replhub/tests/hubtest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	hubtest.RemoveBinary()
+	os.Exit(code)
+}
