@@ -208,7 +208,7 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*w
 	}
 	var we *wire.Error
 	if errors.As(err, &we) && we.Code == wire.CodeNeedPassword {
-		pw, aerr := sudo.Ask(ctx, lookEnv(o.Env, "SUDO_ASKPASS"), we.Prompt, o.Env)
+		pw, aerr := sudo.Ask(ctx, config.Getenv(o.Env, "SUDO_ASKPASS"), we.Prompt, o.Env)
 		if aerr != nil {
 			return nil, fmt.Errorf("%s: %w", we.Message, aerr)
 		}

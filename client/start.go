@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/safesock"
 )
 
@@ -77,10 +78,10 @@ func (c *Client) startHub(ctx context.Context) error {
 
 // startSystemd tries a transient user unit; false means use a detached process.
 func (c *Client) startSystemd(exe string, env []string) bool {
-	if lookEnv(env, "REPLHUB_SUPERVISOR") == "detached" {
+	if config.Getenv(env, "REPLHUB_SUPERVISOR") == "detached" {
 		return false
 	}
-	rt := lookEnv(env, "XDG_RUNTIME_DIR")
+	rt := config.Getenv(env, "XDG_RUNTIME_DIR")
 	if rt == "" {
 		return false
 	}
@@ -95,7 +96,7 @@ func (c *Client) startSystemd(exe string, env []string) bool {
 		fmt.Sprintf("--unit=replhub-hub-%d-%d", os.Getuid(), time.Now().UnixNano()%1e6),
 		"-p", "MemoryHigh=2G", "-p", "MemoryMax=3G"}
 	for _, k := range []string{"HOME", "PATH", "XDG_RUNTIME_DIR", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "LANG", "SSH_AUTH_SOCK", "SUDO_ASKPASS"} {
-		if v := lookEnv(env, k); v != "" {
+		if v := config.Getenv(env, k); v != "" {
 			args = append(args, "--setenv="+k+"="+v)
 		}
 	}
@@ -153,15 +154,6 @@ func appendLog(path, line string) {
 	}
 	defer f.Close()
 	f.WriteString(time.Now().Format(time.RFC3339) + " " + line)
-}
-
-func lookEnv(env []string, key string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
 }
 
 // IsNoHub reports whether err means that no hub is running.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 )
 
 // Paths are the folders replhub uses. A zero Paths is not usable; call
@@ -58,6 +59,17 @@ func FromEnv(getenv func(string) string) (Paths, error) {
 	}
 	p.Config = filepath.Join(cfg, "replhub")
 	return p, nil
+}
+
+// Getenv looks key up in an environment given as KEY=VALUE strings (a
+// caller's, sent with a request); the last setting wins, as in exec.
+func Getenv(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
 }
 
 // Socket is the hub's socket path.

@@ -29,3 +29,11 @@ func TestFromEnv(t *testing.T) {
 	assert.Equal(t, "/s/replhub/"+Hostname()+"/dead", p.DeadDir())
 	assert.Equal(t, "/c/replhub", p.Config)
 }
+
+func TestGetenv(t *testing.T) {
+	env := []string{"A=1", "B=x=y", "A=2", "NOEQUALS"}
+	assert.Equal(t, "2", Getenv(env, "A"), "the last setting wins")
+	assert.Equal(t, "x=y", Getenv(env, "B"))
+	assert.Equal(t, "", Getenv(env, "NOEQUALS"))
+	assert.Equal(t, "", Getenv(nil, "A"))
+}

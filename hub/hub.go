@@ -456,33 +456,24 @@ func (h *Hub) ensure(ctx context.Context, req wire.Request) (s *Session, created
 // another shell).
 func choosePython(req wire.Request) (string, error) {
 	if req.Python != "" {
-		p, err := lookPath(req.Python, envGet(req.Env, "PATH"))
+		p, err := lookPath(req.Python, config.Getenv(req.Env, "PATH"))
 		if err != nil {
 			return "", fmt.Errorf("python %q: %v", req.Python, err)
 		}
 		return p, nil
 	}
-	if p := envGet(req.Env, "REPLHUB_PYTHON"); p != "" {
-		lp, err := lookPath(p, envGet(req.Env, "PATH"))
+	if p := config.Getenv(req.Env, "REPLHUB_PYTHON"); p != "" {
+		lp, err := lookPath(p, config.Getenv(req.Env, "PATH"))
 		if err != nil {
 			return "", fmt.Errorf("$REPLHUB_PYTHON=%q: %v", p, err)
 		}
 		return lp, nil
 	}
-	p, err := lookPath("python3", envGet(req.Env, "PATH"))
+	p, err := lookPath("python3", config.Getenv(req.Env, "PATH"))
 	if err != nil {
 		return "", errors.New("no python3 on your PATH: pass --python PATH or set REPLHUB_PYTHON")
 	}
 	return p, nil
-}
-
-func envGet(env []string, key string) string {
-	for i := len(env) - 1; i >= 0; i-- {
-		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
-			return v
-		}
-	}
-	return ""
 }
 
 // lookPath resolves name against path (a PATH value), like exec.LookPath.

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/sudo"
 	"github.com/replhub/replhub/wire"
 )
@@ -310,7 +311,7 @@ func (h *Hub) open(from *Session, f *frame) (*wire.SessionInfo, error) {
 	s, _, _, err := h.ensure(ctx, req)
 	var we *wire.Error
 	if errors.As(err, &we) && we.Code == wire.CodeNeedPassword {
-		pw, aerr := sudo.Ask(ctx, envGet(req.Env, "SUDO_ASKPASS"), we.Prompt, req.Env)
+		pw, aerr := sudo.Ask(ctx, config.Getenv(req.Env, "SUDO_ASKPASS"), we.Prompt, req.Env)
 		if aerr != nil {
 			return nil, fmt.Errorf("%s: %w", we.Message, aerr)
 		}

@@ -119,11 +119,11 @@ func (h *Hub) launchLocal(req wire.Request, withPassword bool, prompt string) (P
 	}
 	root := false
 	if req.Sudo {
-		name := envGet(req.Env, "REPLHUB_SUDO")
+		name := config.Getenv(req.Env, "REPLHUB_SUDO")
 		if name == "" {
 			name = "sudo"
 		}
-		bin, err := lookPath(name, envGet(req.Env, "PATH"))
+		bin, err := lookPath(name, config.Getenv(req.Env, "PATH"))
 		if err != nil {
 			return nil, fmt.Errorf("sudo: %s not found on your PATH", name)
 		}
@@ -146,11 +146,11 @@ func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, se
 	if req.Jump != nil {
 		jumps = req.Jump
 	}
-	home := envGet(req.Env, "HOME")
+	home := config.Getenv(req.Env, "HOME")
 	if home == "" {
 		home, _ = os.UserHomeDir()
 	}
-	local := envGet(req.Env, "USER")
+	local := config.Getenv(req.Env, "USER")
 	if local == "" {
 		if u, err := user.Current(); err == nil {
 			local = u.Username
@@ -167,7 +167,7 @@ func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, se
 	s.mu.Lock()
 	s.info.Route = route.String()
 	s.mu.Unlock()
-	conn, err := h.pool.Get(ctx, route, remote.Env{Home: home, AgentSocket: envGet(req.Env, "SSH_AUTH_SOCK")})
+	conn, err := h.pool.Get(ctx, route, remote.Env{Home: home, AgentSocket: config.Getenv(req.Env, "SSH_AUTH_SOCK")})
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +198,7 @@ func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, se
 
 // promptFor is what the askpass program shows.
 func (h *Hub) promptFor(req wire.Request) string {
-	who := envGet(req.Env, "USER")
+	who := config.Getenv(req.Env, "USER")
 	if who == "" {
 		if u, err := user.Current(); err == nil {
 			who = u.Username
