@@ -9,7 +9,6 @@ package remote
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -264,5 +263,3 @@ func (p *Pool) Close() {
 
 // Route is the route this connection serves.
 func (c *Conn) Route() Route { return c.route }
-
-var errClosed = errors.New("remote: connection closed")

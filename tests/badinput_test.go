@@ -172,7 +172,7 @@ func TestPeerOfAnotherUidIsRefused(t *testing.T) {
 		require.NoError(t, os.Chmod(d, 0o755))
 	}
 	require.NoError(t, os.Chmod(e.Paths.Socket(), 0o777))
-	req := fmt.Sprintf(`{"v":1,"op":"exec","name":"mine","code":"secret"}`)
+	req := `{"v":1,"op":"exec","name":"mine","code":"secret"}`
 	script := fmt.Sprintf(`import socket
 s = socket.socket(socket.AF_UNIX)
 s.connect(%q)

@@ -3,7 +3,6 @@ package tests
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -236,7 +235,6 @@ root, root.call(lambda: 6 * 7)`))
 	out = ok(t, e.Run("exec", "u", `twin = session("u2"); twin.sudo()`))
 	assert.Contains(t, out, "<session 'u2.root' here as root")
 	assert.Contains(t, ok(t, e.Run("sessions")), "u2.root  as root")
-	_ = strings.TrimSpace
 }
 
 // Functions from a user module go by reference: they need no cloudpickle

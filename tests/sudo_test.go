@@ -281,7 +281,6 @@ func TestSudoRelayRemote(t *testing.T) {
 	assert.Less(t, time.Since(t0), 5*time.Second)
 	time.Sleep(300 * time.Millisecond)
 	assert.Equal(t, "not it\n", f.sudoRead())
-	_ = fmt.Sprint
 }
 
 // sudoUser makes (once) a user with a password and a sudoers rule, and
