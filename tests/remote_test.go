@@ -193,12 +193,11 @@ func TestRemoteJumps(t *testing.T) {
 
 	// config.json sets a jump per host pattern; a request's --jump wins and
 	// "jump": [] turns it off.
-	require.NoError(t, os.MkdirAll(w.Paths.Config, 0o700))
-	require.NoError(t, os.WriteFile(w.Paths.ConfigFile(), []byte(`{"hosts": {"tar*": {"jump": ["gw2"]}}}`), 0o600))
+	w.WriteConfig(`{"hosts": {"tar*": {"jump": ["gw2"]}}}`)
 	r = w.Run("exec", "cfgjump", "1", "--host", "target")
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "on target via gw2 (python")
-	require.NoError(t, os.WriteFile(w.Paths.ConfigFile(), []byte(`{"hosts": {"tar*": {"jump": ["gw2"]}, "target": {"jump": []}}}`), 0o600))
+	w.WriteConfig(`{"hosts": {"tar*": {"jump": ["gw2"]}, "target": {"jump": []}}}`)
 	r = w.Run("exec", "cfgoff", "1", "--host", "target")
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "on target (python")

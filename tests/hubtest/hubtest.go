@@ -146,6 +146,18 @@ func (e *Env) Getenv(k string) string {
 	return ""
 }
 
+// WriteConfig writes the world's config.json; the hub reads it at the next
+// session start.
+func (e *Env) WriteConfig(json string) {
+	e.t.Helper()
+	if err := os.MkdirAll(e.Paths.Config, 0o700); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(e.Paths.ConfigFile(), []byte(json), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 // Setenv sets a variable for later runs.
 func (e *Env) Setenv(k, v string) { e.Vars = append(e.Vars, k+"="+v) }
 
