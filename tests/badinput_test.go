@@ -176,7 +176,10 @@ func TestPeerOfAnotherUidIsRefused(t *testing.T) {
 	script := fmt.Sprintf(`import socket
 s = socket.socket(socket.AF_UNIX)
 s.connect(%q)
-s.sendall(%q.encode() + b"\n")
+try:
+    s.sendall(%q.encode() + b"\n")
+except OSError:
+    pass  # the hub may have refused and closed before the request went out
 s.settimeout(10)
 print(s.recv(65536).decode())`, e.Paths.Socket(), req)
 	cmd := exec.Command("setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sysPython, "-c", script)
