@@ -2,7 +2,7 @@
 // prints a table of medians and ratios. It builds the binary and runs a
 // private hub in a temporary folder; nothing of the user's is touched.
 //
-//	go run ./bench [-python PATH] [-n RUNS]
+//	go run ./bench [-python PATH] [-n RUNS] [-remote=false] [-objects] [-transfers K]
 package main
 
 import (
@@ -21,12 +21,18 @@ import (
 	"github.com/replhub/replhub/config"
 )
 
-var remoteFlag *bool
+var (
+	remoteFlag  *bool
+	objectsOnly *bool
+	transfers   *int
+)
 
 func main() {
 	python := flag.String("python", "", "interpreter (default: python3's real executable)")
 	n := flag.Int("n", 30, "runs per whole-process measurement")
 	remoteFlag = flag.Bool("remote", true, "also measure remote sessions against OpenSSH (needs sshd)")
+	objectsOnly = flag.Bool("objects", false, "measure only what sessions hand each other (files, objects, calls)")
+	transfers = flag.Int("transfers", 3, "rounds of the 1 GiB push/pull and its baselines")
 	flag.Parse()
 	if err := run(*python, *n); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -119,21 +125,53 @@ func run(python string, n int) error {
 		return err
 	}
 	defer w.close()
-	ctx := context.Background()
 	var rows []row
 	fmt.Printf("python %s, %d runs per whole-process figure\n\n", w.py, n)
 
+	var localRT time.Duration
+	if !*objectsOnly {
+		lr, rt, err := localRows(w, n)
+		if err != nil {
+			return err
+		}
+		rows, localRT = append(rows, lr...), rt
+	}
+
+	if *remoteFlag {
+		rr, err := remoteRows(w, n, localRT)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+		}
+		rows = append(rows, rr...)
+	}
+
+	fmt.Println("| measurement | replhub (median) | baseline (median) | ratio | goal |")
+	fmt.Println("|---|---|---|---|---|")
+	for _, r := range rows {
+		fmt.Printf("| %s | %s | %s | %s | %s |\n", r.what, r.value, r.baseline, r.ratio, r.goal)
+	}
+	return nil
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d.Nanoseconds())/1000) }
+
+// localRows measures local sessions (and root ones, where sudo lets it)
+// against a cold python3; it also returns the in-process round trip that
+// the remote figures are compared with.
+func localRows(w *world, n int) (rows []row, localRT time.Duration, err error) {
+	ctx := context.Background()
 	// 1. A warm exec as a whole process vs a cold python3 -c.
 	if _, err := w.c.Exec(ctx, "warm", "1+1", client.ExecOptions{Cwd: w.cwd, Env: w.env}); err != nil {
-		return err
+		return nil, 0, err
 	}
 	rh, err := w.timeCmd(n, w.bin, "exec", "warm", "1+1")
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	py, err := w.timeCmd(n, w.py, "-c", "print(1+1)")
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	rows = append(rows, row{"`replhub exec s '1+1'`, warm session", ms(rh), "`python3 -c 'print(1+1)'` " + ms(py),
 		fmt.Sprintf("%.1fx faster", float64(py)/float64(rh)), "at least 4x faster"})
@@ -143,11 +181,11 @@ func run(python string, n int) error {
 	for i := 0; i < 2000; i++ {
 		t0 := time.Now()
 		if _, err := w.c.Exec(ctx, "warm", "1", client.ExecOptions{Cwd: w.cwd, Env: w.env}); err != nil {
-			return err
+			return nil, 0, err
 		}
 		ds = append(ds, time.Since(t0))
 	}
-	localRT := median(ds)
+	localRT = median(ds)
 	rows = append(rows, row{"in-process round trip of a trivial cell (client package)", us(localRT), "", "", "at most 0.3 ms"})
 
 	// 3. A new session's start vs python3 -c pass.
@@ -156,7 +194,7 @@ func run(python string, n int) error {
 		name := fmt.Sprintf("new-%d", i)
 		t0 := time.Now()
 		if _, err := w.c.Exec(ctx, name, "pass", client.ExecOptions{Cwd: w.cwd, Env: w.env}); err != nil {
-			return err
+			return nil, 0, err
 		}
 		ds = append(ds, time.Since(t0))
 		w.c.Kill(ctx, name)
@@ -164,7 +202,7 @@ func run(python string, n int) error {
 	start := median(ds)
 	pass, err := w.timeCmd(n, w.py, "-c", "pass")
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	rows = append(rows, row{"new session start (to its first result)", ms(start), "`python3 -c pass` " + ms(pass),
 		fmt.Sprintf("%.2fx", float64(start)/float64(pass)), "at most 1.3x"})
@@ -174,7 +212,7 @@ func run(python string, n int) error {
 	for i := 0; i < 5; i++ {
 		t0 := time.Now()
 		if _, err := w.c.Exec(ctx, "warm", `import sys; sys.stdout.write("x" * (20 << 20))`, client.ExecOptions{Cwd: w.cwd, Env: w.env}); err != nil {
-			return err
+			return nil, 0, err
 		}
 		ds = append(ds, time.Since(t0))
 	}
@@ -198,11 +236,11 @@ func run(python string, n int) error {
 	all := time.Since(t0)
 	close(errs)
 	if err := <-errs; err != nil {
-		return err
+		return nil, 0, err
 	}
 	l, err := w.c.Sessions(ctx)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
 	rows = append(rows, row{"50 sessions started at once", ms(all), fmt.Sprintf("%d live", len(l.Sessions)), "", ""})
 	rows = append(rows, row{"the hub's own memory with 51 sessions", fmt.Sprintf("%.1f MB RSS", float64(l.Hub.RSS)/(1<<20)), "", "", "under 30 MB"})
@@ -213,21 +251,5 @@ func run(python string, n int) error {
 	}
 	rows = append(rows, sr...)
 
-	if *remoteFlag {
-		rr, err := remoteRows(w, n, localRT)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-		}
-		rows = append(rows, rr...)
-	}
-
-	fmt.Println("| measurement | replhub (median) | baseline (median) | ratio | goal |")
-	fmt.Println("|---|---|---|---|---|")
-	for _, r := range rows {
-		fmt.Printf("| %s | %s | %s | %s | %s |\n", r.what, r.value, r.baseline, r.ratio, r.goal)
-	}
-	return nil
+	return rows, localRT, nil
 }
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
-func us(d time.Duration) string { return fmt.Sprintf("%.0f µs", float64(d.Nanoseconds())/1000) }

@@ -56,10 +56,77 @@ func remoteRows(w *world, n int, localRT time.Duration) (rows []row, err error) 
 	w.env = append(w.env, "HOME="+home, "SSH_AUTH_SOCK=")
 	w.c.Env = w.env
 	sshCfg := filepath.Join(home, ".ssh", "config")
-	remotePy := w.py
-	ctx := context.Background()
-	o := client.ExecOptions{Cwd: w.cwd, Env: w.env, Host: "target", Python: remotePy}
+	o := client.ExecOptions{Cwd: w.cwd, Env: w.env, Host: "target", Python: w.py}
 
+	if !*objectsOnly {
+		rr, err := routeRows(w, n, localRT, sshCfg, o)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, rr...)
+	}
+
+	or, err := objectRows(w, sshCfg, o)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+	}
+	rows = append(rows, or...)
+
+	bare, err := payload.Build(nil)
+	if err != nil {
+		return nil, err
+	}
+	pl, err := payload.Default()
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, row{"payload on the wire", fmt.Sprintf("%.1f KiB without cloudpickle", float64(len(bare))/1024),
+		fmt.Sprintf("%.1f KiB with it", float64(len(pl))/1024), "", "under 64 KiB"})
+	return rows, nil
+}
+
+// loopbackPing is the median round trip of one byte over loopback TCP.
+func loopbackPing() time.Duration {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		b := make([]byte, 1)
+		for {
+			if _, err := c.Read(b); err != nil {
+				return
+			}
+			c.Write(b)
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		return 0
+	}
+	defer c.Close()
+	b := make([]byte, 1)
+	var ds []time.Duration
+	for i := 0; i < 1000; i++ {
+		t0 := time.Now()
+		c.Write(b)
+		c.Read(b)
+		ds = append(ds, time.Since(t0))
+	}
+	return median(ds)
+}
+
+// routeRows measures remote sessions against OpenSSH: a new route, a
+// further session on an open one, a warm round trip and a jump's cost.
+func routeRows(w *world, n int, localRT time.Duration, sshCfg string, o client.ExecOptions) (rows []row, err error) {
+	ctx := context.Background()
+	remotePy := o.Python
 	// A new route: the hub is restarted, so each start dials afresh.
 	var ds []time.Duration
 	for i := 0; i < n; i++ {
@@ -142,58 +209,5 @@ func remoteRows(w *world, n int, localRT time.Duration) (rows []row, err error) 
 	rows = append(rows, row{"first session through one jump host", ms(jumped), "direct " + ms(first),
 		fmt.Sprintf("+%s", ms(jumped-first)), "the jump's cost"})
 
-	or, err := objectRows(w, sshCfg, o)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-	}
-	rows = append(rows, or...)
-
-	bare, err := payload.Build(nil)
-	if err != nil {
-		return nil, err
-	}
-	pl, err := payload.Default()
-	if err != nil {
-		return nil, err
-	}
-	rows = append(rows, row{"payload on the wire", fmt.Sprintf("%.1f KiB without cloudpickle", float64(len(bare))/1024),
-		fmt.Sprintf("%.1f KiB with it", float64(len(pl))/1024), "", "under 64 KiB"})
 	return rows, nil
-}
-
-// loopbackPing is the median round trip of one byte over loopback TCP.
-func loopbackPing() time.Duration {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		b := make([]byte, 1)
-		for {
-			if _, err := c.Read(b); err != nil {
-				return
-			}
-			c.Write(b)
-		}
-	}()
-	c, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		return 0
-	}
-	defer c.Close()
-	b := make([]byte, 1)
-	var ds []time.Duration
-	for i := 0; i < 1000; i++ {
-		t0 := time.Now()
-		c.Write(b)
-		c.Read(b)
-		ds = append(ds, time.Since(t0))
-	}
-	return median(ds)
 }

@@ -94,3 +94,33 @@ func TestLookPath(t *testing.T) {
 	_, err = lookPath(dir, "")
 	assert.EqualError(t, err, "not an executable file")
 }
+
+// writeFrame sends a small payload in the header's write and a big one in a
+// write of its own; either way the frame reads back whole.
+func TestWriteFrameRoundTrip(t *testing.T) {
+	for _, size := range []int{0, 5, 64 << 10, 64<<10 + 1, 3 << 20} {
+		data := bytes.Repeat([]byte{'a', '\n', 0}, size/3+1)[:size]
+		var w countingWriter
+		require.NoError(t, writeFrame(&w, map[string]any{"op": "chunk", "seq": 1}, data))
+		if size > 64<<10 {
+			assert.Equal(t, 2, w.writes, "size %d", size)
+		} else {
+			assert.Equal(t, 1, w.writes, "size %d", size)
+		}
+		f, err := readFrame(bufio.NewReader(&w.buf))
+		require.NoError(t, err)
+		assert.Equal(t, "chunk", f.Op)
+		assert.Equal(t, len(data), len(f.data))
+		assert.True(t, bytes.Equal(data, f.data), "size %d", size)
+	}
+}
+
+type countingWriter struct {
+	buf    bytes.Buffer
+	writes int
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.writes++
+	return w.buf.Write(p)
+}

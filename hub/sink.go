@@ -15,6 +15,7 @@ type Sink struct {
 	part   string
 	mode   os.FileMode
 	f      *os.File
+	size   int64 // bytes written
 }
 
 // NewSink starts writing dest; a symlink dest stays a link to the file it
@@ -40,10 +41,30 @@ func NewSink(dest string, mode os.FileMode) (*Sink, error) {
 	return s, nil
 }
 
-// Write appends p.
+// writePiece is the most a Sink hands write(2) at once. Measured on a VM
+// whose host takes back freed memory (free page reporting): writing 1 GiB
+// into the page cache cost 2.1-2.8 s of system time in 8 MiB writes (and
+// 1.4 s in 1 MiB ones) but 0.2-0.3 s in 256 KiB ones, the bigger writes
+// being filled with large folios from memory the host must hand back first.
+const writePiece = 256 << 10
+
+// Write appends p and starts writing it to disk.
 func (s *Sink) Write(p []byte) error {
-	_, err := s.f.Write(p)
-	return err
+	start := s.size
+	defer func() {
+		if s.size > start {
+			startWriteback(s.f, start, s.size-start)
+		}
+	}()
+	for len(p) > 0 {
+		n, err := s.f.Write(p[:min(len(p), writePiece)])
+		s.size += int64(n)
+		if err != nil {
+			return err
+		}
+		p = p[n:]
+	}
+	return nil
 }
 
 // Finish puts the file in place.

@@ -98,7 +98,16 @@ func TestFilesCLIOneGiB(t *testing.T) {
 	cmd := exec.Command(e.Bin, "push", "f", src, dest)
 	cmd.Env = e.Vars
 	require.NoError(t, cmd.Start())
-	time.Sleep(700 * time.Millisecond)
+	// Killed once the part file has bytes in it: the push is under way.
+	started := false
+	for i := 0; i < 2000 && !started; i++ {
+		fi, err := os.Stat(dest + ".replhub-part")
+		started = err == nil && fi.Size() > 0
+		if !started {
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	require.True(t, started, "the push began")
 	require.NoError(t, syscall.Kill(e.HubPid(), syscall.SIGKILL))
 	cmd.Wait()
 	time.Sleep(500 * time.Millisecond)

@@ -388,6 +388,8 @@ func TestEveryPython(t *testing.T) {
 		t.Skip("no Pythons found")
 	}
 	e := hubtest.Start(t)
+	src := filepath.Join(e.Dir, "file.bin")
+	sum := randomFile(t, src, 600<<10+3)
 	for v, py := range ps {
 		name := "v" + strings.ReplaceAll(v, ".", "_")
 		r := e.Run("exec", name, "import sys\ndef f(x):\n    return x * 2\n'%d.%d' % sys.version_info[:2], f(21)", "--python", py)
@@ -396,6 +398,17 @@ func TestEveryPython(t *testing.T) {
 		r = e.Run("exec", name, "1/0")
 		assert.Contains(t, r.Stdout, "ZeroDivisionError", v)
 		assert.NotContains(t, r.Stdout, "worker.py", v)
+
+		// A file in and back out, bigger than one write(2) piece; the
+		// worker found sync_file_range to start writing it early.
+		dest := filepath.Join(e.Dir, name+".bin")
+		ok(t, e.Run("push", name, src, dest))
+		assert.Equal(t, sum, sha(t, dest), v)
+		back := filepath.Join(e.Dir, name+".back")
+		ok(t, e.Run("pull", name, dest, back))
+		assert.Equal(t, sum, sha(t, back), v)
+		r = e.Run("exec", name, "import replhub_tk; replhub_tk._writeback")
+		assert.Contains(t, r.Stdout, "<_FuncPtr object", v)
 	}
 }
 
