@@ -110,11 +110,13 @@ func TestFilesCLIOneGiB(t *testing.T) {
 	require.True(t, started, "the push began")
 	require.NoError(t, syscall.Kill(e.HubPid(), syscall.SIGKILL))
 	cmd.Wait()
-	time.Sleep(500 * time.Millisecond)
+	// The worker sees the hub gone and removes its part file.
+	assert.Eventually(t, func() bool {
+		_, err := os.Stat(dest + ".replhub-part")
+		return os.IsNotExist(err)
+	}, 10*time.Second, 20*time.Millisecond, "the partial file went with the worker")
 	_, err := os.Stat(dest)
 	assert.True(t, os.IsNotExist(err), "nothing under the destination's name")
-	_, err = os.Stat(dest + ".replhub-part")
-	assert.True(t, os.IsNotExist(err), "the partial file went with the worker")
 }
 
 func TestFilesRules(t *testing.T) {

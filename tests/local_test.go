@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -189,7 +190,18 @@ func TestTimeoutWaitAndBusy(t *testing.T) {
 
 		// A result that finished while nobody waited is shown by the next exec.
 		e.Run("exec", "slow", "time.sleep(1); 'late'", "-t", "0.2")
-		time.Sleep(1500 * time.Millisecond)
+		require.Eventually(t, func() bool {
+			l, err := e.Client().Sessions(context.Background())
+			if err != nil {
+				return false
+			}
+			for _, s := range l.Sessions {
+				if s.Name == "slow" {
+					return s.State == "idle" && s.Unread
+				}
+			}
+			return false
+		}, 10*time.Second, 50*time.Millisecond)
 		r = e.Run("exec", "slow", "'next'")
 		assert.Contains(t, r.Stdout, "Out[2]: 'late'")
 		assert.Contains(t, r.Stdout, "Out[3]: 'next'")
@@ -269,9 +281,10 @@ func TestOthersLine(t *testing.T) {
 	e.Run("exec", "busy", "import time; time.sleep(2); 'done'", "-t", "0.2")
 	r := e.Run("exec", "other", "1")
 	assert.Regexp(t, `\[other sessions: busy running cell 1 for \S+\]`, r.Stdout)
-	time.Sleep(2500 * time.Millisecond)
-	r = e.Run("exec", "other", "2")
-	assert.Contains(t, r.Stdout, "[other sessions: busy has an unread result (replhub wait busy)]")
+	assert.Eventually(t, func() bool {
+		r = e.Run("exec", "other", "2")
+		return strings.Contains(r.Stdout, "[other sessions: busy has an unread result (replhub wait busy)]")
+	}, 10*time.Second, 100*time.Millisecond, "%s", r)
 	e.Run("wait", "busy")
 	r = e.Run("exec", "other", "3")
 	assert.NotContains(t, r.Stdout, "other sessions")

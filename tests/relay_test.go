@@ -3,6 +3,7 @@ package tests
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -168,9 +169,13 @@ func TestObjectsBusyInterruptAndDeath(t *testing.T) {
 	ok(t, e.Run("interrupt", "caller"))
 	r = e.Run("wait", "caller", "-t", "10")
 	assert.Contains(t, r.Stdout, "KeyboardInterrupt", "%s", r)
-	time.Sleep(300 * time.Millisecond)
-	out := ok(t, e.Run("exec", "slow", "'free again'"))
-	assert.Contains(t, out, "'free again'")
+	// The interrupted call ends over there, and the target is free again.
+	var free hubtest.Result
+	require.Eventually(t, func() bool {
+		free = e.Run("exec", "slow", "'free again'")
+		return free.Code != 2 || !strings.Contains(free.Stderr, "busy")
+	}, 10*time.Second, 50*time.Millisecond)
+	assert.Contains(t, ok(t, free), "'free again'")
 	b, _ := os.ReadFile(e.Paths.Transcript("slow"))
 	assert.Contains(t, string(b), "# ---- call from 'caller': · ")
 
@@ -186,7 +191,7 @@ func TestObjectsBusyInterruptAndDeath(t *testing.T) {
 	r = e.Run("exec", "caller", `s.call(lambda: __import__("os")._exit(5))`, "-t", "20")
 	assert.Equal(t, 1, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "session 'slow' died while serving the call: exited with status 5")
-	out = ok(t, e.Run("exec", "caller", "'caller lives'"))
+	out := ok(t, e.Run("exec", "caller", "'caller lives'"))
 	assert.Contains(t, out, "'caller lives'")
 
 	// A target killed mid-call, likewise.
