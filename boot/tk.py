@@ -633,7 +633,7 @@ class _Sink(object):
     def write(self, data):
         # A quarter megabyte per write(2): bigger writes fill the page cache
         # with large folios, which on a VM whose host takes back free memory
-        # cost several times as much (see WRITE_PIECE in hub/sink.go).
+        # cost several times as much (see writePiece in hub/sink.go).
         view = memoryview(data)
         while view:
             n = os.write(self.fd, view[:WRITE_PIECE])
