@@ -17,6 +17,7 @@ import copyreg
 import io
 import os
 import pickle
+import stat
 import sys
 import threading
 import types
@@ -594,22 +595,45 @@ def serve_read(header):
             st = os.fstat(f.fileno())
             _send({"op": "served", "sid": sid, "ok": True, "first": True, "py": PY,
                    "size": st.st_size, "mode": st.st_mode & 0o7777})
-            seq = 0
-            # One buffer, reused: send() has written a chunk out before it
-            # returns, and fresh 8 MiB objects cost page faults each time.
-            buf = bytearray(CHUNK)
-            view = memoryview(buf)
-            while True:
-                stream.wait_window(seq)
-                n = f.readinto(buf)
-                if not n:
-                    break
-                _send({"op": "chunk", "sid": sid, "seq": seq}, view[:n])
-                seq += 1
-            _send({"op": "chunk", "sid": sid, "seq": seq, "eof": True})
+            # A regular file's size as it was when the pull began goes by
+            # sendfile; whatever follows (a growing file, or one whose size
+            # says nothing, as in /proc) is read through one reused buffer.
+            sized = st.st_size if stat.S_ISREG(st.st_mode) else 0
+            try:
+                _stream_file(f, sid, stream, _need_link().chan, sized)
+            except OSError as e:
+                return {"ok": False, "error": "reading %s: %s" % (header.get("path"), e.strerror or e)}, None
         return {"ok": True}, None
     finally:
         close_stream(("sid", sid))
+
+
+def _stream_file(f, sid, stream, chan, sized):
+    """Send f as a pull's chunks, then its end: the first sized bytes by
+    sendfile where the channel can, the rest read."""
+    seq, offset = 0, 0
+    buf = view = None
+    while True:
+        stream.wait_window(seq)
+        n = min(CHUNK, sized - offset)
+        if n > 0 and chan.send_file({"op": "chunk", "sid": sid, "seq": seq}, f, offset, n):
+            offset += n
+            seq += 1
+            continue
+        sized = 0
+        if buf is None:
+            # One buffer, reused: send() has written a chunk out before it
+            # returns, and fresh 8 MiB objects cost page faults each time.
+            f.seek(offset)
+            buf = bytearray(CHUNK)
+            view = memoryview(buf)
+        n = f.readinto(buf)
+        if not n:
+            break
+        offset += n
+        _send({"op": "chunk", "sid": sid, "seq": seq}, view[:n])
+        seq += 1
+    _send({"op": "chunk", "sid": sid, "seq": seq, "eof": True})
 
 
 class _Sink(object):

@@ -58,6 +58,44 @@ class Channel(object):
             if data:
                 self._write(data)
 
+    def send_file(self, header, f, offset, n):
+        """Send a frame of n bytes of file f from offset, copied by the kernel
+        (sendfile(2)) rather than through this process: a pull then costs
+        the session a fraction of the CPU. Returns False, having sent
+        nothing, where sendfile cannot be used. If the file gives fewer
+        bytes (it shrank) or fails, the frame is completed with zeros, so the
+        stream stays whole, and OSError says why; the transfer then fails
+        and its partial file is removed."""
+        sendfile = getattr(os, "sendfile", None)
+        if sendfile is None or not sys.platform.startswith("linux"):
+            return False
+        import json
+        header["len"] = n
+        if n > (1 << 20) and not self._big:
+            self._grow_pipe()
+        line = json.dumps(header, separators=(",", ":")).encode("utf-8") + b"\n"
+        failure = None
+        with self._lock:
+            self._write(line)
+            done = 0
+            while done < n:
+                try:
+                    k = sendfile(self._w, f.fileno(), offset + done, n - done)
+                except OSError as e:
+                    k, failure = 0, e
+                if not k:
+                    failure = failure or OSError("the file shrank while it was being sent")
+                    zeros = bytes(1 << 16)
+                    while done < n:
+                        m = min(n - done, len(zeros))
+                        self._write(zeros[:m])
+                        done += m
+                    break
+                done += k
+        if failure is not None:
+            raise failure
+        return True
+
     def _grow_pipe(self):
         self._big = True
         _grow_pipe(self._w)
