@@ -46,13 +46,18 @@ class Channel(object):
         self._big_in = False
         self._pool = []
 
-    def send(self, header, data=None):
+    def _line(self, header, n):
+        """header's line, announcing n bytes to follow (None: no payload);
+        the pipe grows before the first big payload."""
         import json
-        if data is not None:
-            header["len"] = len(data)
-            if len(data) > (1 << 20) and not self._big:
+        if n is not None:
+            header["len"] = n
+            if n > (1 << 20) and not self._big:
                 self._grow_pipe()
-        line = json.dumps(header, separators=(",", ":")).encode("utf-8") + b"\n"
+        return json.dumps(header, separators=(",", ":")).encode("utf-8") + b"\n"
+
+    def send(self, header, data=None):
+        line = self._line(header, None if data is None else len(data))
         with self._lock:
             self._write(line)
             if data:
@@ -69,11 +74,7 @@ class Channel(object):
         sendfile = getattr(os, "sendfile", None)
         if sendfile is None or not sys.platform.startswith("linux"):
             return False
-        import json
-        header["len"] = n
-        if n > (1 << 20) and not self._big:
-            self._grow_pipe()
-        line = json.dumps(header, separators=(",", ":")).encode("utf-8") + b"\n"
+        line = self._line(header, n)
         failure = None
         with self._lock:
             self._write(line)

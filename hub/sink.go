@@ -51,20 +51,17 @@ const writePiece = 256 << 10
 // Write appends p and starts writing it to disk.
 func (s *Sink) Write(p []byte) error {
 	start := s.size
-	defer func() {
-		if s.size > start {
-			startWriteback(s.f, start, s.size-start)
-		}
-	}()
-	for len(p) > 0 {
-		n, err := s.f.Write(p[:min(len(p), writePiece)])
+	var err error
+	for len(p) > 0 && err == nil {
+		var n int
+		n, err = s.f.Write(p[:min(len(p), writePiece)])
 		s.size += int64(n)
-		if err != nil {
-			return err
-		}
 		p = p[n:]
 	}
-	return nil
+	if s.size > start {
+		startWriteback(s.f, start, s.size-start)
+	}
+	return err
 }
 
 // Finish puts the file in place.
