@@ -1,0 +1,337 @@
+// Package proto is the hub ↔ worker protocol (DESIGN.md, "Hub ↔ worker"):
+// one Go type per frame op, the one Reader that validates a frame's header
+// before it allocates anything for it, the Writer side, and the pool of
+// transfer chunk buffers.
+//
+// A frame is one line of UTF-8 JSON whose "op" names its type; when the
+// header has "len": N, exactly N raw bytes follow the newline. The Python
+// side (boot/worker.py, boot/tk.py) reads and writes the same frames; the
+// golden file testdata/golden.json pins the JSON of every op, and the tests
+// hold both sides to it, so a misspelt key is a failing test, not a silent
+// bug.
+//
+// Bounds: a header line is at most MaxHeader bytes; a chunk's payload at
+// most ChunkSize; a req's or served's blob at most the Reader's MaxBlob;
+// every other op carries no payload. A header that breaks a bound is a
+// *Violation: the stream cannot be trusted past it, and the hub ends that
+// session alone. A line that is not a well-formed frame of a known op, but
+// leaves the stream in step, is *Malformed: dropped, and the stream goes on.
+//
+// The package does not know sessions, cells or transfers; package hub does.
+package proto
+
+import (
+	"github.com/replhub/replhub/wire"
+)
+
+// Version is the protocol version; the worker's ready frame carries it.
+const Version = 2
+
+// Bounds on what a worker may send.
+const (
+	// MaxHeader bounds one header line, newline included. The worker caps
+	// everything that goes into a header (a value's repr, a traceback, a
+	// function's source) far below it.
+	MaxHeader = 1 << 20
+	// ChunkSize is the largest chunk of a file transfer.
+	ChunkSize = wire.ChunkSize
+	// DefaultMaxBlob bounds a pickled object (a put, get or call) when the
+	// Reader's MaxBlob is zero.
+	DefaultMaxBlob = 1 << 30
+)
+
+// Ops, as the "op" key spells them.
+const (
+	// worker → hub
+	OpReady       = "ready"
+	OpDone        = "done"
+	OpInterrupted = "interrupted"
+	OpPong        = "pong"
+	OpReq         = "req"
+	OpServed      = "served"
+	// hub → worker
+	OpExec      = "exec"
+	OpInterrupt = "interrupt"
+	OpCancel    = "cancel"
+	OpPing      = "ping"
+	OpReply     = "reply"
+	OpServe     = "serve"
+	// both ways
+	OpChunk = "chunk"
+	OpAck   = "ack"
+	OpError = "error"
+)
+
+// Msg is one frame's header. Data, where a type has it, is the payload
+// that follows the header (len is set from it when the frame is written).
+type Msg interface {
+	// Op is the frame's op.
+	Op() string
+	head() *Head
+}
+
+// Head is the part every frame has: its op and its payload's length.
+// Writers set both; a type's own fields follow.
+type Head struct {
+	O   string `json:"op"`
+	Len int64  `json:"len,omitempty"`
+}
+
+func (h *Head) head() *Head { return h }
+
+// Ready is the worker's first frame: it runs and speaks Proto.
+type Ready struct {
+	Head
+	Proto       int    `json:"proto"`
+	Python      string `json:"python"`
+	Pid         int    `json:"pid"`
+	Cwd         string `json:"cwd"`
+	Executable  string `json:"executable"`
+	Cloudpickle bool   `json:"cloudpickle"`
+}
+
+// Done ends a cell: its status ("ok" or "error"), the repr of its last
+// expression, the exception it raised, and the namespace's top names.
+type Done struct {
+	Head
+	Cell     int             `json:"cell"`
+	Status   string          `json:"status"`
+	Value    *string         `json:"value"`
+	Error    *wire.CellError `json:"error"`
+	Duration float64         `json:"duration"`
+	Names    []string        `json:"names,omitempty"`
+	// RSS is the worker's resident memory; zero when not measured.
+	RSS int64 `json:"rss,omitempty"`
+}
+
+// How an interrupt went, in an Interrupted frame.
+const (
+	// HowDelivered: the cell's code was running; KeyboardInterrupt was raised in it.
+	HowDelivered = "delivered"
+	// HowParked: the cell had not begun running; it ends with
+	// KeyboardInterrupt as it starts, without running.
+	HowParked = "parked"
+	// HowNone: the cell was not running.
+	HowNone = "none"
+)
+
+// Interrupted answers an Interrupt: what the worker did with it.
+type Interrupted struct {
+	Head
+	Cell int    `json:"cell"`
+	How  string `json:"how"`
+}
+
+// Pong answers a Ping.
+type Pong struct {
+	Head
+	ID int64 `json:"id"`
+}
+
+// Req is code in the session asking the hub: open, sessions, kill, put,
+// get, call, pull, push, or cancel (of its request ID). Data is the
+// pickled blob of a put or call.
+type Req struct {
+	Head
+	ID     int64             `json:"id"`
+	Kind   string            `json:"kind"`
+	Py     string            `json:"py"`
+	Target string            `json:"target,omitempty"`
+	Names  []string          `json:"names,omitempty"`
+	Into   *string           `json:"into,omitempty"`
+	Src    string            `json:"src,omitempty"`
+	Cells  map[string]string `json:"cells,omitempty"`
+	// open
+	Name   string    `json:"name,omitempty"`
+	Host   string    `json:"host,omitempty"`
+	Sudo   *bool     `json:"sudo,omitempty"`
+	Python string    `json:"python,omitempty"`
+	Jump   *[]string `json:"jump,omitempty"`
+	// pull, push
+	Path string `json:"path,omitempty"`
+	Size int64  `json:"size,omitempty"`
+	Mode uint32 `json:"mode,omitempty"`
+
+	Data []byte `json:"-"`
+}
+
+// Served is a session's answer to a Serve: a put/get/call's outcome (Data,
+// a get's or call's pickled value), or a transfer's first answer (First,
+// with the file's Size and Mode) and then its last.
+type Served struct {
+	Head
+	Sid   int64  `json:"sid"`
+	Py    string `json:"py"`
+	OK    bool   `json:"ok"`
+	Error string `json:"error,omitempty"`
+	Kept  string `json:"kept,omitempty"`
+	First bool   `json:"first,omitempty"`
+	Size  int64  `json:"size,omitempty"`
+	Mode  uint32 `json:"mode,omitempty"`
+
+	Data []byte `json:"-"`
+}
+
+// Exec runs Code as cell Cell; Fence is written to the output stream after
+// the cell's output.
+type Exec struct {
+	Head
+	Cell  int    `json:"cell"`
+	Code  string `json:"code"`
+	Fence string `json:"fence"`
+}
+
+// Interrupt asks for KeyboardInterrupt in cell Cell; the worker answers
+// with Interrupted.
+type Interrupt struct {
+	Head
+	Cell int `json:"cell"`
+}
+
+// Cancel stops what the session serves as Sid (a transfer between chunks,
+// a put/get/call by KeyboardInterrupt); its last Served says so.
+type Cancel struct {
+	Head
+	Sid int64 `json:"sid"`
+}
+
+// Ping asks for a Pong.
+type Ping struct {
+	Head
+	ID int64 `json:"id"`
+}
+
+// Reply answers a Req. Data is a get's or call's pickled value.
+type Reply struct {
+	Head
+	ID       int64              `json:"id"`
+	OK       bool               `json:"ok"`
+	Error    string             `json:"error,omitempty"`
+	Py       string             `json:"py,omitempty"`
+	Kept     string             `json:"kept,omitempty"`
+	Message  string             `json:"message,omitempty"`
+	Info     *wire.SessionInfo  `json:"info,omitempty"`
+	Sessions []wire.SessionInfo `json:"sessions,omitempty"`
+	Size     int64              `json:"size,omitempty"`
+	Mode     uint32             `json:"mode,omitempty"`
+
+	Data []byte `json:"-"`
+}
+
+// Serve asks a session to serve a put, get or call (Data: the pickled
+// names or call) or a file read or write for another session or a client.
+type Serve struct {
+	Head
+	Sid   int64             `json:"sid"`
+	Kind  string            `json:"kind"`
+	From  string            `json:"from"`
+	Py    string            `json:"py,omitempty"`
+	Names []string          `json:"names,omitempty"`
+	Into  *string           `json:"into,omitempty"`
+	Cells map[string]string `json:"cells,omitempty"`
+	Path  string            `json:"path,omitempty"`
+	Size  int64             `json:"size,omitempty"`
+	Mode  uint32            `json:"mode,omitempty"`
+
+	Data []byte `json:"-"`
+}
+
+// Chunk is one piece of a file transfer, in order by Seq; ID names the
+// session's own request, Sid what it serves. The last chunk has EOF (a
+// pull's, with Error if it failed) or Done (a push's end, with OK and
+// Error).
+type Chunk struct {
+	Head
+	ID    int64  `json:"id,omitempty"`
+	Sid   int64  `json:"sid,omitempty"`
+	Seq   int64  `json:"seq"`
+	EOF   bool   `json:"eof,omitempty"`
+	Done  bool   `json:"done,omitempty"`
+	OK    bool   `json:"ok,omitempty"`
+	Error string `json:"error,omitempty"`
+
+	Data []byte `json:"-"`
+}
+
+// Ack acknowledges chunk Seq of a transfer.
+type Ack struct {
+	Head
+	ID  int64 `json:"id,omitempty"`
+	Sid int64 `json:"sid,omitempty"`
+	Seq int64 `json:"seq"`
+}
+
+// Error is a frame the other side could not use, or a failure of its own.
+type Error struct {
+	Head
+	ID    int64  `json:"id,omitempty"`
+	Error string `json:"error"`
+}
+
+func (*Ready) Op() string       { return OpReady }
+func (*Done) Op() string        { return OpDone }
+func (*Interrupted) Op() string { return OpInterrupted }
+func (*Pong) Op() string        { return OpPong }
+func (*Req) Op() string         { return OpReq }
+func (*Served) Op() string      { return OpServed }
+func (*Exec) Op() string        { return OpExec }
+func (*Interrupt) Op() string   { return OpInterrupt }
+func (*Cancel) Op() string      { return OpCancel }
+func (*Ping) Op() string        { return OpPing }
+func (*Reply) Op() string       { return OpReply }
+func (*Serve) Op() string       { return OpServe }
+func (*Chunk) Op() string       { return OpChunk }
+func (*Ack) Op() string         { return OpAck }
+func (*Error) Op() string       { return OpError }
+
+// payload returns a pointer to m's Data, or nil for an op without one.
+func payload(m Msg) *[]byte {
+	switch m := m.(type) {
+	case *Req:
+		return &m.Data
+	case *Served:
+		return &m.Data
+	case *Reply:
+		return &m.Data
+	case *Serve:
+		return &m.Data
+	case *Chunk:
+		return &m.Data
+	}
+	return nil
+}
+
+// Data returns m's payload; nil for an op without one.
+func Data(m Msg) []byte {
+	if p := payload(m); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// fromWorker makes an empty frame of each op a worker may send.
+var fromWorker = map[string]func() Msg{
+	OpReady:       func() Msg { return new(Ready) },
+	OpDone:        func() Msg { return new(Done) },
+	OpInterrupted: func() Msg { return new(Interrupted) },
+	OpPong:        func() Msg { return new(Pong) },
+	OpReq:         func() Msg { return new(Req) },
+	OpServed:      func() Msg { return new(Served) },
+	OpChunk:       func() Msg { return new(Chunk) },
+	OpAck:         func() Msg { return new(Ack) },
+	OpError:       func() Msg { return new(Error) },
+}
+
+// fromHub makes an empty frame of each op the hub may send; a worker
+// stand-in in tests reads them.
+var fromHub = map[string]func() Msg{
+	OpExec:      func() Msg { return new(Exec) },
+	OpInterrupt: func() Msg { return new(Interrupt) },
+	OpCancel:    func() Msg { return new(Cancel) },
+	OpPing:      func() Msg { return new(Ping) },
+	OpReply:     func() Msg { return new(Reply) },
+	OpServe:     func() Msg { return new(Serve) },
+	OpChunk:     func() Msg { return new(Chunk) },
+	OpAck:       func() Msg { return new(Ack) },
+	OpError:     func() Msg { return new(Error) },
+}
