@@ -19,7 +19,7 @@ Standard library only; runs on Python 3.6 through 3.13.  Keep it small.
 import os
 import sys
 
-PROTO = 1
+PROTO = 2
 _WORKER_FILE = __file__ if "__file__" in globals() else "<replhub-worker>"
 
 

@@ -53,6 +53,11 @@ type Options struct {
 	Log *slog.Logger
 	// StartTimeout bounds a worker's start; zero means 30 s.
 	StartTimeout time.Duration
+	// FrameStall is how long a local worker may leave a frame half sent
+	// before its session is ended; zero means 10 s. A remote worker gets
+	// twelve times as long: there a stall is more often the link's, and
+	// keepalives catch a dead link first.
+	FrameStall time.Duration
 }
 
 // Hub is the daemon. Create it with New and serve with Run.
@@ -62,6 +67,7 @@ type Hub struct {
 	supervisor   string
 	log          *slog.Logger
 	startTimeout time.Duration
+	frameStall   time.Duration
 	workerPath   string
 
 	stop chan struct{} // closed by a client's stop request
@@ -88,6 +94,9 @@ func New(o Options) (*Hub, error) {
 	if o.StartTimeout == 0 {
 		o.StartTimeout = 30 * time.Second
 	}
+	if o.FrameStall == 0 {
+		o.FrameStall = 10 * time.Second
+	}
 	wp, err := boot.Install(o.Paths.Runtime)
 	if err != nil {
 		return nil, fmt.Errorf("hub: %w", err)
@@ -99,7 +108,7 @@ func New(o Options) (*Hub, error) {
 	}
 	h := &Hub{
 		paths: o.Paths, version: o.Version, supervisor: o.Supervisor, log: o.Log,
-		startTimeout: o.StartTimeout, workerPath: wp,
+		startTimeout: o.StartTimeout, frameStall: o.FrameStall, workerPath: wp,
 		stop: make(chan struct{}), sessions: map[string]*Session{},
 		dead: loadDeadNames(o.Paths.DeadDir()),
 	}
@@ -134,6 +143,7 @@ func (h *Hub) Run(ctx context.Context, ln *net.UnixListener) error {
 		cancel()
 		ln.Close()
 	}()
+	go h.watchFrames(ctx)
 	h.log.Info("hub serving", "socket", h.paths.Socket(), "pid", os.Getpid(), "supervisor", h.supervisor, "version", h.version)
 	var err error
 	for {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/sudo"
 	"github.com/replhub/replhub/wire"
 )
@@ -28,11 +29,11 @@ type serveOp struct {
 	start time.Time
 	// done receives the target's served frames (a transfer's first answer,
 	// then its last); nil when the target died.
-	done chan *frame
+	done chan *proto.Served
 	// chunkSink and ackSink forward a transfer's chunks and acks from the
 	// target; they are set before the serve frame is sent.
-	chunkSink func(*frame)
-	ackSink   func(*frame)
+	chunkSink func(*proto.Chunk)
+	ackSink   func(*proto.Ack)
 }
 
 // relayLink is a request a session waits on: where it went, and as what.
@@ -56,11 +57,10 @@ func (s *Session) busyWithLocked() string {
 
 // serveRequest answers one req frame from session from. It runs on its own
 // goroutine, so that the session's frame reader is never blocked.
-func (h *Hub) serveRequest(from *Session, f *frame) {
-	reply := map[string]any{"op": "reply", "id": f.ID, "ok": false}
-	var data []byte
+func (h *Hub) serveRequest(from *Session, f *proto.Req) {
+	reply := &proto.Reply{ID: f.ID}
 	fail := func(format string, args ...any) {
-		reply["error"] = fmt.Sprintf(format, args...)
+		reply.Error = fmt.Sprintf(format, args...)
 	}
 	switch f.Kind {
 	case "cancel":
@@ -68,7 +68,7 @@ func (h *Hub) serveRequest(from *Session, f *frame) {
 		link := from.waitingOn[f.ID]
 		from.mu.Unlock()
 		if link != nil {
-			link.target.send(map[string]any{"op": "interrupt"}, nil)
+			link.target.send(&proto.Cancel{Sid: link.op.sid})
 		}
 		return
 	case "pull", "push":
@@ -76,13 +76,13 @@ func (h *Hub) serveRequest(from *Session, f *frame) {
 		return
 	case "sessions":
 		l := h.List()
-		reply["ok"], reply["sessions"] = true, l.Sessions
+		reply.OK, reply.Sessions = true, l.Sessions
 	case "open":
 		info, err := h.open(from, f)
 		if err != nil {
 			fail("%s", errorMessage(err))
 		} else {
-			reply["ok"], reply["info"] = true, info
+			reply.OK, reply.Info = true, info
 		}
 	case "kill":
 		if f.Target == from.name {
@@ -93,7 +93,7 @@ func (h *Hub) serveRequest(from *Session, f *frame) {
 		if err != nil {
 			fail("%s", errorMessage(err))
 		} else {
-			reply["ok"], reply["message"] = true, msg
+			reply.OK, reply.Message = true, msg
 		}
 	case "put", "get", "call":
 		served, err := h.relayServe(from, f)
@@ -101,19 +101,15 @@ func (h *Hub) serveRequest(from *Session, f *frame) {
 			fail("%s", errorMessage(err))
 			break
 		}
-		reply["ok"] = served.OK
-		reply["py"] = served.Py
-		if served.Kept != "" {
-			reply["kept"] = served.Kept
+		reply.OK, reply.Py, reply.Kept, reply.Error = served.OK, served.Py, served.Kept, served.Error
+		if !served.OK && served.Error == "" {
+			reply.Error = "refused"
 		}
-		if !served.OK {
-			reply["error"] = served.errorText()
-		}
-		data = served.data
+		reply.Data = served.Data
 	default:
 		fail("unknown request %q", f.Kind)
 	}
-	if err := from.send(reply, data); err != nil {
+	if err := from.send(reply); err != nil {
 		h.log.Warn("reply not delivered", "session", from.name, "err", err)
 	}
 }
@@ -136,7 +132,7 @@ func (h *Hub) beginServe(target *Session, kind, from string) (*serveOp, error) {
 	if busy := target.busyWithLocked(); busy != "" {
 		return nil, fmt.Errorf("session '%s' is busy: %s", target.name, busy)
 	}
-	op := &serveOp{sid: sids.Add(1), kind: kind, from: from, start: time.Now(), done: make(chan *frame, 4)}
+	op := &serveOp{sid: sids.Add(1), kind: kind, from: from, start: time.Now(), done: make(chan *proto.Served, 4)}
 	target.serving = op
 	target.state = stateRunning
 	target.lastActive = op.start
@@ -158,7 +154,7 @@ func (h *Hub) endServe(target *Session, op *serveOp) string {
 }
 
 // awaitServed waits for the target's next served frame; nil means it died.
-func awaitServed(target *Session, op *serveOp, sent error) *frame {
+func awaitServed(target *Session, op *serveOp, sent error) *proto.Served {
 	if sent != nil {
 		return nil
 	}
@@ -173,7 +169,7 @@ func (h *Hub) diedServing(target *Session, kind, death string) error {
 }
 
 // relayServe has target serve f for from and waits for its answer.
-func (h *Hub) relayServe(from *Session, f *frame) (*frame, error) {
+func (h *Hub) relayServe(from *Session, f *proto.Req) (*proto.Served, error) {
 	if f.Target == from.name {
 		return nil, fmt.Errorf("session '%s' cannot %s from itself: its names are right there", from.name, f.Kind)
 	}
@@ -200,17 +196,9 @@ func (h *Hub) relayServe(from *Session, f *frame) (*frame, error) {
 		}
 	}
 	h.transcribeNote(target, title, body)
-	header := map[string]any{"op": "serve", "sid": op.sid, "kind": f.Kind, "from": from.name, "py": f.Py}
-	if f.Names != nil {
-		header["names"] = f.Names
-	}
-	if f.Into != nil {
-		header["into"] = *f.Into
-	}
-	if f.Cells != nil {
-		header["cells"] = f.Cells
-	}
-	served := awaitServed(target, op, target.send(header, f.data))
+	serve := &proto.Serve{Sid: op.sid, Kind: f.Kind, From: from.name, Py: f.Py,
+		Names: f.Names, Into: f.Into, Cells: f.Cells, Data: f.Data}
+	served := awaitServed(target, op, target.send(serve))
 	death := h.endServe(target, op)
 	if served == nil {
 		return nil, h.diedServing(target, f.Kind, death)
@@ -235,7 +223,7 @@ func (s *Session) unlink(id int64) {
 }
 
 // onServed routes a target's answer to the relay waiting for it.
-func (s *Session) onServed(f *frame) {
+func (s *Session) onServed(f *proto.Served) {
 	if op := s.servingOp(f.Sid); op != nil {
 		op.done <- f
 	}
@@ -250,45 +238,48 @@ func (s *Session) servingOp(sid int64) *serveOp {
 	return nil
 }
 
-// onStream routes a chunk or an ack from this session's worker: with a sid
-// it comes from a transfer this session serves; with an id, from one it
-// asked for, and goes on to the session serving it.
-func (s *Session) onStream(f *frame) {
+// onChunk routes a chunk from this session's worker: with a sid it comes
+// from a transfer this session serves; with an id, from one it asked for,
+// and goes on to the session serving it.
+func (s *Session) onChunk(f *proto.Chunk) {
 	if f.Sid != 0 {
-		op := s.servingOp(f.Sid)
-		if op == nil {
+		if op := s.servingOp(f.Sid); op != nil && op.chunkSink != nil {
+			op.chunkSink(f)
 			return
 		}
-		if f.Op == "chunk" && op.chunkSink != nil {
-			op.chunkSink(f)
-		} else if f.Op == "ack" && op.ackSink != nil {
+		proto.PutChunk(f.Data)
+		return
+	}
+	if link := s.linkOf(f.ID); link != nil {
+		link.target.send(&proto.Chunk{Sid: link.op.sid, Seq: f.Seq, EOF: f.EOF, Data: f.Data})
+	}
+	proto.PutChunk(f.Data)
+}
+
+// onAck routes an ack like onChunk routes a chunk.
+func (s *Session) onAck(f *proto.Ack) {
+	if f.Sid != 0 {
+		if op := s.servingOp(f.Sid); op != nil && op.ackSink != nil {
 			op.ackSink(f)
 		}
 		return
 	}
+	if link := s.linkOf(f.ID); link != nil {
+		link.target.send(&proto.Ack{Sid: link.op.sid, Seq: f.Seq})
+	}
+}
+
+func (s *Session) linkOf(id int64) *relayLink {
 	s.mu.Lock()
-	link := s.waitingOn[f.ID]
-	s.mu.Unlock()
-	if link == nil {
-		return
-	}
-	header := map[string]any{"op": f.Op, "sid": link.op.sid, "seq": f.Seq}
-	if f.EOF {
-		header["eof"] = true
-	}
-	var data []byte
-	if f.Op == "chunk" {
-		data = f.data
-	}
-	link.target.send(header, data)
-	wire.PutChunk(data)
+	defer s.mu.Unlock()
+	return s.waitingOn[id]
 }
 
 // open opens (or attaches to) a session for code in session from. A new
 // session starts in from's creator's cwd and environment; when sudo wants a
 // password, the hub runs $SUDO_ASKPASS of that environment, as the CLI
 // would for a command.
-func (h *Hub) open(from *Session, f *frame) (*wire.SessionInfo, error) {
+func (h *Hub) open(from *Session, f *proto.Req) (*wire.SessionInfo, error) {
 	from.mu.Lock()
 	origin := from.origin
 	from.mu.Unlock()

@@ -1,7 +1,6 @@
 package hub
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -15,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/sudo"
 	"github.com/replhub/replhub/wire"
 )
@@ -39,8 +39,8 @@ const fenceWait = 2 * time.Second
 // Its output reader, frame reader and waiter goroutines end when the worker
 // ends; the waiter is the one that marks the session dead.
 //
-// Lock order: Hub.mu before Session.mu. wmu only guards writes to the
-// worker's stdin and is never held while taking another lock.
+// Lock order: Hub.mu before Session.mu. The Writer's own lock guards
+// writes to the worker's stdin and is never held while taking another.
 type Session struct {
 	hub  *Hub
 	name string
@@ -51,7 +51,12 @@ type Session struct {
 	exited    chan struct{} // closed when the worker is gone and its death handled
 	outClosed chan struct{} // closed when the output reader reached EOF
 
-	wmu sync.Mutex // guards writes to proc.Stdin()
+	w      *proto.Writer // frames to the worker
+	frames *proto.Reader // frames from the worker
+	// interrupted receives the worker's answers to interrupts; imu keeps
+	// one interrupt at a time waiting for its answer.
+	interrupted chan *proto.Interrupted
+	imu         sync.Mutex
 
 	mu         sync.Mutex
 	state      string
@@ -82,7 +87,7 @@ type run struct {
 	code     string
 	fence    []byte
 	start    time.Time
-	done     *frame
+	done     *proto.Done
 	sealed   *rendered // output up to the fence
 	finished chan struct{}
 	result   *wire.Result
@@ -105,6 +110,7 @@ func newSession(h *Hub, name string) *Session {
 	return &Session{
 		hub: h, name: name, state: stateStarting,
 		ready: make(chan struct{}), exited: make(chan struct{}), outClosed: make(chan struct{}),
+		interrupted: make(chan *proto.Interrupted, 4),
 		started: now, lastActive: now,
 	}
 }
@@ -125,6 +131,9 @@ type startOpts struct {
 	// accepted): the payload may now follow without being read as a
 	// second password attempt.
 	onStub func() error
+	// maxBlob bounds an object the worker sends; zero means
+	// proto.DefaultMaxBlob.
+	maxBlob int64
 }
 
 // StartError is a worker that did not start; Err is the cause (a
@@ -149,6 +158,7 @@ func (s *Session) start(ctx context.Context, o startOpts) error {
 		return s.startErr
 	}
 	s.proc = p
+	s.w = proto.NewWriter(p.Stdin())
 	verdict := make(chan error, 1)
 	s.mu.Lock()
 	s.info.Pid = p.Pid()
@@ -165,9 +175,13 @@ func (s *Session) start(ctx context.Context, o startOpts) error {
 			s.hub.log.Warn("sudo password not delivered", "session", s.name, "err", werr)
 		}
 	}
-	frames := bufio.NewReaderSize(p.Stdout(), 1<<16)
+	frames := proto.NewReader(p.Stdout())
+	frames.MaxBlob = o.maxBlob
+	s.mu.Lock()
+	s.frames = frames
+	s.mu.Unlock()
 	readyCh := make(chan error, 1)
-	go func() { readyCh <- s.awaitReady(frames, o.onStub) }()
+	go func() { readyCh <- s.awaitReady(o.onStub) }()
 	timer := time.NewTimer(o.timeout)
 	defer timer.Stop()
 	var cause error
@@ -240,7 +254,7 @@ func (s *Session) start(ctx context.Context, o startOpts) error {
 	// prompt) is noise once the start succeeded.
 	s.out.take()
 	s.mu.Unlock()
-	go s.readFrames(frames)
+	go s.readFrames()
 	go s.waitExit()
 	return nil
 }
@@ -258,11 +272,11 @@ const stubLine = "REPLHUB-STUB\n"
 // awaitReady reads until the ready frame; lines before it are noise (rc
 // files, banners), kept only to explain a failed start. The stub's line
 // calls onStub.
-func (s *Session) awaitReady(r *bufio.Reader, onStub func() error) error {
+func (s *Session) awaitReady(onStub func() error) error {
 	for i := 0; i < 10000; i++ {
-		f, err := readFrame(r)
-		var mf *malformedError
-		if errors.As(err, &mf) && string(mf.line) == stubLine {
+		m, err := s.frames.Read()
+		var mf *proto.Malformed
+		if errors.As(err, &mf) && string(mf.Line) == stubLine {
 			if onStub != nil {
 				if err := onStub(); err != nil {
 					return err
@@ -273,7 +287,7 @@ func (s *Session) awaitReady(r *bufio.Reader, onStub func() error) error {
 		if errors.As(err, &mf) {
 			s.mu.Lock()
 			if s.noise.Len() < 64<<10 {
-				s.noise.Write(mf.line)
+				s.noise.Write(mf.Line)
 			}
 			s.mu.Unlock()
 			continue
@@ -284,11 +298,12 @@ func (s *Session) awaitReady(r *bufio.Reader, onStub func() error) error {
 			}
 			return err
 		}
-		if f.Op != "ready" {
+		f, ok := m.(*proto.Ready)
+		if !ok {
 			continue
 		}
-		if f.Proto != ProtoVersion {
-			return fmt.Errorf("the worker speaks protocol %d, the hub %d", f.Proto, ProtoVersion)
+		if f.Proto != proto.Version {
+			return fmt.Errorf("the worker speaks protocol %d, the hub %d", f.Proto, proto.Version)
 		}
 		s.mu.Lock()
 		s.info.Python = f.Python
@@ -376,31 +391,30 @@ func fencePrefixAtEnd(data, fence []byte) int {
 	return 0
 }
 
-// readFrames serves the worker's frames until its stream ends.
-func (s *Session) readFrames(r *bufio.Reader) {
+// readFrames serves the worker's frames until its stream ends. A frame
+// that breaks the protocol ends the session, with a death note naming the
+// violation; the hub and every other session go on.
+func (s *Session) readFrames() {
 	for {
-		f, err := readFrame(r)
-		var mf *malformedError
+		m, err := s.frames.Read()
+		var mf *proto.Malformed
 		if errors.As(err, &mf) {
 			s.hub.log.Warn("malformed frame", "session", s.name, "err", mf.Error())
 			s.mu.Lock()
 			s.notes = append(s.notes, "the worker sent a "+mf.Error()+"; it was dropped")
 			s.mu.Unlock()
-			s.send(map[string]any{"op": "error", "error": "hub: " + mf.Error()}, nil)
+			s.send(&proto.Error{Error: "hub: " + mf.Error()})
 			continue
 		}
 		if err != nil {
-			if errors.Is(err, errBrokenStream) {
-				s.hub.log.Error("broken worker stream", "session", s.name, "err", err)
-				s.mu.Lock()
-				s.death = err.Error()
-				s.mu.Unlock()
-				s.proc.Kill()
+			var v *proto.Violation
+			if errors.As(err, &v) {
+				s.endForViolation(v.Error())
 			}
 			return
 		}
-		switch f.Op {
-		case "done":
+		switch f := m.(type) {
+		case *proto.Done:
 			s.mu.Lock()
 			if r := s.cur; r != nil && r.cell == f.Cell && r.done == nil {
 				r.done = f
@@ -413,21 +427,74 @@ func (s *Session) readFrames(r *bufio.Reader) {
 				s.maybeFinishLocked(r)
 			}
 			s.mu.Unlock()
-		case "error":
+		case *proto.Interrupted:
+			select {
+			case s.interrupted <- f:
+			default:
+			}
+		case *proto.Error:
 			s.mu.Lock()
-			s.notes = append(s.notes, "the worker reported: "+string(f.Error))
+			s.notes = append(s.notes, "the worker reported: "+f.Error)
 			s.mu.Unlock()
-		case "req":
+		case *proto.Req:
 			go s.hub.serveRequest(s, f)
-		case "served":
+		case *proto.Served:
 			s.onServed(f)
-		case "chunk", "ack":
-			s.onStream(f)
-		case "pong":
-		default:
-			s.send(map[string]any{"op": "error", "id": f.ID, "error": "hub: unknown op " + strconv.Quote(f.Op)}, nil)
+		case *proto.Chunk:
+			s.onChunk(f)
+		case *proto.Ack:
+			s.onAck(f)
+		case *proto.Pong, *proto.Ready:
 		}
 	}
+}
+
+// watchFrames ends, once a second, every session whose worker has left a
+// frame half sent for longer than the hub's FrameStall: its stream can
+// never be read in step again, and a session stuck that way would hang
+// every caller.
+func (h *Hub) watchFrames(ctx context.Context) {
+	t := time.NewTicker(min(time.Second, h.frameStall/4))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		h.mu.Lock()
+		all := make([]*Session, 0, len(h.sessions))
+		for _, s := range h.sessions {
+			all = append(all, s)
+		}
+		h.mu.Unlock()
+		for _, s := range all {
+			s.mu.Lock()
+			frames, state, remote := s.frames, s.state, s.info.Host != "local"
+			s.mu.Unlock()
+			if frames == nil || state == stateStarting || state == stateDead {
+				continue
+			}
+			limit := h.frameStall
+			if remote {
+				limit *= 12
+			}
+			if d := frames.Stalled(); d > limit {
+				s.endForViolation(fmt.Sprintf("half a frame, then nothing for %s", d.Round(100*time.Millisecond)))
+			}
+		}
+	}
+}
+
+// endForViolation ends a session whose worker broke the protocol.
+func (s *Session) endForViolation(why string) {
+	s.hub.log.Error("worker broke the protocol", "session", s.name, "err", why)
+	s.mu.Lock()
+	if s.death == "" {
+		s.death = "the worker broke the frame protocol (" + why + "), so the hub ended it"
+	}
+	s.mu.Unlock()
+	s.proc.Kill()
 }
 
 // maybeFinishLocked finishes r once it has both its done frame and its
@@ -464,7 +531,7 @@ func (s *Session) finishLocked(r *run) {
 		Cell:       r.cell,
 		Status:     f.Status,
 		Value:      f.Value,
-		Error:      f.cellError(),
+		Error:      f.Error,
 		DurationMS: int64(f.Duration * 1000),
 	}
 	if res.Status != wire.StatusOK && res.Status != wire.StatusError {
@@ -506,11 +573,7 @@ func (s *Session) waitExit() {
 }
 
 // send writes one frame to the worker.
-func (s *Session) send(header map[string]any, data []byte) error {
-	s.wmu.Lock()
-	defer s.wmu.Unlock()
-	return writeFrame(s.proc.Stdin(), header, data)
-}
+func (s *Session) send(m proto.Msg) error { return s.w.Write(m) }
 
 // BusyError reports a session running a cell.
 type BusyError struct {
@@ -553,7 +616,7 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	s.mu.Unlock()
 
 	s.hub.transcribe(s, r)
-	if err := s.send(map[string]any{"op": "exec", "cell": r.cell, "code": code, "fence": string(r.fence)}, nil); err != nil {
+	if err := s.send(&proto.Exec{Cell: r.cell, Code: code, Fence: string(r.fence)}); err != nil {
 		// The worker is dying; its waiter will finish the run as dead.
 		s.hub.log.Warn("exec frame not sent", "session", s.name, "err", err)
 	}
@@ -632,8 +695,14 @@ func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, pr
 	}
 }
 
-// interrupt raises KeyboardInterrupt in the running cell.
+// interruptWait bounds the wait for the worker's answer to an interrupt.
+const interruptWait = 2 * time.Second
+
+// interrupt raises KeyboardInterrupt in the running cell, or stops what the
+// session serves for another, and says truthfully what came of it.
 func (s *Session) interrupt() (string, error) {
+	s.imu.Lock()
+	defer s.imu.Unlock()
 	s.mu.Lock()
 	r := s.cur
 	state, death, op := s.state, s.death, s.serving
@@ -642,18 +711,50 @@ func (s *Session) interrupt() (string, error) {
 		return "", &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' is dead: %s", s.name, death)}
 	}
 	if op != nil {
-		if err := s.send(map[string]any{"op": "interrupt"}, nil); err != nil {
+		if err := s.send(&proto.Cancel{Sid: op.sid}); err != nil {
 			return "", &wire.Error{Code: wire.CodeInternal, Message: fmt.Sprintf("interrupt not delivered: %v", err)}
 		}
-		return fmt.Sprintf("interrupted the %s session '%s' was serving for '%s'", op.kind, s.name, op.from), nil
+		return fmt.Sprintf("asked session '%s' to stop the %s it serves for '%s'", s.name, op.kind, op.from), nil
 	}
 	if r == nil || r.isFinished() {
 		return fmt.Sprintf("session '%s' is idle: nothing to interrupt", s.name), nil
 	}
-	if err := s.send(map[string]any{"op": "interrupt"}, nil); err != nil {
+	for len(s.interrupted) > 0 {
+		<-s.interrupted // answers to interrupts whose callers gave up
+	}
+	if err := s.send(&proto.Interrupt{Cell: r.cell}); err != nil {
 		return "", &wire.Error{Code: wire.CodeInternal, Message: fmt.Sprintf("interrupt not delivered: %v", err)}
 	}
-	return fmt.Sprintf("interrupted cell %d of session '%s' (KeyboardInterrupt); `replhub wait %s` shows how it ended", r.cell, s.name, s.name), nil
+	timer := time.NewTimer(interruptWait)
+	defer timer.Stop()
+	for {
+		select {
+		case a := <-s.interrupted:
+			if a.Cell != r.cell {
+				continue
+			}
+			switch a.How {
+			case proto.HowDelivered:
+				return fmt.Sprintf("interrupted cell %d of session '%s' (KeyboardInterrupt raised in it); `replhub wait %s` shows how it ended", r.cell, s.name, s.name), nil
+			case proto.HowParked:
+				return fmt.Sprintf("cell %d of session '%s' had not started yet: it ends with KeyboardInterrupt as it starts, without running; `replhub wait %s` shows it", r.cell, s.name, s.name), nil
+			default:
+				return fmt.Sprintf("session '%s' had already finished cell %d: nothing to interrupt; `replhub wait %s` shows its result", s.name, r.cell, s.name), nil
+			}
+		case <-timer.C:
+			return fmt.Sprintf("sent an interrupt to cell %d of session '%s', but it did not answer within %s (stopped, or in code that holds the interpreter): `replhub wait %s` shows whether the cell ended, `replhub kill %s` ends the session",
+				r.cell, s.name, interruptWait, s.name, s.name), nil
+		case <-s.exited:
+			return "", &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' died while being interrupted: %s", s.name, s.deathText())}
+		}
+	}
+}
+
+// deathText says how the session died.
+func (s *Session) deathText() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.death
 }
 
 // snapshot describes the session for the sessions op.

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -20,8 +22,8 @@ import (
 // queued runs sink on its own goroutine, in order, with up to wire.Window
 // frames waiting: reading the next chunk from one side then overlaps with
 // writing this one to the other. stop waits until all are written.
-func queued(sink func(*frame)) (enqueue func(*frame), stop func()) {
-	ch := make(chan *frame, wire.Window)
+func queued(sink func(*proto.Chunk)) (enqueue func(*proto.Chunk), stop func()) {
+	ch := make(chan *proto.Chunk, wire.Window)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -30,7 +32,7 @@ func queued(sink func(*frame)) (enqueue func(*frame), stop func()) {
 		}
 	}()
 	var once sync.Once
-	return func(f *frame) { ch <- f }, func() { once.Do(func() { close(ch) }); <-done }
+	return func(f *proto.Chunk) { ch <- f }, func() { once.Do(func() { close(ch) }); <-done }
 }
 
 // readChunk is one chunk of a file, or the error that ended it (io.EOF at
@@ -46,7 +48,7 @@ func readAhead(f *os.File, stop <-chan struct{}) <-chan readChunk {
 	ch := make(chan readChunk, 1)
 	go func() {
 		for {
-			b := wire.GetChunk(wire.ChunkSize)
+			b := proto.GetChunk(wire.ChunkSize)
 			n, err := io.ReadFull(f, b)
 			if err == io.ErrUnexpectedEOF {
 				err = io.EOF
@@ -54,7 +56,7 @@ func readAhead(f *os.File, stop <-chan struct{}) <-chan readChunk {
 			select {
 			case ch <- readChunk{b[:n], err}:
 			case <-stop:
-				wire.PutChunk(b)
+				proto.PutChunk(b)
 				return
 			}
 			if err != nil {
@@ -67,9 +69,9 @@ func readAhead(f *os.File, stop <-chan struct{}) <-chan readChunk {
 
 // sessionTransfer serves a pull or push that code in session from asked
 // for, with a session named f.Target on the other end.
-func (h *Hub) sessionTransfer(from *Session, f *frame) {
+func (h *Hub) sessionTransfer(from *Session, f *proto.Req) {
 	fail := func(err error) {
-		from.send(map[string]any{"op": "reply", "id": f.ID, "ok": false, "error": errorMessage(err)}, nil)
+		from.send(&proto.Reply{ID: f.ID, Error: errorMessage(err)})
 	}
 	if f.Target == from.name {
 		fail(fmt.Errorf("session '%s' cannot %s from itself: use open() there", from.name, f.Kind))
@@ -93,47 +95,45 @@ func (h *Hub) sessionTransfer(from *Session, f *frame) {
 	defer from.unlink(f.ID)
 	// The end of a pull is told only once the target is free again (below),
 	// so that the caller's next request never finds it still busy.
-	enqueue, flush := queued(func(c *frame) {
+	enqueue, flush := queued(func(c *proto.Chunk) {
 		if c.EOF {
 			return
 		}
-		from.send(map[string]any{"op": "chunk", "id": f.ID, "seq": c.Seq}, c.data)
-		wire.PutChunk(c.data)
+		from.send(&proto.Chunk{ID: f.ID, Seq: c.Seq, Data: c.Data})
+		proto.PutChunk(c.Data)
 	})
 	defer flush()
 	op.chunkSink = enqueue
-	op.ackSink = func(a *frame) { from.send(map[string]any{"op": "ack", "id": f.ID, "seq": a.Seq}, nil) }
+	op.ackSink = func(a *proto.Ack) { from.send(&proto.Ack{ID: f.ID, Seq: a.Seq}) }
 	h.transcribeNote(target, title, "")
-	serve := map[string]any{"op": "serve", "sid": op.sid, "kind": kind, "from": from.name, "path": f.Path}
+	serve := &proto.Serve{Sid: op.sid, Kind: kind, From: from.name, Path: f.Path}
 	if kind == "write" {
-		serve["size"], serve["mode"] = f.Size, f.Mode
+		serve.Size, serve.Mode = f.Size, f.Mode
 	}
-	first := awaitServed(target, op, target.send(serve, nil))
+	first := awaitServed(target, op, target.send(serve))
 	if first == nil || !first.OK {
 		death := h.endServe(target, op)
 		if first == nil {
 			fail(h.diedServing(target, f.Kind, death))
 		} else {
-			fail(fmt.Errorf("%s", first.errorText()))
+			fail(errors.New(first.Error))
 		}
 		return
 	}
-	from.send(map[string]any{"op": "reply", "id": f.ID, "ok": true, "size": first.Size, "mode": first.Mode}, nil)
+	from.send(&proto.Reply{ID: f.ID, OK: true, Size: first.Size, Mode: first.Mode})
 	last := <-op.done
 	flush() // every chunk reaches the caller before the last word
 	death := h.endServe(target, op)
+	end := &proto.Chunk{ID: f.ID, EOF: f.Kind == "pull", Done: f.Kind == "push"}
 	switch {
-	case last == nil && f.Kind == "pull":
-		from.send(map[string]any{"op": "chunk", "id": f.ID, "eof": true, "error": h.diedServing(target, "pull", death).Error()}, nil)
 	case last == nil:
-		from.send(map[string]any{"op": "chunk", "id": f.ID, "done": true, "ok": false, "error": h.diedServing(target, "push", death).Error()}, nil)
-	case f.Kind == "push":
-		from.send(map[string]any{"op": "chunk", "id": f.ID, "done": true, "ok": last.OK, "error": last.errorText()}, nil)
+		end.Error = h.diedServing(target, f.Kind, death).Error()
 	case !last.OK:
-		from.send(map[string]any{"op": "chunk", "id": f.ID, "eof": true, "error": last.errorText()}, nil)
+		end.Error = last.Error
 	default:
-		from.send(map[string]any{"op": "chunk", "id": f.ID, "eof": true}, nil)
+		end.OK = true
 	}
+	from.send(end)
 }
 
 // clientTransfer serves a client's push or pull (replhub push/pull). The
@@ -205,49 +205,52 @@ func (h *Hub) clientTransfer(req wire.Request, next func() (*wire.Request, bool)
 	sinkReady := make(chan struct{}) // closed once sink is set (or will not be)
 	acks := make(chan int64, 64)
 	total := size
-	enqueue, flush := queued(func(c *frame) {
+	enqueue, flush := queued(func(c *proto.Chunk) {
 		<-sinkReady
 		if c.EOF || sink == nil {
-			wire.PutChunk(c.data)
+			proto.PutChunk(c.Data)
 			return
 		}
-		if sinkErr == nil {
-			sinkErr = sink.Write(c.data)
+		failed := sinkErr != nil
+		if !failed {
+			sinkErr = sink.Write(c.Data)
 		}
-		n := int64(len(c.data))
-		wire.PutChunk(c.data)
+		n := int64(len(c.Data))
+		proto.PutChunk(c.Data)
 		if sinkErr != nil {
-			target.send(map[string]any{"op": "interrupt"}, nil)
+			if !failed {
+				target.send(&proto.Cancel{Sid: op.sid})
+			}
 			return
 		}
-		target.send(map[string]any{"op": "ack", "sid": op.sid, "seq": c.Seq}, nil)
+		target.send(&proto.Ack{Sid: op.sid, Seq: c.Seq})
 		report(n, total)
 	})
 	defer flush()
 	op.chunkSink = enqueue
-	op.ackSink = func(a *frame) {
+	op.ackSink = func(a *proto.Ack) {
 		select {
 		case acks <- a.Seq:
 		default:
 		}
 	}
 	h.transcribeNote(target, title, "")
-	serve := map[string]any{"op": "serve", "sid": op.sid, "kind": kind, "from": "the command line", "path": req.Path}
+	serve := &proto.Serve{Sid: op.sid, Kind: kind, From: "the command line", Path: req.Path}
 	if kind == "write" {
-		serve["size"], serve["mode"] = size, uint32(mode)
+		serve.Size, serve.Mode = size, uint32(mode)
 	}
 	t0 := time.Now()
-	first := awaitServed(target, op, target.send(serve, nil))
+	first := awaitServed(target, op, target.send(serve))
 	if first == nil || !first.OK {
 		close(sinkReady)
 		death := h.endServe(target, op)
 		if first == nil {
 			return replyErr(h.diedServing(target, req.Op, death))
 		}
-		return errReply(wire.CodeBadRequest, "%s", first.errorText())
+		return errReply(wire.CodeBadRequest, "%s", first.Error)
 	}
 	stopped := func() wire.Reply {
-		target.send(map[string]any{"op": "interrupt"}, nil)
+		target.send(&proto.Cancel{Sid: op.sid})
 		select {
 		case <-op.done:
 		case <-time.After(10 * time.Second):
@@ -293,12 +296,12 @@ func (h *Hub) clientTransfer(req wire.Request, next func() (*wire.Request, bool)
 			}
 			n, rerr := len(c.b), c.err
 			if n > 0 {
-				target.send(map[string]any{"op": "chunk", "sid": op.sid, "seq": seq}, c.b)
+				target.send(&proto.Chunk{Sid: op.sid, Seq: seq, Data: c.b})
 				report(int64(n), total)
 			}
-			wire.PutChunk(c.b)
+			proto.PutChunk(c.b)
 			if rerr == io.EOF {
-				target.send(map[string]any{"op": "chunk", "sid": op.sid, "seq": seq + 1, "eof": true}, nil)
+				target.send(&proto.Chunk{Sid: op.sid, Seq: seq + 1, EOF: true})
 				break
 			}
 			if rerr != nil {
@@ -308,7 +311,7 @@ func (h *Hub) clientTransfer(req wire.Request, next func() (*wire.Request, bool)
 		}
 	}
 wait:
-	var last *frame
+	var last *proto.Served
 	select {
 	case last = <-op.done:
 	case <-gone:
@@ -329,7 +332,7 @@ wait:
 		if sinkErr != nil {
 			return errReply(wire.CodeBadRequest, "writing %s: %v", req.Local, sinkErr)
 		}
-		return errReply(wire.CodeBadRequest, "%s", last.errorText())
+		return errReply(wire.CodeBadRequest, "%s", last.Error)
 	}
 	if sink != nil {
 		if err := sink.Finish(); err != nil {

@@ -35,7 +35,7 @@ out = os.fdopen(1, "wb", 0)
 def frame(d):
     out.write(json.dumps(d).encode() + b"\n")
 def ready():
-    frame({"op": "ready", "proto": 1, "python": "3.99.0", "pid": os.getpid(), "cwd": os.getcwd(), "executable": "fake", "cloudpickle": False})
+    frame({"op": "ready", "proto": 2, "python": "3.99.0", "pid": os.getpid(), "cwd": os.getcwd(), "executable": "fake", "cloudpickle": False})
 def cells():
     for line in sys.stdin.buffer:
         c = json.loads(line)
@@ -63,7 +63,7 @@ for c in cells():
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "cell output")
 	assert.Contains(t, r.Stdout, "Out[1]: 'fine'")
-	assert.Contains(t, r.Stdout, `the worker sent a malformed frame from worker`)
+	assert.Contains(t, r.Stdout, `the worker sent a malformed frame (`)
 	assert.Contains(t, r.Stdout, `this is not a frame`)
 	r = e.Run("exec", "bad", "2")
 	assert.Equal(t, 0, r.Code, "the session goes on: %s", r)
@@ -82,7 +82,7 @@ for c in cells():
 `)
 	r := e.Run("exec", "broken", "1", "--python", py)
 	assert.Equal(t, 4, r.Code, "%s", r)
-	assert.Contains(t, r.Stdout, "worker frame stream broken")
+	assert.Contains(t, r.Stdout, "broke the frame protocol (protocol violation: a frame header over")
 	stillServes(t, e)
 }
 

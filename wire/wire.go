@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 )
 
 // Version is the protocol version spoken by this binary.
@@ -258,27 +257,6 @@ func Write(w io.Writer, v any) error {
 		b[i] = 0
 	}
 	return err
-}
-
-var chunkPool = sync.Pool{New: func() any { b := make([]byte, ChunkSize); return &b }}
-
-// GetChunk returns a buffer of n bytes, from a pool when n is big enough
-// to be a transfer's chunk: fresh 8 MiB buffers cost zeroing and page
-// faults each time. PutChunk gives it back.
-func GetChunk(n int) []byte {
-	if n > 1<<20 && n <= ChunkSize {
-		return (*chunkPool.Get().(*[]byte))[:n]
-	}
-	return make([]byte, n)
-}
-
-// PutChunk gives back a buffer from GetChunk; others are left to the GC.
-// The caller must not use b afterwards.
-func PutChunk(b []byte) {
-	if cap(b) == ChunkSize {
-		b = b[:ChunkSize]
-		chunkPool.Put(&b)
-	}
 }
 
 // ErrLineTooLong is returned for a line longer than MaxLine.
