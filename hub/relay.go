@@ -62,6 +62,11 @@ func (h *Hub) serveRequest(from *Session, f *frame) {
 	fail := func(format string, args ...any) {
 		reply["error"] = fmt.Sprintf(format, args...)
 	}
+	if err := h.checkReach(from, f); err != nil {
+		reply["error"] = err.Error()
+		from.send(reply, nil)
+		return
+	}
 	switch f.Kind {
 	case "cancel":
 		from.mu.Lock()
@@ -75,7 +80,7 @@ func (h *Hub) serveRequest(from *Session, f *frame) {
 		h.sessionTransfer(from, f)
 		return
 	case "sessions":
-		l := h.List()
+		l := h.listFor(from)
 		reply["ok"], reply["sessions"] = true, l.Sessions
 	case "open":
 		info, err := h.open(from, f)
@@ -285,9 +290,9 @@ func (s *Session) onStream(f *frame) {
 }
 
 // open opens (or attaches to) a session for code in session from. A new
-// session starts in from's creator's cwd and environment; when sudo wants a
-// password, the hub runs $SUDO_ASKPASS of that environment, as the CLI
-// would for a command.
+// session starts in from's creator's cwd and environment, and, when f names
+// no host, where from runs (openHost); when sudo wants a password, the hub
+// runs $SUDO_ASKPASS of that environment, as the CLI would for a command.
 func (h *Hub) open(from *Session, f *frame) (*wire.SessionInfo, error) {
 	from.mu.Lock()
 	origin := from.origin
@@ -303,6 +308,9 @@ func (h *Hub) open(from *Session, f *frame) (*wire.SessionInfo, error) {
 	h.mu.Lock()
 	live := h.sessions[req.Name]
 	h.mu.Unlock()
+	if live == nil && req.Host == "" {
+		req.Host = openHost(from)
+	}
 	if live != nil && f.Sudo != nil && !*f.Sudo && live.isRoot() {
 		return nil, fmt.Errorf("session '%s' runs as root, and sudo=False insists on a user session", req.Name)
 	}
@@ -321,6 +329,9 @@ func (h *Hub) open(from *Session, f *frame) (*wire.SessionInfo, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if err := h.reachOf(from).check(s.name, s.host()); err != nil {
+		return nil, err // a session that took the name after checkReach
 	}
 	info := s.snapshot()
 	return &info, nil
