@@ -20,6 +20,13 @@ import (
 // session's request reached. The sessions listing of a remote session
 // holds only what it may reach.
 //
+// A put, get, call, push, pull or kill looks its target up again after
+// the check, by name: were the name to pass to a new session elsewhere in
+// between (the target ends and the user starts another under its name in
+// that moment), the request would reach that one. Only someone who may
+// start a session there can bring that about, and not on purpose within
+// microseconds; closing it would take the relay's own lookups.
+//
 // config.json is read anew for each request of a remote session (never for
 // a local one): it is a small file, read beside a request that has just
 // crossed an ssh link, and so an edit, a revoked reach above all, applies
