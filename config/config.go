@@ -17,7 +17,7 @@ import (
 //	{
 //	  "pythons": ["python3.11"],
 //	  "hosts": {
-//	    "lab-*":  {"jump": ["gw1"], "pythons": ["/opt/py*/bin/python3"]},
+//	    "lab-*":  {"jump": ["gw1"], "pythons": ["/opt/py*/bin/python3"], "reach": ["lab-*"]},
 //	    "lab-7":  {"jump": []}
 //	  }
 //	}
@@ -43,6 +43,7 @@ type HostRule struct {
 	Pattern string
 	Settings
 	match glob.Glob
+	reach []glob.Glob // Reach, compiled
 }
 
 // Settings for a host. A nil Jump is unset; an empty one turns a jump that an
@@ -51,7 +52,16 @@ type Settings struct {
 	Jump    *[]string `json:"jump,omitempty"`
 	Pythons []string  `json:"pythons,omitempty"`
 	Sudo    string    `json:"sudo,omitempty"`
+	// Reach are host patterns (globs, as for "hosts"; Local names this
+	// machine) whose sessions a session on this host may act on, besides
+	// those of its own host. Nil is unset: a session reaches its own host
+	// only. Only a rule under "hosts" may set it; see MayReach.
+	Reach []string `json:"reach,omitempty"`
 }
+
+// Local is the name of this machine: the host of a local session, and the
+// pattern in "reach" that lets a remote session act on local ones.
+const Local = "local"
 
 // ConfigFile is config.json's path.
 func (p Paths) ConfigFile() string { return filepath.Join(p.Config, "config.json") }
@@ -131,7 +141,15 @@ func parseHosts(b []byte, name string) ([]HostRule, error) {
 		if err := checkSudo(s.Sudo, name, fmt.Sprintf("hosts[%q].sudo", pattern)); err != nil {
 			return nil, err
 		}
-		rules = append(rules, HostRule{Pattern: pattern, Settings: s, match: g})
+		var reach []glob.Glob
+		for _, rp := range s.Reach {
+			rg, err := glob.Compile(rp)
+			if err != nil {
+				return nil, fmt.Errorf("config: %s: hosts[%q].reach: bad pattern %q: %w", name, pattern, rp, err)
+			}
+			reach = append(reach, rg)
+		}
+		rules = append(rules, HostRule{Pattern: pattern, Settings: s, match: g, reach: reach})
 	}
 	return rules, nil
 }
@@ -166,6 +184,38 @@ func (f *File) For(host string) Settings {
 		if r.Sudo != "" {
 			s.Sudo = r.Sudo
 		}
+		if r.Reach != nil {
+			s.Reach = r.Reach
+		}
 	}
 	return s
+}
+
+// MayReach reports whether a session on host from may act on (open, put,
+// get, call, push, pull, kill …) a session on host to; both are hosts as
+// the user gave them, or Local. A local session reaches everything, and a
+// session reaches its own host (its root twin there included). Beyond
+// that, the last rule matching from that sets "reach" decides, as for
+// every other key: to must match one of its patterns; "*" matches every
+// host and this machine. rule is that rule's pattern, or "" when no rule
+// sets "reach" for from, so that a refusal can say which key to change.
+func (f *File) MayReach(from, to string) (ok bool, rule string) {
+	if from == Local || from == to {
+		return true, ""
+	}
+	var decide *HostRule
+	for i := range f.Hosts {
+		if r := &f.Hosts[i]; r.Reach != nil && r.match.Match(from) {
+			decide = r
+		}
+	}
+	if decide == nil {
+		return false, ""
+	}
+	for _, g := range decide.reach {
+		if g.Match(to) {
+			return true, decide.Pattern
+		}
+	}
+	return false, decide.Pattern
 }

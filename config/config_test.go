@@ -59,3 +59,67 @@ func TestLoadMissingIsDefaults(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "nopasswd", f.For("x").Sudo)
 }
+
+func TestMayReach(t *testing.T) {
+	f, err := Parse([]byte(`{
+		"hosts": {
+			"lab-*": {"reach": ["lab-*"]},
+			"lab-7": {"sudo": "askpass"},
+			"lab-9": {"reach": ["local", "db.example.com"]},
+			"gpu?": {"reach": ["*"]},
+			"edge": {"reach": []},
+			"edge-*": {"jump": ["gw1"]}
+		}
+	}`), "config.json")
+	require.NoError(t, err)
+	for _, c := range []struct {
+		from, to string
+		ok       bool
+		rule     string
+	}{
+		{Local, Local, true, ""},
+		{Local, "lab-1", true, ""},
+		{Local, "anything.example.com", true, ""},
+		{"web", "web", true, ""},
+		{"web", Local, false, ""},
+		{"web", "lab-1", false, ""},
+		{"edge-1", "edge-2", false, ""}, // a rule without "reach" grants nothing
+		{"lab-1", "lab-1", true, ""},
+		{"lab-1", "lab-2", true, "lab-*"},
+		{"lab-7", "lab-2", true, "lab-*"}, // a later rule that does not set reach keeps it
+		{"lab-1", Local, false, "lab-*"},
+		{"lab-1", "web", false, "lab-*"},
+		{"lab-9", Local, true, "lab-9"}, // a later rule replaces an earlier reach
+		{"lab-9", "db.example.com", true, "lab-9"},
+		{"lab-9", "lab-2", false, "lab-9"},
+		{"gpu1", Local, true, "gpu?"},
+		{"gpu1", "web", true, "gpu?"},
+		{"edge", "edge", true, ""},
+		{"edge", Local, false, "edge"},
+	} {
+		t.Run(c.from+"→"+c.to, func(t *testing.T) {
+			ok, rule := f.MayReach(c.from, c.to)
+			assert.Equal(t, c.ok, ok)
+			assert.Equal(t, c.rule, rule)
+		})
+	}
+	assert.Equal(t, []string{"local", "db.example.com"}, f.For("lab-9").Reach)
+	assert.Nil(t, f.For("web").Reach)
+
+	var none File
+	ok, _ := none.MayReach("web", Local)
+	assert.False(t, ok, "without config.json a host reaches only itself")
+	ok, _ = none.MayReach(Local, "web")
+	assert.True(t, ok)
+}
+
+func TestReachErrors(t *testing.T) {
+	for in, want := range map[string]string{
+		`{"reach": ["*"]}`:                       `unknown field "reach"`,
+		`{"hosts": {"a": {"reach": "local"}}}`:   `hosts["a"]`,
+		`{"hosts": {"a": {"reach": ["lab-["]}}}`: `hosts["a"].reach: bad pattern "lab-["`,
+	} {
+		_, err := Parse([]byte(in), "config.json")
+		assert.ErrorContains(t, err, want, in)
+	}
+}

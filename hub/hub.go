@@ -433,6 +433,11 @@ func (h *Hub) ensure(ctx context.Context, req wire.Request) (s *Session, created
 	}
 	h.mu.Unlock()
 
+	if req.Host == config.Local {
+		// "local" names this machine, as in sessions and "reach": a live
+		// session was held to it above; a new one starts here.
+		req.Host = ""
+	}
 	if created {
 		err = h.checkTie(req)
 		if err == nil {

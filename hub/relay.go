@@ -62,6 +62,11 @@ func (h *Hub) serveRequest(from *Session, f *proto.Req) {
 	fail := func(format string, args ...any) {
 		reply.Error = fmt.Sprintf(format, args...)
 	}
+	if err := h.checkReach(from, f); err != nil {
+		reply.Error = err.Error()
+		from.send(reply)
+		return
+	}
 	switch f.Kind {
 	case "cancel":
 		from.mu.Lock()
@@ -75,7 +80,7 @@ func (h *Hub) serveRequest(from *Session, f *proto.Req) {
 		h.sessionTransfer(from, f)
 		return
 	case "sessions":
-		l := h.List()
+		l := h.listFor(from)
 		reply.OK, reply.Sessions = true, l.Sessions
 	case "open":
 		info, err := h.open(from, f)
@@ -276,9 +281,9 @@ func (s *Session) linkOf(id int64) *relayLink {
 }
 
 // open opens (or attaches to) a session for code in session from. A new
-// session starts in from's creator's cwd and environment; when sudo wants a
-// password, the hub runs $SUDO_ASKPASS of that environment, as the CLI
-// would for a command.
+// session starts in from's creator's cwd and environment, and, when f names
+// no host, where from runs (openHost); when sudo wants a password, the hub
+// runs $SUDO_ASKPASS of that environment, as the CLI would for a command.
 func (h *Hub) open(from *Session, f *proto.Req) (*wire.SessionInfo, error) {
 	from.mu.Lock()
 	origin := from.origin
@@ -294,6 +299,9 @@ func (h *Hub) open(from *Session, f *proto.Req) (*wire.SessionInfo, error) {
 	h.mu.Lock()
 	live := h.sessions[req.Name]
 	h.mu.Unlock()
+	if live == nil && req.Host == "" {
+		req.Host = openHost(from)
+	}
 	if live != nil && f.Sudo != nil && !*f.Sudo && live.isRoot() {
 		return nil, fmt.Errorf("session '%s' runs as root, and sudo=False insists on a user session", req.Name)
 	}
@@ -312,6 +320,9 @@ func (h *Hub) open(from *Session, f *proto.Req) (*wire.SessionInfo, error) {
 	}
 	if err != nil {
 		return nil, err
+	}
+	if err := h.reachOf(from).check(s.name, s.host()); err != nil {
+		return nil, err // a session that took the name after checkReach
 	}
 	info := s.snapshot()
 	return &info, nil

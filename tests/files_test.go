@@ -202,6 +202,7 @@ func TestFilesOwnerKeptByRoot(t *testing.T) {
 
 func TestFilesAcrossHosts(t *testing.T) {
 	w := newSSHWorld(t, []string{"hostA", "hostB"}, sshtest.Options{})
+	w.WriteConfig(`{"hosts": {"host*": {"reach": ["host*"]}}}`)
 	w.Setenv("REPLHUB_PYTHON", py(t, "3.11"))
 	src := filepath.Join(w.Dir, "mid.bin")
 	sum := randomFile(t, src, 20<<20+123)

@@ -206,6 +206,8 @@ func TestObjectsBusyInterruptAndDeath(t *testing.T) {
 func TestObjectsAcrossHosts(t *testing.T) {
 	needCloudpickle(t)
 	w := newSSHWorld(t, []string{"hostA", "hostB"}, sshtest.Options{})
+	// The two hosts may reach each other (TestReachBetweenHosts: not without).
+	w.WriteConfig(`{"hosts": {"host*": {"reach": ["host*"]}}}`)
 	// Sessions here and there on one minor, so that code may cross.
 	w.Setenv("REPLHUB_PYTHON", py(t, "3.11"))
 	ok(t, w.Run("exec", "ra", "data = {'n': 41}", "--host", "hostA"))
@@ -219,7 +221,7 @@ ra.get("data"), ra.call(lambda: sorted(globals())[:0])`))
 rb, rb.call("inc", data), rb.call(lambda d: d["n"] * 2, data)`))
 	assert.Contains(t, out, "<session 'rb' on hostB, python 3.")
 	assert.Contains(t, out, ", 42, 82)")
-	// a remote session opens another on its own host by name and host
+	// a remote session opens another on a host it may reach by name and host
 	out = ok(t, w.Run("exec", "ra", `other = session("rc", host="hostB"); other.put(v=5); other.get("v")`))
 	assert.Contains(t, out, "5")
 	r := w.Run("sessions")
