@@ -3,8 +3,9 @@
 // running the $SUDO_ASKPASS program on the caller's side.
 //
 // A password travels only as a byte slice: from the askpass program's stdout
-// to the client, over the hub's socket, onto the first line of the new
-// worker's stdin for `sudo -k -S`. It is never in argv, the environment, a
+// to the client, over the hub's socket (raw bytes after the request line,
+// never in JSON: see package wire), onto the first line of the new worker's
+// stdin for `sudo -k -S`. It is never in argv, the environment, a
 // log, a transcript, a death note or an error message, and every holder
 // zeroes its slice after use (Zero).
 package sudo
