@@ -137,7 +137,7 @@ func (c *Client) roundTrip(ctx context.Context, k *conn, req wire.Request, onPro
 	k.used = true
 	stop := context.AfterFunc(ctx, func() { k.c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
-	if err := wire.Write(k.c, req); err != nil {
+	if err := wire.WriteRequest(k.c, req); err != nil {
 		if ctx.Err() != nil {
 			return nil, reused, ctx.Err()
 		}

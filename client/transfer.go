@@ -59,7 +59,7 @@ func (c *Client) transfer(ctx context.Context, req wire.Request, progress Progre
 	stop := context.AfterFunc(ctx, func() { k.c.Close() })
 	defer stop()
 	req.V = wire.Version
-	if err := wire.Write(k.c, req); err != nil {
+	if err := wire.WriteRequest(k.c, req); err != nil {
 		return "", ErrHubGone
 	}
 	for {

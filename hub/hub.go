@@ -9,9 +9,7 @@
 package hub
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -211,24 +209,29 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 			Message: "hub: refused: " + err.Error() + "; a hub serves only its own user"}})
 		return
 	}
-	// A reader goroutine lets a request see its client go away.
-	lines := make(chan []byte)
+	// A reader goroutine lets a request see its client go away. It hands
+	// on each request, or what was wrong with a bad one.
+	type incoming struct {
+		req *wire.Request
+		bad *wire.RequestError
+	}
+	reqs := make(chan incoming)
 	gone := make(chan struct{})
 	go func() {
 		defer close(gone)
-		r := bufio.NewReaderSize(c, 1<<16)
+		r := wire.NewReader(c)
 		for {
-			line, err := wire.ReadLine(r, wire.MaxLine)
-			if err != nil {
-				if errors.Is(err, wire.ErrLineTooLong) {
-					wire.Write(c, wire.Reply{V: wire.Version, Err: &wire.Error{Code: wire.CodeBadRequest, Message: "hub: request line too long"}})
-				}
+			req, err := r.ReadRequest()
+			var bad *wire.RequestError
+			if err != nil && !errors.As(err, &bad) {
 				return
 			}
-			m := append([]byte(nil), line...)
 			select {
-			case lines <- m:
+			case reqs <- incoming{req, bad}:
 			case <-ctx.Done():
+				if req != nil {
+					sudo.Zero(req.Password)
+				}
 				return
 			}
 		}
@@ -241,13 +244,19 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 		return wire.Write(c, r)
 	}
 	for {
-		var line []byte
+		var in incoming
 		select {
-		case line = <-lines:
+		case in = <-reqs:
 		case <-gone:
 			return
 		case <-ctx.Done():
 			return
+		}
+		if in.bad != nil {
+			if send(errReply(wire.CodeBadRequest, "hub: bad request: %s", in.bad.Reason)) != nil {
+				return
+			}
+			continue
 		}
 		rctx, cancel := context.WithCancel(ctx)
 		go func() {
@@ -259,19 +268,22 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 		}()
 		next := func() (*wire.Request, bool) {
 			select {
-			case m := <-lines:
-				var r wire.Request
-				if json.Unmarshal(m, &r) != nil {
+			case m := <-reqs:
+				if m.bad != nil {
 					return &wire.Request{}, true
 				}
-				return &r, true
+				// Only a request's first line may need a password.
+				sudo.Zero(m.req.Password)
+				m.req.Password = nil
+				return m.req, true
 			case <-gone:
 				return nil, false
 			case <-rctx.Done():
 				return nil, false
 			}
 		}
-		reply := h.handle(rctx, line, send, next)
+		reply := h.handle(rctx, *in.req, send, next)
+		sudo.Zero(in.req.Password)
 		cancel()
 		if reply.V == 0 && reply.Err == nil && reply.Message == "" && reply.Result == nil && reply.Sessions == nil {
 			// A transfer whose client went away: nothing to answer.
@@ -283,12 +295,8 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 	}
 }
 
-// handle decodes and answers one request line.
-func (h *Hub) handle(ctx context.Context, line []byte, send func(wire.Reply) error, next func() (*wire.Request, bool)) wire.Reply {
-	var req wire.Request
-	if err := json.Unmarshal(line, &req); err != nil {
-		return errReply(wire.CodeBadRequest, "hub: malformed request: %v", err)
-	}
+// handle answers one request.
+func (h *Hub) handle(ctx context.Context, req wire.Request, send func(wire.Reply) error, next func() (*wire.Request, bool)) wire.Reply {
 	if req.V != wire.Version {
 		return errReply(wire.CodeVersion, "hub: this hub speaks protocol %d, the client %d: run `replhub stop` and try again (sessions end)", wire.Version, req.V)
 	}

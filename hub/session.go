@@ -124,8 +124,8 @@ type startOpts struct {
 	// watch, when set, reads sudo's stderr until ready; its verdict (a
 	// wrong password, a refusal) ends the start at once.
 	watch *sudo.Watcher
-	// password, when set, is written as the first line of the worker's
-	// stdin (a local `sudo -k -S`) and then zeroed.
+	// password, when set, is the first line of the worker's stdin (for a
+	// local `sudo -k -S`), newline included; it is written and then zeroed.
 	password []byte
 	// onStub, when set, is called when the remote stub says it runs (sudo
 	// accepted): the payload may now follow without being read as a
@@ -168,9 +168,8 @@ func (s *Session) start(ctx context.Context, o startOpts) error {
 	s.mu.Unlock()
 	go s.readOutput()
 	if o.password != nil {
-		line := append(o.password, '\n')
-		_, werr := p.Stdin().Write(line)
-		sudo.Zero(line)
+		_, werr := p.Stdin().Write(o.password)
+		sudo.Zero(o.password)
 		if werr != nil {
 			s.hub.log.Warn("sudo password not delivered", "session", s.name, "err", werr)
 		}

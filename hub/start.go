@@ -68,20 +68,20 @@ func (h *Hub) startSession(ctx context.Context, s *Session, req wire.Request) er
 		}
 	}
 	// Each holder zeroes its own copy of the password.
-	pw := func() []byte {
-		if !withPassword {
-			return nil
-		}
-		return append([]byte(nil), req.Password...)
-	}
 	if req.Host == "" {
-		o.password = pw()
+		if withPassword {
+			o.password = sudo.Line(req.Password)
+		}
 		o.launch = func() (Proc, error) { return h.launchLocal(req, withPassword, prompt) }
 		return s.start(ctx, o)
 	}
 	var rp *remoteProc
 	o.launch = func() (Proc, error) {
-		p, err := h.launchRemote(ctx, s, req, settings, withPassword, prompt, pw())
+		var pw []byte
+		if withPassword {
+			pw = append([]byte(nil), req.Password...)
+		}
+		p, err := h.launchRemote(ctx, s, req, settings, withPassword, prompt, pw)
 		rp = p
 		if err != nil {
 			return nil, err

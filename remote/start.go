@@ -46,8 +46,9 @@ type StartSpec struct {
 	// Sudo starts the worker as root: SudoTry (`sudo -n`) or SudoPassword
 	// (`sudo -k -S -p Prompt`, Password sent right after the finder's
 	// marker, the payload only once the stub runs: see Worker.SendPayload).
-	Sudo     string
-	Prompt   string
+	Sudo   string
+	Prompt string
+	// Password is the caller's to zero; StartWorker keeps no copy.
 	Password []byte
 }
 
@@ -258,7 +259,7 @@ func (c *Conn) StartWorker(ctx context.Context, spec StartSpec) (*Worker, error)
 	w := &Worker{conn: c, sess: sess, stdin: stdin, stdout: br, stderr: stderr,
 		Version: fields[1], Python: fields[2], payload: spec.Payload}
 	if spec.Sudo == SudoPassword {
-		line := append(append([]byte(nil), spec.Password...), '\n')
+		line := sudo.Line(spec.Password)
 		_, err := stdin.Write(line)
 		sudo.Zero(line)
 		if err != nil {

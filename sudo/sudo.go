@@ -3,8 +3,9 @@
 // running the $SUDO_ASKPASS program on the caller's side.
 //
 // A password travels only as a byte slice: from the askpass program's stdout
-// to the client, over the hub's socket, onto the first line of the new
-// worker's stdin for `sudo -k -S`. It is never in argv, the environment, a
+// to the client, over the hub's socket (raw bytes after the request line,
+// never in JSON: see package wire), onto the first line of the new worker's
+// stdin for `sudo -k -S`. It is never in argv, the environment, a
 // log, a transcript, a death note or an error message, and every holder
 // zeroes its slice after use (Zero).
 package sudo
@@ -16,6 +17,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"strings"
 	"time"
@@ -155,6 +157,9 @@ func (e *AskError) Error() string {
 // not set.
 var ErrNoAskPass = errors.New("sudo wants a password, and $SUDO_ASKPASS is not set: set SUDO_ASKPASS to a program that prints the password (ssh-askpass, a password manager's CLI), or allow this user NOPASSWD in sudoers")
 
+// MaxPassword bounds a password: Ask refuses a longer line.
+const MaxPassword = 4096
+
 // Ask runs the askpass program with prompt as its argument, as sudo would,
 // in env (nil: this process's), and returns the first line it prints,
 // without the newline. The caller must Zero the result.
@@ -166,22 +171,51 @@ func Ask(ctx context.Context, program, prompt string, env []string) ([]byte, err
 	defer cancel()
 	cmd := exec.CommandContext(ctx, program, prompt)
 	cmd.Env = env
-	var out bytes.Buffer
-	cmd.Stdout = &out
 	cmd.WaitDelay = time.Second
-	err := cmd.Run()
-	b := out.Bytes()
-	defer Zero(b)
+	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, &AskError{program, err}
 	}
-	if i := bytes.IndexByte(b, '\n'); i >= 0 {
-		b = b[:i]
+	if err := cmd.Start(); err != nil {
+		return nil, &AskError{program, err}
 	}
-	b = bytes.TrimSuffix(b, []byte("\r"))
-	pw := make([]byte, len(b))
-	copy(pw, b)
+	// The output goes from the pipe straight into one buffer that is
+	// zeroed here (a bytes.Buffer would leave a copy behind each time it
+	// grew), with room for the longest password and a CR LF.
+	buf := make([]byte, MaxPassword+2)
+	defer Zero(buf)
+	n, _ := io.ReadFull(out, buf)
+	line := buf[:n]
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	}
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	var pw []byte
+	if len(line) <= MaxPassword {
+		pw = make([]byte, len(line))
+		copy(pw, line)
+	}
+	// Read the rest, through the same buffer, so that the program can end.
+	for rerr := error(nil); rerr == nil; {
+		_, rerr = out.Read(buf)
+	}
+	if err := cmd.Wait(); err != nil {
+		Zero(pw)
+		return nil, &AskError{program, err}
+	}
+	if pw == nil {
+		return nil, &AskError{program, fmt.Errorf("it printed a line longer than %d bytes", MaxPassword)}
+	}
 	return pw, nil
+}
+
+// Line returns a new slice that holds pw and a newline, as sudo -S reads
+// it. The caller must Zero it.
+func Line(pw []byte) []byte {
+	line := make([]byte, len(pw)+1)
+	copy(line, pw)
+	line[len(pw)] = '\n'
+	return line
 }
 
 // Zero overwrites b.

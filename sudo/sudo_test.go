@@ -63,9 +63,28 @@ func TestAsk(t *testing.T) {
 	require.NoError(t, os.WriteFile(prog, []byte("#!/bin/sh\nprintf 'pw with spaces\\nsecond line\\n'\n"), 0o755))
 	pw, err := Ask(context.Background(), prog, "prompt", nil)
 	require.NoError(t, err)
-	assert.Equal(t, "pw with spaces", string(pw))
+	assert.Equal(t, []byte("pw with spaces"), pw)
 	Zero(pw)
 	assert.Equal(t, make([]byte, len(pw)), pw)
+
+	// A CR LF line end, the longest password, a longer line (refused) and
+	// a long output after the password line (read to its end).
+	long := strings.Repeat("x", MaxPassword)
+	for _, tt := range []struct{ script, want string }{
+		{`printf 'crlf\r\n'`, "crlf"},
+		{"printf " + long, long},
+		{"printf " + long + "x", ""},
+		{"printf 'pw\\n'; head -c 1000000 /dev/zero", "pw"},
+	} {
+		require.NoError(t, os.WriteFile(prog, []byte("#!/bin/sh\n"+tt.script+"\n"), 0o755))
+		pw, err := Ask(context.Background(), prog, "prompt", nil)
+		if tt.want == "" {
+			assert.ErrorContains(t, err, "longer than 4096 bytes")
+			continue
+		}
+		require.NoError(t, err, tt.script)
+		assert.Equal(t, []byte(tt.want), pw, tt.script)
+	}
 
 	_, err = Ask(context.Background(), "", "prompt", nil)
 	assert.ErrorIs(t, err, ErrNoAskPass)

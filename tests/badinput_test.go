@@ -2,6 +2,7 @@ package tests
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replhub/replhub/tests/hubtest"
+	"github.com/replhub/replhub/wire"
 )
 
 // stillServes checks that the hub answers after a bad input.
@@ -172,7 +174,7 @@ func TestPeerOfAnotherUidIsRefused(t *testing.T) {
 		require.NoError(t, os.Chmod(d, 0o755))
 	}
 	require.NoError(t, os.Chmod(e.Paths.Socket(), 0o777))
-	req := `{"v":1,"op":"exec","name":"mine","code":"secret"}`
+	req := fmt.Sprintf(`{"v":%d,"op":"exec","name":"mine","code":"secret"}`, wire.Version)
 	script := fmt.Sprintf(`import socket
 s = socket.socket(socket.AF_UNIX)
 s.connect(%q)
@@ -210,16 +212,27 @@ func TestMalformedRequestsAreAnswered(t *testing.T) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	buf := make([]byte, 4096)
-	for _, line := range []string{"not json", `{"v":1,"op":"frobnicate"}`, `{"v":99,"op":"ping"}`, "\x00\xff\xfe"} {
+	v := fmt.Sprintf(`{"v":%d,`, wire.Version)
+	for _, line := range []string{"not json", v + `"op":"frobnicate"}`, `{"v":99,"op":"ping"}`, "\x00\xff\xfe"} {
 		_, err := c.Write([]byte(line + "\n"))
 		require.NoError(t, err)
 		n, err := c.Read(buf)
 		require.NoError(t, err)
 		assert.Contains(t, string(buf[:n]), `"err"`, line)
 	}
-	_, err = c.Write([]byte(`{"v":1,"op":"ping"}` + "\n"))
+	_, err = c.Write([]byte(v + `"op":"ping"}` + "\n"))
 	require.NoError(t, err)
 	n, err := c.Read(buf)
 	require.NoError(t, err)
 	assert.Contains(t, string(buf[:n]), "pong")
+
+	// A password length out of bounds is answered, and the connection,
+	// out of step, is closed.
+	_, err = c.Write([]byte(v + `"op":"ping","password_len":99999}` + "\nxyz"))
+	require.NoError(t, err)
+	n, err = c.Read(buf)
+	require.NoError(t, err)
+	assert.Contains(t, string(buf[:n]), "password_len 99999 is not between 0 and 4096")
+	_, err = c.Read(buf)
+	assert.ErrorIs(t, err, io.EOF)
 }

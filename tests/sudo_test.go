@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"crypto/rand"
 	"fmt"
 	"os"
 	"os/exec"
@@ -297,7 +298,8 @@ func sudoUser(t *testing.T, name string, nopasswd bool) string {
 		out, err := exec.Command("useradd", "-m", "-s", "/bin/bash", name).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 	}
-	password := fmt.Sprintf("pw-%d-%d", time.Now().UnixNano(), os.Getpid())
+	// Random, so that a copy found in memory can only be this run's.
+	password := "pw-" + rand.Text()
 	cmd := exec.Command("chpasswd")
 	cmd.Stdin = strings.NewReader(name + ":" + password + "\n")
 	out, err := cmd.CombinedOutput()

@@ -1,9 +1,11 @@
 // Package wire defines the client ↔ hub protocol: newline-delimited JSON
 // over the hub's unix socket (DESIGN.md, "Client ↔ hub").
 //
-// A request is one Request line; the hub answers with Reply lines, of which
-// all but the last carry Progress. Every request carries Version; a hub of
-// another version answers with an error of code "version".
+// A request is one Request line, followed by the raw bytes of a sudo
+// password when the line says password_len (WriteRequest, Reader); the hub
+// answers with Reply lines, of which all but the last carry Progress. Every
+// request carries Version; a hub of another version answers with an error
+// of code "version".
 //
 // The package also renders a Result as the text a person (or an agent) reads,
 // so that the CLI and the MCP server print the same thing.
@@ -17,8 +19,10 @@ import (
 	"io"
 )
 
-// Version is the protocol version spoken by this binary.
-const Version = 1
+// Version is the protocol version spoken by this binary. Version 2 sends
+// a password as raw bytes after the request line; a hub of version 1
+// would read them as a line of their own.
+const Version = 2
 
 // MaxLine bounds one JSON line in either direction.
 const MaxLine = 64 << 20
@@ -67,8 +71,12 @@ type Request struct {
 	// Sudo runs a new session as root through sudo (here or on Host).
 	Sudo bool `json:"sudo,omitempty"`
 	// Password answers CodeNeedPassword: the client ran $SUDO_ASKPASS. It
-	// is a byte slice (base64 on the wire) so that every holder can zero it.
-	Password []byte `json:"password,omitempty"`
+	// never goes into the JSON: the line says only PasswordLen, and the
+	// raw bytes follow its newline (WriteRequest, Reader), so that no
+	// encoder or decoder keeps a copy. Every holder zeroes its slice.
+	Password []byte `json:"-"`
+	// PasswordLen is len(Password), set by WriteRequest.
+	PasswordLen int `json:"password_len,omitempty"`
 	// Path is the file in the session, for push (its destination) and pull
 	// (its source).
 	Path string `json:"path,omitempty"`
@@ -244,18 +252,13 @@ type DeadInfo struct {
 	Note string `json:"note"`
 }
 
-// Write sends v as one JSON line. The encoded bytes are zeroed after the
-// write, since a request may carry a sudo password.
+// Write sends v as one JSON line. A Request goes through WriteRequest.
 func Write(w io.Writer, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("wire: %w", err)
 	}
-	b = append(b, '\n')
-	_, err = w.Write(b)
-	for i := range b {
-		b[i] = 0
-	}
+	_, err = w.Write(append(b, '\n'))
 	return err
 }
 
