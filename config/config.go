@@ -34,6 +34,11 @@ type File struct {
 	// SudoTimeout bounds, in seconds, a root start where sudo says nothing
 	// recognisable; zero means 40.
 	SudoTimeout float64 `json:"sudo_timeout,omitempty"`
+	// MaxObjectMB bounds, in MiB, one pickled object (a put, a get's or a
+	// call's value) that a session sends through the hub; zero means 1024.
+	// A session that sends a bigger one is ended: the hub would have to
+	// hold it whole.
+	MaxObjectMB int64 `json:"max_object_mb,omitempty"`
 	// Hosts are per-host settings by pattern, in file order.
 	Hosts []HostRule `json:"-"`
 }
@@ -86,6 +91,7 @@ func Parse(b []byte, name string) (*File, error) {
 		Pythons     []string        `json:"pythons"`
 		Sudo        string          `json:"sudo"`
 		SudoTimeout float64         `json:"sudo_timeout"`
+		MaxObjectMB int64           `json:"max_object_mb"`
 		Hosts       json.RawMessage `json:"hosts"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -93,9 +99,12 @@ func Parse(b []byte, name string) (*File, error) {
 	if err := dec.Decode(&top); err != nil {
 		return nil, fmt.Errorf("config: %s: %w", name, err)
 	}
-	f := &File{Pythons: top.Pythons, Sudo: top.Sudo, SudoTimeout: top.SudoTimeout}
+	f := &File{Pythons: top.Pythons, Sudo: top.Sudo, SudoTimeout: top.SudoTimeout, MaxObjectMB: top.MaxObjectMB}
 	if f.SudoTimeout < 0 {
 		return nil, fmt.Errorf("config: %s: sudo_timeout must be a number of seconds", name)
+	}
+	if f.MaxObjectMB < 0 || f.MaxObjectMB > 1<<20 {
+		return nil, fmt.Errorf("config: %s: max_object_mb must be a number of MiB from 1 to %d", name, 1<<20)
 	}
 	if err := checkSudo(f.Sudo, name, "sudo"); err != nil {
 		return nil, err
@@ -161,6 +170,9 @@ func checkSudo(mode, name, field string) error {
 	}
 	return fmt.Errorf("config: %s: %s is %q: use auto, nopasswd or askpass", name, field, mode)
 }
+
+// MaxObject is MaxObjectMB in bytes; zero when unset.
+func (f *File) MaxObject() int64 { return f.MaxObjectMB << 20 }
 
 // Top is the top-level settings alone: those of local sessions.
 func (f *File) Top() Settings {

@@ -48,7 +48,7 @@ func (h *Hub) startSession(ctx context.Context, s *Session, req wire.Request) er
 	s.info.Root = req.Sudo
 	s.mu.Unlock()
 
-	o := startOpts{timeout: h.startTimeout}
+	o := startOpts{timeout: h.startTimeout, maxBlob: cfg.MaxObject()}
 	var prompt string
 	withPassword := false
 	if req.Sudo {
