@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -285,6 +286,8 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 		reply := h.handle(rctx, *in.req, send, next)
 		sudo.Zero(in.req.Password)
 		cancel()
+		big := len(in.req.Code) > bigRequest
+		in.req = nil
 		if reply.V == 0 && reply.Err == nil && reply.Message == "" && reply.Result == nil && reply.Sessions == nil {
 			// A transfer whose client went away: nothing to answer.
 			return
@@ -292,8 +295,19 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 		if send(reply) != nil {
 			return
 		}
+		if big {
+			// A big cell's copies (the line, its decoding, the frame) are
+			// garbage now: give them back, or the hub would hold hundreds of
+			// megabytes until its next collection.
+			reply = wire.Reply{}
+			debug.FreeOSMemory()
+		}
 	}
 }
+
+// bigRequest is the cell size past which the hub returns the memory it
+// took to the system once the request is answered.
+const bigRequest = 4 << 20
 
 // handle answers one request.
 func (h *Hub) handle(ctx context.Context, req wire.Request, send func(wire.Reply) error, next func() (*wire.Request, bool)) wire.Reply {

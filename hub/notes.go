@@ -3,6 +3,7 @@ package hub
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -122,17 +123,18 @@ func (h *Hub) deadNames(self string) []string {
 // transcribe appends a cell to its session's transcript, which stays open
 // for the session's life. Nothing ever runs a transcript: it is a record
 // for people.
-func (h *Hub) transcribe(s *Session, r *run) {
+func (h *Hub) transcribe(s *Session, r *run, code string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.openTranscriptLocked(); err != nil {
 		return
 	}
-	code := r.code
+	// Written in pieces, not formatted whole: a cell may be tens of MB.
+	fmt.Fprintf(s.transcript, "\n# ---- cell %d · %s · cwd %s\n", r.cell, r.start.Format(time.RFC3339), s.info.Cwd)
+	io.WriteString(s.transcript, code)
 	if !strings.HasSuffix(code, "\n") {
-		code += "\n"
+		io.WriteString(s.transcript, "\n")
 	}
-	fmt.Fprintf(s.transcript, "\n# ---- cell %d · %s · cwd %s\n%s", r.cell, r.start.Format(time.RFC3339), s.info.Cwd, code)
 }
 
 // openTranscriptLocked opens the transcript at its first use.

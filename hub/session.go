@@ -84,7 +84,6 @@ type Session struct {
 // run is one cell from exec to collection.
 type run struct {
 	cell     int
-	code     string
 	fence    []byte
 	start    time.Time
 	done     *proto.Done
@@ -608,13 +607,13 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 		r.collected = true
 	}
 	s.cells++
-	r := &run{cell: s.cells, code: code, fence: newFence(), start: time.Now(), finished: make(chan struct{})}
+	r := &run{cell: s.cells, fence: newFence(), start: time.Now(), finished: make(chan struct{})}
 	s.cur = r
 	s.state = stateRunning
 	s.lastActive = r.start
 	s.mu.Unlock()
 
-	s.hub.transcribe(s, r)
+	s.hub.transcribe(s, r, code)
 	if err := s.send(&proto.Exec{Cell: r.cell, Code: code, Fence: string(r.fence)}); err != nil {
 		// The worker is dying; its waiter will finish the run as dead.
 		s.hub.log.Warn("exec frame not sent", "session", s.name, "err", err)

@@ -203,6 +203,22 @@ func TestWriterOneWriteForSmallPayloads(t *testing.T) {
 	}
 }
 
+// A big cell's frame, written piece by piece, is the frame Encode makes.
+func TestWriterBigExec(t *testing.T) {
+	code := strings.Repeat("héllo \"wörld\" \\ \x00\xff\u2028 <&> 🎉\n", 20000)
+	for _, c := range []string{code, code[:len(code)-1], code[1:]} {
+		var out bytes.Buffer
+		m := &Exec{Cell: 7, Code: c, Fence: "\x1efence\x1f"}
+		require.NoError(t, NewWriter(&out).Write(m))
+		want, err := Encode(&Exec{Cell: 7, Code: c, Fence: "\x1efence\x1f"})
+		require.NoError(t, err)
+		assert.Equal(t, asMap(t, want), asMap(t, out.Bytes()))
+		var got Exec
+		require.NoError(t, json.Unmarshal(out.Bytes(), &got))
+		assert.Equal(t, strings.ToValidUTF8(c, "\ufffd"), got.Code)
+	}
+}
+
 type countingWriter struct {
 	buf    bytes.Buffer
 	writes int

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"sync"
+	"unicode/utf8"
 )
 
 // Writer writes frames to one worker. Write may be called from any
@@ -20,6 +21,9 @@ func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
 // header's write; a big one (a file chunk) is written from where it lies,
 // since copying 8 MiB behind a header costs more than a second write.
 func (w *Writer) Write(m Msg) error {
+	if x, ok := m.(*Exec); ok && len(x.Code) > 64<<10 {
+		return w.writeExec(x)
+	}
 	b, err := Encode(m)
 	if err != nil {
 		return err
@@ -35,6 +39,44 @@ func (w *Writer) Write(m Msg) error {
 		return err
 	}
 	_, err = w.w.Write(data)
+	return err
+}
+
+// writeExec writes a big cell's frame with its code escaped piece by
+// piece: encoding it whole would take two copies of it, and encoding/json
+// keeps the bigger one in a pool, so a hub would hold the size of the
+// biggest cell it ever ran.
+func (w *Writer) writeExec(x *Exec) error {
+	head, err := json.Marshal(&struct {
+		O     string `json:"op"`
+		Cell  int    `json:"cell"`
+		Fence string `json:"fence"`
+	}{OpExec, x.Cell, x.Fence})
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	buf := append(head[:len(head)-1:len(head)-1], `,"code":"`...)
+	for code := x.Code; code != ""; {
+		n := min(len(code), 64<<10)
+		for k := 0; k < utf8.UTFMax && n < len(code) && !utf8.RuneStart(code[n]); k++ {
+			n--
+		}
+		piece, err := json.Marshal(code[:n])
+		if err != nil {
+			return err
+		}
+		buf = append(buf, piece[1:len(piece)-1]...)
+		code = code[n:]
+		if len(buf) >= 256<<10 {
+			if _, err := w.w.Write(buf); err != nil {
+				return err
+			}
+			buf = buf[:0]
+		}
+	}
+	_, err = w.w.Write(append(buf, "\"}\n"...))
 	return err
 }
 
