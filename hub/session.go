@@ -737,6 +737,7 @@ func (s *Session) interrupt() (string, error) {
 			case proto.HowParked:
 				return fmt.Sprintf("cell %d of session '%s' had not started yet: it ends with KeyboardInterrupt as it starts, without running; `replhub wait %s` shows it", r.cell, s.name, s.name), nil
 			default:
+				s.lostDone(r)
 				return fmt.Sprintf("session '%s' had already finished cell %d: nothing to interrupt; `replhub wait %s` shows its result", s.name, r.cell, s.name), nil
 			}
 		case <-timer.C:
@@ -746,6 +747,31 @@ func (s *Session) interrupt() (string, error) {
 			return "", &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' died while being interrupted: %s", s.name, s.deathText())}
 		}
 	}
+}
+
+// lostDone finishes r when the worker says it is over but its done frame
+// never came whole (code in the cell wrote to the frame pipe, and the done
+// frame was read as part of a malformed line): every caller would
+// otherwise wait on it for ever. Frames arrive in order, so a done frame
+// sent before the worker's answer has been read by now.
+func (s *Session) lostDone(r *run) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.done != nil || r.isFinished() {
+		return
+	}
+	r.done = &proto.Done{Cell: r.cell, Status: wire.StatusError, Error: &wire.CellError{
+		Type:    "ResultLost",
+		Message: fmt.Sprintf("cell %d ended, but its done frame was lost in a malformed frame (did the cell write to the worker's frame pipe?); its value and any exception are unknown", r.cell),
+	}, Duration: time.Since(r.start).Seconds()}
+	if r.fenceTimer != nil {
+		r.fenceTimer.Stop()
+	}
+	if r.sealed == nil {
+		sealed := s.out.take()
+		r.sealed = &sealed
+	}
+	s.finishLocked(r)
 }
 
 // deathText says how the session died.
