@@ -202,7 +202,8 @@ func (h *Hub) clientTransfer(req wire.Request, next func() (*wire.Request, bool)
 
 	var sink *Sink
 	var sinkErr error
-	sinkReady := make(chan struct{}) // closed once sink is set (or will not be)
+	sinkReady := make(chan struct{})  // closed once sink is set (or will not be)
+	sinkFailed := make(chan struct{}) // closed when writing the file failed
 	acks := make(chan int64, 64)
 	total := size
 	enqueue, flush := queued(func(c *proto.Chunk) {
@@ -219,6 +220,7 @@ func (h *Hub) clientTransfer(req wire.Request, next func() (*wire.Request, bool)
 		proto.PutChunk(c.Data)
 		if sinkErr != nil {
 			if !failed {
+				close(sinkFailed)
 				target.send(&proto.Cancel{Sid: op.sid})
 			}
 			return
@@ -316,6 +318,16 @@ wait:
 	case last = <-op.done:
 	case <-gone:
 		return stopped()
+	case <-sinkFailed:
+		// The session was asked to stop; it ends between two chunks.
+		select {
+		case last = <-op.done:
+		case <-gone:
+			return stopped()
+		case <-time.After(10 * time.Second):
+			h.log.Warn("transfer not stopped", "session", target.name)
+			last = &proto.Served{Error: "the session did not stop sending"}
+		}
 	}
 	flush()
 	death := h.endServe(target, op)
