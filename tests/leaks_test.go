@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -128,4 +129,87 @@ func TestInheritedFdsReachNoWorker(t *testing.T) {
 	assert.True(t, hubtest.Alive(hubPid))
 	assert.Equal(t, "Out[2]: 2\n", ok(t, e.Run("exec", "leak", "1 + 1")))
 	assert.Equal(t, hubPid, e.HubPid())
+}
+
+// TestSessionLostWithTheHub: a hub killed with SIGKILL takes its sessions
+// with it. The next hub says so, once, where the name is next used, rather
+// than quietly starting an empty session under it.
+func TestSessionLostWithTheHub(t *testing.T) {
+	newer, _ := hubtest.PickPythons(t)
+	e := hubtest.Start(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	ok(t, e.Run("exec", "lost", "x = 42"))
+	ok(t, e.Run("exec", "lost", "y = x + 1"))
+	// A session killed on request leaves neither a record nor a note.
+	ok(t, e.Run("exec", "gone", "1"))
+	ok(t, e.Run("kill", "gone"))
+	live := filepath.Join(e.Paths.LiveDir(), "lost.json")
+	ents, err := os.ReadDir(e.Paths.LiveDir())
+	require.NoError(t, err)
+	require.Len(t, ents, 1, "one live record, the running session's")
+	assert.Equal(t, "lost.json", ents[0].Name())
+	var rec struct {
+		Cells  int    `json:"cells"`
+		Host   string `json:"host"`
+		HubPid int    `json:"hub_pid"`
+	}
+	b, err := os.ReadFile(live)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &rec), "%s", b)
+	hubPid := e.HubPid()
+	assert.Equal(t, 2, rec.Cells)
+	assert.Equal(t, "local", rec.Host)
+	assert.Equal(t, hubPid, rec.HubPid)
+
+	worker := workerPid(t, e, "lost")
+	require.NoError(t, syscall.Kill(hubPid, syscall.SIGKILL))
+	require.True(t, hubtest.WaitGone(hubPid, 10*time.Second), "the hub is gone")
+	require.True(t, hubtest.WaitGone(worker, 10*time.Second), "its worker sees the hub gone and exits")
+
+	// The next hub (this command starts it) lists the session dead.
+	l := sessionList(t, e)
+	require.NotEqual(t, hubPid, l.Hub.Pid)
+	assert.Empty(t, l.Sessions)
+	require.Len(t, l.Dead, 1, "%+v", l.Dead)
+	assert.Equal(t, "lost", l.Dead[0].Name)
+	lostNote := `session 'lost' died at \d\d:\d\d:\d\d \(\S+ ago\): lost with the hub: the hub \(pid ` +
+		strconv.Itoa(hubPid) + `\) that ran this local session stopped without ending it, at that time or later; its state is gone, after 2 cells; transcript ` +
+		regexp.QuoteMeta(e.Paths.Transcript("lost"))
+	assert.Regexp(t, "^"+lostNote+"$", l.Dead[0].Note)
+	assert.Regexp(t, `(?m)^lost  dead: `+lostNote+`$`, ok(t, e.Run("sessions")))
+	_, err = os.Stat(live)
+	assert.True(t, os.IsNotExist(err), "the record became the note")
+
+	// Another session's reply names it.
+	res, _ := execJSON(t, e, "other", "1")
+	assert.Equal(t, "other sessions: lost died (replhub sessions shows how)", res.Others)
+
+	// The next exec under the name opens with the note, in a new session
+	// that knows nothing of x.
+	r := e.Run("exec", "lost", "x")
+	assert.Equal(t, 1, r.Code, "%s", r)
+	assert.Regexp(t, `^\[`+lostNote+`\]\n\[created session 'lost' `, r.Stdout)
+	assert.Contains(t, r.Stdout, "NameError: name 'x' is not defined")
+	// Once.
+	r = e.Run("exec", "lost", "x = 1")
+	assert.Equal(t, "", r.Stdout, "%s", r)
+	assert.Empty(t, sessionList(t, e).Dead)
+
+	// The new session has a record of its own, gone when it is killed.
+	b, err = os.ReadFile(live)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &rec))
+	assert.Equal(t, 2, rec.Cells)
+	ok(t, e.Run("kill", "lost"))
+	_, err = os.Stat(live)
+	assert.True(t, os.IsNotExist(err), "a kill removes the record")
+
+	// A graceful stop ends the rest with a note that says so, and leaves
+	// no record behind.
+	e.StopHub()
+	ents, err = os.ReadDir(e.Paths.LiveDir())
+	require.NoError(t, err)
+	assert.Empty(t, ents)
+	r = e.Run("exec", "other", "2")
+	assert.Contains(t, r.Stdout, "the hub stopped", "%s", r)
 }
