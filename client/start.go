@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/fds"
 	"github.com/replhub/replhub/safesock"
 )
 
@@ -54,10 +55,18 @@ func (c *Client) startHub(ctx context.Context) error {
 		env = os.Environ()
 	}
 	exited := make(chan error, 1)
+	// The hub gets stdin, stdout and stderr and nothing else: an fd this
+	// process inherited without close-on-exec (a caller's `3>pipe`) would
+	// otherwise pass into the hub and on into its workers, and that pipe
+	// would never see EOF. os/exec leaves such fds open in a child.
+	undo := fds.MarkCloseOnExec()
+	err = nil
 	if !c.startSystemd(exe, env) {
-		if err := c.startDetached(exe, env, exited); err != nil {
-			return err
-		}
+		err = c.startDetached(exe, env, exited)
+	}
+	undo()
+	if err != nil {
+		return err
 	}
 	deadline := time.Now().Add(hubStartWait)
 	for time.Now().Before(deadline) {

@@ -19,7 +19,7 @@ type Paths struct {
 	// Runtime holds the hub's socket, its log and pid file, and the
 	// installed boot files: $XDG_RUNTIME_DIR/replhub, or /tmp/replhub-UID.
 	Runtime string
-	// State holds transcripts, death notes and swap, per host name:
+	// State holds transcripts, death notes, live records and swap, per host name:
 	// $XDG_STATE_HOME/replhub/HOST (default ~/.local/state).
 	State string
 	// Config holds config.json and user modules: $XDG_CONFIG_HOME/replhub
@@ -91,6 +91,10 @@ func (p Paths) Transcript(name string) string { return filepath.Join(p.State, na
 
 // DeadDir holds death notes.
 func (p Paths) DeadDir() string { return filepath.Join(p.State, "dead") }
+
+// LiveDir holds a record of each running session, so that a hub that
+// finds one left over knows the session was lost with its predecessor.
+func (p Paths) LiveDir() string { return filepath.Join(p.State, "live") }
 
 // Hostname is this machine's host name, made safe for a path component, so
 // that a shared home keeps each machine's state apart.

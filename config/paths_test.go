@@ -27,6 +27,7 @@ func TestFromEnv(t *testing.T) {
 	assert.Equal(t, "/run/user/1/replhub/hub.log", p.Log())
 	assert.Equal(t, "/s/replhub/"+Hostname()+"/chirp.py", p.Transcript("chirp"))
 	assert.Equal(t, "/s/replhub/"+Hostname()+"/dead", p.DeadDir())
+	assert.Equal(t, "/s/replhub/"+Hostname()+"/live", p.LiveDir())
 	assert.Equal(t, "/c/replhub", p.Config)
 }
 

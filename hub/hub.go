@@ -78,6 +78,7 @@ type Hub struct {
 	sessions map[string]*Session
 	dead     map[string]bool // names with a death note on disk
 	warnings []string        // for the next reply: ssh_config lines skipped
+	live     liveSet         // the records of running sessions (live.go)
 	closing  bool
 	conns    sync.WaitGroup
 }
@@ -100,7 +101,7 @@ func New(o Options) (*Hub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub: %w", err)
 	}
-	for _, d := range []string{o.Paths.State, o.Paths.DeadDir()} {
+	for _, d := range []string{o.Paths.State, o.Paths.DeadDir(), o.Paths.LiveDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("hub: %w", err)
 		}
@@ -111,6 +112,7 @@ func New(o Options) (*Hub, error) {
 		stop: make(chan struct{}), sessions: map[string]*Session{},
 		dead: loadDeadNames(o.Paths.DeadDir()),
 	}
+	h.reclaimLive()
 	// Find this machine's cloudpickle now, not at the first session start.
 	go payload.CloudpickleDir()
 	h.pool = &remote.Pool{Logf: func(format string, args ...any) { h.log.Info(fmt.Sprintf(format, args...)) }}
@@ -477,6 +479,7 @@ func (h *Hub) ensure(ctx context.Context, req wire.Request) (s *Session, created
 			h.mu.Unlock()
 			return nil, false, "", h.startFailure(req, err)
 		}
+		h.recordLive(s)
 		previous = h.takeDeathNote(req.Name)
 		h.log.Info("session started", "session", s.name, "pid", s.info.Pid, "python", s.info.Python, "host", s.info.Host, "root", s.info.Root)
 	} else {
@@ -620,6 +623,7 @@ func (h *Hub) sessionExited(s *Session, ex Exit) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer h.dropLive(s) // after the death note, with s.mu held
 	s.state = stateDead
 	how := ex.String()
 	if s.death != "" {

@@ -121,11 +121,12 @@ func (h *Hub) deadNames(self string) []string {
 }
 
 // transcribe appends a cell to its session's transcript, which stays open
-// for the session's life. Nothing ever runs a transcript: it is a record
-// for people.
+// for the session's life, and brings its live record's cell count up to
+// date. Nothing ever runs a transcript: it is a record for people.
 func (h *Hub) transcribe(s *Session, r *run, code string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	h.touchLiveLocked(s)
 	if err := s.openTranscriptLocked(); err != nil {
 		return
 	}

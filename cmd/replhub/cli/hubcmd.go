@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/fds"
 	"github.com/replhub/replhub/hub"
 	"github.com/replhub/replhub/safesock"
 )
@@ -34,6 +35,9 @@ func newHubCmd(e *env) *cobra.Command {
 
 // runHub serves until SIGTERM, SIGINT or a client's stop.
 func runHub(ctx context.Context, e *env, supervisor string) error {
+	// Whatever fds the hub was handed beyond 0-2 (a caller's pipe that its
+	// client inherited) must not reach a worker, nor stay open here.
+	inherited := fds.CloseInherited()
 	paths, err := config.FromEnv(e.getenv)
 	if err != nil {
 		return err
@@ -47,6 +51,9 @@ func runHub(ctx context.Context, e *env, supervisor string) error {
 	}
 	defer logf.Close()
 	log := slog.New(slog.NewTextHandler(logf, nil))
+	if len(inherited) > 0 {
+		log.Info("closed inherited fds", "fds", inherited)
+	}
 	ln, err := safesock.Listen(paths.Socket())
 	if err != nil {
 		log.Error("cannot listen", "err", err)

@@ -1,0 +1,247 @@
+package hub
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Live records: while a session runs, LiveDir/NAME.json says so. It is
+// written once the session has started (ensure), brought up to date at
+// every cell (transcribe) and removed when the session ends in any way the
+// hub sees (sessionExited: a kill, a death with its note written, the hub's
+// graceful stop). A record still there when a hub starts means the hub
+// that ran the session died without ending it (SIGKILL, the OOM killer, a
+// power cut) and took the session with it: the new hub turns the record
+// into a death note, so that the next exec under the name says so instead
+// of quietly starting an empty session.
+//
+// A record is written whole through a rename at the start, then rewritten
+// in place at each cell through the file the hub keeps open: one small
+// pwrite, where a rename per cell would cost 0.1–0.2 ms on ext4, most of a
+// trivial cell's round trip. A record torn by a power cut in mid-write is
+// still turned into a note, one that says it was unreadable.
+
+// liveRecord is what LiveDir/NAME.json holds.
+type liveRecord struct {
+	Name    string    `json:"name"`
+	Host    string    `json:"host"` // "local" or the host it runs on
+	Root    bool      `json:"root,omitempty"`
+	Pid     int       `json:"pid"` // the worker's, on its host
+	Python  string    `json:"python"`
+	Started time.Time `json:"started"`
+	Cells   int       `json:"cells"` // cells started, the running one included
+	// Seen is when the record was last written: the hub ran then.
+	Seen time.Time `json:"seen"`
+	// HubPid and HubStart (the kernel's start time of that process, where
+	// /proc tells it) name the hub that runs the session, so that a hub
+	// sharing this state folder (another runtime folder, same home) is not
+	// mistaken for a dead one, even after its pid is reused.
+	HubPid   int    `json:"hub_pid"`
+	HubStart string `json:"hub_start,omitempty"`
+}
+
+// liveSet tracks the records this hub has on disk. Its lock is taken last,
+// after Hub.mu and Session.mu.
+type liveSet struct {
+	mu    sync.Mutex
+	files map[string]*liveFile // by session name
+}
+
+// liveFile is one record on disk, the session it describes and the open
+// file it is rewritten through. The name's newest session owns the record:
+// a predecessor whose waiter runs late must not remove its successor's.
+type liveFile struct {
+	s *Session
+	f *os.File
+	n int // bytes in the file
+}
+
+func (h *Hub) livePath(name string) string {
+	return filepath.Join(h.paths.LiveDir(), name+".json")
+}
+
+// liveRecordLocked describes s; s.mu is held.
+func (h *Hub) liveRecordLocked(s *Session) liveRecord {
+	return liveRecord{
+		Name: s.name, Host: s.info.Host, Root: s.info.Root, Pid: s.info.Pid, Python: s.info.Python,
+		Started: s.started, Cells: s.cells, Seen: time.Now(),
+		HubPid: os.Getpid(), HubStart: selfStart(),
+	}
+}
+
+// recordLive writes s's live record once it has started. A session that
+// has died already (its waiter ran first) gets none.
+func (h *Hub) recordLive(s *Session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == stateDead {
+		return
+	}
+	b, _ := json.Marshal(h.liveRecordLocked(s))
+	f, err := os.CreateTemp(h.paths.LiveDir(), ".tmp-*") // 0600
+	if err == nil {
+		if _, err = f.Write(b); err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}
+	if err != nil {
+		h.log.Error("live record not written", "session", s.name, "err", err)
+		return
+	}
+	h.live.mu.Lock()
+	defer h.live.mu.Unlock()
+	if err := os.Rename(f.Name(), h.livePath(s.name)); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		h.log.Error("live record not written", "session", s.name, "err", err)
+		return
+	}
+	if h.live.files == nil {
+		h.live.files = map[string]*liveFile{}
+	}
+	if old := h.live.files[s.name]; old != nil {
+		old.f.Close()
+	}
+	h.live.files[s.name] = &liveFile{s: s, f: f, n: len(b)}
+}
+
+// touchLiveLocked rewrites s's record with its cell count; s.mu is held.
+func (h *Hub) touchLiveLocked(s *Session) {
+	h.live.mu.Lock()
+	defer h.live.mu.Unlock()
+	lf := h.live.files[s.name]
+	if lf == nil || lf.s != s {
+		return
+	}
+	b, _ := json.Marshal(h.liveRecordLocked(s))
+	if _, err := lf.f.WriteAt(b, 0); err != nil {
+		h.log.Error("live record not updated", "session", s.name, "err", err)
+		return
+	}
+	if len(b) < lf.n {
+		lf.f.Truncate(int64(len(b)))
+	}
+	lf.n = len(b)
+}
+
+// dropLive removes s's record; sessionExited calls it with s.mu held, after
+// the death note (if any) is written, so that no moment lacks both.
+func (h *Hub) dropLive(s *Session) {
+	h.live.mu.Lock()
+	defer h.live.mu.Unlock()
+	lf := h.live.files[s.name]
+	if lf == nil || lf.s != s {
+		return
+	}
+	os.Remove(h.livePath(s.name))
+	lf.f.Close()
+	delete(h.live.files, s.name)
+}
+
+// reclaimLive turns the records a dead hub left into death notes; New calls
+// it before the hub serves. A name that has a note already keeps it (the
+// hub died between writing it and removing the record). A record whose
+// hub still runs is left alone.
+func (h *Hub) reclaimLive() {
+	dir := h.paths.LiveDir()
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok || checkName(name) != nil {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		b, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		var rec liveRecord
+		readable := json.Unmarshal(b, &rec) == nil && rec.Name == name
+		if readable && hubAlive(rec.HubPid, rec.HubStart) {
+			continue
+		}
+		if !readable {
+			rec = liveRecord{Name: name}
+			if fi, err := e.Info(); err == nil {
+				rec.Seen = fi.ModTime()
+			}
+		}
+		if h.readDeathNote(name) == nil {
+			note := rec.lostNote(h.paths.Transcript(name), readable)
+			if err := h.writeDeathNote(note); err != nil {
+				h.log.Error("death note not written; the live record stays", "session", name, "err", err)
+				continue
+			}
+			h.log.Warn("session lost with the previous hub", "session", name, "hub_pid", rec.HubPid, "cells", rec.Cells)
+		}
+		os.Remove(path)
+	}
+}
+
+// lostNote is the death note of a session whose hub died under it.
+func (r liveRecord) lostNote(transcript string, readable bool) deathNote {
+	where := "this local session"
+	if r.Host != "" && r.Host != "local" {
+		where = "this session on " + r.Host
+	}
+	if r.Root {
+		where = strings.Replace(where, "session", "root session", 1)
+	}
+	how := fmt.Sprintf("lost with the hub: the hub (pid %d) that ran %s stopped without ending it, at that time or later; its state is gone", r.HubPid, where)
+	if !readable {
+		how = "lost with the hub: the hub that ran it stopped without ending it, at that time or later; its state is gone (its live record was unreadable)"
+	}
+	when := r.Seen
+	if when.IsZero() {
+		when = time.Now()
+	}
+	return deathNote{Name: r.Name, When: when, How: how, Cells: r.Cells, Transcript: transcript, Host: r.Host, Root: r.Root}
+}
+
+// hubAlive reports whether the process pid, started at start (as procStat
+// gives it; "" when unknown), still runs. This process is not: it is the
+// hub now starting.
+func hubAlive(pid int, start string) bool {
+	if pid <= 0 || pid == os.Getpid() {
+		return false
+	}
+	if state, st, ok := procStat(pid); ok {
+		return state != 'Z' && state != 'X' && (start == "" || st == start)
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+// selfStart is this process's start time as procStat gives it.
+var selfStart = sync.OnceValue(func() string {
+	_, st, _ := procStat(os.Getpid())
+	return st
+})
+
+// procStat reads a process's state letter and start time (in clock ticks
+// since boot) from /proc/PID/stat; ok is false without it.
+func procStat(pid int) (state byte, start string, ok bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, "", false
+	}
+	// The command name, in parentheses, may hold spaces and parentheses:
+	// the fields follow the last ')'. State is field 3, starttime 22.
+	i := strings.LastIndexByte(string(b), ')')
+	if i < 0 {
+		return 0, "", false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 {
+		return 0, "", false
+	}
+	return f[0][0], f[19], true
+}
