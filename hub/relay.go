@@ -83,11 +83,11 @@ func (h *Hub) serveRequest(from *Session, f *proto.Req) {
 		l := h.listFor(from)
 		reply.OK, reply.Sessions = true, l.Sessions
 	case "open":
-		info, err := h.open(from, f)
+		info, previous, err := h.open(from, f)
 		if err != nil {
 			fail("%s", errorMessage(err))
 		} else {
-			reply.OK, reply.Info = true, info
+			reply.OK, reply.Info, reply.Message = true, info, previous
 		}
 	case "kill":
 		if f.Target == from.name {
@@ -284,7 +284,10 @@ func (s *Session) linkOf(id int64) *relayLink {
 // session starts in from's creator's cwd and environment, and, when f names
 // no host, where from runs (openHost); when sudo wants a password, the hub
 // runs $SUDO_ASKPASS of that environment, as the CLI would for a command.
-func (h *Hub) open(from *Session, f *proto.Req) (*wire.SessionInfo, error) {
+//
+// previous is the death note of an earlier session of that name, which
+// the caller's worker prints (shown once, like an exec's).
+func (h *Hub) open(from *Session, f *proto.Req) (info *wire.SessionInfo, previous string, err error) {
 	from.mu.Lock()
 	origin := from.origin
 	from.mu.Unlock()
@@ -294,7 +297,7 @@ func (h *Hub) open(from *Session, f *proto.Req) (*wire.SessionInfo, error) {
 		req.Sudo = *f.Sudo
 	}
 	if err := checkName(req.Name); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	h.mu.Lock()
 	live := h.sessions[req.Name]
@@ -303,29 +306,29 @@ func (h *Hub) open(from *Session, f *proto.Req) (*wire.SessionInfo, error) {
 		req.Host = openHost(from)
 	}
 	if live != nil && f.Sudo != nil && !*f.Sudo && live.isRoot() {
-		return nil, fmt.Errorf("session '%s' runs as root, and sudo=False insists on a user session", req.Name)
+		return nil, "", fmt.Errorf("session '%s' runs as root, and sudo=False insists on a user session", req.Name)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, _, _, err := h.ensure(ctx, req)
+	s, _, previous, err := h.ensure(ctx, req)
 	var we *wire.Error
 	if errors.As(err, &we) && we.Code == wire.CodeNeedPassword {
 		pw, aerr := sudo.Ask(ctx, config.Getenv(req.Env, "SUDO_ASKPASS"), we.Prompt, req.Env)
 		if aerr != nil {
-			return nil, fmt.Errorf("%s: %w", we.Message, aerr)
+			return nil, "", fmt.Errorf("%s: %w", we.Message, aerr)
 		}
 		req.Password = pw
-		s, _, _, err = h.ensure(ctx, req)
+		s, _, previous, err = h.ensure(ctx, req)
 		sudo.Zero(pw)
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if err := h.reachOf(from).check(s.name, s.host()); err != nil {
-		return nil, err // a session that took the name after checkReach
+		return nil, "", err // a session that took the name after checkReach
 	}
-	info := s.snapshot()
-	return &info, nil
+	snap := s.snapshot()
+	return &snap, previous, nil
 }
 
 // transcribeNote records in s's transcript an operation other than a
