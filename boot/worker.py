@@ -554,32 +554,46 @@ class Session(object):
     # -- main thread ---------------------------------------------------
     def serve(self):
         while True:
-            header = None
             try:
-                with self.cond:
-                    while not self.queue:
-                        self.cond.wait()
-                    header, data = self.queue.pop(0)
-                    op = header.get("op")
-                    # From here an interrupt or a cancel finds it taken.
-                    self.key = ("cell", header.get("cell", 0)) if op == "exec" else ("sid", header.get("sid"))
-                    self.phase = PARSING
-                    self.sigint.sent = self.sigint.pending = False
-                if op == "exec":
-                    self.run_cell(header)
-                elif op == "serve":
-                    self.run_serve(header, data)
-                else:
-                    self.chan.send({"op": "error", "id": header.get("id"),
-                                    "error": _cap("unknown op %r" % (op,), ERROR_CAP)[0]})
+                self.serve_one()
             except BaseException:
-                # run_cell and run_serve answer for themselves; this answers
-                # when even they fail (no memory, a handler of the user's).
-                self._last_word(header, sys.exc_info()[1])
-            finally:
-                self._idle()
+                pass  # the loop ends only with the process
+
+    def serve_one(self):
+        """Take the next frame and answer it, whatever happens."""
+        header = None
+        try:
+            with self.cond:
+                while not self.queue:
+                    self.cond.wait()
+                header, data = self.queue.pop(0)
+                op = header.get("op")
+                # From here an interrupt or a cancel finds it taken.
+                self.key = ("cell", header.get("cell", 0)) if op == "exec" else ("sid", header.get("sid"))
+                self.phase = PARSING
+                self.sigint.sent = self.sigint.pending = False
+            if op == "exec":
+                self.run_cell(header)
+            elif op == "serve":
+                self.run_serve(header, data)
+            else:
+                self.chan.send({"op": "error", "id": header.get("id"),
+                                "error": _cap("unknown op %r" % (op,), ERROR_CAP)[0]})
+        except BaseException:
+            # run_cell and run_serve answer for themselves; this answers
+            # when even they fail (no memory, a handler of the user's).
+            exc = sys.exc_info()[1]
+            while True:
+                try:
+                    self._last_word(header, exc)
+                    break
+                except KeyboardInterrupt:
+                    continue  # raised before SIGINT was off: once more
+        finally:
+            self._idle()
 
     def _last_word(self, header, exc):
+        self.sigint.live = False
         try:
             self._stop()
             if header is None:
@@ -593,7 +607,7 @@ class Session(object):
             elif header.get("op") == "serve":
                 self.chan.send({"op": "served", "sid": header.get("sid"), "ok": False,
                                 "error": error["traceback"], "py": PY})
-        except BaseException:
+        except Exception:
             pass
 
     def run_cell(self, header):
