@@ -627,28 +627,27 @@ class Session(object):
                 try:
                     body, last = _compile(code, fname)
                 except Exception:
-                    # The cell does not compile: there are no frames worth showing.
+                    # The cell does not compile (a syntax error, or a tree too
+                    # deep or too big): there are no frames worth showing.
                     etype, evalue = sys.exc_info()[:2]
                     status, error = "error", _error_dict(etype, evalue, None)
-                    body = None
-                if body is None:
-                    pass
-                elif not self._run():
-                    status, error = "error", _PARKED
                 else:
-                    late = False
-                    try:
-                        exec(body, self.ns)
-                        if last is not None:
-                            v = eval(last, self.ns)
-                            if v is not None:
-                                self.ns["_"] = v
-                                value = self.safe_repr(v)
-                    finally:
-                        late = self._stop()
-                    if late:
-                        status, value = "error", None
-                        error = _error_dict(KeyboardInterrupt, KeyboardInterrupt(), None)
+                    if not self._run():
+                        status, error = "error", _PARKED
+                    else:
+                        late = False
+                        try:
+                            exec(body, self.ns)
+                            if last is not None:
+                                v = eval(last, self.ns)
+                                if v is not None:
+                                    self.ns["_"] = v
+                                    value = self.safe_repr(v)
+                        finally:
+                            late = self._stop()
+                        if late:
+                            status, value = "error", None
+                            error = _error_dict(KeyboardInterrupt, KeyboardInterrupt(), None)
         except SystemExit as e:
             self._stop()
             status, value = "error", None
