@@ -71,7 +71,35 @@ class CopyError(HubError):
     """An object that cannot be copied to another session."""
 
 
+class Cancelled(Exception):
+    """The hub cancelled the transfer this session was serving."""
+
+
 HubError.__module__ = CopyError.__module__ = "replhub"
+
+# What a call takes along for the other session's transcript and tracebacks
+# is capped, so that its frame stays well under the hub's limit of 1 MiB.
+SRC_CAP = 64 << 10
+CELLS_CAP = 256 << 10
+
+
+def _cap(text, limit):
+    """Keep head and tail of text within limit characters."""
+    if len(text) <= limit:
+        return text
+    keep = limit // 2
+    return text[:keep] + "\n[... %d characters left out ...]\n" % (len(text) - 2 * keep) + text[-keep:]
+
+
+def _cap_cells(cells):
+    """Whole cells, as many as fit in CELLS_CAP characters."""
+    out, total = {}, 0
+    for name, src in cells.items():
+        total += len(name) + len(src)
+        if total > CELLS_CAP:
+            break
+        out[name] = src
+    return out
 
 
 # -- pickling -------------------------------------------------------------
@@ -262,12 +290,19 @@ def _start_writeback(fd):
 class Stream(object):
     """Chunks of one transfer, put by the reader thread and taken by the
     main thread, with the acknowledgements that keep a window of at most
-    WINDOW chunks in flight."""
+    WINDOW chunks in flight. Once cancelled (by the reader thread), get and
+    wait_window raise Cancelled."""
 
     def __init__(self):
         self.cond = threading.Condition()
         self.items = []
         self.acked = -1
+        self.cancelled = False
+
+    def cancel(self):
+        with self.cond:
+            self.cancelled = True
+            self.cond.notify_all()
 
     def put(self, header, data):
         with self.cond:
@@ -276,8 +311,10 @@ class Stream(object):
 
     def get(self):
         with self.cond:
-            while not self.items:
+            while not self.items and not self.cancelled:
                 self.cond.wait(1.0)
+            if self.cancelled:
+                raise Cancelled()
             return self.items.pop(0)
 
     def ack(self, seq):
@@ -288,8 +325,10 @@ class Stream(object):
 
     def wait_window(self, seq):
         with self.cond:
-            while seq - self.acked > WINDOW:
+            while seq - self.acked > WINDOW and not self.cancelled:
                 self.cond.wait(1.0)
+            if self.cancelled:
+                raise Cancelled()
 
 
 streams = {}
@@ -408,8 +447,8 @@ class SessionHandle(object):
         if isinstance(f_or_name, str):
             payload, src = ("name", f_or_name, args, kwargs), f_or_name
         else:
-            payload, src = ("func", f_or_name, args, kwargs), _source(f_or_name)
-            cells = cell_sources(f_or_name)
+            payload, src = ("func", f_or_name, args, kwargs), _cap(_source(f_or_name), SRC_CAP)
+            cells = _cap_cells(cell_sources(f_or_name))
         header, data = _need_link().request("call", dumps(payload), target=self.name, into=into, src=src,
                                             cells=cells)
         if into is not None:
@@ -531,8 +570,9 @@ def sessions():
 
 # -- serving requests from other sessions -----------------------------------
 
-def serve(ns, header, data):
-    """Run one put/get/call for another session in namespace ns; return
+def serve(ns, header, data, stream=None):
+    """Run one put/get/call for another session in namespace ns, or serve
+    a file's read or write through stream (its chunks and acks); return
     (reply header, blob)."""
     kind = header.get("kind")
     sender = header.get("py")
@@ -568,9 +608,9 @@ def serve(ns, header, data):
             return {"ok": False, "error": "%s; or keep the value there: call(..., into='name')" % e}, None
         return {"ok": True}, blob
     if kind == "read":
-        return serve_read(header)
+        return serve_read(header, stream)
     if kind == "write":
-        return serve_write(header)
+        return serve_write(header, stream)
     return {"ok": False, "error": "unknown request %r" % kind}, None
 
 
@@ -578,34 +618,30 @@ def _send(header, data=None):
     _need_link().chan.send(header, data)
 
 
-def serve_read(header):
+def serve_read(header, stream):
     """Stream a file to the hub: a first answer with its size and mode, then
     chunks, at most WINDOW unacknowledged."""
     sid = header["sid"]
     path = os.path.expanduser(header.get("path", ""))
     if os.path.isdir(path):
         return {"ok": False, "error": "%s is a folder: pull one file at a time (tar it first)" % header.get("path")}, None
-    stream = open_stream(("sid", sid))
     try:
+        f = open(path, "rb")
+    except OSError as e:
+        return {"ok": False, "error": "cannot read %s: %s" % (header.get("path"), e.strerror or e)}, None
+    with f:
+        st = os.fstat(f.fileno())
+        _send({"op": "served", "sid": sid, "ok": True, "first": True, "py": PY,
+               "size": st.st_size, "mode": st.st_mode & 0o7777})
+        # A regular file's size as it was when the pull began goes by
+        # sendfile; whatever follows (a growing file, or one whose size
+        # says nothing, as in /proc) is read through one reused buffer.
+        sized = st.st_size if stat.S_ISREG(st.st_mode) else 0
         try:
-            f = open(path, "rb")
+            _stream_file(f, sid, stream, _need_link().chan, sized)
         except OSError as e:
-            return {"ok": False, "error": "cannot read %s: %s" % (header.get("path"), e.strerror or e)}, None
-        with f:
-            st = os.fstat(f.fileno())
-            _send({"op": "served", "sid": sid, "ok": True, "first": True, "py": PY,
-                   "size": st.st_size, "mode": st.st_mode & 0o7777})
-            # A regular file's size as it was when the pull began goes by
-            # sendfile; whatever follows (a growing file, or one whose size
-            # says nothing, as in /proc) is read through one reused buffer.
-            sized = st.st_size if stat.S_ISREG(st.st_mode) else 0
-            try:
-                _stream_file(f, sid, stream, _need_link().chan, sized)
-            except OSError as e:
-                return {"ok": False, "error": "reading %s: %s" % (header.get("path"), e.strerror or e)}, None
-        return {"ok": True}, None
-    finally:
-        close_stream(("sid", sid))
+            return {"ok": False, "error": "reading %s: %s" % (header.get("path"), e.strerror or e)}, None
+    return {"ok": True}, None
 
 
 def _stream_file(f, sid, stream, chan, sized):
@@ -709,10 +745,10 @@ def abort_transfers():
         sink.abort()
 
 
-def serve_write(header):
-    """Receive a file from the hub into a _Sink, acknowledging each chunk."""
+def serve_write(header, stream):
+    """Receive a file from the hub into a _Sink, acknowledging each chunk;
+    the part file goes when it fails or is cancelled."""
     sid = header["sid"]
-    stream = open_stream(("sid", sid))
     sink = None
     try:
         try:
@@ -722,9 +758,6 @@ def serve_write(header):
         _send({"op": "served", "sid": sid, "ok": True, "first": True, "py": PY})
         while True:
             h, data = stream.get()
-            if h.get("abort"):
-                sink.abort()
-                return {"ok": False, "error": "the transfer was cancelled"}, None
             if h.get("eof"):
                 break
             sink.write(data)
@@ -736,5 +769,3 @@ def serve_write(header):
         if sink is not None:
             sink.abort()
         raise
-    finally:
-        close_stream(("sid", sid))

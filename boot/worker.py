@@ -8,10 +8,34 @@ DESIGN.md lays them out:
 * fds 1 and 2 then both point at the original stderr, which the hub reads as
   the session's output, so print(), subprocesses and C code all land there in
   the order they were written; fd 0 becomes /dev/null so input() sees EOF;
-* a frame is one line of UTF-8 JSON, followed by exactly "len" raw bytes when
-  the header has that key;
+* a frame is one line of UTF-8 JSON, under 1 MiB, followed by exactly "len"
+  raw bytes when the header has that key;
 * after each cell the worker flushes, writes the cell's fence token to fd 1
   and sends "done": the hub needs both before it calls the cell finished.
+
+Frames, protocol 2 (hub -> worker):
+  exec {cell, code, fence}          run a cell
+  serve {sid, kind, from, py, ...}  put/get/call (blob in len), read/write a file
+  chunk {sid|id, seq, eof?, len}    ack {sid|id, seq}     a transfer's data
+  reply {id, ok, error?, ...}       the answer to one of our req frames
+  interrupt {cell}  -> interrupted {cell, how}: "delivered" (KeyboardInterrupt
+                    raised in the running cell), "parked" (the cell has not
+                    started its code: it ends with KeyboardInterrupt instead),
+                    "none" (the cell is not running)
+  cancel {sid}      stop what is served for sid (a transfer between chunks,
+                    put/get/call by KeyboardInterrupt, a queued one at once)
+  ping {id} -> pong {id}
+Worker -> hub: ready, done {cell, status, value, error, duration, names,
+rss?}, served {sid, ok, error?, py, ...}, req {id, kind, py, ...}, chunk,
+ack, interrupted, pong, error {id?, error}.
+
+SIGINT (see Sigint) is raised as KeyboardInterrupt only while user code runs,
+and never inside a frame write, so no frame is ever torn.  A session whose
+code replaces the SIGINT handler with its own gives that guarantee up; one
+that puts back signal.default_int_handler gets ours again at the next cell.
+
+If the worker leads its process group, a reaper process kills the group
+when the worker dies, however it dies (see _start_reaper).
 
 Standard library only; runs on Python 3.6 through 3.13.  Keep it small.
 """
@@ -20,7 +44,21 @@ import os
 import sys
 
 PROTO = 2
+PY = "%d.%d" % sys.version_info[:2]
 _WORKER_FILE = __file__ if "__file__" in globals() else "<replhub-worker>"
+
+# What the worker reports is capped before a frame is built: the hub ends a
+# session whose frame header is 1 MiB or more.
+MAX_HEADER = 1 << 20
+VALUE_CAP = 10000       # a cell's value (its repr)
+MESSAGE_CAP = 10000     # an exception's message
+TRACEBACK_CAP = 30000   # a formatted traceback
+NAME_CAP = 100          # a name in "names" (longer ones are left out)
+NAMES_MAX = 200
+ERROR_CAP = 2000        # the text of an error frame
+
+# What the main thread is doing (Session.phase).
+IDLE, PARSING, RUNNING, TRANSFER, FINISHING = "idle", "parsing", "running", "transfer", "finishing"
 
 
 def _grow_pipe(fd):
@@ -34,34 +72,103 @@ def _grow_pipe(fd):
         pass
 
 
+def _cap(text, limit):
+    """Keep head and tail of text within limit characters."""
+    if len(text) <= limit:
+        return text, 0
+    keep = limit // 2
+    dropped = len(text) - 2 * keep
+    return (text[:keep] + "\n[... %d characters left out ...]\n" % dropped + text[-keep:]), dropped
+
+
+class Sigint(object):
+    """When SIGINT becomes KeyboardInterrupt on the main thread (Python runs
+    signal handlers there only).
+
+    It is raised only while user code runs (live), and never inside a frame
+    write: a write is a critical section (this object is its context
+    manager, entered before the channel's lock is taken), and a SIGINT that
+    lands in one is kept pending and raised when the outermost one ends.
+    At any other time (between cells, while a cell parses or finishes, while
+    a file is served) it is dropped. sent says that the reader thread sent
+    one that has not been raised yet: the cell then ends with
+    KeyboardInterrupt even if its code finished first."""
+
+    def __init__(self):
+        import threading
+        self._ident = threading.get_ident
+        self.main = threading.get_ident()
+        self.live = False
+        self.sent = False
+        self.depth = 0
+        self.pending = False
+
+    def handler(self, signum, frame):
+        if not self.live:
+            return
+        if self.depth:
+            self.pending = True
+            return
+        self.sent = False
+        raise KeyboardInterrupt
+
+    def __enter__(self):
+        if self._ident() == self.main:
+            self.depth += 1
+        return self
+
+    def __exit__(self, etype, value, tb):
+        if self._ident() != self.main:
+            return False
+        if self.depth == 1 and self.pending:
+            self.pending = False
+            self.depth = 0
+            if self.live and etype is None:
+                self.sent = False
+                raise KeyboardInterrupt
+            return False
+        self.depth -= 1
+        return False
+
+
 class Channel(object):
     """Frames over two file descriptors; send() may be called from any thread."""
 
-    def __init__(self, rfd, wfd):
+    def __init__(self, rfd, wfd, sigint=None):
         import threading
         self._r = os.fdopen(rfd, "rb", 1 << 16)
         self._w = wfd
         self._lock = threading.Lock()
+        self.sigint = sigint or Sigint()
         self._big = False
         self._big_in = False
         self._pool = []
 
     def _line(self, header, n):
         """header's line, announcing n bytes to follow (None: no payload);
-        the pipe grows before the first big payload."""
+        the pipe grows before the first big payload. Raises ValueError for
+        a header of 1 MiB or more: the hub would end the session."""
         import json
         if n is not None:
             header["len"] = n
             if n > (1 << 20) and not self._big:
                 self._grow_pipe()
-        return json.dumps(header, separators=(",", ":")).encode("utf-8") + b"\n"
+        # Text goes as UTF-8 (a character is at most 6 bytes, not 12); a
+        # lone surrogate becomes its JSON escape.
+        line = json.dumps(header, separators=(",", ":"), ensure_ascii=False)
+        line = line.encode("utf-8", "backslashreplace") + b"\n"
+        if len(line) >= MAX_HEADER:
+            raise ValueError("replhub: a %s frame of %d bytes is over the hub's limit of 1 MiB"
+                             % (header.get("op"), len(line)))
+        return line
 
     def send(self, header, data=None):
         line = self._line(header, None if data is None else len(data))
-        with self._lock:
-            self._write(line)
-            if data:
-                self._write(data)
+        with self.sigint:
+            with self._lock:
+                self._write(line)
+                if data:
+                    self._write(data)
 
     def send_file(self, header, f, offset, n):
         """Send a frame of n bytes of file f from offset, copied by the kernel
@@ -76,23 +183,24 @@ class Channel(object):
             return False
         line = self._line(header, n)
         failure = None
-        with self._lock:
-            self._write(line)
-            done = 0
-            while done < n:
-                try:
-                    k = sendfile(self._w, f.fileno(), offset + done, n - done)
-                except OSError as e:
-                    k, failure = 0, e
-                if not k:
-                    failure = failure or OSError("the file shrank while it was being sent")
-                    zeros = bytes(1 << 16)
-                    while done < n:
-                        m = min(n - done, len(zeros))
-                        self._write(zeros[:m])
-                        done += m
-                    break
-                done += k
+        with self.sigint:
+            with self._lock:
+                self._write(line)
+                done = 0
+                while done < n:
+                    try:
+                        k = sendfile(self._w, f.fileno(), offset + done, n - done)
+                    except OSError as e:
+                        k, failure = 0, e
+                    if not k:
+                        failure = failure or OSError("the file shrank while it was being sent")
+                        zeros = bytes(1 << 16)
+                        while done < n:
+                            m = min(n - done, len(zeros))
+                            self._write(zeros[:m])
+                            done += m
+                        break
+                    done += k
         if failure is not None:
             raise failure
         return True
@@ -102,8 +210,9 @@ class Channel(object):
         _grow_pipe(self._w)
 
     def send_raw(self, line):
-        with self._lock:
-            self._write(line)
+        with self.sigint:
+            with self._lock:
+                self._write(line)
 
     def _write(self, buf):
         view = memoryview(buf)
@@ -154,31 +263,91 @@ class Channel(object):
             self._pool.append(data.obj)
 
 
-def _cap(text, limit):
-    """Keep head and tail of text within limit characters."""
-    if len(text) <= limit:
-        return text, 0
-    keep = limit // 2
-    dropped = len(text) - 2 * keep
-    return (text[:keep] + "\n[... %d characters left out ...]\n" % dropped + text[-keep:]), dropped
-
-
-def _exc_info_dict(etype, value, tb):
-    """Format an exception raised by a cell, without replhub's own frames."""
-    import traceback
-    ours = (_WORKER_FILE, getattr(sys.modules.get("replhub_tk"), "__file__", _WORKER_FILE))
-    te = traceback.TracebackException(etype, value, tb)
-    seen = set()
-    t = te
-    while t is not None and id(t) not in seen:
-        seen.add(id(t))
-        t.stack = traceback.StackSummary.from_list([f for f in t.stack if f.filename not in ours])
-        t = t.__cause__ or t.__context__
+def _error_dict(etype, value, tb):
+    """An exception as a done frame's error, without replhub's own frames
+    and within the caps. Never raises: when the traceback cannot be
+    formatted (no memory, no stack), the type and message still go."""
+    name = getattr(etype, "__name__", "Exception")[:200]
     try:
-        message = str(value)
-    except Exception:
-        message = "<unprintable %s>" % etype.__name__
-    return {"type": etype.__name__, "message": message, "traceback": "".join(te.format())}
+        import traceback
+        ours = (_WORKER_FILE, getattr(sys.modules.get("replhub_tk"), "__file__", _WORKER_FILE))
+        te = traceback.TracebackException(etype, value, tb)
+        message, seen, t = None, set(), te
+        while t is not None and id(t) not in seen:
+            seen.add(id(t))
+            t.stack = traceback.StackSummary.from_list([f for f in t.stack if f.filename not in ours])
+            if not t.stack and hasattr(t, "exc_traceback"):
+                t.exc_traceback = None  # 3.6-3.8 would print a header with no frames
+            # The message once, capped before it is formatted: a KeyError of
+            # a 9 MB key is a 9 MB message.
+            t._str = _cap(getattr(t, "_str", ""), MESSAGE_CAP)[0]
+            if message is None:
+                message = t._str
+            t = t.__cause__ or t.__context__
+        pieces = [_cap(p, TRACEBACK_CAP)[0] for p in te.format()]
+        return {"type": name, "message": message or "",
+                "traceback": _cap("".join(pieces), TRACEBACK_CAP)[0]}
+    except BaseException:
+        pass
+    try:
+        message = _cap(str(value), MESSAGE_CAP)[0]
+    except BaseException:
+        message = "<unprintable %s>" % name
+    return {"type": name, "message": message,
+            "traceback": "%s: %s\n(replhub could not format its traceback)\n" % (name, message)}
+
+
+_PARKED = {"type": "KeyboardInterrupt", "message": "interrupted before it started",
+           "traceback": "KeyboardInterrupt: interrupted before it started\n"}
+
+
+def _compile(code, fname):
+    """The cell's code and, if it ends with an expression, that expression's
+    code apart, so that its value can be shown.
+
+    Python 3.6-3.10 crash in C (the stack overflows) on a tree some 60,000
+    levels deep, a chain like 1+1+...+1, in ast.parse or in compiling the
+    tree; 3.11 and later raise RecursionError. Such a tree needs at least two
+    characters of source a level, so a cell that could hold one is parsed on
+    a thread with a stack big enough for any tree its length allows."""
+    def work():
+        import ast
+        tree = ast.parse(code, fname, "exec")
+        last = None
+        if tree.body and isinstance(tree.body[-1], ast.Expr):
+            last = compile(ast.Expression(tree.body.pop().value), fname, "eval")
+        return compile(tree, fname, "exec"), last
+    if sys.version_info >= (3, 11) or len(code) < 100000:
+        return work()
+    return _on_big_stack(work, min(160 * len(code), 4 << 30))
+
+
+def _on_big_stack(fn, size):
+    """fn() on a thread with a stack of size bytes (only the pages it uses
+    cost memory); on this thread where no such thread can start."""
+    import threading
+    out = []
+
+    def run():
+        try:
+            out.append((True, fn()))
+        except BaseException as e:
+            out.append((False, e))
+    try:
+        old = threading.stack_size()
+        try:
+            threading.stack_size((size + 0xfffff) & ~0xfffff)
+            t = threading.Thread(target=run, name="replhub-compile")
+            t.start()
+        finally:
+            threading.stack_size(old)
+    except (ValueError, RuntimeError, MemoryError):
+        return fn()
+    t.join()
+    ok, result = out[0]
+    if not ok:
+        raise result
+    return result
 
 
 def _rss():
@@ -194,22 +363,35 @@ def _rss():
             return 0
 
 
-class Session(object):
-    """The cell loop: runs exec frames one at a time in a real __main__."""
+def _flush():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
 
-    RESULT_CAP = 10000
+
+class Session(object):
+    """The cell loop: runs exec and serve frames one at a time, on the main
+    thread, in a real __main__; the reader thread queues them.
+
+    cond guards the queue and what the main thread is doing (phase, on
+    key: ("cell", N) or ("sid", S)), so that the reader's answer to an
+    interrupt or a cancel is true: the main thread changes phase only with
+    cond held, and the reader signals it only with cond held."""
 
     def __init__(self, chan, load_tk):
         import threading
         import types
         self.chan = chan
+        self.sigint = chan.sigint
         self._load_tk = load_tk
         self._tk = None
         self.main_ident = threading.current_thread().ident
-        self.running = False
         self.queue = []
         self.cond = threading.Condition()
-        self.closed = False
+        self.phase, self.key, self.stream = IDLE, None, None
+        self.parked = set()  # keys interrupted or cancelled before they started
         self.rss_at = 0.0
         main = types.ModuleType("__main__")
         main.__dict__["__builtins__"] = __builtins__
@@ -239,7 +421,6 @@ class Session(object):
 
     # -- reader thread -------------------------------------------------
     def read_loop(self):
-        import signal
         seen_frame = False
         while True:
             try:
@@ -248,7 +429,7 @@ class Session(object):
                 # Before the first frame, a line that is not one may be a sudo
                 # password that sudo did not read: drop it without a word.
                 if seen_frame:
-                    self.chan.send({"op": "error", "error": str(e)})
+                    self._send_quietly({"op": "error", "error": _cap(str(e), ERROR_CAP)[0]})
                 continue
             except Exception:
                 msg = None
@@ -260,116 +441,233 @@ class Session(object):
                     except Exception:
                         pass
                 os._exit(0)
-            header, data = msg
             seen_frame = True
-            op = header.get("op")
-            if op == "error":
-                continue
-            if op == "interrupt":
-                if self.running:
-                    signal.pthread_kill(self.main_ident, signal.SIGINT)
-                continue
-            if op == "ping":
-                self.chan.send({"op": "pong", "id": header.get("id")})
-                continue
-            if op == "reply" and self._tk is not None:
-                self._tk._link.dispatch(header, data)
-                continue
-            if op in ("chunk", "ack") and self._tk is not None:
-                self._tk.route(header, data)
-                continue
+            try:
+                self.dispatch(*msg)
+            except Exception as e:
+                self._send_quietly({"op": "error", "error": _cap("replhub: %s: %s" % (type(e).__name__, e), ERROR_CAP)[0]})
+
+    def _send_quietly(self, header):
+        try:
+            self.chan.send(header)
+        except Exception:
+            pass
+
+    def dispatch(self, header, data):
+        op = header.get("op")
+        if op == "error":
+            return
+        if op == "interrupt":
+            self.interrupt(header.get("cell"))
+        elif op == "cancel":
+            self.cancel(header.get("sid"))
+        elif op == "ping":
+            self.chan.send({"op": "pong", "id": header.get("id")})
+        elif op == "reply" and self._tk is not None:
+            self._tk._link.dispatch(header, data)
+        elif op in ("chunk", "ack") and self._tk is not None:
+            self._tk.route(header, data)
+        elif op not in ("reply", "chunk", "ack"):
             with self.cond:
                 self.queue.append((header, data))
                 self.cond.notify()
+
+    def _signal_main(self):
+        """With cond held, in phase RUNNING: KeyboardInterrupt for the main thread."""
+        import signal
+        self.sigint.sent = True
+        signal.pthread_kill(self.main_ident, signal.SIGINT)
+
+    def interrupt(self, cell):
+        """Answer interrupt: the answer is sent with cond held, so it goes
+        before the cell's done frame."""
+        with self.cond:
+            if self.key == ("cell", cell) and self.phase == RUNNING:
+                self._signal_main()
+                how = "delivered"
+            elif (self.key == ("cell", cell) and self.phase == PARSING) or any(
+                    h.get("op") == "exec" and h.get("cell") == cell for h, _ in self.queue):
+                self.parked.add(("cell", cell))
+                how = "parked"
+            else:
+                how = "none"
+            self.chan.send({"op": "interrupted", "cell": cell, "how": how})
+
+    def cancel(self, sid):
+        """Stop what is served for sid: a transfer stops between chunks
+        (its Stream is cancelled), put/get/call by KeyboardInterrupt, and a
+        serve still queued is dropped and answered here."""
+        with self.cond:
+            if self.key == ("sid", sid):
+                if self.phase == PARSING:
+                    self.parked.add(self.key)
+                elif self.phase == TRANSFER and self.stream is not None:
+                    self.stream.cancel()
+                elif self.phase == RUNNING:
+                    self._signal_main()
+                return
+            for i, (h, _) in enumerate(self.queue):
+                if h.get("op") == "serve" and h.get("sid") == sid:
+                    del self.queue[i]
+                    self.chan.send({"op": "served", "sid": sid, "ok": False, "error": "cancelled", "py": PY})
+                    return
+
+    # -- main thread: phases -------------------------------------------
+    def _begin(self, phase, stream=None):
+        """Go on with the frame just taken (serve() set its key); False if
+        it was interrupted or cancelled before this."""
+        with self.cond:
+            self.phase, self.stream = phase, stream
+            return self.key not in self.parked
+
+    def _run(self):
+        """Enter user code: SIGINT raises from here on; False if it was
+        interrupted or cancelled before this."""
+        with self.cond:
+            if self.key in self.parked:
+                return False
+            self.phase = RUNNING
+            self.sigint.live = True
+        return True
+
+    def _stop(self):
+        """Leave user code (any phase, idempotent). True if an interrupt was
+        sent that has not been raised: then it ends the cell."""
+        with self.cond:
+            late = self.sigint.live and self.sigint.sent
+            self.sigint.live = self.sigint.sent = self.sigint.pending = False
+            self.phase = FINISHING
+            self.parked.discard(self.key)
+            self.stream = None
+        return late
+
+    def _idle(self):
+        with self.cond:
+            self.phase, self.key, self.stream = IDLE, None, None
+
+    def _own_sigint(self):
+        """Put our SIGINT handler back if user code set Python's default one."""
+        import signal
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, self.sigint.handler)
 
     # -- main thread ---------------------------------------------------
     def serve(self):
         while True:
             try:
-                with self.cond:
-                    while not self.queue:
-                        self.cond.wait()
-                    header, data = self.queue.pop(0)
+                self.serve_one()
+            except BaseException:
+                pass  # the loop ends only with the process
+
+    def serve_one(self):
+        """Take the next frame and answer it, whatever happens."""
+        header = None
+        try:
+            with self.cond:
+                while not self.queue:
+                    self.cond.wait()
+                header, data = self.queue.pop(0)
                 op = header.get("op")
-                if op == "exec":
-                    self.run_cell(header)
-                elif op == "serve":
-                    self.run_serve(header, data)
-                else:
-                    self.chan.send({"op": "error", "id": header.get("id"),
-                                    "error": "unknown op %r" % (op,)})
-            except KeyboardInterrupt:
-                # An interrupt that arrived just after a cell ended.
-                continue
+                # From here an interrupt or a cancel finds it taken.
+                self.key = ("cell", header.get("cell", 0)) if op == "exec" else ("sid", header.get("sid"))
+                self.phase = PARSING
+                self.sigint.sent = self.sigint.pending = False
+            if op == "exec":
+                self.run_cell(header)
+            elif op == "serve":
+                self.run_serve(header, data)
+            else:
+                self.chan.send({"op": "error", "id": header.get("id"),
+                                "error": _cap("unknown op %r" % (op,), ERROR_CAP)[0]})
+        except BaseException:
+            # run_cell and run_serve answer for themselves; this answers
+            # when even they fail (no memory, a handler of the user's).
+            exc = sys.exc_info()[1]
+            while True:
+                try:
+                    self._last_word(header, exc)
+                    break
+                except KeyboardInterrupt:
+                    continue  # raised before SIGINT was off: once more
+        finally:
+            self._idle()
+
+    def _last_word(self, header, exc):
+        self.sigint.live = False
+        try:
+            self._stop()
+            if header is None:
+                return
+            error = {"type": type(exc).__name__, "message": "replhub could not finish it",
+                     "traceback": "%s (in replhub, not in the cell)\n" % type(exc).__name__}
+            if header.get("op") == "exec":
+                self._write_done(header.get("fence", ""), {
+                    "op": "done", "cell": header.get("cell", 0), "status": "error", "value": None,
+                    "error": error, "duration": 0.0, "names": []})
+            elif header.get("op") == "serve":
+                self.chan.send({"op": "served", "sid": header.get("sid"), "ok": False,
+                                "error": error["traceback"], "py": PY})
+        except Exception:
+            pass
 
     def run_cell(self, header):
-        import ast
         import linecache
         import time
+        t0 = time.time()
         cell = header.get("cell", 0)
         code = header.get("code", "")
-        fence = header.get("fence", "").encode("ascii")
         fname = "<cell-%d>" % cell
-        linecache.cache[fname] = (len(code), None, code.splitlines(True), fname)
+        self._own_sigint()
         status, value, error = "ok", None, None
-        t0 = time.time()
         try:
-            tree = ast.parse(code, fname, "exec")
-        except (SyntaxError, ValueError):
-            # The cell does not parse: there are no frames worth showing.
-            import traceback
-            etype, evalue = sys.exc_info()[:2]
-            tree, status = None, "error"
-            error = {"type": etype.__name__, "message": str(evalue),
-                     "traceback": "".join(traceback.format_exception_only(etype, evalue))}
-        if tree is not None:
-            try:
-                self.running = True
+            if not self._begin(PARSING):
+                status, error = "error", _PARKED
+            else:
+                linecache.cache[fname] = (len(code), None, code.splitlines(True), fname)
                 try:
-                    last = None
-                    if tree.body and isinstance(tree.body[-1], ast.Expr):
-                        last = ast.Expression(tree.body.pop().value)
-                    exec(compile(tree, fname, "exec"), self.ns)
-                    if last is not None:
-                        v = eval(compile(last, fname, "eval"), self.ns)
-                        if v is not None:
-                            self.ns["_"] = v
-                            value = self.safe_repr(v)
-                finally:
-                    self.running = False
-            except SystemExit as e:
-                status = "error"
-                error = {"type": "SystemExit",
-                         "message": "sys.exit(%r) was caught; the session goes on" % (e.code,),
-                         "traceback": ""}
-            except BaseException:
-                status = "error"
-                error = _exc_info_dict(*sys.exc_info())
+                    body, last = _compile(code, fname)
+                except Exception:
+                    # The cell does not compile (a syntax error, or a tree too
+                    # deep or too big): there are no frames worth showing.
+                    etype, evalue = sys.exc_info()[:2]
+                    status, error = "error", _error_dict(etype, evalue, None)
+                else:
+                    if not self._run():
+                        status, error = "error", _PARKED
+                    else:
+                        late = False
+                        try:
+                            exec(body, self.ns)
+                            if last is not None:
+                                v = eval(last, self.ns)
+                                if v is not None:
+                                    self.ns["_"] = v
+                                    value = self.safe_repr(v)
+                        finally:
+                            late = self._stop()
+                        if late:
+                            status, value = "error", None
+                            error = _error_dict(KeyboardInterrupt, KeyboardInterrupt(), None)
+        except SystemExit as e:
+            self._stop()
+            status, value = "error", None
+            error = {"type": "SystemExit", "traceback": "",
+                     "message": _cap("sys.exit(%r) was caught; the session goes on" % (e.code,), MESSAGE_CAP)[0]}
+        except BaseException:
+            self._stop()
+            status, value = "error", None
+            error = _error_dict(*sys.exc_info())
+        self._stop()
         done = {"op": "done", "cell": cell, "status": status, "value": value,
                 "error": error, "duration": time.time() - t0}
-        # A late interrupt must not lose the fence or the done frame.
-        pending = [fence]
-        for _ in range(3):
-            try:
-                self.finish(pending, done)
-                return
-            except KeyboardInterrupt:
-                continue
+        self.finish(header.get("fence", ""), done)
 
-    def finish(self, pending, done):
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
-        if pending:
-            try:
-                os.write(1, pending[0])
-            except OSError:
-                pass
-            del pending[:]
-        done["names"] = sorted(k for k in self.ns
-                               if not k.startswith("_") and k not in self.base_names)[:200]
+    def finish(self, fence, done):
+        """Flush, then the fence and the done frame. SIGINT is dropped from
+        here on (phase FINISHING), so neither can be lost or doubled."""
+        _flush()
+        done["names"] = sorted(k for k in list(self.ns) if isinstance(k, str) and len(k) <= NAME_CAP
+                               and not k.startswith("_") and k not in self.base_names)[:NAMES_MAX]
         # Memory is read at most once a second: a trivial cell's round trip
         # should not pay for a file read.
         import time
@@ -377,35 +675,155 @@ class Session(object):
         if now - self.rss_at > 1.0:
             self.rss_at = now
             done["rss"] = _rss()
-        self.chan.send(done)
+        self._write_done(fence, done)
+
+    def _write_done(self, fence, done):
+        with self.sigint:
+            try:
+                view = memoryview(fence.encode("utf-8"))
+                while view:
+                    view = view[os.write(1, view):]
+            except OSError:
+                pass
+            self.chan.send(done)
 
     def run_serve(self, header, data):
-        """Serve a put/get/call for another session, on the main thread."""
+        """Serve a put/get/call or a file's read or write for another
+        session, on the main thread."""
+        sid, kind = header.get("sid"), header.get("kind")
+        reply, blob = {"ok": False, "error": "replhub: the toolkit did not load"}, None
+        tk = None
         try:
-            try:
-                self.running = True
-                reply, blob = self.tk.serve(self.ns, header, data)
-            finally:
-                self.running = False
-        except self.tk.HubError as e:
-            reply, blob = {"ok": False, "error": str(e)}, None
+            tk = self.tk
+            if kind in ("read", "write"):
+                # No KeyboardInterrupt here: cancel stops a transfer between
+                # chunks, and its part file is removed.
+                stream = tk.open_stream(("sid", sid))
+                try:
+                    if not self._begin(TRANSFER, stream):
+                        raise tk.Cancelled()
+                    reply, blob = tk.serve(self.ns, header, data, stream)
+                finally:
+                    tk.close_stream(("sid", sid))
+            else:
+                if not self._run():
+                    raise tk.Cancelled()
+                late = False
+                try:
+                    reply, blob = tk.serve(self.ns, header, data)
+                finally:
+                    late = self._stop()
+                if late:
+                    raise KeyboardInterrupt
         except BaseException:
-            info = _exc_info_dict(*sys.exc_info())
-            reply, blob = {"ok": False, "error": info["traceback"] or info["message"]}, None
-        for stream in (sys.stdout, sys.stderr):
-            try:
-                stream.flush()
-            except Exception:
-                pass
-        reply.update(op="served", sid=header.get("sid"), py=self.tk.PY)
+            self._stop()
+            etype, e = sys.exc_info()[:2]
+            blob = None
+            if tk is not None and isinstance(e, tk.Cancelled):
+                reply = {"ok": False, "error": "cancelled"}
+            elif tk is not None and isinstance(e, tk.HubError):
+                reply = {"ok": False, "error": str(e)}
+            else:
+                info = _error_dict(etype, e, sys.exc_info()[2])
+                reply = {"ok": False, "error": info["traceback"] or info["message"]}
+        self._stop()
+        _flush()
+        if isinstance(reply.get("error"), str):
+            reply["error"] = _cap(reply["error"], TRACEBACK_CAP)[0]
+        reply.update(op="served", sid=sid, py=PY)
         self.chan.send(reply, blob)
 
     def safe_repr(self, v):
         try:
             text = repr(v)
         except BaseException as e:
-            return "<repr() failed: %s: %s>" % (type(e).__name__, e)
-        return _cap(text, self.RESULT_CAP)[0]
+            return _cap("<repr() failed: %s: %s>" % (type(e).__name__, e), VALUE_CAP)[0]
+        return _cap(text, VALUE_CAP)[0]
+
+
+def _start_reaper():
+    """Make the worker's death, however it comes (os._exit, a crash in C,
+    SIGKILL from the OOM killer), take its process group with it: children
+    a cell started (a subprocess, a background job) would otherwise run on.
+
+    A reaper process blocks reading a pipe whose write end only the worker
+    holds (it is not inheritable, and a fork of the worker closes it); at
+    EOF the worker is gone, and the reaper sends SIGKILL to the group, itself
+    included. It holds no other fd, so the hub still sees the worker's pipes
+    close; it is forked twice so that the worker has no child of its own
+    for os.wait() to find. It works the same where nobody else could signal
+    the group: as root under sudo, or on a remote host.
+
+    Only a group the worker leads is killed, or sudo's when sudo started
+    the worker: locally the hub starts the worker (or sudo) as a group
+    leader, and on a host sshd makes the channel's shell a session leader
+    that the stub's exec turns into Python (or sudo). Run by hand from a
+    shell without job control, the worker is in the shell's group, which is
+    not its to end: then there is no reaper."""
+    try:
+        pgid = os.getpgid(0)
+        if pgid != os.getpid() and not (pgid == os.getppid() and _parent_is_sudo()):
+            return
+        r, w = os.pipe()
+        pid = os.fork()
+    except (AttributeError, OSError):
+        return
+    if pid == 0:
+        try:
+            if os.fork() == 0:
+                _reap(r, pgid)
+        finally:
+            os._exit(0)
+    os.close(r)
+    try:
+        os.waitpid(pid, 0)
+    except OSError:
+        pass
+    if hasattr(os, "register_at_fork"):
+        # A fork of the worker that never execs (multiprocessing) must not
+        # keep the reaper waiting after the worker dies.
+        os.register_at_fork(after_in_child=lambda: _close(w))
+
+
+def _close(fd):
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+
+
+def _parent_is_sudo():
+    try:
+        with open("/proc/%d/comm" % os.getppid()) as f:
+            return f.read().strip() == "sudo"
+    except (IOError, OSError):
+        return "SUDO_UID" in os.environ  # no /proc (macOS): sudo sets it
+
+
+def _reap(r, pgid):
+    """The reaper's life: wait for EOF on r, then kill the group."""
+    import signal
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGPIPE", "SIGTSTP", "SIGTTIN", "SIGTTOU"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_IGN)
+    try:
+        fds = [int(fd) for fd in os.listdir("/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd")]
+    except (OSError, ValueError):
+        fds = range(1024)
+    for fd in fds:
+        if fd != r:
+            _close(fd)
+    try:
+        os.chdir("/")
+    except OSError:
+        pass
+    while True:
+        try:
+            if not os.read(r, 1):
+                break
+        except OSError:
+            break
+    os.killpg(pgid, signal.SIGKILL)
 
 
 def _setup_fds():
@@ -485,6 +903,7 @@ def _has_cloudpickle(cloudpickle_dir):
         return False
 
 
+
 def main(argv):
     cloudpickle_dir = None
     if "--cloudpickle" in argv:
@@ -499,12 +918,17 @@ def main(argv):
         sys.path[0] = ""
     chan = Channel(rfd, wfd)
     chan.send_raw(_ready_frame(_has_cloudpickle(cloudpickle_dir)))
+    # After "ready", so that the hub does not wait for its ~2 ms; before
+    # any thread, so that the forks copy no lock another thread holds.
+    _start_reaper()
     # A crash in C code then leaves its Python traceback as the session's
     # last words, which the hub keeps in the death note.
     import faulthandler
     faulthandler.enable()
+    import signal
     import threading
     session = Session(chan, lambda: _load_tk(cloudpickle_dir))
+    signal.signal(signal.SIGINT, chan.sigint.handler)
     t = threading.Thread(target=session.read_loop, name="replhub-reader")
     t.daemon = True
     t.start()
