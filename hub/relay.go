@@ -34,6 +34,8 @@ type serveOp struct {
 	// target; they are set before the serve frame is sent.
 	chunkSink func(*proto.Chunk)
 	ackSink   func(*proto.Ack)
+	// ended is closed when the target is free of this serve.
+	ended chan struct{}
 }
 
 // relayLink is a request a session waits on: where it went, and as what.
@@ -137,7 +139,7 @@ func (h *Hub) beginServe(target *Session, kind, from string) (*serveOp, error) {
 	if busy := target.busyWithLocked(); busy != "" {
 		return nil, fmt.Errorf("session '%s' is busy: %s", target.name, busy)
 	}
-	op := &serveOp{sid: sids.Add(1), kind: kind, from: from, start: time.Now(), done: make(chan *proto.Served, 4)}
+	op := &serveOp{sid: sids.Add(1), kind: kind, from: from, start: time.Now(), done: make(chan *proto.Served, 4), ended: make(chan struct{})}
 	target.serving = op
 	target.state = stateRunning
 	target.lastActive = op.start
@@ -150,6 +152,7 @@ func (h *Hub) endServe(target *Session, op *serveOp) string {
 	defer target.mu.Unlock()
 	if target.serving == op {
 		target.serving = nil
+		close(op.ended)
 		if target.state == stateRunning {
 			target.state = stateIdle
 		}

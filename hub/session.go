@@ -712,7 +712,17 @@ func (s *Session) interrupt() (string, error) {
 		if err := s.send(&proto.Cancel{Sid: op.sid}); err != nil {
 			return "", &wire.Error{Code: wire.CodeInternal, Message: fmt.Sprintf("interrupt not delivered: %v", err)}
 		}
-		return fmt.Sprintf("asked session '%s' to stop the %s it serves for '%s'", s.name, op.kind, op.from), nil
+		timer := time.NewTimer(interruptWait)
+		defer timer.Stop()
+		select {
+		case <-op.ended:
+			return fmt.Sprintf("interrupted the %s session '%s' was serving for '%s'", op.kind, s.name, op.from), nil
+		case <-s.exited:
+			return "", &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' died while being interrupted: %s", s.name, s.deathText())}
+		case <-timer.C:
+			return fmt.Sprintf("asked session '%s' to stop the %s it serves for '%s', but it has not stopped within %s (in code that holds the interpreter?): `replhub kill %s` ends the session",
+				s.name, op.kind, op.from, interruptWait, s.name), nil
+		}
 	}
 	if r == nil || r.isFinished() {
 		return fmt.Sprintf("session '%s' is idle: nothing to interrupt", s.name), nil
