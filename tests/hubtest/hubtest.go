@@ -52,7 +52,7 @@ func Binary(t testing.TB) string {
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
 		args := []string{"build", "-o", binPath}
-		if raceBuild {
+		if Race {
 			args = append(args, "-race")
 		}
 		cmd := exec.Command("go", append(args, "./cmd/replhub")...)
@@ -119,22 +119,24 @@ func Start(t testing.TB) *Env {
 // reports: the runtime adds ".PID".
 func (e *Env) raceLogPrefix() string { return filepath.Join(e.Dir, "race") }
 
-// raceVars adds GORACE's log_path to vars when the binary is race-built,
-// keeping any other GORACE options of the caller.
+// raceVars sets GORACE in vars when the binary is race-built: reports go
+// to files under raceLogPrefix, and a process sleeps 50 ms at exit instead
+// of the default second (every CLI run would otherwise take a second
+// longer). The caller's own GORACE options are kept, but not its log_path.
 func (e *Env) raceVars(vars []string) []string {
-	if !raceBuild {
+	if !Race {
 		return vars
 	}
-	opts := "log_path=" + e.raceLogPrefix()
+	opts := "atexit_sleep_ms=50"
 	out := make([]string, 0, len(vars)+1)
 	for _, kv := range vars {
 		if v, ok := strings.CutPrefix(kv, "GORACE="); ok {
-			opts = v + " " + opts
+			opts += " " + v
 			continue
 		}
 		out = append(out, kv)
 	}
-	return append(out, "GORACE="+opts)
+	return append(out, "GORACE="+opts+" log_path="+e.raceLogPrefix())
 }
 
 // checkRaces fails the test when a replhub process of the world reported a

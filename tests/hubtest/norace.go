@@ -2,5 +2,5 @@
 
 package hubtest
 
-// raceBuild is set when the test binary is built with -race (see race.go).
-const raceBuild = false
+// Race is set when the test binary is built with -race (see race.go).
+const Race = false
