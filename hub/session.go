@@ -90,7 +90,13 @@ type run struct {
 	sealed   *rendered // output up to the fence
 	finished chan struct{}
 	result   *wire.Result
-	// collected is set once a reply has carried the result.
+	// collecting counts the callers inside collect for this run (its own
+	// exec, waits), under Session.mu. A finished run that somebody is
+	// collecting is theirs: the next exec does not take it as one that
+	// finished while nobody waited.
+	collecting int
+	// collected is set once a reply has carried the result; it goes to
+	// exactly one reply.
 	collected  bool
 	fenceTimer *time.Timer
 }
@@ -601,13 +607,16 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 		return nil, &wire.Error{Code: wire.CodeBusy, Message: fmt.Sprintf("session '%s' is busy: %s; try again when it is done",
 			s.name, s.busyWithLocked())}
 	}
+	// A finished result that nobody has collected or is collecting (its
+	// exec gave up) comes first in this reply.
 	var earlier *wire.Result
-	if r := s.cur; r != nil && !r.collected {
+	if r := s.cur; r != nil && !r.collected && r.collecting == 0 {
 		earlier = r.result
 		r.collected = true
 	}
 	s.cells++
-	r := &run{cell: s.cells, fence: newFence(), start: time.Now(), finished: make(chan struct{})}
+	// This exec collects the run: counted before it can finish.
+	r := &run{cell: s.cells, fence: newFence(), start: time.Now(), finished: make(chan struct{}), collecting: 1}
 	s.cur = r
 	s.state = stateRunning
 	s.lastActive = r.start
@@ -619,6 +628,10 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 		s.hub.log.Warn("exec frame not sent", "session", s.name, "err", err)
 	}
 	res := s.collect(ctx, r, timeout, progress)
+	if res == nil {
+		// The client went away; so did the earlier result it would have shown.
+		return nil, nil
+	}
 	if earlier != nil {
 		res.Notes = append([]string{fmt.Sprintf("cell %d finished while nobody waited; its reply comes first", earlier.Cell)}, res.Notes...)
 		res.Output = strings.TrimRight(earlier.Text(), "\n") + "\n" + res.Output
@@ -630,7 +643,7 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 func (s *Session) wait(ctx context.Context, timeout time.Duration, progress func(*wire.Progress)) *wire.Result {
 	s.mu.Lock()
 	r := s.cur
-	if r == nil || (r.isFinished() && r.collected) {
+	if r == nil || r.collected {
 		res := &wire.Result{Session: s.name, Cell: s.cells, Status: wire.StatusIdle}
 		if s.state == stateDead {
 			res.Status, res.Death = wire.StatusDead, s.death
@@ -641,12 +654,16 @@ func (s *Session) wait(ctx context.Context, timeout time.Duration, progress func
 		s.mu.Unlock()
 		return res
 	}
+	r.collecting++
 	s.mu.Unlock()
 	return s.collect(ctx, r, timeout, progress)
 }
 
 // collect waits for r up to timeout and builds the reply: the finished
-// result, or what the cell has written so far with status running.
+// result, or what the cell has written so far with status running. The
+// caller has counted itself in r.collecting under s.mu; collect counts it
+// out. Of the callers collecting one run, the first to take it finished
+// gets its result and the others a reply that says so, never a copy.
 func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, progress func(*wire.Progress)) *wire.Result {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
@@ -661,11 +678,7 @@ func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, pr
 		case <-r.finished:
 			s.mu.Lock()
 			defer s.mu.Unlock()
-			r.collected = true
-			res := *r.result
-			res.Notes = append(append([]string(nil), s.notes...), res.Notes...)
-			s.notes = nil
-			return &res
+			return s.takeLocked(r)
 		case <-tick:
 			s.mu.Lock()
 			p := &wire.Progress{Session: s.name, Cell: r.cell, ElapsedMS: time.Since(r.start).Milliseconds(), OutputChars: s.out.len()}
@@ -675,15 +688,17 @@ func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, pr
 		case <-timer.C:
 		case <-ctx.Done():
 			// Nobody is listening: leave the output for the next reader.
+			s.mu.Lock()
+			r.collecting--
+			s.mu.Unlock()
 			return nil
 		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if r.isFinished() {
-			r.collected = true
-			res := *r.result
-			return &res
+			return s.takeLocked(r)
 		}
+		r.collecting--
 		res := &wire.Result{Session: s.name, Cell: r.cell, Status: wire.StatusRunning,
 			DurationMS: time.Since(r.start).Milliseconds()}
 		applyOutput(res, s.out.take())
@@ -691,6 +706,21 @@ func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, pr
 		s.notes = nil
 		return res
 	}
+}
+
+// takeLocked counts a collector of the finished run r out and gives it r's
+// result, unless another collector took it first.
+func (s *Session) takeLocked(r *run) *wire.Result {
+	r.collecting--
+	if r.collected {
+		return &wire.Result{Session: s.name, Cell: r.cell, Status: wire.StatusIdle,
+			Notes: []string{fmt.Sprintf("cell %d's output and result went to another reply, which collected them first", r.cell)}}
+	}
+	r.collected = true
+	res := *r.result
+	res.Notes = append(append([]string(nil), s.notes...), res.Notes...)
+	s.notes = nil
+	return &res
 }
 
 // interruptWait bounds the wait for the worker's answer to an interrupt.

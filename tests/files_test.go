@@ -80,8 +80,13 @@ func TestFilesCLIOneGiB(t *testing.T) {
 	assert.Equal(t, sum, sha(t, back))
 	os.Remove(back)
 	os.Remove(dest)
-	// Windowed: the hub never held much of the file.
-	assert.Less(t, peakRSS(t, e.HubPid()), int64(256<<20), "the hub's peak memory after moving 2 GiB")
+	// Windowed: the hub never held much of the file. A race-built hub
+	// keeps shadow memory beside its own.
+	limit := int64(256 << 20)
+	if hubtest.Race {
+		limit *= 2
+	}
+	assert.Less(t, peakRSS(t, e.HubPid()), limit, "the hub's peak memory after moving 2 GiB")
 
 	// On a terminal, a progress bar; the throughput at the end always.
 	if _, err := exec.LookPath("script"); err == nil {

@@ -2,6 +2,13 @@
 // real binary, built once per test process, with its own XDG folders, so a
 // test never touches the user's hub. Every hub a test starts is stopped, and
 // killed by its pid if it does not stop, in t.Cleanup.
+//
+// When the tests run with -race, the binary is built with -race too, and
+// every replhub process of a world (hub, CLI, MCP server) writes its race
+// reports to files in the world's folder (GORACE log_path). A report there,
+// or in the hub's log, fails the test that made the world at cleanup, with
+// the report printed: a race-built hub otherwise only says so by exiting 66
+// when it stops, which nobody checks.
 package hubtest
 
 import (
@@ -44,7 +51,11 @@ func Binary(t testing.TB) string {
 		binPath = filepath.Join(dir, "replhub")
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/replhub")
+		args := []string{"build", "-o", binPath}
+		if Race {
+			args = append(args, "-race")
+		}
+		cmd := exec.Command("go", append(args, "./cmd/replhub")...)
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
@@ -91,15 +102,78 @@ func Start(t testing.TB) *Env {
 		}
 	}
 	e.Vars = append(filteredEnviron(), "XDG_RUNTIME_DIR="+e.Runtime, "XDG_STATE_HOME="+e.State, "XDG_CONFIG_HOME="+e.Config)
+	e.Vars = e.raceVars(e.Vars)
 	e.Paths, err = config.FromEnv(e.Getenv)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		e.StopHub()
+		e.checkRaces()
 		os.RemoveAll(dir)
 	})
 	return e
+}
+
+// raceLogPrefix is where a race-built process of the world writes its race
+// reports: the runtime adds ".PID".
+func (e *Env) raceLogPrefix() string { return filepath.Join(e.Dir, "race") }
+
+// raceVars sets GORACE in vars when the binary is race-built: reports go
+// to files under raceLogPrefix, and a process sleeps 50 ms at exit instead
+// of the default second (every CLI run would otherwise take a second
+// longer). The caller's own GORACE options are kept, but not its log_path.
+func (e *Env) raceVars(vars []string) []string {
+	if !Race {
+		return vars
+	}
+	opts := "atexit_sleep_ms=50"
+	out := make([]string, 0, len(vars)+1)
+	for _, kv := range vars {
+		if v, ok := strings.CutPrefix(kv, "GORACE="); ok {
+			opts += " " + v
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "GORACE="+opts+" log_path="+e.raceLogPrefix())
+}
+
+// checkRaces fails the test when a replhub process of the world reported a
+// data race: in a report file of GORACE's log_path, or in the hub's log
+// (the hub's stderr, for a hub started without that variable).
+func (e *Env) checkRaces() {
+	files, _ := filepath.Glob(e.raceLogPrefix() + ".*")
+	files = append(files, e.Paths.Log())
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil || !bytes.Contains(b, []byte("DATA RACE")) {
+			continue
+		}
+		e.t.Errorf("a replhub process reported a data race (%s):\n%s", f, raceReports(string(b)))
+	}
+}
+
+// raceReports cuts the race detector's reports out of a log: each starts
+// with "WARNING: DATA RACE" after a line of "=" and ends at the next such
+// line. At most 64 KiB is kept.
+func raceReports(log string) string {
+	const sep = "=================="
+	var b strings.Builder
+	for {
+		i := strings.Index(log, "WARNING: DATA RACE")
+		if i < 0 || b.Len() > 64<<10 {
+			break
+		}
+		rest := log[i:]
+		end := strings.Index(rest, "\n"+sep)
+		if end < 0 {
+			end = len(rest)
+		}
+		b.WriteString(sep + "\n" + rest[:end] + "\n" + sep + "\n")
+		log = rest[end:]
+	}
+	return b.String()
 }
 
 // StartAs makes an isolated world for another user (the test must run as
@@ -120,6 +194,7 @@ func StartAs(t testing.TB, username string) *Env {
 	e.As = username
 	e.Vars = []string{"HOME=" + home, "USER=" + username, "LOGNAME=" + username, "PATH=/usr/local/bin:/usr/bin:/bin",
 		"LANG=C.UTF-8", "XDG_RUNTIME_DIR=" + e.Runtime, "XDG_STATE_HOME=" + e.State, "XDG_CONFIG_HOME=" + e.Config}
+	e.Vars = e.raceVars(e.Vars)
 	return e
 }
 
