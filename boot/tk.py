@@ -559,6 +559,10 @@ def session(name, host=None, sudo=None, python=None, jump=None):
     given, insist on where and how it runs."""
     header, _ = _need_link().request("open", name=name, host=host, sudo=sudo, python=python,
                                      jump=list(jump) if jump is not None else None)
+    if header.get("message"):
+        # What became of a session of that name before (it died, or was
+        # lost with a hub) is news to the caller: say it where they look.
+        sys.stderr.write("[%s]\n" % header["message"])
     return SessionHandle(header["info"])
 
 

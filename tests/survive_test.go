@@ -1,0 +1,158 @@
+package tests
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/tests/hubtest"
+	"github.com/replhub/replhub/tests/sshtest"
+	"github.com/replhub/replhub/wire"
+)
+
+// What kills a naive REPL (a recursion error in the parser, an exception
+// whose text is megabytes) ends the cell with an error, not the session, on
+// the newest and the oldest Python.
+func TestOrdinaryCodeDoesNotKillTheSession(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, older := hubtest.PickPythons(t)
+	for i, py := range []string{newer, older} {
+		name := fmt.Sprintf("py%d", i)
+		r := e.Run("exec", name, "keep = 41", "--python", py)
+		require.Equal(t, 0, r.Code, "%s", r)
+		r = e.Run("exec", name, `eval("1+"*3000+"1")`)
+		assert.Contains(t, []int{0, 1}, r.Code, "a value or a RecursionError, by Python: %s", r)
+		r = e.Run("exec", name, `d = {}; d["k"*9_000_000]`)
+		if strings.HasPrefix(filepath.Base(py), "python3.6") && strings.Contains(r.Stdout, "SyntaxError") {
+			// 3.6 has no digit separators.
+			r = e.Run("exec", name, `d = {}; d["k"*9000000]`)
+		}
+		assert.Equal(t, 1, r.Code, "%.2000s", r)
+		assert.Contains(t, r.Stdout, "KeyError")
+		assert.Less(t, len(r.Stdout), 100_000, "the 9 MB message is capped")
+		r = e.Run("exec", name, `"x" * 50000000`)
+		assert.Equal(t, 0, r.Code, "%.2000s", r)
+		assert.Less(t, len(r.Stdout), 100_000, "the 50 MB value is capped")
+		r = e.Run("exec", name, "keep + 1")
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "42")
+	}
+	stillServes(t, e)
+}
+
+// An interrupt that arrives while a big cell is still being parsed is not
+// lost: interrupt says what it did, and the cell ends with
+// KeyboardInterrupt before its last line runs.
+func TestInterruptWhileParsing(t *testing.T) {
+	e := hubtest.Start(t)
+	marker := filepath.Join(e.Dir, "ran-to-the-end")
+	r := e.Run("exec", "big", "import os")
+	require.Equal(t, 0, r.Code, "%s", r)
+	code := strings.Repeat("x = 1\n", 300_000) + fmt.Sprintf("open(%q, 'w').close()\n", marker)
+	cell := make(chan hubtest.Result, 1)
+	go func() { cell <- e.RunInput(code, "exec", "big", "-", "-t", "60") }()
+	// Interrupt as soon as the cell is known to the hub (running).
+	var ans hubtest.Result
+	for i := 0; i < 200; i++ {
+		ans = e.Run("interrupt", "big")
+		if !strings.Contains(ans.Stdout, "idle") {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	require.Equal(t, 0, ans.Code, "%s", ans)
+	assert.Regexp(t, `had not started yet|interrupted cell 2`, ans.Stdout)
+	var res hubtest.Result
+	select {
+	case res = <-cell:
+	case <-time.After(70 * time.Second):
+		t.Fatal("the interrupted cell did not return")
+	}
+	assert.Equal(t, 1, res.Code, "%.2000s", res)
+	assert.Contains(t, res.Stdout, "KeyboardInterrupt")
+	_, err := os.Stat(marker)
+	assert.True(t, os.IsNotExist(err), "the cell ran to its end")
+	t.Logf("interrupt answered: %s", strings.TrimSpace(ans.Stdout))
+	r = e.Run("exec", "big", "6 * 7")
+	require.Equal(t, 0, r.Code, "%s", r)
+}
+
+// sessionPid reads a session's worker pid from `sessions --json`.
+func sessionPid(t *testing.T, e *hubtest.Env, name string) int {
+	t.Helper()
+	r := e.Run("sessions", "--json")
+	require.Equal(t, 0, r.Code, "%s", r)
+	var l wire.SessionList
+	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &l), r.Stdout)
+	for _, s := range l.Sessions {
+		if s.Name == name {
+			return s.Pid
+		}
+	}
+	t.Fatalf("no session %s in %s", name, r.Stdout)
+	return 0
+}
+
+// A worker that dies on its own, or is killed from outside the hub, takes
+// the processes its cells started with it.
+func TestWorkerDeathEndsItsChildren(t *testing.T) {
+	e := hubtest.Start(t)
+	deaths := map[string]func(name string){
+		"os._exit": func(name string) { e.Run("exec", name, "os._exit(3)") },
+		"SIGKILL":  func(name string) { syscall.Kill(sessionPid(t, e, name), syscall.SIGKILL) },
+	}
+	for how, die := range deaths {
+		t.Run(how, func(t *testing.T) {
+			name := "parent" + strings.Trim(how, "._")
+			r := e.Run("exec", name, "import os, subprocess; p = subprocess.Popen(['sleep', '300']); p.pid")
+			require.Equal(t, 0, r.Code, "%s", r)
+			var child int
+			_, err := fmt.Sscanf(r.Stdout[strings.Index(r.Stdout, "Out[1]: "):], "Out[1]: %d", &child)
+			require.NoError(t, err, r.Stdout)
+			require.True(t, hubtest.Alive(child))
+			t.Cleanup(func() { syscall.Kill(child, syscall.SIGKILL) })
+			die(name)
+			assert.True(t, hubtest.WaitGone(child, 3*time.Second), "the cell's child outlived its worker")
+			r = e.Run("sessions")
+			assert.Contains(t, r.Stdout, name, "a death note is listed")
+		})
+	}
+	stillServes(t, e)
+}
+
+// A remote host's worker that sends an absurd frame len ends its own
+// session, never the hub or the host's other sessions.
+func TestRemoteHugeFrameLenEndsOnlyItsSession(t *testing.T) {
+	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
+	r := w.Run("exec", "calm", "keep = 41", "--host", "lab")
+	require.Equal(t, 0, r.Code, "%s", r)
+	r = w.Run("exec", "hostile", "import os", "--host", "lab")
+	require.Equal(t, 0, r.Code, "%s", r)
+	r = w.Run("exec", "hostile", `os.write(4, b'{"op":"pong","len":68719476736}\n'); import time; time.sleep(30)`)
+	assert.Equal(t, 4, r.Code, "the session is reported dead: %s", r)
+	assert.Contains(t, r.Stdout+r.Stderr, "broke the frame protocol")
+	r = w.Run("exec", "calm", "keep + 1")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "42")
+	stillServes(t, w.Env)
+}
+
+// A session opened from code under the name of one that died hears what
+// became of its predecessor, as the CLI would.
+func TestOpenFromCodeTellsOfThePredecessor(t *testing.T) {
+	e := hubtest.Start(t)
+	r := e.Run("exec", "opener", `session("gone").put(x=1)`)
+	require.Equal(t, 0, r.Code, "%s", r)
+	require.Equal(t, 4, e.Run("exec", "gone", "import os; os._exit(7)").Code)
+	r = e.Run("exec", "opener", `session("gone").put(x=2)`)
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "exited with status 7", "%s", r)
+}
