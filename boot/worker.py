@@ -445,6 +445,32 @@ class Pump(object):
             with self.lock:
                 self._deliver(data)
 
+    def exit_after_drain(self, real_exit):
+        """os._exit, once what the process wrote has gone on (at most
+        0.5 s): a cell's last words before os._exit would otherwise die
+        with the pump. A crash's go another way (see main)."""
+        def _exit(status):
+            import fcntl
+            import struct
+            import termios
+            import time
+            deadline = time.time() + 0.5
+            empty = 0  # looks in a row that found nothing left
+            try:
+                while time.time() < deadline and empty < 2:
+                    left = 1
+                    if self.lock.acquire(False):
+                        left = struct.unpack("i", fcntl.ioctl(self.rfd, termios.FIONREAD, b"\0\0\0\0"))[0]
+                        self.lock.release()
+                    empty = empty + 1 if left == 0 else 0
+                    time.sleep(0.002)
+            except Exception:
+                pass
+            real_exit(status)
+        _exit.__name__ = _exit.__qualname__ = "_exit"
+        _exit.__doc__ = real_exit.__doc__
+        return _exit
+
     def _deliver(self, data):
         if self.errfd is not None:
             try:
@@ -453,6 +479,11 @@ class Pump(object):
                     view = view[os.write(self.errfd, view):]
                 return
             except OSError:
+                try:
+                    import faulthandler
+                    faulthandler.enable()  # fd 2: the pump, then the reaper
+                except Exception:
+                    pass
                 _close(self.errfd)
                 self.errfd = None
                 data = bytes(view)
@@ -1185,7 +1216,12 @@ def main(argv):
     # A crash in C code then leaves its Python traceback as the session's
     # last words, which the hub keeps in the death note.
     import faulthandler
-    faulthandler.enable()
+    if pipe is not None:
+        # A crash's traceback goes straight to the first hub's output
+        # stream, not through the pump, which dies with the process.
+        faulthandler.enable(file=pipe[1])
+    else:
+        faulthandler.enable()
     import signal
     import threading
     session = Session(chan, lambda: _load_tk(cloudpickle_dir))
@@ -1196,6 +1232,7 @@ def main(argv):
         t = threading.Thread(target=session.pump.run, name="replhub-output")
         t.daemon = True
         t.start()
+        os._exit = session.pump.exit_after_drain(os._exit)
     signal.signal(signal.SIGINT, chan.sigint.handler)
     t = threading.Thread(target=session.read_loop, name="replhub-reader")
     t.daemon = True
