@@ -69,8 +69,8 @@ func durableRows(w *world) ([]row, error) {
 			c.Exe, c.Env = w.bin, w.env
 			defer c.Close()
 			res, err := c.Exec(ctx, fmt.Sprintf("live-%d", i), "v", opts)
-			if err == nil && !strings.Contains(res.Output, fmt.Sprintf("Out[2]: %d", i)) {
-				err = fmt.Errorf("live-%d came back as %q", i, res.Output)
+			if err == nil && !strings.Contains(res.Text(), fmt.Sprintf("Out[2]: %d", i)) {
+				err = fmt.Errorf("live-%d came back as %q", i, res.Text())
 			}
 			errs <- err
 		}()
