@@ -47,6 +47,21 @@ func (c *frameConn) next() (map[string]any, []byte) {
 	return h, data
 }
 
+// cell reads frames until a done frame and out frames up to fence have
+// come, and returns both.
+func (c *frameConn) cell(fence string) (done map[string]any, out []byte) {
+	for i := 0; i < 10000 && (done == nil || !strings.Contains(string(out), fence)); i++ {
+		h, data := c.next()
+		switch h["op"] {
+		case "done":
+			done = h
+		case "out":
+			out = append(out, data...)
+		}
+	}
+	return done, out
+}
+
 // A durable worker outlives the end of its frame stream: its cell goes
 // on, what it prints and its done frame wait, and a hub that connects to
 // its socket and sends adopt gets a ready frame that says where it is,
@@ -119,33 +134,14 @@ func TestDurableWorkerIsAdopted(t *testing.T) {
 		assert.EqualValues(t, 2, h["cell"])
 		assert.Equal(t, true, h["running"], "its done frame is still to come")
 		assert.Equal(t, "<F2>", h["fence"])
-		var out []byte
-		var done map[string]any
-		for done == nil || !strings.Contains(string(out), "<F2>") {
-			h, data := next.next()
-			switch h["op"] {
-			case "done":
-				done = h
-			case "out":
-				out = append(out, data...)
-			}
-		}
+		done, out := next.cell("<F2>")
 		assert.EqualValues(t, 2, done["cell"])
 		assert.Equal(t, "6", done["value"])
 		assert.Equal(t, "while alone\n<F2>", string(out))
 
 		// It goes on with the new hub; output now comes in out frames.
 		next.send(map[string]any{"op": "exec", "cell": 3, "code": "print('to the new hub'); x", "fence": "<F3>"})
-		out, done = nil, nil
-		for done == nil || !strings.Contains(string(out), "<F3>") {
-			h, data := next.next()
-			switch h["op"] {
-			case "done":
-				done = h
-			case "out":
-				out = append(out, data...)
-			}
-		}
+		done, out = next.cell("<F3>")
 		assert.Equal(t, "5", done["value"])
 		assert.Equal(t, "to the new hub\n<F3>", string(out))
 
