@@ -1,21 +1,27 @@
 package hub
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 )
 
 // Sink writes a file on this machine whole or not at all, for a client's
 // pull: NAME.replhub-part (0600) beside it, fsynced, renamed into place, the
 // folder fsynced. Overwriting keeps the destination's mode; a new file takes
-// the source's.
+// the source's. Its methods may be called from different goroutines: an
+// Abort (a stopped transfer) waits for a Write in progress, and a Write or
+// Finish after it fails.
 type Sink struct {
-	target string
-	part   string
-	mode   os.FileMode
-	f      *os.File
-	size   int64 // bytes written
+	mu      sync.Mutex
+	aborted bool
+	target  string
+	part    string
+	mode    os.FileMode
+	f       *os.File
+	size    int64 // bytes written
 }
 
 // NewSink starts writing dest; a symlink dest stays a link to the file it
@@ -50,6 +56,11 @@ const writePiece = 256 << 10
 
 // Write appends p and starts writing it to disk.
 func (s *Sink) Write(p []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.aborted {
+		return errAborted
+	}
 	start := s.size
 	var err error
 	for len(p) > 0 && err == nil {
@@ -66,8 +77,13 @@ func (s *Sink) Write(p []byte) error {
 
 // Finish puts the file in place.
 func (s *Sink) Finish() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.aborted {
+		return errAborted
+	}
 	if err := s.f.Sync(); err != nil {
-		s.Abort()
+		s.abortLocked()
 		return err
 	}
 	mode := s.mode.Perm()
@@ -93,8 +109,21 @@ func (s *Sink) Finish() error {
 	return nil
 }
 
-// Abort removes the partial file.
+// errAborted is a Write or Finish after Abort.
+var errAborted = errors.New("the transfer was stopped")
+
+// Abort removes the partial file; once is enough, more are harmless.
 func (s *Sink) Abort() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.abortLocked()
+}
+
+func (s *Sink) abortLocked() {
+	if s.aborted {
+		return
+	}
+	s.aborted = true
 	s.f.Close()
 	os.Remove(s.part)
 }
