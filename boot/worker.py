@@ -479,13 +479,7 @@ class Pump(object):
                     view = view[os.write(self.errfd, view):]
                 return
             except OSError:
-                try:
-                    import faulthandler
-                    faulthandler.enable()  # fd 2: the pump, then the reaper
-                except Exception:
-                    pass
-                _close(self.errfd)
-                self.errfd = None
+                self._drop_first_hub()
                 data = bytes(view)
         if self.chan is not None:
             try:
@@ -501,10 +495,25 @@ class Pump(object):
             self.size -= len(gone)
             self.dropped += len(gone)
 
+    def _drop_first_hub(self):
+        """The hub that started the worker is gone: no more output goes to
+        its stream, and a crash's traceback goes to fd 2 (the pump, then
+        the reaper) instead."""
+        if self.errfd is None:
+            return
+        try:
+            import faulthandler
+            faulthandler.enable()
+        except Exception:
+            pass
+        _close(self.errfd)
+        self.errfd = None
+
     def attach(self, chan):
         """Send what was kept to a hub that adopted the worker, and go on
         sending there."""
         with self.lock:
+            self._drop_first_hub()
             kept, self.kept, self.size = self.kept, [], 0
             if self.dropped:
                 kept.insert(0, ("[replhub: %d bytes of output were dropped while no hub was attached]\n"

@@ -307,17 +307,14 @@ func (c *Client) Restart(ctx context.Context) (string, error) {
 	}
 	c.Close()
 	old := l.Hub.Pid
-	gone := false
+	gone := syscall.Kill(old, 0) != nil
 	for i := 0; i < 1000 && !gone; i++ {
-		if syscall.Kill(old, 0) != nil {
-			gone = true
-			break
-		}
 		select {
 		case <-ctx.Done():
 			return "", ctx.Err()
 		case <-time.After(10 * time.Millisecond):
 		}
+		gone = syscall.Kill(old, 0) != nil
 	}
 	if !gone {
 		return "", fmt.Errorf("client: the hub (pid %d) did not exit within 10s of the restart request; see its log", old)

@@ -101,13 +101,7 @@ func (p *socketProc) Wait() Exit {
 	return Exit{Code: -1, Err: errors.New("ended (its exit status went to the hub that started it, before this hub adopted it)")}
 }
 
-func (p *socketProc) alive() bool {
-	state, st, ok := procStat(p.pid)
-	if !ok {
-		return syscall.Kill(p.pid, 0) == nil
-	}
-	return state != 'Z' && state != 'X' && (p.start == "" || st == p.start)
-}
+func (p *socketProc) alive() bool { return procAlive(p.pid, p.start) }
 
 // Kill asks the worker to exit; a worker of ours is also sent SIGKILL with
 // its process group (it leads it), once it is known to be the same
@@ -152,7 +146,7 @@ func (h *Hub) adopt(rec liveRecord) error {
 	if rec.Sock == "" || rec.Host != "local" {
 		return errors.New("not a durable worker")
 	}
-	if state, st, ok := procStat(rec.Pid); !ok || state == 'Z' || (rec.WorkerStart != "" && st != rec.WorkerStart) {
+	if !procAlive(rec.Pid, rec.WorkerStart) {
 		return errors.New("its worker is gone")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), adoptWait)
@@ -240,14 +234,13 @@ func (h *Hub) adopt(rec liveRecord) error {
 func (h *Hub) handOver() []*Session {
 	h.mu.Lock()
 	h.closing = true
-	var rest []*Session
-	var durable []*Session
+	var all, rest []*Session
 	for _, s := range h.sessions {
-		durable = append(durable, s)
+		all = append(all, s)
 	}
 	h.mu.Unlock()
 	at := time.Now()
-	for _, s := range durable {
+	for _, s := range all {
 		<-s.ready
 		s.mu.Lock()
 		if s.sock == "" || s.state == stateDead {

@@ -182,8 +182,10 @@ func (h *Hub) Run(ctx context.Context, ln *net.UnixListener) error {
 // that are not durable, and leaves the others to the next hub.
 func (h *Hub) shutdown() {
 	var all []*Session
+	why := "the hub stopped"
 	if h.restarting.Load() {
 		all = h.handOver()
+		why = "the hub restarted, and sessions on other hosts do not outlive it yet"
 	} else {
 		h.mu.Lock()
 		h.closing = true
@@ -191,10 +193,6 @@ func (h *Hub) shutdown() {
 			all = append(all, s)
 		}
 		h.mu.Unlock()
-	}
-	why := "the hub stopped"
-	if h.restarting.Load() {
-		why = "the hub restarted, and sessions on other hosts do not outlive it yet"
 	}
 	for _, s := range all {
 		<-s.ready

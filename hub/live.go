@@ -242,9 +242,12 @@ func (r liveRecord) lostNote(transcript string, readable bool) deathNote {
 // gives it; "" when unknown), still runs. This process is not: it is the
 // hub now starting.
 func hubAlive(pid int, start string) bool {
-	if pid <= 0 || pid == os.Getpid() {
-		return false
-	}
+	return pid > 0 && pid != os.Getpid() && procAlive(pid, start)
+}
+
+// procAlive reports whether the process pid, started at start (as
+// procStat gives it; "" when unknown), still runs and is not a zombie.
+func procAlive(pid int, start string) bool {
 	if state, st, ok := procStat(pid); ok {
 		return state != 'Z' && state != 'X' && (start == "" || st == start)
 	}
