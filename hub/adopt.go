@@ -98,7 +98,7 @@ func (p *socketProc) Wait() Exit {
 	for i := 0; i < 100 && p.alive(); i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
-	return Exit{Code: -1, Err: errors.New("ended (its exit status went to the hub that started it, before this hub adopted it)")}
+	return Exit{Code: -1, Err: errors.New("exit status unknown: the session was adopted from an earlier hub")}
 }
 
 func (p *socketProc) alive() bool { return procAlive(p.pid, p.start) }
