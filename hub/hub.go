@@ -79,6 +79,7 @@ type Hub struct {
 	dead     map[string]bool // names with a death note on disk
 	warnings []string        // for the next reply: ssh_config lines skipped
 	live     liveSet         // the records of running sessions (live.go)
+	swap     swapState       // swaps and restores under way (swap.go)
 	closing  bool
 	conns    sync.WaitGroup
 }
@@ -145,6 +146,7 @@ func (h *Hub) Run(ctx context.Context, ln *net.UnixListener) error {
 		ln.Close()
 	}()
 	go h.watchFrames(ctx)
+	go h.swapLoop(ctx)
 	h.log.Info("hub serving", "socket", h.paths.Socket(), "pid", os.Getpid(), "supervisor", h.supervisor, "version", h.version)
 	var err error
 	for {
@@ -175,6 +177,7 @@ func (h *Hub) Run(ctx context.Context, ln *net.UnixListener) error {
 
 // shutdown ends every session; each gets a death note saying the hub stopped.
 func (h *Hub) shutdown() {
+	h.swapAtStop()
 	h.mu.Lock()
 	h.closing = true
 	var all []*Session
@@ -351,9 +354,11 @@ func (h *Hub) handle(ctx context.Context, req wire.Request, send func(wire.Reply
 		return wire.Reply{Sessions: h.List()}
 	case wire.OpPush, wire.OpPull:
 		return h.clientTransfer(req, next, send)
+	case wire.OpSwap:
+		return h.handleSwap(ctx, req)
 	case wire.OpStop:
 		h.once.Do(func() { close(h.stop) })
-		return wire.Reply{Message: "hub stopping; its sessions end"}
+		return wire.Reply{Message: h.stopMessage()}
 	}
 	return errReply(wire.CodeBadRequest, "hub: unknown op %q", req.Op)
 }
@@ -452,7 +457,7 @@ func (h *Hub) ensure(ctx context.Context, req wire.Request) (s *Session, created
 	}
 	if created {
 		s = newSession(h, req.Name)
-		s.origin = wire.Request{Cwd: req.Cwd, Env: req.Env}
+		s.origin = wire.Request{Cwd: req.Cwd, Env: req.Env, Jump: req.Jump}
 		h.sessions[req.Name] = s
 	}
 	h.mu.Unlock()
@@ -463,9 +468,10 @@ func (h *Hub) ensure(ctx context.Context, req wire.Request) (s *Session, created
 		req.Host = ""
 	}
 	if created {
+		var restored string
 		err = h.checkTie(req)
 		if err == nil {
-			err = h.startSession(ctx, s, req)
+			restored, err = h.startOrRestore(ctx, s, &req)
 		} else {
 			close(s.ready)
 			s.markStartFailed()
@@ -481,9 +487,15 @@ func (h *Hub) ensure(ctx context.Context, req wire.Request) (s *Session, created
 		}
 		h.recordLive(s)
 		previous = h.takeDeathNote(req.Name)
+		if restored != "" {
+			previous, created = restored, false
+		}
 		h.log.Info("session started", "session", s.name, "pid", s.info.Pid, "python", s.info.Python, "host", s.info.Host, "root", s.info.Root)
 	} else {
 		<-s.ready
+		if h.waitSwapOf(ctx, s) {
+			return h.ensure(ctx, req) // it went to disk meanwhile
+		}
 		if s.startErr != nil {
 			return nil, false, "", &wire.Error{Code: wire.CodeStart, Message: s.startErr.Error()}
 		}
@@ -564,9 +576,15 @@ func (h *Hub) lookup(name string) (*Session, error) {
 	h.mu.Unlock()
 	if s != nil {
 		<-s.ready
-		if s.startErr == nil {
-			return s, nil
+		if h.waitSwapOf(context.Background(), s) {
+			s = nil
 		}
+	}
+	if s != nil && s.startErr == nil {
+		return s, nil
+	}
+	if err := h.swappedError(name); err != nil {
+		return nil, err
 	}
 	if note := h.peekDeathNote(name); note != "" {
 		return nil, &wire.Error{Code: wire.CodeDead, Message: note}
@@ -593,6 +611,9 @@ func (h *Hub) Kill(name string) (string, error) {
 	s := h.sessions[name]
 	h.mu.Unlock()
 	if s == nil {
+		if msg, ok := h.killSwap(name); ok {
+			return msg, nil
+		}
 		if h.takeDeathNote(name) != "" {
 			return fmt.Sprintf("session '%s' was already dead; its name is free", name), nil
 		}
@@ -721,5 +742,6 @@ func (h *Hub) List() *wire.SessionList {
 	for _, d := range h.deadNames("") {
 		l.Dead = append(l.Dead, wire.DeadInfo{Name: d, Note: h.peekDeathNote(d)})
 	}
+	l.Swapped = h.listSwapped()
 	return l
 }
