@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replhub/replhub/tests/hubtest"
+	"github.com/replhub/replhub/tests/sshtest"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -296,4 +297,45 @@ func TestSwapSweep(t *testing.T) {
 	r = e.Run("swap")
 	assert.Equal(t, 2, r.Code)
 	assert.Contains(t, r.Stderr, `swapping is off ("swap_after_hours": 0 in config.json)`)
+}
+
+// A remote session's swap comes to this machine, and a restore goes back
+// to the same host; session("x") restores too.
+func TestSwapRemote(t *testing.T) {
+	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
+	ok(t, w.Run("exec", "far", "import os; blob = os.urandom(20 << 20); here = os.environ.get('SSH_CONNECTION') is not None", "--host", "lab"))
+	require.Len(t, remotePids(w.servers["lab"]), 1)
+	r := w.Run("swap", "far", "--json")
+	require.Equal(t, 0, r.Code, "%s", r)
+	var outs []wire.SwapOutcome
+	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &outs))
+	require.Len(t, outs, 1)
+	assert.Equal(t, wire.SwapDone, outs[0].Status)
+	assert.Equal(t, "lab", outs[0].Host)
+	assert.Greater(t, outs[0].Bytes, int64(20<<20))
+	waitNoWorkers(t, w.servers["lab"])
+	fi, err := os.Lstat(filepath.Join(w.Paths.SwapDir(), "far.pickle"))
+	require.NoError(t, err, "the pickle is on this machine")
+	assert.Equal(t, outs[0].Bytes, fi.Size())
+	assert.Regexp(t, `far  on lab  swapped`, w.Run("sessions").Stdout)
+
+	// Not elsewhere.
+	r = w.Run("exec", "far", "1", "--host", "127.0.0.1")
+	assert.Equal(t, 2, r.Code)
+	assert.Contains(t, r.Stderr, "session 'far' is swapped to disk from lab, not 127.0.0.1")
+
+	r = w.Run("exec", "far", "here, len(blob)")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "[session 'far' on lab was swapped to disk at ")
+	assert.Contains(t, r.Stdout, "Out[2]: (True, 20971520)")
+	assert.Len(t, remotePids(w.servers["lab"]), 1, "back on lab")
+	assert.Regexp(t, `far  on lab  pid \d+`, w.Run("sessions").Stdout)
+
+	// session() from another session restores it as well.
+	ok(t, w.Run("swap", "far"))
+	waitNoWorkers(t, w.servers["lab"])
+	r = w.Run("exec", "near", "s = session('far'); s.get('here')", "--host", "local")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "[session 'far' on lab was swapped to disk at ")
+	assert.Contains(t, r.Stdout, "Out[1]: True")
 }
