@@ -11,16 +11,17 @@ objects shared between names stay shared, and one unpickler reads them back.
 Before each name a small marker object is pickled: when a name fails, the
 pickler's memo is cut back to before the marker and the name's bytes are
 dropped, so the stream stays what an unpickler can follow. Functions defined
-in cells keep the session's namespace as their globals (the namespace itself
-is pickled as a reference, persistent id "ns"). Without cloudpickle (Python
-3.6 and 3.7, or none installed) functions and classes defined in cells are
-refused with a reason, and data is kept.
+in cells keep the session's namespace as their globals (the namespace
+itself is a reference: memo index 0, see PROLOGUE). Without cloudpickle
+(Python 3.6 and 3.7, or none installed) functions and classes defined in
+cells are refused with a reason, and data is kept.
 
 The file, written only by the same user and loaded only by the Python
 version that wrote it:
 
     b"REPLHUB-SWAP 1\n"
     one line of JSON: python, cwd, sys_path, pickler, protocol
+    PROLOGUE (a pickle of the reference "ns", memoized)
     per name: b"R", name length (<H), name (UTF-8), length (<Q), then the
               marker's pickle and the value's pickle
     b"E"
@@ -120,85 +121,114 @@ def _module_reduce(m):
     return importlib.import_module, (m.__name__,)
 
 
-def _is_file(obj):
-    return isinstance(obj, io.IOBase) and not isinstance(obj, (io.BytesIO, io.StringIO))
+# Every pickle stream opens with PROLOGUE: it makes the unpickler load the
+# namespace (persistent id "ns") and memoize it at index 0, where _pickler
+# puts it in the pickler's memo. A reference to the namespace (a function's
+# globals) is then an ordinary memo get, with no Python call per object
+# pickled, as a persistent_id method would cost.
+PROLOGUE = b"\x80\x04\x8c\x02nsQ\x94."  # PROTO 4, "ns", BINPERSID, MEMOIZE, STOP
+
+_FILE_TYPES = (io.TextIOWrapper, io.BufferedReader, io.BufferedWriter, io.BufferedRandom,
+               io.BufferedRWPair, io.FileIO)
+
+
+def _refuse_cell_code(obj):
+    if isinstance(obj, (types.FunctionType, type)) and getattr(obj, "__module__", None) == "__main__":
+        why = "Python %s" % PY if sys.version_info < (3, 8) else "cloudpickle is not installed"
+        raise TypeError("%s %s was defined in a cell, and without cloudpickle (%s) only data is swapped"
+                        % ("class" if isinstance(obj, type) else "function", obj.__qualname__, why))
 
 
 def _pickler(out, ns, tk):
-    """A pickler writing to out that keeps ns as a reference, refuses open
-    files, and (without cloudpickle) refuses code defined in cells."""
+    """A pickler writing to out that keeps ns as a reference (memo index 0,
+    see PROLOGUE), refuses open files, and (without cloudpickle) refuses
+    code defined in cells."""
+    import copyreg
     tk._ensure_cloudpickle()
     cp = tk.cloudpickle
+    refuse = dict((t, _refuse_file) for t in _FILE_TYPES)
     if cp is not None:
+        from collections import ChainMap
         base = getattr(cp, "CloudPickler", None) or cp.Pickler
 
         class Pickler(base):
-            def persistent_id(self, obj):
-                return "ns" if obj is ns else None
-
-            def reducer_override(self, obj):
-                if _is_file(obj):
-                    _refuse_file(obj)
-                return super(Pickler, self).reducer_override(obj)
+            # Before cloudpickle's own reducers, which would send an open
+            # text file as a StringIO. A class attribute: the C pickler
+            # reads it when it is made, and an instance's would not count.
+            dispatch_table = ChainMap(refuse, base.dispatch_table)
 
         p = Pickler(out, protocol=pickle.HIGHEST_PROTOCOL)
         refs = getattr(p, "globals_ref", None)
         if isinstance(refs, dict):
-            # A function of a cell gets ns itself as its globals, pickled
-            # as the reference "ns": after the restore it sees the session.
+            # A function of a cell gets ns itself as its globals: after the
+            # restore it sees the session's names.
             refs[id(ns)] = ns
-        return p, "cloudpickle"
-
-    class Pickler(pickle.Pickler):
-        def persistent_id(self, obj):
-            if obj is ns:
-                return "ns"
-            if isinstance(obj, (types.FunctionType, type)) and getattr(obj, "__module__", None) == "__main__":
-                why = "Python %s" % PY if sys.version_info < (3, 8) else "cloudpickle is not installed"
-                raise TypeError("%s %s was defined in a cell, and without cloudpickle (%s) only data is swapped"
-                                % ("class" if isinstance(obj, type) else "function", obj.__qualname__, why))
-            if _is_file(obj):
-                _refuse_file(obj)
-            return None
-
-    p = Pickler(out, protocol=pickle.HIGHEST_PROTOCOL)
-    import copyreg
-    table = copyreg.dispatch_table.copy()
-    table[types.ModuleType] = _module_reduce
-    p.dispatch_table = table
-    return p, "pickle"
+        kind = "cloudpickle"
+    else:
+        if sys.version_info >= (3, 8):
+            class Pickler(pickle.Pickler):
+                def reducer_override(self, obj):
+                    _refuse_cell_code(obj)
+                    return NotImplemented
+        else:
+            # No reducer_override before 3.8: a Python call per object.
+            class Pickler(pickle.Pickler):
+                def persistent_id(self, obj):
+                    _refuse_cell_code(obj)
+                    return None
+        p = Pickler(out, protocol=pickle.HIGHEST_PROTOCOL)
+        table = copyreg.dispatch_table.copy()
+        table.update(refuse)
+        table[types.ModuleType] = _module_reduce
+        p.dispatch_table = table
+        kind = "pickle"
+    p.memo = {id(ns): (0, ns)}
+    return p, kind
 
 
 class FileOut(object):
-    """Records straight into a file: a failed name is cut off again. The
-    pickler writes to target."""
+    """Records straight into a file descriptor: a failed name is cut off
+    again. The pickler writes to target, which hands write(2) at most
+    PIECE bytes at a time: on a VM whose host takes back freed memory,
+    filling the page cache in big writes costs several times as much (see
+    writePiece in hub/sink.go)."""
 
-    def __init__(self, f):
-        self.f = self.target = f
+    PIECE = 256 << 10
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.target = self
+
+    def write(self, b):
+        view = memoryview(b)
+        n = len(view)
+        while view:
+            view = view[os.write(self.fd, view[:self.PIECE]):]
+        return n
+
+    def tell(self):
+        return os.lseek(self.fd, 0, os.SEEK_CUR)
 
     def begin(self, name):
-        self.start = self.f.tell()
+        self.start = self.tell()
         nb = name.encode("utf-8", "surrogatepass")
-        self.f.write(b"R" + struct.pack("<H", len(nb)) + nb + b"\0" * 8)
-        self.body = self.f.tell()
+        self.write(b"R" + struct.pack("<H", len(nb)) + nb + b"\0" * 8)
+        self.body = self.start + 11 + len(nb)
 
     def commit(self):
-        end = self.f.tell()
-        self.f.seek(self.body - 8)
-        self.f.write(struct.pack("<Q", end - self.body))
-        self.f.seek(end)
+        end = self.tell()
+        os.pwrite(self.fd, struct.pack("<Q", end - self.body), self.body - 8)
 
     def rollback(self):
-        self.f.seek(self.start)
-        self.f.truncate()
+        os.ftruncate(self.fd, self.start)
+        os.lseek(self.fd, self.start, os.SEEK_SET)
 
     def raw(self, b):
-        self.f.write(b)
+        self.write(b)
 
     def finish(self):
-        self.f.flush()
-        os.fsync(self.f.fileno())
-        return self.f.tell()
+        os.fsync(self.fd)
+        return self.tell()
 
 
 class StreamOut(object):
@@ -259,11 +289,10 @@ def swap(session, header, chan, tk):
     if job and not force:
         return {"op": "swapped", "ok": False, "job": job}
     path = header.get("path")
-    f = None
+    fd = None
     if path:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-        f = os.fdopen(fd, "w+b")
-        out = FileOut(f)
+        out = FileOut(fd)
     else:
         out = StreamOut(chan, header.get("sid"))
     try:
@@ -275,7 +304,7 @@ def swap(session, header, chan, tk):
         meta = {"python": "%d.%d.%d" % sys.version_info[:3], "py": PY, "cwd": cwd,
                 "sys_path": [x for x in sys.path if isinstance(x, str)], "pickler": kind,
                 "protocol": pickle.HIGHEST_PROTOCOL}
-        out.raw(MAGIC + json.dumps(meta).encode("utf-8") + b"\n")
+        out.raw(MAGIC + json.dumps(meta).encode("utf-8") + b"\n" + PROLOGUE)
         names, skipped, markers = [], [], []
         for name in list(ns):
             if not isinstance(name, str) or name in session.base_names:
@@ -302,8 +331,8 @@ def swap(session, header, chan, tk):
         out.raw(b"E")
         size = out.finish()
     finally:
-        if f is not None:
-            f.close()
+        if fd is not None:
+            os.close(fd)
     running = ["%s%s" % (name, " (daemon)" if daemon else "") for name, daemon in threads()]
     return {"op": "swapped", "ok": True, "names": names, "skipped": skipped, "threads": running,
             "children": children(), "size": size, "cwd": meta["cwd"]}
@@ -452,6 +481,8 @@ def restore(session, src, tk):
             raise pickle.UnpicklingError("unknown reference %r" % (pid,))
 
     u = Unpickler(src.source)
+    if u.load() is not ns:  # PROLOGUE: ns is now memo index 0
+        raise SwapError("the swap file is damaged (no prologue)")
     names, skipped = [], []
     while True:
         tag = _exact(src, 1)

@@ -105,7 +105,8 @@ type swapJob struct {
 	swapped  chan *proto.Swapped
 	restored chan *proto.Restored
 	acks     chan int64
-	done     chan struct{} // closed when the job is over, its session ended if it went to disk
+	done     chan struct{} // closed when the job is over
+	gone     bool          // set before done closes: the session went to disk, or failed to come back
 
 	mu      sync.Mutex
 	sink    *os.File // a remote swap's chunks go here
@@ -179,7 +180,7 @@ func (h *Hub) waitSwapOf(ctx context.Context, s *Session) bool {
 	case <-s.exited:
 		return true
 	default:
-		return false
+		return j.gone
 	}
 }
 
@@ -431,7 +432,8 @@ func (h *Hub) swapOut(ctx context.Context, s *Session, force bool, why string) w
 		return out
 	}
 	// The swap is on disk: the session ends, quietly, and what nobody had
-	// read goes with the swap, not to a reply.
+	// read goes with the swap, not to a reply. Its name is free at once;
+	// its worker's memory goes back to the system as it exits.
 	s.mu.Lock()
 	s.killed = true
 	s.death = "swapped to disk"
@@ -441,16 +443,15 @@ func (h *Hub) swapOut(ctx context.Context, s *Session, force bool, why string) w
 		r.collected = true
 	}
 	s.mu.Unlock()
+	h.mu.Lock()
+	if h.sessions[s.name] == s {
+		delete(h.sessions, s.name)
+	}
+	h.mu.Unlock()
 	h.endSwapOp(s, op)
-	if s.proc != nil {
-		s.proc.Kill()
-	}
-	select {
-	case <-s.exited:
-	case <-time.After(5 * time.Second):
-		h.log.Warn("swapped session did not end within 5s of SIGKILL", "session", s.name)
-	}
+	s.proc.Kill()
 	finished = true
+	j.gone = true
 	h.endJob(s, j)
 	out.Status, out.Why = wire.SwapDone, why
 	out.Bytes, out.Names, out.DurationMS = ans.Size, len(ans.Names), time.Since(t0).Milliseconds()
@@ -676,9 +677,18 @@ func (h *Hub) swapAtStop() {
 		}
 	}()
 	h.log.Info("swapping sessions before the hub stops", "sessions", len(all))
-	for _, o := range h.swapMany(ctx, all, true, func(*Session) string { return "the hub stopped" }) {
+	// The swapped workers are ended, but only their exits remove their
+	// live records: wait for them, or the next hub would take each for a
+	// session lost with this one.
+	exits := time.After(5 * time.Second)
+	for i, o := range h.swapMany(ctx, all, true, func(*Session) string { return "the hub stopped" }) {
 		if o.Status != wire.SwapDone {
 			h.log.Info("not swapped at stop", "session", o.Name, "why", o.Why)
+			continue
+		}
+		select {
+		case <-all[i].exited:
+		case <-exits:
 		}
 	}
 }
@@ -797,6 +807,7 @@ func (h *Hub) startOrRestore(ctx context.Context, s *Session, req *wire.Request)
 		s.killed = true
 		s.mu.Unlock()
 		s.proc.Kill()
+		j.gone = true
 		select {
 		case <-s.exited:
 		case <-time.After(5 * time.Second):
