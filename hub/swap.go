@@ -59,6 +59,9 @@ const (
 	swapsAtOnce    = 4
 	// cancelWait is how long a cancelled swap waits for the worker's answer.
 	cancelWait = time.Second
+	// swapBound bounds a swap: a worker that never answers (its main
+	// thread starved by code holding the interpreter) is left running.
+	swapBound = 10 * time.Minute
 	// restoreBound bounds a restore after its worker has started.
 	restoreBound = 30 * time.Minute
 	// staleAfter is when a leftover part file (a hub died mid-swap) goes.
@@ -389,7 +392,8 @@ func (h *Hub) swapOut(ctx context.Context, s *Session, force bool, why string) w
 		j.mu.Unlock()
 	}
 	defer os.Remove(part) // gone by then unless the swap failed
-	h.transcribeNote(s, "swapping to disk: "+why, "")
+	ctx, cancel := context.WithTimeout(ctx, swapBound)
+	defer cancel()
 	ans := h.awaitSwapped(ctx, s, j, op, s.send(frame))
 	j.mu.Lock()
 	sink, sinkErr := j.sink, j.sinkErr
@@ -431,6 +435,7 @@ func (h *Hub) swapOut(ctx context.Context, s *Session, force bool, why string) w
 		out.Status, out.Why = wire.SwapFailed, err.Error()
 		return out
 	}
+	h.transcribeNote(s, "swapped to disk: "+why, "")
 	// The swap is on disk: the session ends, quietly, and what nobody had
 	// read goes with the swap, not to a reply. Its name is free at once;
 	// its worker's memory goes back to the system as it exits.
@@ -653,7 +658,10 @@ func hours(d time.Duration) string {
 // again (the first one ended Run's context).
 func (h *Hub) swapAtStop() {
 	cfg, err := config.Load(h.paths.ConfigFile())
-	if err != nil || cfg.SwapAfter() == 0 {
+	if err != nil {
+		// The sessions' state matters more than a typo: swap as by default.
+		h.log.Error("config.json unreadable at stop; swapping by default", "err", err)
+	} else if cfg.SwapAfter() == 0 {
 		return
 	}
 	h.mu.Lock()

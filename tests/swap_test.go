@@ -129,7 +129,7 @@ func TestSwapAndRestore(t *testing.T) {
 		assert.NotContains(t, r.Stdout, "swapped")
 		b, err := os.ReadFile(e.Paths.Transcript("keep"))
 		require.NoError(t, err)
-		assert.Contains(t, string(b), "# ---- swapping to disk: on request")
+		assert.Contains(t, string(b), "# ---- swapped to disk: on request")
 		assert.Contains(t, string(b), "# ---- restored from its swap of ")
 
 		// kill deletes a swap.
@@ -338,4 +338,23 @@ func TestSwapRemote(t *testing.T) {
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "[session 'far' on lab was swapped to disk at ")
 	assert.Contains(t, r.Stdout, "Out[1]: True")
+}
+
+// An exec that arrives while its session is being swapped waits for the
+// swap, then restores it: nothing is lost and nothing runs in between.
+func TestSwapRacesAnExec(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	ok(t, e.Run("exec", "race", "import os; blob = os.urandom(200 << 20); n = 0"))
+	swapped := make(chan hubtest.Result, 1)
+	go func() { swapped <- e.Run("swap", "race") }()
+	time.Sleep(80 * time.Millisecond) // the swap of 200 MB is under way
+	r := e.Run("exec", "race", "n += 1; n, len(blob)")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "Out[2]: (1, 209715200)")
+	s := <-swapped
+	assert.Equal(t, 0, s.Code, "%s", s)
+	assert.Contains(t, s.Stdout, "swapped 'race'")
+	assert.Contains(t, r.Stdout, "was swapped to disk at", "the exec waited for the swap and restored it")
 }
