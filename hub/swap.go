@@ -320,6 +320,25 @@ func syncDir(dir string) {
 	}
 }
 
+// diskReserve is what a remote session's swap leaves free on the disk
+// that holds the swap folder: the host's bytes must not fill this machine.
+const diskReserve = 1 << 30
+
+// diskRoom says whether n more bytes leave diskReserve free in dir's file
+// system (or a twentieth of it, if that is less).
+func diskRoom(dir string, n int64) error {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return nil // nothing to go by: the write itself will tell
+	}
+	free := int64(st.Bavail) * int64(st.Bsize)
+	reserve := min(int64(diskReserve), int64(st.Blocks)*int64(st.Bsize)/20)
+	if free-n < reserve {
+		return fmt.Errorf("the disk of %s would have less than %s free: the swap stops", dir, wire.MB(reserve))
+	}
+	return nil
+}
+
 // -- swapping out ----------------------------------------------------------
 
 // swapOut swaps s to disk and ends it, unless it is busy, root, or (without
@@ -344,7 +363,12 @@ func (h *Hub) swapOut(ctx context.Context, s *Session, force bool, why string) w
 	op.chunkSink = func(c *proto.Chunk) {
 		j.mu.Lock()
 		if j.sink != nil && j.sinkErr == nil {
-			_, j.sinkErr = j.sink.Write(c.Data)
+			if j.sinkErr = diskRoom(dir, int64(len(c.Data))); j.sinkErr == nil {
+				_, j.sinkErr = j.sink.Write(c.Data)
+			}
+			if j.sinkErr != nil {
+				s.send(&proto.Cancel{Sid: op.sid})
+			}
 		}
 		j.mu.Unlock()
 		proto.PutChunk(c.Data)
@@ -406,6 +430,9 @@ func (h *Hub) swapOut(ctx context.Context, s *Session, force bool, why string) w
 		sink.Close()
 	}
 	switch {
+	case sinkErr != nil:
+		out.Status, out.Why = wire.SwapFailed, "writing the swap: "+sinkErr.Error()
+		return out
 	case ans == nil:
 		out.Status, out.Why = wire.SwapFailed, "the session did not finish its swap: "+h.swapStopped(ctx, s)
 		return out
@@ -414,9 +441,6 @@ func (h *Hub) swapOut(ctx context.Context, s *Session, force bool, why string) w
 		return out
 	case !ans.OK:
 		out.Status, out.Why = wire.SwapFailed, ans.Error
-		return out
-	case sinkErr != nil:
-		out.Status, out.Why = wire.SwapFailed, "writing the swap: "+sinkErr.Error()
 		return out
 	}
 	fi, err := os.Lstat(part)
