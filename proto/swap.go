@@ -11,7 +11,8 @@ package proto
 // it is ready for them. Either way no frame carries a swap as a payload:
 // the chunks bound what is read at once (ChunkSize), so a swap of any size
 // costs the hub one chunk's memory, and no bound like MaxBlob applies to
-// it. The file's size is bounded by the disk alone.
+// it. What bounds a remote swap is this machine's disk: the hub stops one
+// that would leave less than 1 GiB (or a twentieth of the disk) free.
 
 // Ops of the swap frames.
 const (
