@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -357,4 +358,34 @@ func TestSwapRacesAnExec(t *testing.T) {
 	assert.Equal(t, 0, s.Code, "%s", s)
 	assert.Contains(t, s.Stdout, "swapped 'race'")
 	assert.Contains(t, r.Stdout, "was swapped to disk at", "the exec waited for the swap and restored it")
+}
+
+// A second SIGTERM during the stop's swaps stops the hub at once: the swap
+// under way is cancelled, and its session ends with a death note.
+func TestSwapSecondSignalStopsAtOnce(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	ok(t, e.Run("exec", "slow", `import time
+class Slow:
+    def __reduce__(self):
+        time.sleep(60)
+        return (Slow, ())
+slow = Slow()`, "--python", newer))
+	pid := e.HubPid()
+	require.NotZero(t, pid)
+	require.NoError(t, syscall.Kill(pid, syscall.SIGTERM))
+	// The swap of slow is under way (its pickling sleeps) when the second
+	// signal comes.
+	time.Sleep(time.Second)
+	require.True(t, hubtest.Alive(pid), "the hub waits for the swap")
+	t0 := time.Now()
+	require.NoError(t, syscall.Kill(pid, syscall.SIGTERM))
+	require.True(t, hubtest.WaitGone(pid, 10*time.Second))
+	assert.Less(t, time.Since(t0), 5*time.Second)
+	ents, _ := os.ReadDir(e.Paths.SwapDir())
+	assert.Empty(t, ents, "no swap, and no part file left")
+	r := e.Run("exec", "slow", "1")
+	assert.Contains(t, r.Stdout, "the hub stopped", "%s", r)
+	b, _ := os.ReadFile(e.Paths.Log())
+	assert.Contains(t, string(b), "a second signal: the hub stops without swapping the rest")
 }
