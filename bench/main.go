@@ -2,7 +2,7 @@
 // prints a table of medians and ratios. It builds the binary and runs a
 // private hub in a temporary folder; nothing of the user's is touched.
 //
-//	go run ./bench [-python PATH] [-n RUNS] [-remote=false] [-objects] [-swap] [-transfers K]
+//	go run ./bench [-python PATH] [-n RUNS] [-remote=false] [-objects] [-swap] [-transfers K] [-durable]
 package main
 
 import (
@@ -26,6 +26,7 @@ var (
 	objectsOnly *bool
 	transfers   *int
 	swapOnly    *bool
+	durableOnly *bool
 )
 
 func main() {
@@ -35,6 +36,7 @@ func main() {
 	objectsOnly = flag.Bool("objects", false, "measure only what sessions hand each other (files, objects, calls)")
 	transfers = flag.Int("transfers", 3, "rounds of the 1 GiB push/pull and its baselines")
 	swapOnly = flag.Bool("swap", false, "measure only swap and restore of a 100 MB namespace")
+	durableOnly = flag.Bool("durable", false, "measure only the adoption of live sessions by a new hub")
 	flag.Parse()
 	if err := run(*python, *n); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -130,17 +132,25 @@ func run(python string, n int) error {
 	var rows []row
 	fmt.Printf("python %s, %d runs per whole-process figure\n\n", w.py, n)
 
-	if *swapOnly || !*objectsOnly {
+	if *swapOnly || (!*objectsOnly && !*durableOnly) {
 		sr, err := swapRows(w, 5)
 		if err != nil {
 			return err
 		}
 		rows = append(rows, sr...)
 	}
-	var localRT time.Duration
-	if *swapOnly {
+	if *durableOnly {
+		dr, err := durableRows(w)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, dr...)
+	}
+	if *swapOnly || *durableOnly {
 		*remoteFlag = false
-	} else if !*objectsOnly {
+	}
+	var localRT time.Duration
+	if !*objectsOnly && !*durableOnly && !*swapOnly {
 		lr, rt, err := localRows(w, n)
 		if err != nil {
 			return err

@@ -397,6 +397,14 @@ class Link(object):
             raise HubError(header.get("error") or "refused")
         return header, data
 
+    def fail(self, error):
+        """Answer every waiting request with error."""
+        with self.lock:
+            slots = list(self.waiting.values())
+        for slot in slots:
+            slot[1], slot[2] = {"ok": False, "error": error}, None
+            slot[0].set()
+
     def dispatch(self, header, data):
         with self.lock:
             slot = self.waiting.get(header.get("id"))
@@ -747,6 +755,17 @@ def abort_transfers():
     """The hub is gone: remove every partial file this session was writing."""
     for sink in list(_sinks):
         sink.abort()
+
+
+def hub_gone():
+    """The hub went away (a durable worker waits for the next one): what
+    waited on it ends now, with an error, instead of waiting for ever."""
+    abort_transfers()
+    with _streams_lock:
+        for stream in list(streams.values()):
+            stream.cancel()
+    if _link is not None:
+        _link.fail("the hub went away while this waited on it; try again")
 
 
 def serve_write(header, stream):

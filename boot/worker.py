@@ -145,6 +145,12 @@ class Channel(object):
         self._big = False
         self._big_in = False
         self._pool = []
+        # A durable worker outlives its hub: a frame that finds the hub gone
+        # is dropped (down), but a cell's done frame is held for the next
+        # hub (held: its header line).
+        self.durable = False
+        self.down = False
+        self.held = None
 
     def _line(self, header, n):
         """header's line, announcing n bytes to follow (None: no payload);
@@ -168,9 +174,43 @@ class Channel(object):
         line = self._line(header, None if data is None else len(data))
         with self.sigint:
             with self._lock:
-                self._write(line)
-                if data:
-                    self._write(data)
+                if not self.down:
+                    try:
+                        self._write(line)
+                        if data:
+                            self._write(data)
+                        return
+                    except OSError:
+                        if not self.durable:
+                            raise
+                        self.down = True
+                if header.get("op") == "done":
+                    self.held = line
+                    return
+        raise OSError(32, "the hub went away")
+
+    def attach(self, fd, first):
+        """Take a new hub's connection fd for frames both ways, and send it
+        the lines first, then a held done frame, before any other frame."""
+        with self._lock:
+            old, old_w = self._r, self._w
+            self._r = os.fdopen(os.dup(fd), "rb", 1 << 16)
+            self._w = fd
+            self._big = self._big_in = False
+            self.down = False
+            try:
+                self._write(first)
+                if self.held is not None:
+                    self._write(self.held)
+                    self.held = None
+            except OSError:
+                self.down = True
+        try:
+            old.close()
+        except OSError:
+            pass
+        if old_w != fd:
+            _close(old_w)
 
     def send_file(self, header, f, offset, n):
         """Send a frame of n bytes of file f from offset, copied by the kernel
@@ -214,6 +254,8 @@ class Channel(object):
     def send_raw(self, line):
         with self.sigint:
             with self._lock:
+                if self.down:
+                    raise OSError(32, "the hub went away")
                 self._write(line)
 
     def _write(self, buf):
@@ -373,6 +415,144 @@ def _flush():
             pass
 
 
+OUT_KEEP = 2000000  # output kept while no hub is attached (the hub's unread cap)
+
+
+class Pump(object):
+    """A durable worker's output: fds 1 and 2 point at a pipe that this
+    thread reads, so that print() and a cell's children never meet a
+    closed pipe when the hub goes away. What it reads goes on raw to the
+    output stream of the hub that started the worker; once that hub is
+    gone, as out frames to a hub that adopted it; while no hub is attached
+    it is kept, the last OUT_KEEP bytes of it."""
+
+    def __init__(self, rfd, errfd):
+        import threading
+        self.rfd = rfd
+        self.errfd = errfd  # the first hub's output stream; None once gone
+        self.chan = None    # an adopting hub's channel
+        self.kept = []
+        self.size = 0
+        self.dropped = 0
+        self.lock = threading.Lock()
+
+    def run(self):
+        while True:
+            try:
+                data = os.read(self.rfd, 1 << 16)
+            except OSError:
+                continue
+            if not data:
+                return
+            with self.lock:
+                self._deliver(data)
+
+    def exit_after_drain(self, real_exit):
+        """os._exit, once what the process wrote has gone on (at most
+        0.5 s): a cell's last words before os._exit would otherwise die
+        with the pump. A crash's go another way (see main)."""
+        def _exit(status):
+            import fcntl
+            import struct
+            import termios
+            import time
+            deadline = time.time() + 0.5
+            empty = 0  # looks in a row that found nothing left
+            try:
+                while time.time() < deadline and empty < 2:
+                    left = 1
+                    if self.lock.acquire(False):
+                        left = struct.unpack("i", fcntl.ioctl(self.rfd, termios.FIONREAD, b"\0\0\0\0"))[0]
+                        self.lock.release()
+                    empty = empty + 1 if left == 0 else 0
+                    time.sleep(0.002)
+            except Exception:
+                pass
+            real_exit(status)
+        _exit.__name__ = _exit.__qualname__ = "_exit"
+        _exit.__doc__ = real_exit.__doc__
+        return _exit
+
+    def _deliver(self, data):
+        if self.errfd is not None:
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(self.errfd, view):]
+                return
+            except OSError:
+                try:
+                    import faulthandler
+                    faulthandler.enable()  # fd 2: the pump, then the reaper
+                except Exception:
+                    pass
+                _close(self.errfd)
+                self.errfd = None
+                data = bytes(view)
+        if self.chan is not None:
+            try:
+                for i in range(0, len(data), 1 << 20):
+                    self.chan.send({"op": "out"}, data[i:i + (1 << 20)])
+                return
+            except OSError:
+                self.chan = None
+        self.kept.append(data)
+        self.size += len(data)
+        while self.size > OUT_KEEP and len(self.kept) > 1:
+            gone = self.kept.pop(0)
+            self.size -= len(gone)
+            self.dropped += len(gone)
+
+    def attach(self, chan):
+        """Send what was kept to a hub that adopted the worker, and go on
+        sending there."""
+        with self.lock:
+            kept, self.kept, self.size = self.kept, [], 0
+            if self.dropped:
+                kept.insert(0, ("[replhub: %d bytes of output were dropped while no hub was attached]\n"
+                                % self.dropped).encode())
+                self.dropped = 0
+            self.chan = chan
+            for data in kept:
+                self._deliver(data)
+
+
+def _peer_ok(conn):
+    """Whether the process at the other end of a unix socket is ours: our
+    uid, or the user's whose sudo made us root. Where the kernel cannot
+    say (not Linux), the socket's 0600 mode in a 0700 folder decides."""
+    import socket
+    import struct
+    ok = set([os.getuid()])
+    if os.getuid() == 0 and os.environ.get("SUDO_UID", "").isdigit():
+        ok.add(int(os.environ["SUDO_UID"]))
+    try:
+        creds = conn.getsockopt(socket.SOL_SOCKET, getattr(socket, "SO_PEERCRED", 17), struct.calcsize("3i"))
+    except (OSError, AttributeError):
+        return not sys.platform.startswith("linux")
+    return struct.unpack("3i", creds)[1] in ok
+
+
+def _listen(path):
+    """The durable worker's socket: 0600, owned by the user whose hub
+    drives it (for a root worker, sudo's caller)."""
+    import socket
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+    ln = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old = os.umask(0o177)
+    try:
+        ln.bind(path)
+    finally:
+        os.umask(old)
+    if os.getuid() == 0 and os.environ.get("SUDO_UID", "").isdigit():
+        os.chown(path, int(os.environ["SUDO_UID"]), int(os.environ.get("SUDO_GID", "-1") or -1))
+    ln.listen(8)
+    return ln
+
+
 class Session(object):
     """The cell loop: runs exec and serve frames one at a time, on the main
     thread, in a real __main__; the reader thread queues them.
@@ -394,6 +574,11 @@ class Session(object):
         self.cond = threading.Condition()
         self.phase, self.key, self.stream = IDLE, None, None
         self.parked = set()  # keys interrupted or cancelled before they started
+        self.listener = None  # a durable worker's socket
+        self.pump = None
+        self.fence = ""       # the running cell's
+        self.last_cell = 0
+        self.has_cloudpickle = False
         self.rss_at = 0.0
         main = types.ModuleType("__main__")
         main.__dict__["__builtins__"] = __builtins__
@@ -436,18 +621,74 @@ class Session(object):
             except Exception:
                 msg = None
             if msg is None:
-                # The hub is gone (or the link is): nobody can see us now.
-                if self._tk is not None:
-                    try:
-                        self._tk.abort_transfers()
-                    except Exception:
-                        pass
-                os._exit(0)
+                # The hub is gone (or the link is).
+                if self.listener is None:
+                    # Nobody can see us now.
+                    if self._tk is not None:
+                        try:
+                            self._tk.abort_transfers()
+                        except Exception:
+                            pass
+                    os._exit(0)
+                self._await_hub()
+                continue
             seen_frame = True
             try:
                 self.dispatch(*msg)
             except Exception as e:
                 self._send_quietly({"op": "error", "error": _cap("replhub: %s: %s" % (type(e).__name__, e), ERROR_CAP)[0]})
+
+    def _await_hub(self):
+        """A durable worker whose hub went away waits for the next one on
+        its socket; the cell goes on meanwhile. The new hub's first frame
+        is adopt; the answer is a ready frame that says where we are."""
+        import json
+        import select
+        self.chan.down = True
+        if self._tk is not None:
+            try:
+                self._tk.hub_gone()
+            except Exception:
+                pass
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                continue
+            fd = None
+            try:
+                if not _peer_ok(conn):
+                    continue
+                # The first line, adopt, within 5 s.
+                line = b""
+                while not line.endswith(b"\n") and len(line) < 4096:
+                    if not select.select([conn], [], [], 5.0)[0]:
+                        break
+                    got = conn.recv(1)
+                    if not got:
+                        break
+                    line += got
+                try:
+                    header = json.loads(line.decode("utf-8"))
+                except ValueError:
+                    continue
+                if not isinstance(header, dict) or header.get("op") != "adopt":
+                    continue
+                fd = conn.detach()
+            finally:
+                if fd is None:
+                    conn.close()
+            with self.cond:
+                running = self.key is not None and self.key[0] == "cell" and self.phase != IDLE
+                cell = self.key[1] if running else self.last_cell
+                ready = json.loads(_ready_frame(self.has_cloudpickle).decode("utf-8"))
+                ready.update(adopted=True, cell=cell,
+                             running=running or self.chan.held is not None,
+                             fence=self.fence if running or self.chan.held is not None else "")
+                first = (json.dumps(ready, separators=(",", ":")) + "\n").encode("utf-8")
+                self.chan.attach(fd, first)
+            self.pump.attach(self.chan)
+            return
 
     def _send_quietly(self, header):
         try:
@@ -465,6 +706,9 @@ class Session(object):
             self.cancel(header.get("sid"))
         elif op == "ping":
             self.chan.send({"op": "pong", "id": header.get("id")})
+        elif op == "exit":
+            _flush()
+            os._exit(0)
         elif op == "reply" and self._tk is not None:
             self._tk._link.dispatch(header, data)
         elif op in ("chunk", "ack") and self._tk is not None:
@@ -621,6 +865,7 @@ class Session(object):
         cell = header.get("cell", 0)
         code = header.get("code", "")
         fname = "<cell-%d>" % cell
+        self.fence, self.last_cell = header.get("fence", ""), cell
         self._own_sigint()
         status, value, error = "ok", None, None
         try:
@@ -790,7 +1035,7 @@ class Session(object):
         return _cap(text, VALUE_CAP)[0]
 
 
-def _start_reaper():
+def _start_reaper(drain=None, sock=None):
     """Make the worker's death, however it comes (os._exit, a crash in C,
     SIGKILL from the OOM killer), take its process group with it: children
     a cell started (a subprocess, a background job) would otherwise run on.
@@ -820,7 +1065,7 @@ def _start_reaper():
     if pid == 0:
         try:
             if os.fork() == 0:
-                _reap(r, pgid)
+                _reap(r, pgid, drain, sock)
         finally:
             os._exit(0)
     os.close(r)
@@ -849,8 +1094,11 @@ def _parent_is_sudo():
         return "SUDO_UID" in os.environ  # no /proc (macOS): sudo sets it
 
 
-def _reap(r, pgid):
-    """The reaper's life: wait for EOF on r, then kill the group."""
+def _reap(r, pgid, drain=None, sock=None):
+    """The reaper's life: wait for EOF on r, then kill the group. A durable
+    worker's reaper also keeps drain (the output pipe's read end and the
+    first hub's output stream), to pass on the dying worker's last words
+    that its pump had no time to, and removes its socket, sock."""
     import signal
     for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGPIPE", "SIGTSTP", "SIGTTIN", "SIGTTOU"):
         if hasattr(signal, name):
@@ -859,8 +1107,9 @@ def _reap(r, pgid):
         fds = [int(fd) for fd in os.listdir("/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd")]
     except (OSError, ValueError):
         fds = range(1024)
+    keep = set([r]) | set(drain or ())
     for fd in fds:
-        if fd != r:
+        if fd not in keep:
             _close(fd)
     try:
         os.chdir("/")
@@ -872,18 +1121,52 @@ def _reap(r, pgid):
                 break
         except OSError:
             break
+    if sock:
+        try:
+            os.unlink(sock)
+        except OSError:
+            pass
+    if drain:
+        _pass_on(*drain)
     os.killpg(pgid, signal.SIGKILL)
 
 
-def _setup_fds():
-    """Take fds 0 and 1 for frames; point 0 at /dev/null, 1 and 2 at output."""
+def _pass_on(rfd, wfd):
+    """Copy what is left in pipe rfd to wfd, without waiting for more."""
+    import fcntl
+    try:
+        fcntl.fcntl(rfd, fcntl.F_SETFL, fcntl.fcntl(rfd, fcntl.F_GETFL) | os.O_NONBLOCK)
+        for _ in range(64):
+            data = os.read(rfd, 1 << 16)
+            if not data:
+                break
+            view = memoryview(data)
+            while view:
+                view = view[os.write(wfd, view):]
+    except OSError:
+        pass
+
+
+def _setup_fds(durable=False):
+    """Take fds 0 and 1 for frames; point 0 at /dev/null, 1 and 2 at output
+    (durable: at a pipe to the Pump, whose ends and the original stderr
+    are returned too)."""
     import io
     rfd = os.dup(0)
     wfd = os.dup(1)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    os.dup2(2, 1)
+    pipe = None
+    if durable:
+        errfd = os.dup(2)
+        pr, pw = os.pipe()
+        os.dup2(pw, 1)
+        os.dup2(pw, 2)
+        os.close(pw)
+        pipe = (pr, errfd)
+    else:
+        os.dup2(2, 1)
     # Unbuffered text streams, so Python's writes and a child's writes to the
     # same fd arrive in the order they were made.
     sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
@@ -892,7 +1175,7 @@ def _setup_fds():
                                   errors="backslashreplace", write_through=True)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
     sys.__stdout__, sys.__stderr__, sys.__stdin__ = sys.stdout, sys.stderr, sys.stdin
-    return rfd, wfd
+    return rfd, wfd, pipe
 
 
 def _ready_frame(has_cloudpickle):
@@ -978,23 +1261,45 @@ def main(argv):
     if "--modules" in argv:
         # The user's modules, after everything else on the path.
         sys.path.append(argv[argv.index("--modules") + 1])
-    rfd, wfd = _setup_fds()
+    sock = None
+    if "--durable" in argv:
+        # Outlive the hub: serve a socket that the next hub adopts us on.
+        sock = argv[argv.index("--durable") + 1]
+    rfd, wfd, pipe = _setup_fds(durable=sock is not None)
     sys.argv = [""]
     # A REPL's sys.path[0] is the current directory, not the worker's folder.
     if sys.path and sys.path[0] == os.path.dirname(os.path.abspath(_WORKER_FILE)):
         sys.path[0] = ""
     chan = Channel(rfd, wfd)
-    chan.send_raw(_ready_frame(_has_cloudpickle(cloudpickle_dir)))
+    listener = None
+    if sock is not None:
+        chan.durable = True
+        listener = _listen(sock)
+    has_cloudpickle = _has_cloudpickle(cloudpickle_dir)
+    chan.send_raw(_ready_frame(has_cloudpickle))
     # After "ready", so that the hub does not wait for its ~2 ms; before
     # any thread, so that the forks copy no lock another thread holds.
-    _start_reaper()
+    _start_reaper(pipe, sock)
     # A crash in C code then leaves its Python traceback as the session's
     # last words, which the hub keeps in the death note.
     import faulthandler
-    faulthandler.enable()
+    if pipe is not None:
+        # A crash's traceback goes straight to the first hub's output
+        # stream, not through the pump, which dies with the process.
+        faulthandler.enable(file=pipe[1])
+    else:
+        faulthandler.enable()
     import signal
     import threading
     session = Session(chan, lambda: _load_tk(cloudpickle_dir))
+    session.has_cloudpickle = has_cloudpickle
+    if sock is not None:
+        session.listener = listener
+        session.pump = Pump(*pipe)
+        t = threading.Thread(target=session.pump.run, name="replhub-output")
+        t.daemon = True
+        t.start()
+        os._exit = session.pump.exit_after_drain(os._exit)
     signal.signal(signal.SIGINT, chan.sigint.handler)
     t = threading.Thread(target=session.read_loop, name="replhub-reader")
     t.daemon = True

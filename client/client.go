@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/replhub/replhub/config"
@@ -281,6 +282,62 @@ func (c *Client) Stop(ctx context.Context) (string, error) {
 		}
 	}
 	return "", errors.New("client: the hub did not stop within 5s; see its log")
+}
+
+// Restart replaces the hub with the binary on disk: the old hub hands its
+// local sessions over and exits, a new one starts and adopts them. It
+// returns what happened, in one line.
+func (c *Client) Restart(ctx context.Context) (string, error) {
+	saved := c.AutoStart
+	c.AutoStart = false
+	l, err := c.Sessions(ctx)
+	if errors.Is(err, safesock.ErrNoHub) {
+		c.AutoStart = saved
+		if err := c.Ping(ctx); err != nil {
+			return "", err
+		}
+		return "no hub was running; started one", nil
+	}
+	if err == nil {
+		_, err = c.message(ctx, wire.Request{Op: wire.OpRestart})
+	}
+	c.AutoStart = saved
+	if err != nil {
+		return "", err
+	}
+	c.Close()
+	old := l.Hub.Pid
+	gone := false
+	for i := 0; i < 1000 && !gone; i++ {
+		if syscall.Kill(old, 0) != nil {
+			gone = true
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if !gone {
+		return "", fmt.Errorf("client: the hub (pid %d) did not exit within 10s of the restart request; see its log", old)
+	}
+	nl, err := c.Sessions(ctx)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("hub restarted: pid %d -> %d; %d of %d sessions live", old, nl.Hub.Pid, len(liveOnly(nl)), len(liveOnly(l))), nil
+}
+
+// liveOnly lists the sessions of l that are not dead.
+func liveOnly(l *wire.SessionList) []wire.SessionInfo {
+	var out []wire.SessionInfo
+	for _, s := range l.Sessions {
+		if s.State != "dead" {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func (c *Client) message(ctx context.Context, req wire.Request) (string, error) {

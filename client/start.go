@@ -103,7 +103,10 @@ func (c *Client) startSystemd(exe string, env []string) bool {
 	}
 	args := []string{"--user", "--quiet", "--collect",
 		fmt.Sprintf("--unit=replhub-hub-%d-%d", os.Getuid(), time.Now().UnixNano()%1e6),
-		"-p", "MemoryHigh=2G", "-p", "MemoryMax=3G"}
+		"-p", "MemoryHigh=2G", "-p", "MemoryMax=3G",
+		// The hub's end is not its sessions': local workers outlive it, in
+		// this unit's cgroup and under its ceiling, until a new hub adopts them.
+		"-p", "KillMode=process"}
 	for _, k := range []string{"HOME", "PATH", "XDG_RUNTIME_DIR", "XDG_STATE_HOME", "XDG_CONFIG_HOME", "LANG", "SSH_AUTH_SOCK", "SUDO_ASKPASS"} {
 		if v := config.Getenv(env, k); v != "" {
 			args = append(args, "--setenv="+k+"="+v)

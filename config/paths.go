@@ -89,6 +89,10 @@ func (p Paths) Modules() string { return filepath.Join(p.Config, "modules") }
 // Transcript is the file every cell of session name is appended to.
 func (p Paths) Transcript(name string) string { return filepath.Join(p.State, name+".py") }
 
+// WorkerDir holds the sockets of durable local workers, one per session,
+// on which a new hub adopts them.
+func (p Paths) WorkerDir() string { return filepath.Join(p.Runtime, "w") }
+
 // DeadDir holds death notes.
 func (p Paths) DeadDir() string { return filepath.Join(p.State, "dead") }
 

@@ -22,6 +22,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/replhub/replhub/boot"
@@ -71,6 +72,9 @@ type Hub struct {
 
 	stop chan struct{} // closed by a client's stop request
 	once sync.Once
+	// restarting is set by a restart request: shutdown then hands the
+	// durable sessions over instead of ending them.
+	restarting atomic.Bool
 
 	pool *remote.Pool
 
@@ -102,7 +106,7 @@ func New(o Options) (*Hub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub: %w", err)
 	}
-	for _, d := range []string{o.Paths.State, o.Paths.DeadDir(), o.Paths.LiveDir()} {
+	for _, d := range []string{o.Paths.State, o.Paths.DeadDir(), o.Paths.LiveDir(), o.Paths.WorkerDir()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("hub: %w", err)
 		}
@@ -113,7 +117,6 @@ func New(o Options) (*Hub, error) {
 		stop: make(chan struct{}), sessions: map[string]*Session{},
 		dead: loadDeadNames(o.Paths.DeadDir()),
 	}
-	h.reclaimLive()
 	// Find this machine's cloudpickle now, not at the first session start.
 	go payload.CloudpickleDir()
 	h.pool = &remote.Pool{Logf: func(format string, args ...any) { h.log.Info(fmt.Sprintf(format, args...)) }}
@@ -124,6 +127,7 @@ func New(o Options) (*Hub, error) {
 		h.warnings = append(h.warnings, msg)
 		h.mu.Unlock()
 	}
+	h.reclaimLive()
 	return h, nil
 }
 
@@ -175,21 +179,32 @@ func (h *Hub) Run(ctx context.Context, ln *net.UnixListener) error {
 	return err
 }
 
-// shutdown ends every session; each gets a death note saying the hub stopped.
+// shutdown ends every session; each gets a death note saying the hub
+// stopped. A hub restarting on request (restart) ends only the sessions
+// that are not durable, and leaves the others to the next hub.
 func (h *Hub) shutdown() {
-	h.swapAtStop()
-	h.mu.Lock()
-	h.closing = true
 	var all []*Session
-	for _, s := range h.sessions {
-		all = append(all, s)
+	if h.restarting.Load() {
+		all = h.handOver()
+		h.swapAtStop(all, "the hub restarted") // those that cannot outlive it
+	} else {
+		h.swapAllAtStop()
+		h.mu.Lock()
+		h.closing = true
+		for _, s := range h.sessions {
+			all = append(all, s)
+		}
+		h.mu.Unlock()
 	}
-	h.mu.Unlock()
+	why := "the hub stopped"
+	if h.restarting.Load() {
+		why = "the hub restarted, and sessions on other hosts do not outlive it yet"
+	}
 	for _, s := range all {
 		<-s.ready
 		s.mu.Lock()
 		if s.death == "" {
-			s.death = "the hub stopped"
+			s.death = why
 		}
 		s.mu.Unlock()
 		if s.proc != nil {
@@ -359,6 +374,10 @@ func (h *Hub) handle(ctx context.Context, req wire.Request, send func(wire.Reply
 	case wire.OpStop:
 		h.once.Do(func() { close(h.stop) })
 		return wire.Reply{Message: h.stopMessage()}
+	case wire.OpRestart:
+		h.restarting.Store(true)
+		h.once.Do(func() { close(h.stop) })
+		return wire.Reply{Message: "hub restarting; its local sessions go on"}
 	}
 	return errReply(wire.CodeBadRequest, "hub: unknown op %q", req.Op)
 }
@@ -645,6 +664,9 @@ func (h *Hub) sessionExited(s *Session, ex Exit) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer h.dropLive(s) // after the death note, with s.mu held
+	if s.sock != "" {
+		os.Remove(s.sock)
+	}
 	s.state = stateDead
 	how := ex.String()
 	if s.death != "" {

@@ -45,6 +45,14 @@ type liveRecord struct {
 	// mistaken for a dead one, even after its pid is reused.
 	HubPid   int    `json:"hub_pid"`
 	HubStart string `json:"hub_start,omitempty"`
+
+	// A durable worker's socket, and what a hub that adopts it needs to
+	// know of it that the worker does not say.
+	Sock        string `json:"sock,omitempty"`
+	WorkerStart string `json:"worker_start,omitempty"`
+	// Handover is what a hub that restarts on request leaves for the
+	// next: unread output, a result nobody collected, pending notes.
+	Handover *handover `json:"handover,omitempty"`
 }
 
 // liveSet tracks the records this hub has on disk. Its lock is taken last,
@@ -73,6 +81,7 @@ func (h *Hub) liveRecordLocked(s *Session) liveRecord {
 		Name: s.name, Host: s.info.Host, Root: s.info.Root, Pid: s.info.Pid, Python: s.info.Python,
 		Started: s.started, Cells: s.cells, Seen: time.Now(),
 		HubPid: os.Getpid(), HubStart: selfStart(),
+		Sock: s.sock, WorkerStart: s.workerStart,
 	}
 }
 
@@ -115,13 +124,18 @@ func (h *Hub) recordLive(s *Session) {
 
 // touchLiveLocked rewrites s's record with its cell count; s.mu is held.
 func (h *Hub) touchLiveLocked(s *Session) {
+	h.rewriteLiveLocked(s, h.liveRecordLocked(s))
+}
+
+// rewriteLiveLocked writes rec as s's record; s.mu is held.
+func (h *Hub) rewriteLiveLocked(s *Session, rec liveRecord) {
 	h.live.mu.Lock()
 	defer h.live.mu.Unlock()
 	lf := h.live.files[s.name]
 	if lf == nil || lf.s != s {
 		return
 	}
-	b, _ := json.Marshal(h.liveRecordLocked(s))
+	b, _ := json.Marshal(rec)
 	if _, err := lf.f.WriteAt(b, 0); err != nil {
 		h.log.Error("live record not updated", "session", s.name, "err", err)
 		return
@@ -153,6 +167,7 @@ func (h *Hub) dropLive(s *Session) {
 func (h *Hub) reclaimLive() {
 	dir := h.paths.LiveDir()
 	ents, _ := os.ReadDir(dir)
+	var adoptable []liveRecord
 	for _, e := range ents {
 		name, ok := strings.CutSuffix(e.Name(), ".json")
 		if !ok || checkName(name) != nil {
@@ -168,21 +183,38 @@ func (h *Hub) reclaimLive() {
 		if readable && hubAlive(rec.HubPid, rec.HubStart) {
 			continue
 		}
+		if readable && rec.Sock != "" {
+			adoptable = append(adoptable, rec)
+			continue
+		}
 		if !readable {
 			rec = liveRecord{Name: name}
 			if fi, err := e.Info(); err == nil {
 				rec.Seen = fi.ModTime()
 			}
 		}
-		if h.readDeathNote(name) == nil {
-			note := rec.lostNote(h.paths.Transcript(name), readable)
-			if err := h.writeDeathNote(note); err != nil {
-				h.log.Error("death note not written; the live record stays", "session", name, "err", err)
-				continue
-			}
-			h.log.Warn("session lost with the previous hub", "session", name, "hub_pid", rec.HubPid, "cells", rec.Cells)
+		h.loseLive(rec, readable)
+	}
+	// A record adopted is rewritten by this hub; one that is not, lost.
+	for _, rec := range h.adoptAll(adoptable) {
+		h.loseLive(rec, true)
+	}
+}
+
+// loseLive turns a record left by a dead hub into a death note, unless
+// the name has one already, and removes it.
+func (h *Hub) loseLive(rec liveRecord, readable bool) {
+	if h.readDeathNote(rec.Name) == nil {
+		note := rec.lostNote(h.paths.Transcript(rec.Name), readable)
+		if err := h.writeDeathNote(note); err != nil {
+			h.log.Error("death note not written; the live record stays", "session", rec.Name, "err", err)
+			return
 		}
-		os.Remove(path)
+		h.log.Warn("session lost with the previous hub", "session", rec.Name, "hub_pid", rec.HubPid, "cells", rec.Cells)
+	}
+	os.Remove(h.livePath(rec.Name))
+	if rec.Sock != "" {
+		os.Remove(rec.Sock)
 	}
 }
 

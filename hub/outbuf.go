@@ -59,6 +59,15 @@ type rendered struct {
 	notes          []string
 }
 
+// takeRaw empties the buffer and returns its bytes and how many were
+// dropped between head and tail.
+func (b *outBuf) takeRaw() ([]byte, int64) {
+	out := append(append([]byte(nil), b.head...), b.tail[b.start:]...)
+	dropped := b.dropped
+	*b = outBuf{}
+	return out, dropped
+}
+
 // take renders the unread output for a reply and empties the buffer.
 func (b *outBuf) take() rendered {
 	head, tail, dropped := b.head, b.tail[b.start:], b.dropped

@@ -55,6 +55,8 @@ type localProc struct {
 	// root is set for a worker under sudo: the hub may signal sudo (its
 	// real uid is ours) but not the root worker.
 	root bool
+	// sock is the durable worker's socket, where a later hub adopts it.
+	sock string
 }
 
 // startLocal starts argv[0] with argv[1:] in dir with env.

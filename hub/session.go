@@ -78,7 +78,11 @@ type Session struct {
 	waitingOn  map[int64]*relayLink // this session's requests by id, to cancel them
 	origin     wire.Request         // the creator's cwd and environment
 	watch      *sudo.Watcher        // sudo's stderr while a root worker starts
-	verdict    chan error           // the watcher's verdict
+	// sock is a durable worker's socket (see adopt.go), workerStart its
+	// process's start time, so that a pid reused later is never signalled.
+	sock        string
+	workerStart string
+	verdict     chan error // the watcher's verdict
 }
 
 // run is one cell from exec to collection.
@@ -315,6 +319,10 @@ func (s *Session) awaitReady(onStub func() error) error {
 		s.info.Cwd = f.Cwd
 		s.info.Executable = f.Executable
 		s.info.Cloudpickle = f.Cloudpickle
+		if lp, ok := s.proc.(*localProc); ok && lp.sock != "" {
+			s.sock = lp.sock
+			_, s.workerStart, _ = procStat(f.Pid)
+		}
 		s.mu.Unlock()
 		return nil
 	}
@@ -452,6 +460,10 @@ func (s *Session) readFrames() {
 			s.hub.onSwapped(s, f)
 		case *proto.Restored:
 			s.hub.onRestored(s, f)
+		case *proto.Out:
+			s.mu.Lock()
+			s.takeOutputLocked(f.Data)
+			s.mu.Unlock()
 		case *proto.Pong, *proto.Ready:
 		}
 	}

@@ -110,7 +110,8 @@ func (h *Hub) launchLocal(req wire.Request, withPassword bool, prompt string) (P
 	if dir == "" {
 		dir = "/"
 	}
-	argv := []string{python, h.workerPath, "--stdio"}
+	sock := h.workerSocket()
+	argv := []string{python, h.workerPath, "--stdio", "--durable", sock}
 	if d := payload.CloudpickleDir(); d != "" {
 		argv = append(argv, "--cloudpickle", d)
 	}
@@ -135,6 +136,7 @@ func (h *Hub) launchLocal(req wire.Request, withPassword bool, prompt string) (P
 		return nil, fmt.Errorf("cannot start %s: %w", argv[0], err)
 	}
 	p.root = root
+	p.sock = sock
 	return p, nil
 }
 

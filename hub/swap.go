@@ -676,23 +676,28 @@ func hours(d time.Duration) string {
 	return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.4f", d.Hours()), "0"), ".")
 }
 
-// swapAtStop swaps every user session before a graceful stop, ending the
-// background jobs of those that have one; shutdown ends the rest. It stops
-// after stopSwapBudget, or at once when the process gets SIGTERM or SIGINT
-// again (the first one ended Run's context).
-func (h *Hub) swapAtStop() {
+// swapAllAtStop swaps every user session before a graceful stop; shutdown
+// ends the rest.
+func (h *Hub) swapAllAtStop() {
+	h.mu.Lock()
+	h.closing = true
+	h.mu.Unlock()
+	h.swapAtStop(h.liveSessions(), "the hub stopped")
+}
+
+// swapAtStop swaps the sessions in list as the hub ends (at a restart,
+// those that cannot outlive it), ending the background jobs of those that
+// have one. It stops after stopSwapBudget, or at once when the process gets
+// SIGTERM or SIGINT again (the first one ended Run's context).
+func (h *Hub) swapAtStop(list []*Session, why string) {
+	if len(list) == 0 {
+		return
+	}
 	cfg, err := config.Load(h.paths.ConfigFile())
 	if err != nil {
 		// The sessions' state matters more than a typo: swap as by default.
 		h.log.Error("config.json unreadable at stop; swapping by default", "err", err)
 	} else if cfg.SwapAfter() == 0 {
-		return
-	}
-	h.mu.Lock()
-	h.closing = true
-	h.mu.Unlock()
-	all := h.liveSessions()
-	if len(all) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), stopSwapBudget)
@@ -708,18 +713,18 @@ func (h *Hub) swapAtStop() {
 		case <-ctx.Done():
 		}
 	}()
-	h.log.Info("swapping sessions before the hub stops", "sessions", len(all))
+	h.log.Info("swapping sessions before the hub ends", "sessions", len(list), "why", why)
 	// The swapped workers are ended, but only their exits remove their
 	// live records: wait for them, or the next hub would take each for a
 	// session lost with this one.
 	exits := time.After(5 * time.Second)
-	for i, o := range h.swapMany(ctx, all, true, func(*Session) string { return "the hub stopped" }) {
+	for i, o := range h.swapMany(ctx, list, true, func(*Session) string { return why }) {
 		if o.Status != wire.SwapDone {
-			h.log.Info("not swapped at stop", "session", o.Name, "why", o.Why)
+			h.log.Info("not swapped", "session", o.Name, "why", o.Why)
 			continue
 		}
 		select {
-		case <-all[i].exited:
+		case <-list[i].exited:
 		case <-exits:
 		}
 	}

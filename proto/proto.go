@@ -35,6 +35,8 @@ const (
 	MaxHeader = 1 << 20
 	// ChunkSize is the largest chunk of a file transfer.
 	ChunkSize = wire.ChunkSize
+	// OutSize is the largest out frame's payload.
+	OutSize = 1 << 20
 	// DefaultMaxBlob bounds a pickled object (a put, get or call) when the
 	// Reader's MaxBlob is zero.
 	DefaultMaxBlob = 1 << 30
@@ -49,6 +51,7 @@ const (
 	OpPong        = "pong"
 	OpReq         = "req"
 	OpServed      = "served"
+	OpOut         = "out"
 	// hub → worker
 	OpExec      = "exec"
 	OpInterrupt = "interrupt"
@@ -56,6 +59,8 @@ const (
 	OpPing      = "ping"
 	OpReply     = "reply"
 	OpServe     = "serve"
+	OpAdopt     = "adopt"
+	OpExit      = "exit"
 	// both ways
 	OpChunk = "chunk"
 	OpAck   = "ack"
@@ -88,6 +93,12 @@ type Ready struct {
 	Cwd         string `json:"cwd"`
 	Executable  string `json:"executable"`
 	Cloudpickle bool   `json:"cloudpickle"`
+	// An adopted worker (one answering Adopt) also says where it is: the
+	// last cell it was given, whether that cell still runs, and its fence.
+	Adopted bool   `json:"adopted,omitempty"`
+	Cell    int    `json:"cell,omitempty"`
+	Running bool   `json:"running,omitempty"`
+	Fence   string `json:"fence,omitempty"`
 }
 
 // Done ends a cell: its status ("ok" or "error"), the repr of its last
@@ -170,6 +181,26 @@ type Served struct {
 	Mode  uint32 `json:"mode,omitempty"`
 
 	Data []byte `json:"-"`
+}
+
+// Out is the session's output (Data) from a worker that a hub adopted: its
+// own output stream went with the hub that started it.
+type Out struct {
+	Head
+	Data []byte `json:"-"`
+}
+
+// Adopt is a new hub's first frame on a durable worker's socket; the
+// worker answers with Ready (Adopted set), then any done frame and output
+// that waited for a hub.
+type Adopt struct {
+	Head
+}
+
+// Exit ends the worker at once: a durable worker outlives the end of its
+// frame stream, so ending one takes this frame (or a signal).
+type Exit struct {
+	Head
 }
 
 // Exec runs Code as cell Cell; Fence is written to the output stream after
@@ -274,6 +305,9 @@ func (*Interrupted) Op() string { return OpInterrupted }
 func (*Pong) Op() string        { return OpPong }
 func (*Req) Op() string         { return OpReq }
 func (*Served) Op() string      { return OpServed }
+func (*Out) Op() string         { return OpOut }
+func (*Adopt) Op() string       { return OpAdopt }
+func (*Exit) Op() string        { return OpExit }
 func (*Exec) Op() string        { return OpExec }
 func (*Interrupt) Op() string   { return OpInterrupt }
 func (*Cancel) Op() string      { return OpCancel }
@@ -297,6 +331,8 @@ func payload(m Msg) *[]byte {
 		return &m.Data
 	case *Chunk:
 		return &m.Data
+	case *Out:
+		return &m.Data
 	}
 	return nil
 }
@@ -317,6 +353,7 @@ var fromWorker = map[string]func() Msg{
 	OpPong:        func() Msg { return new(Pong) },
 	OpReq:         func() Msg { return new(Req) },
 	OpServed:      func() Msg { return new(Served) },
+	OpOut:         func() Msg { return new(Out) },
 	OpChunk:       func() Msg { return new(Chunk) },
 	OpAck:         func() Msg { return new(Ack) },
 	OpError:       func() Msg { return new(Error) },
@@ -331,6 +368,8 @@ var fromHub = map[string]func() Msg{
 	OpPing:      func() Msg { return new(Ping) },
 	OpReply:     func() Msg { return new(Reply) },
 	OpServe:     func() Msg { return new(Serve) },
+	OpAdopt:     func() Msg { return new(Adopt) },
+	OpExit:      func() Msg { return new(Exit) },
 	OpChunk:     func() Msg { return new(Chunk) },
 	OpAck:       func() Msg { return new(Ack) },
 	OpError:     func() Msg { return new(Error) },

@@ -143,6 +143,8 @@ func (r *Reader) maxLen(m Msg) int64 {
 	switch m.(type) {
 	case *Chunk:
 		return ChunkSize
+	case *Out:
+		return OutSize
 	case *Req, *Served, *Reply, *Serve:
 		if r.MaxBlob > 0 {
 			return r.MaxBlob

@@ -339,6 +339,17 @@ func TestSwapRemote(t *testing.T) {
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "[session 'far' on lab was swapped to disk at ")
 	assert.Contains(t, r.Stdout, "Out[1]: True")
+
+	// A restart keeps local sessions running; a remote one, which cannot
+	// outlive its hub, goes to disk and comes back.
+	r = w.Run("restart")
+	require.Equal(t, 0, r.Code, "%s", r)
+	waitNoWorkers(t, w.servers["lab"])
+	r = w.Run("exec", "far", "here")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "; the hub restarted) and is back")
+	assert.Contains(t, r.Stdout, "Out[3]: True")
+	assert.NotContains(t, w.Run("exec", "near", "1").Stdout, "swapped", "a local session went on")
 }
 
 // An exec that arrives while its session is being swapped waits for the

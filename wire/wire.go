@@ -35,6 +35,7 @@ const (
 	OpKill      = "kill"
 	OpSessions  = "sessions"
 	OpStop      = "stop"
+	OpRestart   = "restart"
 	OpPing      = "ping"
 	OpPush      = "push"
 	OpPull      = "pull"

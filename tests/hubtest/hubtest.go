@@ -312,6 +312,26 @@ func (e *Env) StopHub() {
 	if pid > 0 && !WaitGone(pid, 5*time.Second) {
 		syscall.Kill(pid, syscall.SIGKILL)
 	}
+	e.KillWorkers()
+}
+
+// KillWorkers ends, by pid, every durable worker of this world that is
+// still running (one whose hub was killed, and no hub adopted): local
+// workers outlive their hub. Root workers are asked through sudo's
+// process, which the test may signal.
+func (e *Env) KillWorkers() {
+	dir := e.Paths.WorkerDir()
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !strings.Contains(string(b), dir) {
+			continue
+		}
+		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		if err == nil && pid != os.Getpid() {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
 
 // RemoveBinary removes the binary Binary built; TestMain calls it.

@@ -97,7 +97,7 @@ starts on first use. This is not a sandbox: code runs with your privileges.`,
 	}
 	root.AddCommand(
 		newExecCmd(e), newWaitCmd(e), newInterruptCmd(e), newKillCmd(e),
-		newSessionsCmd(e), newStartCmd(e), newStopCmd(e), newHubCmd(e),
+		newSessionsCmd(e), newStartCmd(e), newStopCmd(e), newRestartCmd(e), newHubCmd(e),
 		newMCPCmd(e), newSelfTestCmd(e), newPushCmd(e), newPullCmd(e),
 		newSwapCmd(e),
 	)

@@ -49,7 +49,7 @@ func TestUsageErrors(t *testing.T) {
 func TestHelpAndCompletion(t *testing.T) {
 	out, _, code := run(t, "", "--help")
 	assert.Equal(t, 0, code)
-	for _, c := range []string{"exec", "wait", "interrupt", "kill", "sessions", "start", "stop", "mcp", "self-test", "hub", "completion"} {
+	for _, c := range []string{"exec", "wait", "interrupt", "kill", "sessions", "start", "stop", "restart", "mcp", "self-test", "hub", "completion"} {
 		assert.Contains(t, out, "  "+c)
 	}
 	assert.Contains(t, out, "not a sandbox")

@@ -295,6 +295,23 @@ func newStartCmd(e *env) *cobra.Command {
 	}
 }
 
+func newRestartCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "restart",
+		Short: "Replace the hub with the binary on disk; local sessions go on",
+		Long: `Replace the running hub with the replhub binary now on disk (after an
+upgrade, say). Local sessions, root ones included, keep running through it:
+the new hub adopts them with their names, cells, unread output and a cell
+still running. Sessions on other hosts end, as at stop.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return e.message(cmd.Context(), func(c *client.Client) (string, error) {
+				return c.Restart(cmd.Context())
+			})
+		},
+	}
+}
+
 func newStopCmd(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "stop",

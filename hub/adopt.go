@@ -1,0 +1,274 @@
+package hub
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/replhub/replhub/proto"
+	"github.com/replhub/replhub/safesock"
+	"github.com/replhub/replhub/wire"
+)
+
+// Durable local workers (DESIGN.md, "Durable workers"). A local worker is
+// started with --durable SOCK: it serves SOCK (0600, in the runtime
+// folder's w/, its peer's uid checked) and outlives the end of its frame
+// stream, its output kept meanwhile by the worker. A hub that starts finds
+// the live records its predecessor left (live.go); where the record names
+// a socket and its worker still runs, the hub adopts the worker there: it
+// sends adopt, the worker answers with a ready frame that says which cell
+// it is on and whether that cell still runs, then the done frame and the
+// output that waited for a hub. Frames and output then share the socket
+// (output as out frames).
+//
+// A hub that restarts on request (replhub restart) hands over what only it
+// held (unread output, a result nobody collected, notes) in the records;
+// a hub that was killed could not, and the adopting hub says so.
+//
+// Remote sessions are not durable yet: they end with their connection.
+
+// adoptWait bounds an adoption: the connection and the ready frame.
+const adoptWait = 3 * time.Second
+
+// workerSocket is a fresh socket path for a durable worker.
+func (h *Hub) workerSocket() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return filepath.Join(h.paths.WorkerDir(), hex.EncodeToString(b[:])+".sock")
+}
+
+// handover is what a hub restarting on request leaves in a session's live
+// record for the next hub.
+type handover struct {
+	Unread string       `json:"unread,omitempty"`
+	Result *wire.Result `json:"result,omitempty"`
+	Notes  []string     `json:"notes,omitempty"`
+	At     time.Time    `json:"at"`
+}
+
+// socketProc is an adopted worker: frames and output on its socket. It is
+// not this hub's child, so its exit status is not known here.
+type socketProc struct {
+	conn  *net.UnixConn
+	w     *proto.Writer
+	pid   int
+	start string // the worker's start time (procStat), "" if unknown
+	root  bool
+	eof   chan struct{} // closed when the frame stream ended
+	once  sync.Once
+}
+
+// eofReader reads the socket and closes eof at its end.
+type eofReader struct{ p *socketProc }
+
+func (r eofReader) Read(b []byte) (int, error) {
+	n, err := r.p.conn.Read(b)
+	if err != nil {
+		r.p.once.Do(func() { close(r.p.eof) })
+	}
+	return n, err
+}
+
+// outputEnd is the adopted worker's output stream as a Proc has it: the
+// output comes in out frames, so it only ends, with the socket.
+type outputEnd struct{ eof chan struct{} }
+
+func (o outputEnd) Read([]byte) (int, error) {
+	<-o.eof
+	return 0, io.EOF
+}
+
+func (p *socketProc) Stdin() io.WriteCloser { return p.conn }
+func (p *socketProc) Stdout() io.Reader     { return eofReader{p} }
+func (p *socketProc) Stderr() io.Reader     { return outputEnd{p.eof} }
+func (p *socketProc) Pid() int              { return p.pid }
+
+// Wait waits for the frame stream to end, then (bounded) for the process.
+func (p *socketProc) Wait() Exit {
+	<-p.eof
+	for i := 0; i < 100 && p.alive(); i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return Exit{Code: -1, Err: errors.New("ended (its exit status went to the hub that started it, before this hub adopted it)")}
+}
+
+func (p *socketProc) alive() bool {
+	state, st, ok := procStat(p.pid)
+	if !ok {
+		return syscall.Kill(p.pid, 0) == nil
+	}
+	return state != 'Z' && state != 'X' && (p.start == "" || st == p.start)
+}
+
+// Kill asks the worker to exit; a worker of ours is also sent SIGKILL with
+// its process group (it leads it), once it is known to be the same
+// process. A root worker can only be asked.
+func (p *socketProc) Kill() error {
+	go p.w.Write(&proto.Exit{})
+	if p.root || !p.alive() {
+		return nil
+	}
+	return syscall.Kill(-p.pid, syscall.SIGKILL)
+}
+
+func (p *socketProc) Close() error { return p.conn.Close() }
+
+// adoptAll adopts, in parallel, the workers of the records a dead hub
+// left; it returns the records it could not adopt, for reclaimLive to turn
+// into death notes.
+func (h *Hub) adoptAll(recs []liveRecord) []liveRecord {
+	var (
+		mu     sync.Mutex
+		failed []liveRecord
+		wg     sync.WaitGroup
+	)
+	for _, rec := range recs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := h.adopt(rec); err != nil {
+				h.log.Warn("session not adopted", "session", rec.Name, "err", err)
+				mu.Lock()
+				failed = append(failed, rec)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return failed
+}
+
+// adopt connects to rec's worker and makes it a session of this hub.
+func (h *Hub) adopt(rec liveRecord) error {
+	if rec.Sock == "" || rec.Host != "local" {
+		return errors.New("not a durable worker")
+	}
+	if state, st, ok := procStat(rec.Pid); !ok || state == 'Z' || (rec.WorkerStart != "" && st != rec.WorkerStart) {
+		return errors.New("its worker is gone")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), adoptWait)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", rec.Sock)
+	if err != nil {
+		return err
+	}
+	conn := c.(*net.UnixConn)
+	uid, err := safesock.PeerUID(conn)
+	if err != nil || !(uid == os.Getuid() || (rec.Root && uid == 0)) {
+		conn.Close()
+		return fmt.Errorf("its socket is served by uid %d, not ours", uid)
+	}
+	p := &socketProc{conn: conn, pid: rec.Pid, start: rec.WorkerStart, root: rec.Root, eof: make(chan struct{})}
+	p.w = proto.NewWriter(conn)
+	frames := proto.NewReader(p.Stdout())
+	conn.SetDeadline(time.Now().Add(adoptWait))
+	if err := p.w.Write(&proto.Adopt{}); err != nil {
+		conn.Close()
+		return err
+	}
+	m, err := frames.Read()
+	if err != nil {
+		conn.Close()
+		return fmt.Errorf("no ready frame: %w", err)
+	}
+	ready, ok := m.(*proto.Ready)
+	if !ok || !ready.Adopted || ready.Proto != proto.Version {
+		conn.Close()
+		return fmt.Errorf("the worker answered %s, not ready (protocol %d)", m.Op(), proto.Version)
+	}
+	conn.SetDeadline(time.Time{})
+
+	s := newSession(h, rec.Name)
+	s.proc, s.w, s.frames = p, p.w, frames
+	s.sock, s.workerStart = rec.Sock, rec.WorkerStart
+	s.started = rec.Started
+	s.info = wire.SessionInfo{Host: "local", Root: rec.Root, Python: ready.Python, Pid: ready.Pid,
+		Cwd: ready.Cwd, Executable: ready.Executable, Cloudpickle: ready.Cloudpickle}
+	s.origin = wire.Request{Cwd: ready.Cwd, Env: os.Environ()}
+	s.cells = max(rec.Cells, ready.Cell)
+	s.state = stateIdle
+	now := time.Now()
+	if ho := rec.Handover; ho != nil {
+		s.out.write([]byte(ho.Unread))
+		s.notes = append(s.notes, ho.Notes...)
+		s.notes = append(s.notes, fmt.Sprintf("the hub restarted at %s (replhub restart) and adopted this session", ho.At.Format("15:04:05")))
+		if ho.Result != nil && !ready.Running {
+			r := &run{cell: ho.Result.Cell, start: now, finished: make(chan struct{}), result: ho.Result}
+			close(r.finished)
+			s.cur = r
+		}
+	} else {
+		s.notes = append(s.notes, fmt.Sprintf("a new hub adopted this session at %s: its names and cells are intact; output the previous hub (pid %d) had read but not shown is lost with it",
+			now.Format("15:04:05"), rec.HubPid))
+	}
+	if ready.Running {
+		s.cur = &run{cell: ready.Cell, fence: []byte(ready.Fence), start: now, finished: make(chan struct{})}
+		s.state = stateRunning
+	}
+	close(s.ready)
+
+	h.mu.Lock()
+	if h.sessions[rec.Name] != nil || h.closing {
+		h.mu.Unlock()
+		conn.Close()
+		return errors.New("the name is taken")
+	}
+	h.sessions[rec.Name] = s
+	h.mu.Unlock()
+	go s.readOutput()
+	go s.readFrames()
+	go s.waitExit()
+	h.recordLive(s)
+	h.log.Info("session adopted", "session", s.name, "pid", ready.Pid, "cell", ready.Cell, "running", ready.Running)
+	return nil
+}
+
+// handOver is a hub's last act when it restarts on request: every durable
+// session's record gets what only this hub holds, and its worker is left
+// running (its frame stream ends with this process). It returns the
+// sessions that are not durable, which end as at a stop.
+func (h *Hub) handOver() []*Session {
+	h.mu.Lock()
+	h.closing = true
+	var rest []*Session
+	var durable []*Session
+	for _, s := range h.sessions {
+		durable = append(durable, s)
+	}
+	h.mu.Unlock()
+	at := time.Now()
+	for _, s := range durable {
+		<-s.ready
+		s.mu.Lock()
+		if s.sock == "" || s.state == stateDead {
+			s.mu.Unlock()
+			rest = append(rest, s)
+			continue
+		}
+		ho := &handover{At: at, Notes: s.notes}
+		out, dropped := s.out.takeRaw()
+		ho.Unread = string(append(out, s.pending...))
+		s.pending = nil
+		if dropped > 0 {
+			ho.Notes = append(ho.Notes, fmt.Sprintf("%d bytes of unread output were dropped before the restart", dropped))
+		}
+		if r := s.cur; r != nil && r.isFinished() && !r.collected && r.result != nil {
+			ho.Result = r.result
+		}
+		rec := h.liveRecordLocked(s)
+		rec.Handover = ho
+		h.rewriteLiveLocked(s, rec)
+		s.mu.Unlock()
+	}
+	return rest
+}

@@ -1,0 +1,159 @@
+package tests
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/tests/hubtest"
+	"github.com/replhub/replhub/wire"
+)
+
+// durableWorld starts five sessions: four of the user's (one of them left
+// running a 5 s cell that prints before and after) and one root session
+// through the fake sudo. Each holds a value of its own.
+func durableWorld(t *testing.T, e *hubtest.Env) {
+	t.Helper()
+	f := newFakeSudo(t, fakePassword, fakePassword)
+	f.apply(e, "nopasswd")
+	newer, older := hubtest.PickPythons(t)
+	for i, name := range []string{"s1", "s2", "s3"} {
+		py := []string{newer, older, newer}[i]
+		ok(t, e.Run("exec", name, "v = '"+name+"-value'", "--python", py))
+	}
+	ok(t, e.Run("exec", "ops", "v = 'ops-value'", "--sudo", "--python", newer))
+	ok(t, e.Run("exec", "slow", "import time; v = 'slow-value'", "--python", newer))
+	r := e.Run("exec", "slow", "print('before'); time.sleep(5); print('after'); 'slow done'", "-t", "0.5")
+	require.Equal(t, 3, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "before")
+}
+
+// durableChecks: every name's value is intact in the new hub, the running
+// cell's result is collected by wait, and the sessions carry on.
+func durableChecks(t *testing.T, e *hubtest.Env, note string, noted ...string) {
+	t.Helper()
+	l := sessionList(t, e)
+	assert.Len(t, l.Sessions, 5, "%+v", l)
+	assert.Empty(t, l.Dead)
+	for _, name := range []string{"s1", "s2", "s3", "ops", "slow"} {
+		r := e.Run("exec", name, "v")
+		if name == "slow" {
+			// Busy with the 5 s cell; wait collects it.
+			require.Equal(t, 2, r.Code, "%s", r)
+			w := e.Run("wait", "slow", "-t", "15")
+			require.Equal(t, 0, w.Code, "%s", w)
+			assert.Contains(t, w.Stdout, note)
+			assert.Contains(t, w.Stdout, "after")
+			assert.Contains(t, w.Stdout, "Out[2]: 'slow done'")
+			r = e.Run("exec", name, "v")
+		} else if !slices.Contains(noted, name) {
+			assert.Contains(t, r.Stdout, note, "%s", r)
+		}
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "'"+name+"-value'")
+	}
+	r := e.Run("sessions")
+	assert.Regexp(t, `ops  as root  pid \d+`, r.Stdout)
+	// A killed adopted session ends, its socket goes.
+	ok(t, e.Run("kill", "s3"))
+	left, _ := filepath.Glob(filepath.Join(e.Paths.WorkerDir(), "*.sock"))
+	assert.Len(t, left, 4, "one socket per live local session: %v", left)
+}
+
+// A hub killed with SIGKILL loses no local session: the next hub adopts
+// them all, root included, with a cell that was running.
+func TestHubKilledSessionsAdopted(t *testing.T) {
+	e := hubtest.Start(t)
+	durableWorld(t, e)
+	hubPid := e.HubPid()
+	require.NoError(t, syscall.Kill(hubPid, syscall.SIGKILL))
+	require.True(t, hubtest.WaitGone(hubPid, 10*time.Second))
+	durableChecks(t, e, "a new hub adopted this session at")
+	// The killed hub's records were taken over, not turned into notes.
+	b, err := os.ReadFile(filepath.Join(e.Paths.LiveDir(), "s1.json"))
+	require.NoError(t, err)
+	var rec struct {
+		HubPid int `json:"hub_pid"`
+	}
+	require.NoError(t, json.Unmarshal(b, &rec))
+	assert.Equal(t, e.HubPid(), rec.HubPid)
+}
+
+// `replhub restart` replaces the hub with the binary now on disk, and
+// every local session goes on in the new one, with the output the old hub
+// had not yet shown.
+func TestRestartWithAChangedBinary(t *testing.T) {
+	e := hubtest.Start(t)
+	// This world's own copy of the binary, replaced while the hub runs.
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "replhub")
+	copyFile(t, e.Bin, bin)
+	e.Bin = bin
+	durableWorld(t, e)
+	ok(t, e.Run("exec", "s1", "import sys; print('unread', file=sys.stderr); import threading, time; threading.Timer(0.2, print, ['late']).start()"))
+	time.Sleep(500 * time.Millisecond) // "late" waits, unread, in the hub
+	oldPid := e.HubPid()
+	newer := changedBinary(t)
+	require.NoError(t, os.Rename(newer, bin))
+
+	r := e.Run("restart")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Regexp(t, `^hub restarted: pid \d+ -> \d+; 5 of 5 sessions live\n$`, r.Stdout)
+	assert.NotEqual(t, oldPid, e.HubPid())
+	l := sessionList(t, e)
+	assert.Equal(t, "9.9.9-changed", l.Hub.Version)
+
+	r = e.Run("exec", "s1", "1")
+	assert.Contains(t, r.Stdout, "late", "unread output crosses the restart: %s", r)
+	assert.Contains(t, r.Stdout, "the hub restarted at")
+	durableChecks(t, e, "the hub restarted at", "s1")
+}
+
+// changedBinary builds replhub with another version string.
+func changedBinary(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "replhub-changed")
+	_, file, _, _ := runtime.Caller(0)
+	cmd := exec.Command("go", "build", "-o", out, "-ldflags", "-X github.com/replhub/replhub/cmd/replhub/cli.Version=9.9.9-changed", "./cmd/replhub")
+	cmd.Dir = filepath.Join(filepath.Dir(file), "..")
+	b, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	return out
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	b, err := os.ReadFile(from)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(to, b, 0o755))
+}
+
+// A worker whose hub is gone keeps what its cell prints meanwhile, and
+// the adopting hub shows it; a socket of another user's is not adopted.
+func TestOutputWhileNoHub(t *testing.T) {
+	e := hubtest.Start(t)
+	ok(t, e.Run("exec", "w", "import time"))
+	r := e.Run("exec", "w", "time.sleep(1); print('x' * 100 + 'written while no hub ran'); 7", "-t", "0.2")
+	require.Equal(t, 3, r.Code, "%s", r)
+	hubPid := e.HubPid()
+	require.NoError(t, syscall.Kill(hubPid, syscall.SIGKILL))
+	require.True(t, hubtest.WaitGone(hubPid, 10*time.Second))
+	time.Sleep(1500 * time.Millisecond) // the cell ends with no hub
+	r = e.Run("wait", "w", "-t", "10")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "written while no hub ran")
+	assert.Contains(t, r.Stdout, "Out[2]: 7")
+	res, _ := execJSON(t, e, "w", "8")
+	assert.Equal(t, wire.StatusOK, res.Status)
+	assert.False(t, strings.Contains(res.Output, "written while"), "shown once")
+}
