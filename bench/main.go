@@ -2,7 +2,7 @@
 // prints a table of medians and ratios. It builds the binary and runs a
 // private hub in a temporary folder; nothing of the user's is touched.
 //
-//	go run ./bench [-python PATH] [-n RUNS] [-remote=false] [-objects] [-transfers K] [-durable]
+//	go run ./bench [-python PATH] [-n RUNS] [-remote=false] [-objects] [-swap] [-transfers K] [-durable]
 package main
 
 import (
@@ -25,6 +25,7 @@ var (
 	remoteFlag  *bool
 	objectsOnly *bool
 	transfers   *int
+	swapOnly    *bool
 	durableOnly *bool
 )
 
@@ -34,6 +35,7 @@ func main() {
 	remoteFlag = flag.Bool("remote", true, "also measure remote sessions against OpenSSH (needs sshd)")
 	objectsOnly = flag.Bool("objects", false, "measure only what sessions hand each other (files, objects, calls)")
 	transfers = flag.Int("transfers", 3, "rounds of the 1 GiB push/pull and its baselines")
+	swapOnly = flag.Bool("swap", false, "measure only swap and restore of a 100 MB namespace")
 	durableOnly = flag.Bool("durable", false, "measure only the adoption of live sessions by a new hub")
 	flag.Parse()
 	if err := run(*python, *n); err != nil {
@@ -130,16 +132,25 @@ func run(python string, n int) error {
 	var rows []row
 	fmt.Printf("python %s, %d runs per whole-process figure\n\n", w.py, n)
 
+	if *swapOnly || (!*objectsOnly && !*durableOnly) {
+		sr, err := swapRows(w, 5)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, sr...)
+	}
 	if *durableOnly {
 		dr, err := durableRows(w)
 		if err != nil {
 			return err
 		}
 		rows = append(rows, dr...)
+	}
+	if *swapOnly || *durableOnly {
 		*remoteFlag = false
 	}
 	var localRT time.Duration
-	if !*objectsOnly && !*durableOnly {
+	if !*objectsOnly && !*durableOnly && !*swapOnly {
 		lr, rt, err := localRows(w, n)
 		if err != nil {
 			return err

@@ -33,6 +33,13 @@ var Worker []byte
 //go:embed tk.py
 var Toolkit []byte
 
+// Swap is the source of swap.py: a namespace to a swap file and back.
+// Installed as replhub_swap.py beside the worker; shipped as the module
+// replhub_swap.
+//
+//go:embed swap.py
+var Swap []byte
+
 // Boot is the source of boot.py.
 //
 //go:embed boot.py
@@ -52,11 +59,11 @@ var Finder string
 // Hash is a short hex digest of the boot sources; it names installed copies
 // so that a rebuilt binary never runs a stale worker.
 var Hash = func() string {
-	sum := sha256.Sum256(append(append(append(append([]byte(nil), Worker...), Toolkit...), Boot...), Stub+Finder...))
+	sum := sha256.Sum256(append(append(append(append(append([]byte(nil), Worker...), Toolkit...), Swap...), Boot...), Stub+Finder...))
 	return hex.EncodeToString(sum[:6])
 }()
 
-// Install writes worker.py and replhub_tk.py into dir/boot-HASH/ unless
+// Install writes worker.py, replhub_tk.py and replhub_swap.py into dir/boot-HASH/ unless
 // they are already there, and returns the worker's path. The folder is 0700
 // and the files 0600
 func Install(dir string) (string, error) {
@@ -65,6 +72,9 @@ func Install(dir string) (string, error) {
 		return "", fmt.Errorf("boot: %w", err)
 	}
 	if err := installFile(filepath.Join(d, "replhub_tk.py"), Toolkit); err != nil {
+		return "", err
+	}
+	if err := installFile(filepath.Join(d, "replhub_swap.py"), Swap); err != nil {
 		return "", err
 	}
 	p := filepath.Join(d, "worker.py")

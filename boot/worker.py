@@ -25,6 +25,8 @@ Frames, protocol 2 (hub -> worker):
   cancel {sid}      stop what is served for sid (a transfer between chunks,
                     put/get/call by KeyboardInterrupt, a queued one at once)
   ping {id} -> pong {id}
+  swap {sid, path?, force?} -> [chunk...] swapped {sid, ok, ...}     see boot/swap.py
+  restore {sid, path?} -> [ack -1, chunks in] restored {sid, ok, ...}
 Worker -> hub: ready, done {cell, status, value, error, duration, names,
 rss?}, served {sid, ok, error?, py, ...}, req {id, kind, py, ...}, chunk,
 ack, interrupted, pong, error {id?, error}.
@@ -829,6 +831,8 @@ class Session(object):
                 self.run_cell(header)
             elif op == "serve":
                 self.run_serve(header, data)
+            elif op in ("swap", "restore"):
+                self.run_swap(header)
             else:
                 self.chan.send({"op": "error", "id": header.get("id"),
                                 "error": _cap("unknown op %r" % (op,), ERROR_CAP)[0]})
@@ -986,6 +990,51 @@ class Session(object):
             reply["error"] = _cap(reply["error"], TRACEBACK_CAP)[0]
         reply.update(op="served", sid=sid, py=PY)
         self.chan.send(reply, blob)
+
+    def run_swap(self, header):
+        """Pickle the namespace for the hub (swap), or load it back
+        (restore), on the main thread like a cell; the work is
+        replhub_swap's (boot/swap.py). A cancel interrupts either."""
+        op, sid, stream = header.get("op"), header.get("sid"), None
+        kind = "swapped" if op == "swap" else "restored"
+        tk = None
+        try:
+            tk = self.tk
+            sw = _load_swap()
+            if not self._run():
+                raise KeyboardInterrupt
+            late = False
+            try:
+                if op == "swap":
+                    reply = sw.swap(self, header, self.chan, tk)
+                elif header.get("path"):
+                    with sw.open_checked(header.get("path")) as f:
+                        reply = sw.restore(self, sw.FileIn(f), tk)
+                else:
+                    stream = tk.open_stream(("sid", sid))
+                    self.chan.send({"op": "ack", "sid": sid, "seq": -1})
+                    reply = sw.restore(self, sw.StreamIn(stream, self.chan, sid), tk)
+            finally:
+                late = self._stop()
+            if late:
+                raise KeyboardInterrupt
+        except BaseException:
+            self._stop()
+            etype, e = sys.exc_info()[:2]
+            if isinstance(e, KeyboardInterrupt) or (tk is not None and isinstance(e, tk.Cancelled)):
+                why = "cancelled"
+            elif type(e).__name__ == "SwapError" or isinstance(e, OSError):
+                why = str(e)
+            else:
+                info = _error_dict(etype, e, sys.exc_info()[2])
+                why = info["traceback"] or info["message"]
+            reply = {"op": kind, "ok": False, "error": _cap(why, ERROR_CAP)[0]}
+        finally:
+            if stream is not None:
+                tk.close_stream(("sid", sid))
+        _flush()
+        reply["sid"] = sid
+        self.chan.send(reply)
 
     def safe_repr(self, v):
         try:
@@ -1181,6 +1230,24 @@ def _load_tk(cloudpickle_dir):
         import replhub_tk as tk
     tk.CLOUDPICKLE_DIR = cloudpickle_dir
     return tk
+
+
+def _load_swap():
+    """The swap module: replhub_swap.py beside this file, or served from
+    memory; loaded at the first swap or restore."""
+    mod = sys.modules.get("replhub_swap")
+    if mod is not None:
+        return mod
+    here = os.path.join(os.path.dirname(os.path.abspath(_WORKER_FILE)), "replhub_swap.py")
+    if os.path.isfile(here):
+        import importlib.util
+        spec = importlib.util.spec_from_file_location("replhub_swap", here)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["replhub_swap"] = mod
+        spec.loader.exec_module(mod)
+        return mod
+    import replhub_swap
+    return replhub_swap
 
 
 def _has_cloudpickle(cloudpickle_dir):

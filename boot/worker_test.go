@@ -145,13 +145,13 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func startWorker(t *testing.T, py string) *worker {
+func startWorker(t *testing.T, py string, args ...string) *worker {
 	t.Helper()
 	dir := t.TempDir()
 	path, err := Install(dir)
 	require.NoError(t, err)
 	w := &worker{t: t, dir: dir, frames: make(chan frame, 256)}
-	w.cmd = exec.Command(py, path, "--stdio")
+	w.cmd = exec.Command(py, append([]string{path, "--stdio"}, args...)...)
 	w.cmd.Dir = dir
 	w.cmd.Stderr = &w.out
 	w.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

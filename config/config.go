@@ -39,6 +39,9 @@ type File struct {
 	// A session that sends a bigger one is ended: the hub would have to
 	// hold it whole.
 	MaxObjectMB int64 `json:"max_object_mb,omitempty"`
+	// SwapAfterHours and SwapKeepDays: see swap.go.
+	SwapAfterHours *float64 `json:"swap_after_hours,omitempty"`
+	SwapKeepDays   *float64 `json:"swap_keep_days,omitempty"`
 	// Hosts are per-host settings by pattern, in file order.
 	Hosts []HostRule `json:"-"`
 }
@@ -92,6 +95,8 @@ func Parse(b []byte, name string) (*File, error) {
 		Sudo        string          `json:"sudo"`
 		SudoTimeout float64         `json:"sudo_timeout"`
 		MaxObjectMB int64           `json:"max_object_mb"`
+		SwapAfter   *float64        `json:"swap_after_hours"`
+		SwapKeep    *float64        `json:"swap_keep_days"`
 		Hosts       json.RawMessage `json:"hosts"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -99,7 +104,11 @@ func Parse(b []byte, name string) (*File, error) {
 	if err := dec.Decode(&top); err != nil {
 		return nil, fmt.Errorf("config: %s: %w", name, err)
 	}
-	f := &File{Pythons: top.Pythons, Sudo: top.Sudo, SudoTimeout: top.SudoTimeout, MaxObjectMB: top.MaxObjectMB}
+	f := &File{Pythons: top.Pythons, Sudo: top.Sudo, SudoTimeout: top.SudoTimeout, MaxObjectMB: top.MaxObjectMB,
+		SwapAfterHours: top.SwapAfter, SwapKeepDays: top.SwapKeep}
+	if err := f.checkSwap(name); err != nil {
+		return nil, err
+	}
 	if f.SudoTimeout < 0 {
 		return nil, fmt.Errorf("config: %s: sudo_timeout must be a number of seconds", name)
 	}

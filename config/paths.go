@@ -100,6 +100,10 @@ func (p Paths) DeadDir() string { return filepath.Join(p.State, "dead") }
 // finds one left over knows the session was lost with its predecessor.
 func (p Paths) LiveDir() string { return filepath.Join(p.State, "live") }
 
+// SwapDir holds swapped sessions: NAME.pickle and NAME.json, 0600, in a
+// folder of mode 0700.
+func (p Paths) SwapDir() string { return filepath.Join(p.State, "swap") }
+
 // Hostname is this machine's host name, made safe for a path component, so
 // that a shared home keeps each machine's state apart.
 func Hostname() string {

@@ -83,6 +83,7 @@ type Hub struct {
 	dead     map[string]bool // names with a death note on disk
 	warnings []string        // for the next reply: ssh_config lines skipped
 	live     liveSet         // the records of running sessions (live.go)
+	swap     swapState       // swaps and restores under way (swap.go)
 	closing  bool
 	conns    sync.WaitGroup
 }
@@ -149,6 +150,7 @@ func (h *Hub) Run(ctx context.Context, ln *net.UnixListener) error {
 		ln.Close()
 	}()
 	go h.watchFrames(ctx)
+	go h.swapLoop(ctx)
 	h.log.Info("hub serving", "socket", h.paths.Socket(), "pid", os.Getpid(), "supervisor", h.supervisor, "version", h.version)
 	var err error
 	for {
@@ -186,7 +188,9 @@ func (h *Hub) shutdown() {
 	if h.restarting.Load() {
 		all = h.handOver()
 		why = "the hub restarted, and sessions on other hosts do not outlive it yet"
+		h.swapAtStop(all, "the hub restarted") // those that cannot outlive it
 	} else {
+		h.swapAllAtStop()
 		h.mu.Lock()
 		h.closing = true
 		for _, s := range h.sessions {
@@ -363,9 +367,11 @@ func (h *Hub) handle(ctx context.Context, req wire.Request, send func(wire.Reply
 		return wire.Reply{Sessions: h.List()}
 	case wire.OpPush, wire.OpPull:
 		return h.clientTransfer(req, next, send)
+	case wire.OpSwap:
+		return h.handleSwap(ctx, req)
 	case wire.OpStop:
 		h.once.Do(func() { close(h.stop) })
-		return wire.Reply{Message: "hub stopping; its sessions end"}
+		return wire.Reply{Message: h.stopMessage()}
 	case wire.OpRestart:
 		h.restarting.Store(true)
 		h.once.Do(func() { close(h.stop) })
@@ -468,7 +474,7 @@ func (h *Hub) ensure(ctx context.Context, req wire.Request) (s *Session, created
 	}
 	if created {
 		s = newSession(h, req.Name)
-		s.origin = wire.Request{Cwd: req.Cwd, Env: req.Env}
+		s.origin = wire.Request{Cwd: req.Cwd, Env: req.Env, Jump: req.Jump}
 		h.sessions[req.Name] = s
 	}
 	h.mu.Unlock()
@@ -479,9 +485,10 @@ func (h *Hub) ensure(ctx context.Context, req wire.Request) (s *Session, created
 		req.Host = ""
 	}
 	if created {
+		var restored string
 		err = h.checkTie(req)
 		if err == nil {
-			err = h.startSession(ctx, s, req)
+			restored, err = h.startOrRestore(ctx, s, &req)
 		} else {
 			close(s.ready)
 			s.markStartFailed()
@@ -497,9 +504,15 @@ func (h *Hub) ensure(ctx context.Context, req wire.Request) (s *Session, created
 		}
 		h.recordLive(s)
 		previous = h.takeDeathNote(req.Name)
+		if restored != "" {
+			previous, created = restored, false
+		}
 		h.log.Info("session started", "session", s.name, "pid", s.info.Pid, "python", s.info.Python, "host", s.info.Host, "root", s.info.Root)
 	} else {
 		<-s.ready
+		if h.waitSwapOf(ctx, s) {
+			return h.ensure(ctx, req) // it went to disk meanwhile
+		}
 		if s.startErr != nil {
 			return nil, false, "", &wire.Error{Code: wire.CodeStart, Message: s.startErr.Error()}
 		}
@@ -580,9 +593,15 @@ func (h *Hub) lookup(name string) (*Session, error) {
 	h.mu.Unlock()
 	if s != nil {
 		<-s.ready
-		if s.startErr == nil {
-			return s, nil
+		if h.waitSwapOf(context.Background(), s) {
+			s = nil
 		}
+	}
+	if s != nil && s.startErr == nil {
+		return s, nil
+	}
+	if err := h.swappedError(name); err != nil {
+		return nil, err
 	}
 	if note := h.peekDeathNote(name); note != "" {
 		return nil, &wire.Error{Code: wire.CodeDead, Message: note}
@@ -609,6 +628,9 @@ func (h *Hub) Kill(name string) (string, error) {
 	s := h.sessions[name]
 	h.mu.Unlock()
 	if s == nil {
+		if msg, ok := h.killSwap(name); ok {
+			return msg, nil
+		}
 		if h.takeDeathNote(name) != "" {
 			return fmt.Sprintf("session '%s' was already dead; its name is free", name), nil
 		}
@@ -740,5 +762,6 @@ func (h *Hub) List() *wire.SessionList {
 	for _, d := range h.deadNames("") {
 		l.Dead = append(l.Dead, wire.DeadInfo{Name: d, Note: h.peekDeathNote(d)})
 	}
+	l.Swapped = h.listSwapped()
 	return l
 }

@@ -456,6 +456,10 @@ func (s *Session) readFrames() {
 			s.onChunk(f)
 		case *proto.Ack:
 			s.onAck(f)
+		case *proto.Swapped:
+			s.hub.onSwapped(s, f)
+		case *proto.Restored:
+			s.hub.onRestored(s, f)
 		case *proto.Out:
 			s.mu.Lock()
 			s.takeOutputLocked(f.Data)

@@ -28,6 +28,7 @@ Before you start, call sessions and reuse a session whose names and cwd fit the 
 - interrupt raises KeyboardInterrupt in the running cell. kill ends a session and frees its name.
 - Output is capped at 30,000 characters per reply (head and tail kept): print summaries, not whole data sets.
 - A session that died is reported with how it died on the next exec under its name.
+- A session idle for a day goes to disk; the next exec under its name brings it back with a note of what did not survive (sockets, open files, threads).
 
 This is not a sandbox: code runs with the user's privileges.`
 

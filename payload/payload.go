@@ -36,7 +36,8 @@ const WorkerModule = "replhub_worker"
 // Build returns the framed payload (length line + zlib bytes) for the
 // worker and extra modules.
 func Build(extra map[string]Module) ([]byte, error) {
-	mods := map[string]Module{WorkerModule: {Src: string(boot.Worker)}, "replhub_tk": {Src: string(boot.Toolkit)}}
+	mods := map[string]Module{WorkerModule: {Src: string(boot.Worker)}, "replhub_tk": {Src: string(boot.Toolkit)},
+		"replhub_swap": {Src: string(boot.Swap)}}
 	for k, v := range extra {
 		mods[k] = v
 	}

@@ -208,8 +208,10 @@ func TestSessionLostWithTheHub(t *testing.T) {
 	_, err = os.Stat(live)
 	assert.True(t, os.IsNotExist(err), "a kill removes the record")
 
-	// A graceful stop ends the rest with a note that says so, and leaves
-	// no record behind.
+	// A graceful stop ends the rest with a note that says so (with
+	// swapping off: else it swaps them, see swap_test.go), and leaves no
+	// record behind.
+	e.WriteConfig(`{"swap_after_hours": 0}`)
 	e.StopHub()
 	ents, err = os.ReadDir(e.Paths.LiveDir())
 	require.NoError(t, err)

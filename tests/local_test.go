@@ -349,6 +349,7 @@ func TestDeathsAreReported(t *testing.T) {
 
 func TestHubStopLeavesDeathNotes(t *testing.T) {
 	e := hubtest.Start(t)
+	e.WriteConfig(`{"swap_after_hours": 0}`) // else a stop swaps them (swap_test.go)
 	newer, _ := hubtest.PickPythons(t)
 	res, _ := execJSON(t, e, "victim", "import os; os.getpid()", "--python", newer)
 	r := e.Run("stop")

@@ -63,7 +63,7 @@ func (r *Result) Text() string {
 // Text renders the session list; with detail, every field of each session.
 func (l *SessionList) Text(detail bool) string {
 	var b strings.Builder
-	if len(l.Sessions) == 0 && len(l.Dead) == 0 {
+	if len(l.Sessions) == 0 && len(l.Dead) == 0 && len(l.Swapped) == 0 {
 		b.WriteString("no sessions\n")
 	}
 	for _, s := range l.Sessions {
@@ -86,6 +86,12 @@ func (l *SessionList) Text(detail bool) string {
 	}
 	for _, d := range l.Dead {
 		fmt.Fprintf(&b, "%s  dead: %s\n", d.Name, d.Note)
+	}
+	for _, s := range l.Swapped {
+		b.WriteString(s.Line() + "\n")
+		if detail {
+			fmt.Fprintf(&b, "    names: %s\n    swap: %s\n", strings.Join(s.Names, ", "), s.Path)
+		}
 	}
 	if detail {
 		h := l.Hub
@@ -161,5 +167,12 @@ func (l *SessionList) Only(name string) bool {
 		}
 	}
 	l.Dead = dead
-	return len(live)+len(dead) > 0
+	swapped := l.Swapped[:0]
+	for _, s := range l.Swapped {
+		if s.Name == name {
+			swapped = append(swapped, s)
+		}
+	}
+	l.Swapped = swapped
+	return len(live)+len(dead)+len(swapped) > 0
 }

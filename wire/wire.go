@@ -87,6 +87,8 @@ type Request struct {
 	Local string `json:"local,omitempty"`
 	// Progress asks for progress replies while the request blocks.
 	Progress bool `json:"progress,omitempty"`
+	// Force swaps a session even with a background job running (OpSwap).
+	Force bool `json:"force,omitempty"`
 }
 
 // Stream is a push's or pull's progress: Done bytes of Size have moved.
@@ -113,6 +115,8 @@ type Reply struct {
 	Message  string       `json:"message,omitempty"`
 	// Stream is a push's or pull's progress.
 	Stream *Stream `json:"stream,omitempty"`
+	// Swaps answers OpSwap.
+	Swaps []SwapOutcome `json:"swaps,omitempty"`
 }
 
 // Progress tells a waiting client that its cell still runs.
@@ -245,6 +249,8 @@ type SessionList struct {
 	Sessions []SessionInfo `json:"sessions"`
 	// Dead lists names whose death note nobody has read yet.
 	Dead []DeadInfo `json:"dead,omitempty"`
+	// Swapped lists sessions on disk.
+	Swapped []SwappedInfo `json:"swapped,omitempty"`
 }
 
 // DeadInfo is a session that died on its own, its note not yet shown.

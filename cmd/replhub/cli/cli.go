@@ -99,6 +99,7 @@ starts on first use. This is not a sandbox: code runs with your privileges.`,
 		newExecCmd(e), newWaitCmd(e), newInterruptCmd(e), newKillCmd(e),
 		newSessionsCmd(e), newStartCmd(e), newStopCmd(e), newRestartCmd(e), newHubCmd(e),
 		newMCPCmd(e), newSelfTestCmd(e), newPushCmd(e), newPullCmd(e),
+		newSwapCmd(e),
 	)
 	return root
 }

@@ -315,11 +315,11 @@ still running. Sessions on other hosts end, as at stop.`,
 func newStopCmd(e *env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "stop",
-		Short: "Stop the hub and end all its sessions",
+		Short: "Stop the hub: idle sessions go to disk, the rest end",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return e.message(cmd.Context(), func(c *client.Client) (string, error) {
-				return c.Stop(cmd.Context())
+				return c.StopAndWait(cmd.Context())
 			})
 		},
 	}

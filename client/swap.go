@@ -1,0 +1,69 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/replhub/replhub/wire"
+)
+
+// Swap swaps session name to disk now; force swaps it even while a
+// background job runs (the job ends). With name "" it runs the hub's
+// sweep: every session nobody has used for swap_after_hours.
+func (c *Client) Swap(ctx context.Context, name string, force bool) (*wire.Reply, error) {
+	return c.Do(ctx, wire.Request{Op: wire.OpSwap, Name: name, Force: force}, nil)
+}
+
+// stopWait bounds StopAndWait: a hub swaps its sessions for at most 90 s
+// before it stops.
+const stopWait = 100 * time.Second
+
+// StopAndWait is Stop, then waits until the hub's process has exited: a
+// stopping hub first swaps its sessions to disk, and a new hub must not
+// start sessions under their names before the swaps are there.
+func (c *Client) StopAndWait(ctx context.Context) (string, error) {
+	pid := c.hubPid()
+	msg, err := c.Stop(ctx)
+	if err != nil || pid <= 0 {
+		return msg, err
+	}
+	deadline := time.Now().Add(stopWait)
+	for time.Now().Before(deadline) {
+		if !processAlive(pid) {
+			return msg, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return "", fmt.Errorf("client: the hub (pid %d) did not exit within %s; see its log", pid, stopWait)
+}
+
+// hubPid is the pid in the hub's pid file, or 0.
+func (c *Client) hubPid() int {
+	b, err := os.ReadFile(c.Paths.PidFile())
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+// processAlive reports whether pid runs (a zombie does not).
+func processAlive(pid int) bool {
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+	}
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}

@@ -1,0 +1,70 @@
+package hub
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/proto"
+	"github.com/replhub/replhub/wire"
+)
+
+// Only a regular file of ours with no group or other bits may be loaded.
+func TestCheckSwapFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	require.NoError(t, os.WriteFile(good, []byte("x"), 0o600))
+	link := filepath.Join(dir, "link")
+	require.NoError(t, os.Symlink(good, link))
+	loose := filepath.Join(dir, "loose")
+	require.NoError(t, os.WriteFile(loose, []byte("x"), 0o600))
+	require.NoError(t, os.Chmod(loose, 0o604))
+	for path, want := range map[string]string{good: "", link: "is a symbolic link", loose: "has mode 0604", dir: "not a regular file"} {
+		fi, err := os.Lstat(path)
+		require.NoError(t, err)
+		err = checkSwapFile(path, fi)
+		if want == "" {
+			assert.NoError(t, err)
+			continue
+		}
+		assert.ErrorContains(t, err, want, path)
+		f, _, err := openSwapFile(path)
+		if f != nil {
+			f.Close()
+		}
+		assert.Error(t, err, path)
+	}
+	f, _, err := openSwapFile(good)
+	require.NoError(t, err)
+	f.Close()
+}
+
+// The restore note says, in one block, all that a user must know.
+func TestSwapNote(t *testing.T) {
+	rec := &swapRecord{Name: "chirp", When: time.Now().Add(-2 * time.Hour), Why: "nobody used it for 24h",
+		Host: "local", Skipped: []proto.SwapSkip{{Name: "sock", Why: "TypeError: no"}},
+		Threads: []string{"ticker (daemon)"}, Children: []string{"pid 7: sleep 9"},
+		Output: "between cells\n", Result: &wire.Result{Cell: 3, Status: wire.StatusOK, Output: "late\n", Value: ptr("42")}}
+	note := rec.note(wire.SessionInfo{Python: "3.11.7", Cwd: "/w"}, &proto.Restored{OK: true, Names: []string{"a", "b"},
+		Skipped: []proto.SwapSkip{{Name: "f", Why: "AttributeError: gone"}}, Note: "its folder /x is gone"})
+	for _, want := range []string{
+		"session 'chirp' was swapped to disk at ", "(2h0m ago; nobody used it for 24h) and is back: 2 names, python 3.11.7, cwd /w",
+		"\nnot swapped (it did not pickle): sock (TypeError: no)",
+		"\nnot restored (it did not load): f (AttributeError: gone)",
+		"\nthreads that were running then (they are not now): ticker (daemon)",
+		"\nchild processes that were running then (ended): pid 7: sleep 9",
+		"\nits folder /x is gone",
+		"\noutput nobody had read:\n    between cells",
+		"\ncell 3's reply, which nobody had read:\n    late\n    Out[3]: 42",
+	} {
+		assert.Contains(t, note, want)
+	}
+	assert.False(t, strings.HasSuffix(note, "\n"))
+}
+
+func ptr(s string) *string { return &s }
