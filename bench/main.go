@@ -2,7 +2,7 @@
 // prints a table of medians and ratios. It builds the binary and runs a
 // private hub in a temporary folder; nothing of the user's is touched.
 //
-//	go run ./bench [-python PATH] [-n RUNS] [-remote=false] [-objects] [-swap] [-transfers K] [-durable]
+//	go run ./bench [-python PATH] [-n RUNS] [-remote=false] [-objects] [-swap] [-transfers K] [-durable] [-linger]
 package main
 
 import (
@@ -27,6 +27,7 @@ var (
 	transfers   *int
 	swapOnly    *bool
 	durableOnly *bool
+	lingerOnly  *bool
 )
 
 func main() {
@@ -37,6 +38,7 @@ func main() {
 	transfers = flag.Int("transfers", 3, "rounds of the 1 GiB push/pull and its baselines")
 	swapOnly = flag.Bool("swap", false, "measure only swap and restore of a 100 MB namespace")
 	durableOnly = flag.Bool("durable", false, "measure only the adoption of live sessions by a new hub")
+	lingerOnly = flag.Bool("linger", false, "measure only a remote session's reattach after its link drops")
 	flag.Parse()
 	if err := run(*python, *n); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -132,7 +134,15 @@ func run(python string, n int) error {
 	var rows []row
 	fmt.Printf("python %s, %d runs per whole-process figure\n\n", w.py, n)
 
-	if *swapOnly || (!*objectsOnly && !*durableOnly) {
+	if *lingerOnly {
+		lr, err := lingerRows(w, min(n, 10))
+		if err != nil {
+			return err
+		}
+		rows = append(rows, lr...)
+		*remoteFlag = false
+	}
+	if *swapOnly || (!*objectsOnly && !*durableOnly && !*lingerOnly) {
 		sr, err := swapRows(w, 5)
 		if err != nil {
 			return err
@@ -150,7 +160,7 @@ func run(python string, n int) error {
 		*remoteFlag = false
 	}
 	var localRT time.Duration
-	if !*objectsOnly && !*durableOnly && !*swapOnly {
+	if !*objectsOnly && !*durableOnly && !*swapOnly && !*lingerOnly {
 		lr, rt, err := localRows(w, n)
 		if err != nil {
 			return err

@@ -50,7 +50,7 @@ def run(payload):
     importer = MemoryImporter(table["modules"])
     sys.meta_path.insert(0, importer)
     main = __import__(table["main"])
-    main.main(["--stdio"])
+    main.main(table.get("argv") or ["--stdio"])
 
 
 run(PAYLOAD)  # noqa: F821 (set by the stub)

@@ -3,6 +3,7 @@ package boot
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -47,14 +48,17 @@ func (c *frameConn) next() (map[string]any, []byte) {
 	return h, data
 }
 
-// cell reads frames until a done frame and out frames up to fence have
-// come, and returns both.
-func (c *frameConn) cell(fence string) (done map[string]any, out []byte) {
+// cell reads frames until cell n's done frame and out frames up to fence
+// have come, and returns both. An adopted worker sends its last done frame
+// again, which is skipped here as a hub skips it.
+func (c *frameConn) cell(n int, fence string) (done map[string]any, out []byte) {
 	for i := 0; i < 10000 && (done == nil || !strings.Contains(string(out), fence)); i++ {
 		h, data := c.next()
 		switch h["op"] {
 		case "done":
-			done = h
+			if cell, _ := h["cell"].(float64); int(cell) == n {
+				done = h
+			}
 		case "out":
 			out = append(out, data...)
 		}
@@ -134,14 +138,14 @@ func TestDurableWorkerIsAdopted(t *testing.T) {
 		assert.EqualValues(t, 2, h["cell"])
 		assert.Equal(t, true, h["running"], "its done frame is still to come")
 		assert.Equal(t, "<F2>", h["fence"])
-		done, out := next.cell("<F2>")
+		done, out := next.cell(2, "<F2>")
 		assert.EqualValues(t, 2, done["cell"])
 		assert.Equal(t, "6", done["value"])
 		assert.Equal(t, "while alone\n<F2>", string(out))
 
 		// It goes on with the new hub; output now comes in out frames.
 		next.send(map[string]any{"op": "exec", "cell": 3, "code": "print('to the new hub'); x", "fence": "<F3>"})
-		done, out = next.cell("<F3>")
+		done, out = next.cell(3, "<F3>")
 		assert.Equal(t, "5", done["value"])
 		assert.Equal(t, "to the new hub\n<F3>", string(out))
 
@@ -155,5 +159,108 @@ func TestDurableWorkerIsAdopted(t *testing.T) {
 			_, err := os.Stat(sock)
 			return os.IsNotExist(err)
 		})
+	})
+}
+
+// A worker on a host (--linger) serves its socket in a private
+// $XDG_RUNTIME_DIR, says where in its ready frame, takes a new hub over
+// from one that still looks attached (a link that died silently), moves
+// its socket to the fallback folder when its folder goes, and ends, its
+// socket with it, when no hub came within its linger.
+func TestLingeringWorker(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		xdg, err := os.MkdirTemp("", "xdg-")
+		require.NoError(t, err)
+		defer os.RemoveAll(xdg)
+		require.NoError(t, os.Chmod(xdg, 0o700))
+		w := startWorkerEnv(t, py, []string{"XDG_RUNTIME_DIR=" + xdg}, "--linger", "2")
+		sock, alt := w.ready.str("sock"), w.ready.str("sock_alt")
+		require.Equal(t, xdg, filepath.Dir(sock), "%v", w.ready.h)
+		assert.Equal(t, fmt.Sprintf("/tmp/replhub-%d/%s", os.Getuid(), filepath.Base(sock)), alt)
+		ents, _ := os.ReadDir(xdg)
+		require.Len(t, ents, 1, "the socket and nothing else")
+		fi, err := os.Stat(sock)
+		require.NoError(t, err)
+		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+		w.run("x = 5", 10*time.Second)
+
+		adopt := func(path string) *frameConn {
+			c, err := net.Dial("unix", path)
+			require.NoError(t, err)
+			t.Cleanup(func() { c.Close() })
+			c.SetDeadline(time.Now().Add(20 * time.Second))
+			fc := &frameConn{t: t, br: bufio.NewReader(c), w: c}
+			fc.send(map[string]any{"op": "adopt"})
+			h, _ := fc.next()
+			require.Equal(t, "ready", h["op"])
+			require.Equal(t, true, h["adopted"])
+			return fc
+		}
+		// Something that is not a hub is dropped; the worker goes on.
+		c, err := net.Dial("unix", sock)
+		require.NoError(t, err)
+		c.Write([]byte("not a frame\n"))
+		c.Close()
+
+		// The first hub still holds its pipes; a new one takes over.
+		next := adopt(sock)
+		next.send(map[string]any{"op": "exec", "cell": 2, "code": "x + 1", "fence": "<F2>"})
+		done, _ := next.cell(2, "<F2>")
+		assert.Equal(t, "6", done["value"])
+		// And again, over a link that looks alive.
+		third := adopt(sock)
+		third.send(map[string]any{"op": "exec", "cell": 3, "code": "x + 2", "fence": "<F3>"})
+		done, _ = third.cell(3, "<F3>")
+		assert.Equal(t, "7", done["value"])
+
+		// The hub goes, then the folder: the socket moves.
+		third.w.(net.Conn).Close()
+		require.NoError(t, os.RemoveAll(xdg))
+		waitGone(t, "the socket in its old folder", 3*time.Second, func() bool {
+			_, err := os.Stat(alt)
+			return err == nil
+		})
+		fourth := adopt(alt)
+		fourth.send(map[string]any{"op": "exec", "cell": 4, "code": "x + 3", "fence": "<F4>"})
+		done, _ = fourth.cell(4, "<F4>")
+		assert.Equal(t, "8", done["value"])
+
+		// No hub for longer than the linger: the worker ends, its socket
+		// with it.
+		fourth.w.(net.Conn).Close()
+		pid := w.cmd.Process.Pid
+		waitGone(t, "the worker", 8*time.Second, func() bool { return !alive(pid) })
+		waitGone(t, "the socket", 2*time.Second, func() bool {
+			_, err := os.Stat(alt)
+			return os.IsNotExist(err)
+		})
+	})
+}
+
+// The folder of a lingering worker's socket must be a real folder of the
+// socket's owner with no group or other bits.
+func TestLingerFolderChecks(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		dir := t.TempDir()
+		path, err := Install(dir)
+		require.NoError(t, err)
+		good := filepath.Join(dir, "good")
+		require.NoError(t, os.Mkdir(good, 0o700))
+		open := filepath.Join(dir, "open")
+		require.NoError(t, os.Mkdir(open, 0o755))
+		link := filepath.Join(dir, "link")
+		require.NoError(t, os.Symlink(good, link))
+		other := filepath.Join(dir, "other")
+		require.NoError(t, os.Mkdir(other, 0o700))
+		require.NoError(t, os.Chown(other, 4242, 4242))
+		made := filepath.Join(dir, "made")
+		code := fmt.Sprintf(`import importlib.util, os, stat
+spec = importlib.util.spec_from_file_location("w", %q)
+w = importlib.util.module_from_spec(spec); spec.loader.exec_module(w)
+print([w._private_dir(p) for p in (%q, %q, %q, %q, %q)], w._private_dir(%q, create=True), oct(stat.S_IMODE(os.stat(%q).st_mode)))`,
+			path, good, open, link, other, made, made, made)
+		out, err := exec.Command(py, "-c", code).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		assert.Equal(t, "[True, False, False, False, False] True 0o700", strings.TrimSpace(string(out)))
 	})
 }

@@ -74,6 +74,11 @@ def _grow_pipe(fd):
         pass
 
 
+def _monotonic():
+    import time
+    return time.monotonic()
+
+
 def _cap(text, limit):
     """Keep head and tail of text within limit characters."""
     if len(text) <= limit:
@@ -150,7 +155,13 @@ class Channel(object):
         # hub (held: its header line).
         self.durable = False
         self.down = False
+        self.down_at = 0.0
         self.held = None
+        # Each hub connection is a generation, read by its own reader
+        # thread; last_done is the last done frame sent, which a new hub
+        # is sent again (it may have been lost with the link).
+        self.gen = 0
+        self.last_done = None
 
     def _line(self, header, n):
         """header's line, announcing n bytes to follow (None: no payload);
@@ -179,23 +190,46 @@ class Channel(object):
                         self._write(line)
                         if data:
                             self._write(data)
+                        if header.get("op") == "done":
+                            self.last_done = line
                         return
                     except OSError:
                         if not self.durable:
                             raise
-                        self.down = True
+                        self._lost_locked()
                 if header.get("op") == "done":
-                    self.held = line
+                    self.held = self.last_done = line
                     return
         raise OSError(32, "the hub went away")
 
+    def _lost_locked(self):
+        if not self.down:
+            self.down, self.down_at = True, _monotonic()
+
+    def lost(self, gen):
+        """The reader of generation gen met the end of its stream: the
+        channel is down, unless a newer hub has taken it over already.
+        Returns whether gen was the current one."""
+        with self._lock:
+            if gen != self.gen:
+                return False
+            self._lost_locked()
+            return True
+
     def attach(self, fd, first):
         """Take a new hub's connection fd for frames both ways, and send it
-        the lines first, then a held done frame, before any other frame."""
+        the lines first, then the done frame held for it (or, again, the
+        last one sent, which the old link may have lost: a hub ignores a
+        done frame it has), before any other frame. The old connection is
+        shut, which ends its reader (a pipe's only when its writer goes);
+        each reader closes its own file. Returns the new generation's
+        reader file and number."""
+        import socket
         with self._lock:
-            old, old_w = self._r, self._w
+            old_w = self._w
             self._r = os.fdopen(os.dup(fd), "rb", 1 << 16)
             self._w = fd
+            self.gen += 1
             self._big = self._big_in = False
             self.down = False
             try:
@@ -203,14 +237,22 @@ class Channel(object):
                 if self.held is not None:
                     self._write(self.held)
                     self.held = None
+                elif self.last_done is not None:
+                    self._write(self.last_done)
             except OSError:
-                self.down = True
-        try:
-            old.close()
-        except OSError:
-            pass
+                self._lost_locked()
+            r, gen = self._r, self.gen
         if old_w != fd:
+            try:
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, os.dup(old_w))
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                finally:
+                    s.close()
+            except OSError:
+                pass  # a pipe: it ends when its hub (or sshd) goes
             _close(old_w)
+        return r, gen
 
     def send_file(self, header, f, offset, n):
         """Send a frame of n bytes of file f from offset, copied by the kernel
@@ -264,10 +306,12 @@ class Channel(object):
             n = os.write(self._w, view)
             view = view[n:]
 
-    def recv(self):
-        """Return (header, data); None at EOF.  Raises ValueError on a bad frame."""
+    def recv(self, r=None):
+        """Return (header, data) from r (the current generation's reader by
+        default); None at EOF.  Raises ValueError on a bad frame."""
         import json
-        line = self._r.readline()
+        r = r or self._r
+        line = r.readline()
         if not line:
             return None
         try:
@@ -284,19 +328,19 @@ class Channel(object):
             if header["op"] == "chunk" and n > (1 << 20):
                 if not self._big_in:
                     self._big_in = True
-                    _grow_pipe(self._r.fileno())
+                    _grow_pipe(r.fileno())
                 # A file chunk goes into a reused buffer (see release): fresh
                 # 8 MiB objects cost page faults every time.
                 buf = self._pool.pop() if self._pool else bytearray(8 << 20)
                 data = memoryview(buf)[:n]
                 got = 0
                 while got < n:
-                    k = self._r.readinto(data[got:])
+                    k = r.readinto(data[got:])
                     if not k:
                         return None
                     got += k
             else:
-                data = self._r.read(n)
+                data = r.read(n)
                 if len(data) != n:
                     return None
         return header, data
@@ -542,6 +586,51 @@ def _peer_ok(conn):
     return struct.unpack("3i", creds)[1] in ok
 
 
+def _sock_owner():
+    """The uid a durable worker's socket and folder belong to: ours, or
+    for a root worker the user's whose sudo made us root."""
+    if os.getuid() == 0 and os.environ.get("SUDO_UID", "").isdigit():
+        return int(os.environ["SUDO_UID"])
+    return os.getuid()
+
+
+def _private_dir(path, create=False):
+    """Whether path is a real folder (not a link) of the socket's owner,
+    with no group or other bits; with create, a missing one is made so."""
+    import stat
+    owner = _sock_owner()
+    try:
+        st = os.lstat(path)
+    except OSError:
+        if not create:
+            return False
+        try:
+            os.mkdir(path, 0o700)
+            if os.getuid() != owner:
+                os.chown(path, owner, -1)
+        except OSError:
+            return False
+        return _private_dir(path)
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == owner and st.st_mode & 0o077 == 0
+
+
+def _linger_socket():
+    """A remote worker's socket path, its fallback, and why there is none:
+    in $XDG_RUNTIME_DIR when it is the owner's and private (not under
+    sudo, which drops it), else in /tmp/replhub-UID, made 0700 if missing.
+    Nothing else is written there."""
+    import binascii
+    owner = _sock_owner()
+    name = "replhub-%s.sock" % binascii.hexlify(os.urandom(8)).decode()
+    fallback = "/tmp/replhub-%d" % owner
+    xdg = os.environ.get("XDG_RUNTIME_DIR", "")
+    if xdg.startswith("/") and owner == os.getuid() and _private_dir(xdg):
+        return os.path.join(xdg, name), os.path.join(fallback, name), None
+    if _private_dir(fallback, create=True):
+        return os.path.join(fallback, name), None, None
+    return None, None, "%s is not a private folder of uid %d (a real folder, mode 0700)" % (fallback, owner)
+
+
 def _listen(path):
     """The durable worker's socket: 0600, owned by the user whose hub
     drives it (for a root worker, sudo's caller)."""
@@ -584,6 +673,9 @@ class Session(object):
         self.phase, self.key, self.stream = IDLE, None, None
         self.parked = set()  # keys interrupted or cancelled before they started
         self.listener = None  # a durable worker's socket
+        self.sock = None      # its path, and where it moves (_keep_socket)
+        self.sock_alt = None
+        self.linger = None    # seconds a remote worker waits for a hub
         self.pump = None
         self.fence = ""       # the running cell's
         self.last_cell = 0
@@ -616,11 +708,14 @@ class Session(object):
         return call
 
     # -- reader thread -------------------------------------------------
-    def read_loop(self):
+    def read_loop(self, r, gen):
+        """Read the frames of one hub connection (generation gen) until it
+        ends. A durable worker then waits for the next hub (see accept);
+        any other exits: nobody can see it now."""
         seen_frame = False
         while True:
             try:
-                msg = self.chan.recv()
+                msg = self.chan.recv(r)
             except ValueError as e:
                 # Before the first frame, a line that is not one may be a sudo
                 # password that sudo did not read: drop it without a word.
@@ -630,74 +725,126 @@ class Session(object):
             except Exception:
                 msg = None
             if msg is None:
-                # The hub is gone (or the link is).
-                if self.listener is None:
-                    # Nobody can see us now.
-                    if self._tk is not None:
-                        try:
-                            self._tk.abort_transfers()
-                        except Exception:
-                            pass
-                    os._exit(0)
-                self._await_hub()
-                continue
+                break
             seen_frame = True
             try:
                 self.dispatch(*msg)
             except Exception as e:
                 self._send_quietly({"op": "error", "error": _cap("replhub: %s: %s" % (type(e).__name__, e), ERROR_CAP)[0]})
+        try:
+            r.close()
+        except OSError:
+            pass
+        if self.listener is None:
+            if self._tk is not None:
+                try:
+                    self._tk.abort_transfers()
+                except Exception:
+                    pass
+            os._exit(0)
+        if self.chan.lost(gen):
+            self._hub_gone()
 
-    def _await_hub(self):
-        """A durable worker whose hub went away waits for the next one on
-        its socket; the cell goes on meanwhile. The new hub's first frame
-        is adopt; the answer is a ready frame that says where we are."""
-        import json
-        import select
-        self.chan.down = True
+    def _hub_gone(self):
+        """What waited on the hub that went away ends now, with an error."""
         if self._tk is not None:
             try:
                 self._tk.hub_gone()
             except Exception:
                 pass
+
+    def accept_loop(self):
+        """A durable worker's socket, served for the worker's life: the
+        next hub (after a restart, or over a new ssh link) connects, its
+        peer checked, and sends adopt; it then takes the frame stream over
+        from the last one, even one that still looks alive (a link that
+        died without a word). A worker with a linger gives up that long
+        after its hub went away, and exits."""
+        import select
         while True:
+            if self.chan.down and self.linger is not None and _monotonic() - self.chan.down_at > self.linger:
+                _flush()
+                os._exit(0)
+            self._keep_socket()
             try:
+                if not select.select([self.listener], [], [], 1.0)[0]:
+                    continue
                 conn, _ = self.listener.accept()
-            except OSError:
+            except (OSError, ValueError):
                 continue
             fd = None
             try:
-                if not _peer_ok(conn):
-                    continue
-                # The first line, adopt, within 5 s.
-                line = b""
-                while not line.endswith(b"\n") and len(line) < 4096:
-                    if not select.select([conn], [], [], 5.0)[0]:
-                        break
-                    got = conn.recv(1)
-                    if not got:
-                        break
-                    line += got
-                try:
-                    header = json.loads(line.decode("utf-8"))
-                except ValueError:
-                    continue
-                if not isinstance(header, dict) or header.get("op") != "adopt":
-                    continue
-                fd = conn.detach()
+                if _peer_ok(conn) and self._read_adopt(conn):
+                    fd = conn.detach()
+            except OSError:
+                pass
             finally:
                 if fd is None:
                     conn.close()
-            with self.cond:
-                running = self.key is not None and self.key[0] == "cell" and self.phase != IDLE
-                cell = self.key[1] if running else self.last_cell
-                ready = json.loads(_ready_frame(self.has_cloudpickle).decode("utf-8"))
-                ready.update(adopted=True, cell=cell,
-                             running=running or self.chan.held is not None,
-                             fence=self.fence if running or self.chan.held is not None else "")
-                first = (json.dumps(ready, separators=(",", ":")) + "\n").encode("utf-8")
-                self.chan.attach(fd, first)
-            self.pump.attach(self.chan)
+            if fd is not None:
+                self._adopt(fd)
+
+    @staticmethod
+    def _read_adopt(conn):
+        """Whether the first line, within 5 s, is an adopt frame."""
+        import json
+        import select
+        line = b""
+        while not line.endswith(b"\n") and len(line) < 4096:
+            if not select.select([conn], [], [], 5.0)[0]:
+                return False
+            got = conn.recv(1)
+            if not got:
+                return False
+            line += got
+        try:
+            header = json.loads(line.decode("utf-8"))
+        except ValueError:
+            return False
+        return isinstance(header, dict) and header.get("op") == "adopt"
+
+    def _adopt(self, fd):
+        """Make the hub on fd ours: a ready frame that says where we are,
+        what waited for a hub, then frames and output (as out frames)."""
+        import json
+        import threading
+        was_down = self.chan.down
+        with self.cond:
+            running = self.key is not None and self.key[0] == "cell" and self.phase != IDLE
+            cell = self.key[1] if running else self.last_cell
+            held = self.chan.held is not None
+            ready = json.loads(_ready_frame(self.has_cloudpickle, self.sock_fields).decode("utf-8"))
+            ready.update(adopted=True, cell=cell, running=running or held,
+                         fence=self.fence if running or held else "")
+            first = (json.dumps(ready, separators=(",", ":")) + "\n").encode("utf-8")
+            r, gen = self.chan.attach(fd, first)
+        if not was_down:
+            self._hub_gone()  # the old hub's requests die with its link
+        self.pump.attach(self.chan)
+        t = threading.Thread(target=self.read_loop, args=(r, gen), name="replhub-reader")
+        t.daemon = True
+        t.start()
+
+    @property
+    def sock_fields(self):
+        """The ready frame's word on a remote worker's socket."""
+        if self.linger is None:
+            return ()
+        return (("sock", self.sock), ("sock_alt", self.sock_alt))
+
+    def _keep_socket(self):
+        """A socket whose folder went (a runtime folder removed at logout)
+        moves, once, to the fallback folder, where the hub looks next."""
+        if not self.sock_alt or os.path.exists(self.sock):
             return
+        try:
+            if _private_dir(os.path.dirname(self.sock_alt)):
+                ln = _listen(self.sock_alt)
+                old, self.listener = self.listener, ln
+                old.close()
+                self.sock, self.sock_alt = self.sock_alt, None
+        except OSError:
+            pass
 
     def _send_quietly(self, header):
         try:
@@ -1044,7 +1191,7 @@ class Session(object):
         return _cap(text, VALUE_CAP)[0]
 
 
-def _start_reaper(drain=None, sock=None):
+def _start_reaper(drain=None, socks=()):
     """Make the worker's death, however it comes (os._exit, a crash in C,
     SIGKILL from the OOM killer), take its process group with it: children
     a cell started (a subprocess, a background job) would otherwise run on.
@@ -1074,7 +1221,7 @@ def _start_reaper(drain=None, sock=None):
     if pid == 0:
         try:
             if os.fork() == 0:
-                _reap(r, pgid, drain, sock)
+                _reap(r, pgid, drain, socks)
         finally:
             os._exit(0)
     os.close(r)
@@ -1103,11 +1250,11 @@ def _parent_is_sudo():
         return "SUDO_UID" in os.environ  # no /proc (macOS): sudo sets it
 
 
-def _reap(r, pgid, drain=None, sock=None):
+def _reap(r, pgid, drain=None, socks=()):
     """The reaper's life: wait for EOF on r, then kill the group. A durable
     worker's reaper also keeps drain (the output pipe's read end and the
     first hub's output stream), to pass on the dying worker's last words
-    that its pump had no time to, and removes its socket, sock."""
+    that its pump had no time to, and removes its sockets, socks."""
     import signal
     for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGPIPE", "SIGTSTP", "SIGTTIN", "SIGTTOU"):
         if hasattr(signal, name):
@@ -1130,7 +1277,7 @@ def _reap(r, pgid, drain=None, sock=None):
                 break
         except OSError:
             break
-    if sock:
+    for sock in socks:
         try:
             os.unlink(sock)
         except OSError:
@@ -1187,7 +1334,7 @@ def _setup_fds(durable=False):
     return rfd, wfd, pipe
 
 
-def _ready_frame(has_cloudpickle):
+def _ready_frame(has_cloudpickle, extra=()):
     # Written by hand: importing json costs milliseconds that a session's start
     # should not pay before "ready".  repr() of a str is not JSON, so escape.
     def js(s):
@@ -1211,10 +1358,11 @@ def _ready_frame(has_cloudpickle):
     except OSError:
         cwd = ""
     v = sys.version_info
+    more = "".join(',"%s":%s' % (k, js(val)) for k, val in extra if val)
     return ('{"op":"ready","proto":%d,"python":"%d.%d.%d","pid":%d,"cwd":%s,"executable":%s,'
-            '"cloudpickle":%s}\n' % (PROTO, v[0], v[1], v[2], os.getpid(), js(cwd),
-                                     js(sys.executable or ""),
-                                     "true" if has_cloudpickle else "false")).encode("utf-8")
+            '"cloudpickle":%s%s}\n' % (PROTO, v[0], v[1], v[2], os.getpid(), js(cwd),
+                                       js(sys.executable or ""),
+                                       "true" if has_cloudpickle else "false", more)).encode("utf-8")
 
 
 def _load_tk(cloudpickle_dir):
@@ -1270,10 +1418,19 @@ def main(argv):
     if "--modules" in argv:
         # The user's modules, after everything else on the path.
         sys.path.append(argv[argv.index("--modules") + 1])
-    sock = None
+    sock = sock_alt = linger = None
+    ready_extra = ()
     if "--durable" in argv:
         # Outlive the hub: serve a socket that the next hub adopts us on.
         sock = argv[argv.index("--durable") + 1]
+    elif "--linger" in argv:
+        # On a host: outlive the link for that many seconds.
+        sock, sock_alt, why = _linger_socket()
+        if sock is not None:
+            linger = float(argv[argv.index("--linger") + 1])
+            ready_extra = (("sock", sock), ("sock_alt", sock_alt))
+        else:
+            ready_extra = (("linger_error", why),)
     rfd, wfd, pipe = _setup_fds(durable=sock is not None)
     sys.argv = [""]
     # A REPL's sys.path[0] is the current directory, not the worker's folder.
@@ -1285,10 +1442,10 @@ def main(argv):
         chan.durable = True
         listener = _listen(sock)
     has_cloudpickle = _has_cloudpickle(cloudpickle_dir)
-    chan.send_raw(_ready_frame(has_cloudpickle))
+    chan.send_raw(_ready_frame(has_cloudpickle, ready_extra))
     # After "ready", so that the hub does not wait for its ~2 ms; before
     # any thread, so that the forks copy no lock another thread holds.
-    _start_reaper(pipe, sock)
+    _start_reaper(pipe, [p for p in (sock, sock_alt) if p])
     # A crash in C code then leaves its Python traceback as the session's
     # last words, which the hub keeps in the death note.
     import faulthandler
@@ -1304,13 +1461,15 @@ def main(argv):
     session.has_cloudpickle = has_cloudpickle
     if sock is not None:
         session.listener = listener
+        session.sock, session.sock_alt, session.linger = sock, sock_alt, linger
         session.pump = Pump(*pipe)
-        t = threading.Thread(target=session.pump.run, name="replhub-output")
-        t.daemon = True
-        t.start()
+        for target, name in ((session.pump.run, "replhub-output"), (session.accept_loop, "replhub-accept")):
+            t = threading.Thread(target=target, name=name)
+            t.daemon = True
+            t.start()
         os._exit = session.pump.exit_after_drain(os._exit)
     signal.signal(signal.SIGINT, chan.sigint.handler)
-    t = threading.Thread(target=session.read_loop, name="replhub-reader")
+    t = threading.Thread(target=session.read_loop, args=(chan._r, chan.gen), name="replhub-reader")
     t.daemon = True
     t.start()
     session.serve()

@@ -147,12 +147,21 @@ func (l *lockedBuffer) String() string {
 
 func startWorker(t *testing.T, py string, args ...string) *worker {
 	t.Helper()
+	return startWorkerEnv(t, py, nil, args...)
+}
+
+// startWorkerEnv starts a worker with env added to the test's environment.
+func startWorkerEnv(t *testing.T, py string, env []string, args ...string) *worker {
+	t.Helper()
 	dir := t.TempDir()
 	path, err := Install(dir)
 	require.NoError(t, err)
 	w := &worker{t: t, dir: dir, frames: make(chan frame, 256)}
 	w.cmd = exec.Command(py, append([]string{path, "--stdio"}, args...)...)
 	w.cmd.Dir = dir
+	if env != nil {
+		w.cmd.Env = append(os.Environ(), env...)
+	}
 	w.cmd.Stderr = &w.out
 	w.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	w.in, err = w.cmd.StdinPipe()

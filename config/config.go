@@ -39,6 +39,8 @@ type File struct {
 	// A session that sends a bigger one is ended: the hub would have to
 	// hold it whole.
 	MaxObjectMB int64 `json:"max_object_mb,omitempty"`
+	// Linger: see linger.go. Also settable per host.
+	Linger *float64 `json:"linger,omitempty"`
 	// SwapAfterHours and SwapKeepDays: see swap.go.
 	SwapAfterHours *float64 `json:"swap_after_hours,omitempty"`
 	SwapKeepDays   *float64 `json:"swap_keep_days,omitempty"`
@@ -60,6 +62,8 @@ type Settings struct {
 	Jump    *[]string `json:"jump,omitempty"`
 	Pythons []string  `json:"pythons,omitempty"`
 	Sudo    string    `json:"sudo,omitempty"`
+	// Linger: see linger.go; nil is unset.
+	Linger *float64 `json:"linger,omitempty"`
 	// Reach are host patterns (globs, as for "hosts"; Local names this
 	// machine) whose sessions a session on this host may act on, besides
 	// those of its own host. Nil is unset: a session reaches its own host
@@ -95,6 +99,7 @@ func Parse(b []byte, name string) (*File, error) {
 		Sudo        string          `json:"sudo"`
 		SudoTimeout float64         `json:"sudo_timeout"`
 		MaxObjectMB int64           `json:"max_object_mb"`
+		Linger      *float64        `json:"linger"`
 		SwapAfter   *float64        `json:"swap_after_hours"`
 		SwapKeep    *float64        `json:"swap_keep_days"`
 		Hosts       json.RawMessage `json:"hosts"`
@@ -105,8 +110,11 @@ func Parse(b []byte, name string) (*File, error) {
 		return nil, fmt.Errorf("config: %s: %w", name, err)
 	}
 	f := &File{Pythons: top.Pythons, Sudo: top.Sudo, SudoTimeout: top.SudoTimeout, MaxObjectMB: top.MaxObjectMB,
-		SwapAfterHours: top.SwapAfter, SwapKeepDays: top.SwapKeep}
+		SwapAfterHours: top.SwapAfter, SwapKeepDays: top.SwapKeep, Linger: top.Linger}
 	if err := f.checkSwap(name); err != nil {
+		return nil, err
+	}
+	if err := checkLinger(f.Linger, name, "linger"); err != nil {
 		return nil, err
 	}
 	if f.SudoTimeout < 0 {
@@ -159,6 +167,9 @@ func parseHosts(b []byte, name string) ([]HostRule, error) {
 		if err := checkSudo(s.Sudo, name, fmt.Sprintf("hosts[%q].sudo", pattern)); err != nil {
 			return nil, err
 		}
+		if err := checkLinger(s.Linger, name, fmt.Sprintf("hosts[%q].linger", pattern)); err != nil {
+			return nil, err
+		}
 		var reach []glob.Glob
 		for _, rp := range s.Reach {
 			rg, err := glob.Compile(rp)
@@ -185,13 +196,13 @@ func (f *File) MaxObject() int64 { return f.MaxObjectMB << 20 }
 
 // Top is the top-level settings alone: those of local sessions.
 func (f *File) Top() Settings {
-	return Settings{Pythons: f.Pythons, Sudo: f.Sudo}
+	return Settings{Pythons: f.Pythons, Sudo: f.Sudo, Linger: f.Linger}
 }
 
 // For merges the settings of every rule whose pattern matches host, in file
 // order, over the top-level ones.
 func (f *File) For(host string) Settings {
-	s := Settings{Pythons: f.Pythons, Sudo: f.Sudo}
+	s := Settings{Pythons: f.Pythons, Sudo: f.Sudo, Linger: f.Linger}
 	for _, r := range f.Hosts {
 		if !r.match.Match(host) {
 			continue
@@ -204,6 +215,9 @@ func (f *File) For(host string) Settings {
 		}
 		if r.Sudo != "" {
 			s.Sudo = r.Sudo
+		}
+		if r.Linger != nil {
+			s.Linger = r.Linger
 		}
 		if r.Reach != nil {
 			s.Reach = r.Reach

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -121,5 +122,25 @@ func TestReachErrors(t *testing.T) {
 	} {
 		_, err := Parse([]byte(in), "config.json")
 		assert.ErrorContains(t, err, want, in)
+	}
+}
+
+func TestLinger(t *testing.T) {
+	f, err := Parse([]byte(`{"linger": 2, "hosts": {"lab-*": {"linger": 0.5}, "lab-7": {"linger": 0}}}`), "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for host, want := range map[string]time.Duration{"web": 2 * time.Minute, "lab-1": 30 * time.Second, "lab-7": 0} {
+		if got := f.For(host).LingerFor(); got != want {
+			t.Errorf("%s: linger %v, want %v", host, got, want)
+		}
+	}
+	if got := (&File{}).For("x").LingerFor(); got != 10*time.Minute {
+		t.Errorf("default linger %v", got)
+	}
+	for _, bad := range []string{`{"linger": -1}`, `{"linger": "10m"}`, `{"hosts": {"a": {"linger": 1e9}}}`} {
+		if _, err := Parse([]byte(bad), "c"); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
 	}
 }

@@ -34,7 +34,8 @@ import (
 // held (unread output, a result nobody collected, notes) in the records;
 // a hub that was killed could not, and the adopting hub says so.
 //
-// Remote sessions are not durable yet: they end with their connection.
+// Remote workers outlive a dropped link the same way, for their linger
+// (linger.go), but not yet the hub: a restart swaps them.
 
 // adoptWait bounds an adoption: the connection and the ready frame.
 const adoptWait = 3 * time.Second

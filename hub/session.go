@@ -83,6 +83,8 @@ type Session struct {
 	sock        string
 	workerStart string
 	verdict     chan error // the watcher's verdict
+	// lingering is a remote worker that outlives its link (linger.go).
+	lingering *linkProc
 }
 
 // run is one cell from exec to collection.
@@ -168,6 +170,9 @@ func (s *Session) start(ctx context.Context, o startOpts) error {
 	}
 	s.proc = p
 	s.w = proto.NewWriter(p.Stdin())
+	if lp, ok := p.(*linkProc); ok {
+		lp.frames = s.w
+	}
 	verdict := make(chan error, 1)
 	s.mu.Lock()
 	s.info.Pid = p.Pid()
@@ -323,6 +328,13 @@ func (s *Session) awaitReady(onStub func() error) error {
 			s.sock = lp.sock
 			_, s.workerStart, _ = procStat(f.Pid)
 		}
+		if lp, ok := s.proc.(*linkProc); ok {
+			s.lingering = lp
+			lp.setSocket(f.Sock, f.SockAlt)
+			if f.LingerError != "" {
+				s.notes = append(s.notes, "this session ends if its link drops: "+f.LingerError)
+			}
+		}
 		s.mu.Unlock()
 		return nil
 	}
@@ -422,13 +434,20 @@ func (s *Session) readFrames() {
 			var v *proto.Violation
 			if errors.As(err, &v) {
 				s.endForViolation(v.Error())
+				return
+			}
+			if lp, ok := s.proc.(*linkProc); ok && lp.awaitLink() {
+				s.frames.Reset()
+				continue
 			}
 			return
 		}
 		switch f := m.(type) {
 		case *proto.Done:
 			s.mu.Lock()
-			if r := s.cur; r != nil && r.cell == f.Cell && r.done == nil {
+			// A reattached worker sends its last done frame again, which
+			// the old link may have lost: one already had is ignored.
+			if r := s.cur; r != nil && r.cell == f.Cell && r.done == nil && !r.isFinished() {
 				r.done = f
 				if f.Names != nil {
 					s.names = f.Names
@@ -609,6 +628,9 @@ func (e *BusyError) Error() string {
 
 // exec runs code as the next cell and waits up to timeout for it.
 func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, progress func(*wire.Progress)) (*wire.Result, error) {
+	if err := s.awaitLink(ctx, timeout); err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	if s.state == stateDead {
 		s.mu.Unlock()
@@ -618,6 +640,7 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 		s.mu.Unlock()
 		return nil, &wire.Error{Code: wire.CodeBusy, Message: (&BusyError{s.name, r.cell, time.Since(r.start)}).Error()}
 	}
+
 	if op := s.serving; op != nil {
 		s.mu.Unlock()
 		return nil, &wire.Error{Code: wire.CodeBusy, Message: fmt.Sprintf("session '%s' is busy: %s; try again when it is done",
@@ -813,13 +836,18 @@ func (s *Session) interrupt() (string, error) {
 func (s *Session) lostDone(r *run) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.abandonLocked(r, "ResultLost", fmt.Sprintf(
+		"cell %d ended, but its done frame was lost in a malformed frame (did the cell write to the worker's frame pipe?); its value and any exception are unknown", r.cell))
+}
+
+// abandonLocked finishes r, whose done frame will not come, with an error
+// of type typ saying why.
+func (s *Session) abandonLocked(r *run, typ, msg string) {
 	if r.done != nil || r.isFinished() {
 		return
 	}
-	r.done = &proto.Done{Cell: r.cell, Status: wire.StatusError, Error: &wire.CellError{
-		Type:    "ResultLost",
-		Message: fmt.Sprintf("cell %d ended, but its done frame was lost in a malformed frame (did the cell write to the worker's frame pipe?); its value and any exception are unknown", r.cell),
-	}, Duration: time.Since(r.start).Seconds()}
+	r.done = &proto.Done{Cell: r.cell, Status: wire.StatusError, Error: &wire.CellError{Type: typ, Message: msg},
+		Duration: time.Since(r.start).Seconds()}
 	if r.fenceTimer != nil {
 		r.fenceTimer.Stop()
 	}
@@ -863,6 +891,11 @@ func (s *Session) snapshot() wire.SessionInfo {
 		info.State = stateRunning
 		info.Serving = fmt.Sprintf("%s from '%s'", op.kind, op.from)
 		info.RunningS = now.Sub(op.start).Seconds()
+	}
+	if s.lingering != nil {
+		if down, at := s.lingering.isDown(); down {
+			info.LinkDownS = now.Sub(at).Seconds()
+		}
 	}
 	if info.Host == "" {
 		info.Host = "local"

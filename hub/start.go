@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"strconv"
 	"time"
 
 	"github.com/replhub/replhub/config"
@@ -75,17 +76,17 @@ func (h *Hub) startSession(ctx context.Context, s *Session, req wire.Request) er
 		o.launch = func() (Proc, error) { return h.launchLocal(req, withPassword, prompt) }
 		return s.start(ctx, o)
 	}
-	var rp *remoteProc
+	var rp remoteStarter
 	o.launch = func() (Proc, error) {
 		var pw []byte
 		if withPassword {
 			pw = append([]byte(nil), req.Password...)
 		}
 		p, err := h.launchRemote(ctx, s, req, settings, withPassword, prompt, pw)
-		rp = p
 		if err != nil {
 			return nil, err
 		}
+		rp = p
 		return p, nil
 	}
 	if req.Sudo {
@@ -140,9 +141,16 @@ func (h *Hub) launchLocal(req wire.Request, withPassword bool, prompt string) (P
 	return p, nil
 }
 
+// remoteStarter is a remote Proc whose payload a sudo start holds back.
+type remoteStarter interface {
+	Proc
+	sendPayload() error
+}
+
 // launchRemote starts a worker on req.Host over the route's shared ssh
-// connection.
-func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, settings config.Settings, withPassword bool, prompt string, password []byte) (*remoteProc, error) {
+// connection; one that lingers after its link drops (settings' linger)
+// is a linkProc.
+func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, settings config.Settings, withPassword bool, prompt string, password []byte) (remoteStarter, error) {
 	defer sudo.Zero(password)
 	jumps := settings.Jump
 	if req.Jump != nil {
@@ -169,11 +177,17 @@ func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, se
 	s.mu.Lock()
 	s.info.Route = route.String()
 	s.mu.Unlock()
-	conn, err := h.pool.Get(ctx, route, remote.Env{Home: home, AgentSocket: config.Getenv(req.Env, "SSH_AUTH_SOCK")})
+	env := remote.Env{Home: home, AgentSocket: config.Getenv(req.Env, "SSH_AUTH_SOCK")}
+	conn, err := h.pool.Get(ctx, route, env)
 	if err != nil {
 		return nil, err
 	}
-	pl, err := payload.WithUserModules(h.paths.Modules())
+	linger := settings.LingerFor()
+	var argv []string
+	if linger > 0 {
+		argv = []string{"--stdio", "--linger", strconv.FormatFloat(linger.Seconds(), 'f', -1, 64)}
+	}
+	pl, err := payload.WithUserModules(h.paths.Modules(), argv...)
 	if err != nil {
 		conn.Release()
 		return nil, err
@@ -195,7 +209,23 @@ func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, se
 		conn.Release()
 		return nil, err
 	}
-	return &remoteProc{w: w}, nil
+	if linger == 0 {
+		return &remoteProc{w: w}, nil
+	}
+	lp := newLinkProc(w, req.Host, linger)
+	lp.redial = func(ctx context.Context) (*remote.Conn, error) {
+		h.mu.Lock()
+		closing := h.closing
+		h.mu.Unlock()
+		if closing {
+			return nil, errHubStopping
+		}
+		return h.pool.Get(ctx, route, env)
+	}
+	lp.onDown, lp.onUp = s.linkDown, s.linkUp
+	lp.logf = func(msg string, args ...any) { h.log.Info(msg, append([]any{"session", s.name}, args...)...) }
+	lp.start()
+	return lp, nil
 }
 
 // promptFor is what the askpass program shows.

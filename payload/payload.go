@@ -34,8 +34,9 @@ type Module struct {
 const WorkerModule = "replhub_worker"
 
 // Build returns the framed payload (length line + zlib bytes) for the
-// worker and extra modules.
-func Build(extra map[string]Module) ([]byte, error) {
+// worker and extra modules; argv, when given, is the worker's (else
+// --stdio).
+func Build(extra map[string]Module, argv ...string) ([]byte, error) {
 	mods := map[string]Module{WorkerModule: {Src: string(boot.Worker)}, "replhub_tk": {Src: string(boot.Toolkit)},
 		"replhub_swap": {Src: string(boot.Swap)}}
 	for k, v := range extra {
@@ -44,7 +45,8 @@ func Build(extra map[string]Module) ([]byte, error) {
 	table, err := json.Marshal(struct {
 		Modules map[string]Module `json:"modules"`
 		Main    string            `json:"main"`
-	}{mods, WorkerModule})
+		Argv    []string          `json:"argv,omitempty"`
+	}{mods, WorkerModule, argv})
 	if err != nil {
 		return nil, fmt.Errorf("payload: %w", err)
 	}
@@ -74,8 +76,9 @@ func Default() ([]byte, error) {
 // WithUserModules is Default plus the user's modules: every NAME.py in dir
 // (config's modules folder), importable as NAME in the session, so that
 // their functions travel by reference. dir is read at every call, so edits
-// need no restart; "" or a missing folder adds nothing.
-func WithUserModules(dir string) ([]byte, error) {
+// need no restart; "" or a missing folder adds nothing. argv is the
+// worker's, as for Build.
+func WithUserModules(dir string, argv ...string) ([]byte, error) {
 	cpModsOnce.Do(func() { cpMods, _ = cloudpickleModules(CloudpickleDir()) })
 	extra := map[string]Module{}
 	for k, v := range cpMods {
@@ -88,7 +91,7 @@ func WithUserModules(dir string) ([]byte, error) {
 	for k, v := range user {
 		extra[k] = v
 	}
-	return Build(extra)
+	return Build(extra, argv...)
 }
 
 // UserModules reads the top-level NAME.py files of dir.

@@ -99,6 +99,12 @@ type Ready struct {
 	Cell    int    `json:"cell,omitempty"`
 	Running bool   `json:"running,omitempty"`
 	Fence   string `json:"fence,omitempty"`
+	// A worker on a host that lingers after its link drops says where its
+	// socket is, and where it moves if its folder goes (a runtime folder
+	// removed at logout); or why it cannot linger.
+	Sock        string `json:"sock,omitempty"`
+	SockAlt     string `json:"sock_alt,omitempty"`
+	LingerError string `json:"linger_error,omitempty"`
 }
 
 // Done ends a cell: its status ("ok" or "error"), the repr of its last

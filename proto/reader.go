@@ -63,6 +63,15 @@ func newReader(r io.Reader, ops map[string]func() Msg) *Reader {
 	return &Reader{br: bufio.NewReaderSize(w, 1<<16), src: w, ops: ops}
 }
 
+// Reset drops what is buffered of a stream that ended, perhaps mid-frame
+// (a link that dropped), and reads on from the same source, which now
+// starts at a frame's beginning (the next link). Call it where Read is
+// called.
+func (r *Reader) Reset() {
+	r.br.Reset(r.src)
+	r.since.Store(0)
+}
+
 // Stalled reports how long a frame has been half read while its sender
 // sent nothing more: the time since the reader began to wait for the rest
 // of it, or 0 when no frame is half read or the reader is not waiting.

@@ -105,7 +105,8 @@ func TestRemotePlainHost(t *testing.T) {
 	b, err := os.ReadFile(w.Paths.Transcript("rem"))
 	require.NoError(t, err)
 	assert.Contains(t, string(b), "x + 1")
-	require.Equal(t, 0, w.Run("kill", "rem").Code)
+	r = w.Run("kill", "rem")
+	require.Equal(t, 0, r.Code, "%s", r)
 	waitNoWorkers(t, w.servers["lab"])
 }
 
@@ -383,8 +384,11 @@ func TestRemoteNoiseAndPythonDiscovery(t *testing.T) {
 	assert.Contains(t, r.Stderr, "give one interpreter's name or path")
 }
 
+// A link lost with linger off ends the session; linger_test.go has the
+// sessions that outlive it.
 func TestRemoteLinkLoss(t *testing.T) {
 	w := newSSHWorld(t, []string{"hang", "drop"}, sshtest.Options{})
+	w.WriteConfig(`{"linger": 0}`)
 	for _, n := range []string{"hang", "drop"} {
 		w.appendConfig(t, fmt.Sprintf("Host %s\n  ServerAliveInterval 1\n", n))
 	}

@@ -128,6 +128,9 @@ func (s *SessionInfo) Line() string {
 	if s.Unread {
 		unread = "  (unread result)"
 	}
+	if s.LinkDownS > 0 {
+		unread += fmt.Sprintf("  (link down for %s, reconnecting)", Duration(s.LinkDownS))
+	}
 	return fmt.Sprintf("%s%s  pid %d  python %s  up %s  %s  %d %s  %s  cwd %s%s",
 		s.Name, where, s.Pid, s.Python, Duration(s.UpS), state, s.Cells, cells, MB(s.RSS), s.Cwd, unread)
 }

@@ -224,10 +224,13 @@ type SessionInfo struct {
 	Names       []string `json:"names"`
 	RunningCell int      `json:"running_cell,omitempty"`
 	Serving     string   `json:"serving,omitempty"`
-	RunningS    float64  `json:"running_s,omitempty"`
-	Unread      bool     `json:"unread,omitempty"`
-	Transcript  string   `json:"transcript"`
-	Cloudpickle bool     `json:"cloudpickle"`
+	// LinkDownS is how long a remote session's link has been down while
+	// the hub reconnects (the worker lingers on its host meanwhile).
+	LinkDownS   float64 `json:"link_down_s,omitempty"`
+	RunningS    float64 `json:"running_s,omitempty"`
+	Unread      bool    `json:"unread,omitempty"`
+	Transcript  string  `json:"transcript"`
+	Cloudpickle bool    `json:"cloudpickle"`
 }
 
 // HubInfo describes the hub itself.

@@ -197,8 +197,12 @@ func (s *Server) Stop() {
 func (s *Server) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.Port) }
 
 // KnownHostsLine trusts this server's host key.
-func (s *Server) KnownHostsLine() string {
-	return fmt.Sprintf("[127.0.0.1]:%d %s", s.Port, strings.Join(strings.Fields(s.HostKey.Public)[:2], " "))
+func (s *Server) KnownHostsLine() string { return s.KnownHostsLineAt(s.Port) }
+
+// KnownHostsLineAt trusts this server's host key at another loopback port
+// (a Relay's in front of it).
+func (s *Server) KnownHostsLineAt(port int) string {
+	return fmt.Sprintf("[127.0.0.1]:%d %s", port, strings.Join(strings.Fields(s.HostKey.Public)[:2], " "))
 }
 
 // Log is what sshd has logged so far.

@@ -1,0 +1,500 @@
+package hub
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/replhub/replhub/proto"
+	"github.com/replhub/replhub/remote"
+	"github.com/replhub/replhub/wire"
+)
+
+// Remote sessions that outlive their link (DESIGN.md, "Durable workers").
+// A worker on a host is started with --linger SECS: it serves a unix
+// socket in a private folder there and, when its link drops, waits that
+// long for a hub, keeping its output and a finished cell's done frame as a
+// local durable worker does. The hub, for its part, keeps the session
+// (on hold, not dead) and reconnects: a new connection on the same route
+// (host keys checked again, the same keys), then the worker's socket
+// through it (remote.Conn.DialSocket), then adopt, as a new hub adopts a
+// local worker. Frames then travel on the socket, output as out frames.
+//
+// linkProc is that session's Proc: its frame streams span the links, its
+// Wait ends only when the worker has (or is out of reach for good).
+
+// lingerGrace is how long after the worker's own linger the hub still
+// tries: the two clocks start at slightly different moments.
+const lingerGrace = 15 * time.Second
+
+// relinkDelays are the waits between tries to reconnect, the last one
+// repeated; an exec on the session tries at once.
+var relinkDelays = []time.Duration{0, 100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
+	time.Second, 2 * time.Second, 5 * time.Second}
+
+// errHubStopping ends a reconnection when the hub stops.
+var errHubStopping = errors.New("the hub is stopping")
+
+// errLinkDown is a frame written while the link is down.
+var errLinkDown = errors.New("the link to the session's host is down; the hub is reconnecting")
+
+// linkProc is a remote worker that outlives its link.
+type linkProc struct {
+	host   string
+	linger time.Duration
+	first  *remote.Worker
+	// redial gets a connection on the session's route (the pool's, or a
+	// new one), holding a reference for the caller to release.
+	redial func(ctx context.Context) (*remote.Conn, error)
+	// onDown and onUp tell the session; onUp runs before any frame of the
+	// new link is read.
+	onDown func(at time.Time, why error)
+	onUp   func(ready *proto.Ready, down, up time.Time)
+	logf   func(msg string, args ...any)
+	// frames is the session's frame writer (set before any frame goes),
+	// through which Kill sends exit in turn with other frames.
+	frames *proto.Writer
+
+	mu      sync.Mutex
+	sock    string // the worker's socket, and where it moves
+	sockAlt string
+	w       io.Writer // the current link's frame streams; nil while down
+	r       io.Reader
+	conn    *remote.Conn // the current socket link's connection
+	sc      net.Conn     // the current socket link
+	linkEnd chan struct{}
+	endOnce *sync.Once
+	gen     int // links made; readerGen is the one the frame reader is on
+	readGen int
+	down    bool
+	downAt  time.Time
+	killed  bool
+	over    bool // Wait's answer is known
+	exit    Exit
+	changed chan struct{} // closed and replaced at every change above
+	kick    chan struct{}
+}
+
+// newLinkProc wraps a worker just started; the caller sets the callbacks
+// and then calls start.
+func newLinkProc(first *remote.Worker, host string, linger time.Duration) *linkProc {
+	return &linkProc{first: first, host: host, linger: linger,
+		w: first.Stdin(), r: first.Stdout(),
+		changed: make(chan struct{}), kick: make(chan struct{}, 1)}
+}
+
+func (p *linkProc) start() { go p.supervise() }
+
+// setSocket records where the worker serves, from its ready frame; until
+// then (or without one) a dropped link ends the session.
+func (p *linkProc) setSocket(sock, alt string) {
+	p.mu.Lock()
+	p.sock, p.sockAlt = sock, alt
+	p.mu.Unlock()
+}
+
+// changedLocked wakes everyone waiting for a change.
+func (p *linkProc) changedLocked() {
+	close(p.changed)
+	p.changed = make(chan struct{})
+}
+
+// supervise follows the links: on the first one the channel's end says
+// how it ended; on a socket link, the connection's loss tells a dropped
+// link from a worker that ended.
+func (p *linkProc) supervise() {
+	code, sig, err := p.first.Wait()
+	ex := Exit{Code: code, Signal: sig, Err: err}
+	for {
+		var lost *remote.LinkError
+		p.mu.Lock()
+		killed, sock := p.killed, p.sock
+		p.mu.Unlock()
+		if !errors.As(ex.Err, &lost) || killed || sock == "" {
+			p.finish(ex)
+			return
+		}
+		downAt := time.Now()
+		p.mu.Lock()
+		p.down, p.downAt, p.w, p.r = true, downAt, nil, nil
+		p.changedLocked()
+		p.mu.Unlock()
+		p.onDown(downAt, lost)
+		ready, err := p.relink(downAt)
+		if err != nil {
+			p.finish(Exit{Code: -1, Err: err})
+			return
+		}
+		p.onUp(ready, downAt, time.Now())
+		p.mu.Lock()
+		p.down = false
+		p.gen++
+		p.changedLocked()
+		conn, end := p.conn, p.linkEnd
+		p.mu.Unlock()
+		select {
+		case <-end:
+			// The socket ended; the connection's loss follows a dropped
+			// link within moments.
+			select {
+			case <-conn.Lost():
+			case <-time.After(time.Second):
+			}
+		case <-conn.Lost():
+		}
+		if lostErr := conn.LostErr(); lostErr != nil {
+			ex = Exit{Code: -1, Err: lostErr}
+		} else {
+			ex = Exit{Code: -1, Err: fmt.Errorf("exit status unknown: the worker on %s ended while reattached through its socket", p.host)}
+		}
+	}
+}
+
+// relink reconnects until the worker's linger is over; it returns the
+// worker's ready frame, the new link in place.
+func (p *linkProc) relink(downAt time.Time) (*proto.Ready, error) {
+	deadline := downAt.Add(p.linger + lingerGrace)
+	var last error
+	gone := 0 // tries in a row that found the socket served by nobody
+	for i := 0; ; i++ {
+		d := relinkDelays[min(i, len(relinkDelays)-1)]
+		if gone > 0 {
+			d = 500 * time.Millisecond
+		}
+		if wait := time.Until(deadline); d > wait {
+			d = wait
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-p.kick:
+			t.Stop()
+		}
+		p.mu.Lock()
+		killed := p.killed
+		p.mu.Unlock()
+		if killed {
+			return nil, fmt.Errorf("killed while the link to %s was down (since %s): the worker there ends when its linger of %s is over",
+				p.host, downAt.Format("15:04:05"), p.linger)
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("the link to %s dropped at %s and did not come back within the linger of %s, after which the worker there ends (last try: %v)",
+				p.host, downAt.Format("15:04:05"), p.linger, last)
+		}
+		ready, err := p.tryRelink()
+		if err == nil {
+			return ready, nil
+		}
+		last = err
+		p.logf("reattach failed", "host", p.host, "try", i+1, "err", err)
+		var hk *remote.HostKeyError
+		switch {
+		case errors.Is(err, errHubStopping):
+			return nil, err
+		case errors.As(err, &hk), errors.Is(err, remote.ErrForwardingRefused):
+			return nil, fmt.Errorf("the link to %s dropped at %s and the session cannot be reattached: %w", p.host, downAt.Format("15:04:05"), err)
+		case errors.Is(err, remote.ErrNoSocket):
+			// The socket may be moving (its folder went); three tries
+			// apart is the worker gone.
+			if gone++; gone >= 3 {
+				return nil, fmt.Errorf("the link to %s dropped at %s and, when it came back, the worker there was gone (its socket is)", p.host, downAt.Format("15:04:05"))
+			}
+		default:
+			gone = 0
+		}
+	}
+}
+
+// tryRelink makes one try: a connection, the socket, adopt, ready.
+func (p *linkProc) tryRelink() (*proto.Ready, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := p.redial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	sock, alt := p.sock, p.sockAlt
+	p.mu.Unlock()
+	sc, err := conn.DialSocket(sock)
+	if errors.Is(err, remote.ErrNoSocket) && alt != "" {
+		sc, err = conn.DialSocket(alt)
+		if err == nil {
+			p.mu.Lock()
+			p.sock, p.sockAlt = alt, ""
+			p.mu.Unlock()
+		}
+	}
+	if err != nil {
+		conn.Release()
+		return nil, err
+	}
+	ready, err := handshake(sc)
+	if err != nil {
+		sc.Close()
+		conn.Release()
+		return nil, err
+	}
+	p.mu.Lock()
+	old := p.conn
+	p.conn, p.sc, p.w, p.r = conn, sc, sc, sc
+	p.linkEnd, p.endOnce = make(chan struct{}), new(sync.Once)
+	p.mu.Unlock()
+	if old != nil {
+		old.Release()
+	}
+	return ready, nil
+}
+
+// handshake sends adopt on a worker's socket and reads its ready frame,
+// byte by byte so that nothing after it is taken (the frames that waited
+// for a hub follow at once), within adoptWait.
+func handshake(sc net.Conn) (*proto.Ready, error) {
+	timer := time.AfterFunc(adoptWait, func() { sc.Close() })
+	defer timer.Stop()
+	if err := proto.NewWriter(sc).Write(&proto.Adopt{}); err != nil {
+		return nil, err
+	}
+	var line []byte
+	b := make([]byte, 1)
+	for len(line) < 1<<16 && (len(line) == 0 || line[len(line)-1] != '\n') {
+		if _, err := io.ReadFull(sc, b); err != nil {
+			return nil, fmt.Errorf("no ready frame: %w", err)
+		}
+		line = append(line, b[0])
+	}
+	m, err := proto.NewReader(bytes.NewReader(line)).Read()
+	if err != nil {
+		return nil, fmt.Errorf("no ready frame: %w", err)
+	}
+	ready, ok := m.(*proto.Ready)
+	if !ok || !ready.Adopted || ready.Proto != proto.Version {
+		return nil, fmt.Errorf("the worker answered %s, not ready (protocol %d)", m.Op(), proto.Version)
+	}
+	return ready, nil
+}
+
+func (p *linkProc) finish(ex Exit) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.over, p.exit = true, ex
+	p.changedLocked()
+}
+
+// awaitLink is the frame reader's question when its stream ended: true
+// once the next link is in place (read on from it), false when the worker
+// is gone.
+func (p *linkProc) awaitLink() bool {
+	for {
+		p.mu.Lock()
+		if p.over {
+			p.mu.Unlock()
+			return false
+		}
+		if !p.down && p.gen != p.readGen {
+			p.readGen = p.gen
+			p.mu.Unlock()
+			return true
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		<-ch
+	}
+}
+
+// isDown says whether the link is down, and since when.
+func (p *linkProc) isDown() (bool, time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.down && !p.over, p.downAt
+}
+
+// awaitUp tries to reconnect now and waits, at most d, for the link.
+func (p *linkProc) awaitUp(ctx context.Context, d time.Duration) bool {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		p.mu.Lock()
+		if !p.down || p.over {
+			p.mu.Unlock()
+			return true
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		select {
+		case <-ch:
+		case <-t.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// linkWriter writes to the current link.
+type linkWriter struct{ p *linkProc }
+
+func (w linkWriter) Write(b []byte) (int, error) {
+	w.p.mu.Lock()
+	dst := w.p.w
+	w.p.mu.Unlock()
+	if dst == nil {
+		return 0, errLinkDown
+	}
+	return dst.Write(b)
+}
+
+func (w linkWriter) Close() error { return nil }
+
+// linkReader reads the current link; its end is the frame reader's cue to
+// ask awaitLink.
+type linkReader struct{ p *linkProc }
+
+func (r linkReader) Read(b []byte) (int, error) {
+	r.p.mu.Lock()
+	src, end, once := r.p.r, r.p.linkEnd, r.p.endOnce
+	r.p.mu.Unlock()
+	if src == nil {
+		return 0, errLinkDown
+	}
+	n, err := src.Read(b)
+	if err != nil && once != nil {
+		once.Do(func() { close(end) })
+	}
+	return n, err
+}
+
+func (p *linkProc) Stdin() io.WriteCloser { return linkWriter{p} }
+func (p *linkProc) Stdout() io.Reader     { return linkReader{p} }
+
+// Stderr is the first link's output; later links carry it in out frames.
+func (p *linkProc) Stderr() io.Reader { return p.first.Stderr() }
+func (p *linkProc) Pid() int          { return 0 }
+
+// sendPayload sends the payload that a sudo start held back.
+func (p *linkProc) sendPayload() error { return p.first.SendPayload() }
+
+func (p *linkProc) Wait() Exit {
+	for {
+		p.mu.Lock()
+		if p.over {
+			defer p.mu.Unlock()
+			return p.exit
+		}
+		ch := p.changed
+		p.mu.Unlock()
+		<-ch
+	}
+}
+
+// Kill ends the worker. It is sent exit (a worker that lingers would
+// take a closed link for a dropped one), then its link is closed: on the
+// first link as any remote worker's, with SIGKILL to its channel. While
+// the link is down it cannot be told, and ends when its linger is over.
+func (p *linkProc) Kill() error {
+	p.mu.Lock()
+	p.killed = true
+	sc, down := p.sc, p.down
+	p.changedLocked()
+	p.mu.Unlock()
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+	if down {
+		return nil
+	}
+	if p.frames != nil {
+		sent := make(chan struct{})
+		go func() {
+			p.frames.Write(&proto.Exit{})
+			close(sent)
+		}()
+		select {
+		case <-sent:
+		case <-time.After(time.Second):
+		}
+	}
+	if sc != nil {
+		return sc.Close()
+	}
+	return p.first.Kill()
+}
+
+// Close releases the connections held.
+func (p *linkProc) Close() error {
+	p.first.Close()
+	p.mu.Lock()
+	conn, sc := p.conn, p.sc
+	p.conn, p.sc = nil, nil
+	p.mu.Unlock()
+	if sc != nil {
+		sc.Close()
+	}
+	if conn != nil {
+		conn.Release()
+	}
+	return nil
+}
+
+// linkWait bounds how long an exec waits for a dropped link to come back
+// before it says so.
+const linkWait = 15 * time.Second
+
+// awaitLink waits, within timeout and linkWait, for a remote session's
+// dropped link; an error says the session is on hold.
+func (s *Session) awaitLink(ctx context.Context, timeout time.Duration) error {
+	s.mu.Lock()
+	lp := s.lingering
+	s.mu.Unlock()
+	if lp == nil {
+		return nil
+	}
+	down, at := lp.isDown()
+	if !down {
+		return nil
+	}
+	if lp.awaitUp(ctx, min(timeout, linkWait)) {
+		return nil
+	}
+	return &wire.Error{Code: wire.CodeBusy, Message: fmt.Sprintf(
+		"session '%s' is on hold: the link to %s dropped at %s and the hub is reconnecting (until %s, when the worker there gives up); its state is kept there: try again in a moment",
+		s.name, lp.host, at.Format("15:04:05"), at.Add(lp.linger).Format("15:04:05"))}
+}
+
+// linkDown is a remote session's link dropping: what it served for
+// another session ends (the worker drops it too).
+func (s *Session) linkDown(at time.Time, why error) {
+	s.hub.log.Warn("link dropped; reconnecting", "session", s.name, "err", why)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if op := s.serving; op != nil {
+		select {
+		case op.done <- nil:
+		default:
+		}
+	}
+}
+
+// linkUp is a remote session's link back: a note for the next reply, and
+// a cell whose exec frame the old link lost ends (it never ran).
+func (s *Session) linkUp(ready *proto.Ready, down, up time.Time) {
+	s.hub.log.Info("session reattached", "session", s.name, "down", up.Sub(down).Round(time.Millisecond), "cell", ready.Cell, "running", ready.Running)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.notes = append(s.notes, fmt.Sprintf("the link to %s dropped at %s and came back at %s; the session was reattached with its names and cells",
+		s.info.Host, down.Format("15:04:05"), up.Format("15:04:05")))
+	if r := s.cur; r != nil && !r.isFinished() && r.done == nil && ready.Cell < r.cell {
+		s.abandonLocked(r, "LinkDropped", fmt.Sprintf(
+			"cell %d never reached the session: the link dropped as it was sent, so it did not run; run it again", r.cell))
+	}
+}

@@ -1,0 +1,194 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/tests/hubtest"
+	"github.com/replhub/replhub/tests/sshtest"
+)
+
+// lingerWorld is an ssh world whose host "lab" is reached through a relay
+// the test owns: it drops and restores the path to the loopback sshd.
+func lingerWorld(t *testing.T) (*sshWorld, *sshtest.Relay) {
+	t.Helper()
+	w := newSSHWorld(t, []string{"direct"}, sshtest.Options{})
+	srv := w.servers["direct"]
+	relay := sshtest.NewRelay(t, srv.Addr())
+	w.appendConfig(t, fmt.Sprintf("Host lab\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile ~/.ssh/id_ed25519\n  ServerAliveInterval 1\n",
+		relay.Port, w.user))
+	known := filepath.Join(w.home, ".ssh", "known_hosts")
+	b, err := os.ReadFile(known)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(known, append(b, []byte(srv.KnownHostsLineAt(relay.Port)+"\n")...), 0o600))
+	return w, relay
+}
+
+// endWorkerAtCleanup kills, by pid, a remote worker that may outlive the
+// test's sshd (a lingering worker is nobody's child there).
+func endWorkerAtCleanup(t *testing.T, e *hubtest.Env, name string) int {
+	t.Helper()
+	pid := workerPid(t, e, name)
+	require.NotZero(t, pid)
+	t.Cleanup(func() {
+		if hubtest.Alive(pid) {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	return pid
+}
+
+// lingerSockets are the sockets of lingering workers of this uid.
+func lingerSockets() []string {
+	socks, _ := filepath.Glob(fmt.Sprintf("/tmp/replhub-%d/replhub-*.sock", os.Getuid()))
+	return socks
+}
+
+func TestRemoteSessionSurvivesADroppedLink(t *testing.T) {
+	w, relay := lingerWorld(t)
+	ok(t, w.Run("exec", "r", "import os, time; x = 42", "--host", "lab"))
+	pid := endWorkerAtCleanup(t, w.Env, "r")
+	dir := fmt.Sprintf("/tmp/replhub-%d", os.Getuid())
+	fi, err := os.Lstat(dir)
+	require.NoError(t, err)
+	assert.True(t, fi.IsDir())
+	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), "the socket's folder is private")
+
+	// A cell runs across the drop: its output and result arrive after.
+	r := w.Run("exec", "r", "print('before', flush=True); time.sleep(4); print('after'); x + 1", "-t", "1")
+	assert.Equal(t, 3, r.Code, "still running: %s", r)
+	relay.Drop()
+	time.Sleep(1500 * time.Millisecond)
+	assert.True(t, hubtest.Alive(pid), "the worker outlives its link")
+	relay.Restore()
+	r = w.Run("wait", "r", "-t", "20")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "after")
+	assert.Contains(t, r.Stdout, "Out[2]: 43")
+	assert.Regexp(t, `\[the link to lab dropped at \d\d:\d\d:\d\d and came back at \d\d:\d\d:\d\d; `, r.Stdout)
+
+	// State intact, the same worker, and a note with both times.
+	r = w.Run("exec", "r", "(x, os.getpid())")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, fmt.Sprintf("Out[3]: (42, %d)", pid))
+
+	// An exec while the link is down waits for it.
+	relay.Drop()
+	go func() {
+		time.Sleep(2 * time.Second)
+		relay.Restore()
+	}()
+	t0 := time.Now()
+	r = w.Run("exec", "r", "x * 2")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "Out[")
+	assert.Contains(t, r.Stdout, "84")
+	assert.Less(t, time.Since(t0), 10*time.Second)
+
+	// Output written while no hub was there is not lost.
+	ok(t, w.Run("exec", "r", "import threading; threading.Timer(1.0, lambda: print('written while away', flush=True)).start()"))
+	relay.Drop()
+	time.Sleep(2 * time.Second)
+	relay.Restore()
+	assert.Contains(t, ok(t, w.Run("exec", "r", "'back'")), "written while away")
+
+	// A link that dies silently (bytes held, nothing closed): keepalives
+	// tell the hub, which takes the worker over on a new connection while
+	// the old sshd still holds it.
+	relay.Freeze()
+	time.Sleep(5 * time.Second)
+	r = w.Run("exec", "r", "x + 100")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "142")
+
+	ok(t, w.Run("kill", "r"))
+	for i := 0; i < 200 && hubtest.Alive(pid); i++ {
+		time.Sleep(25 * time.Millisecond)
+	}
+	assert.False(t, hubtest.Alive(pid), "killed over its socket")
+	for _, s := range lingerSockets() {
+		assert.NotContains(t, s, fmt.Sprint(pid))
+	}
+}
+
+func TestRemoteLingerExpires(t *testing.T) {
+	w, relay := lingerWorld(t)
+	w.WriteConfig(`{"hosts": {"lab": {"linger": 0.05}}}`) // 3 s
+	before := lingerSockets()
+	ok(t, w.Run("exec", "e", "x = 1", "--host", "lab"))
+	pid := endWorkerAtCleanup(t, w.Env, "e")
+	var mine []string
+	for _, s := range lingerSockets() {
+		if !contains(before, s) {
+			mine = append(mine, s)
+		}
+	}
+	require.Len(t, mine, 1, "one socket, and nothing else, in the folder")
+	relay.Drop()
+	for i := 0; i < 400 && hubtest.Alive(pid); i++ {
+		time.Sleep(25 * time.Millisecond)
+	}
+	require.False(t, hubtest.Alive(pid), "the worker ends when its linger is over")
+	_, err := os.Stat(mine[0])
+	assert.True(t, os.IsNotExist(err), "its socket went with it")
+	relay.Restore()
+	r := w.Run("exec", "e", "x")
+	assert.NotEqual(t, 0, r.Code, "%s", r)
+	out := r.Stdout + r.Stderr
+	assert.Contains(t, out, "the link to lab dropped at")
+	assert.True(t, strings.Contains(out, "worker there was gone") || strings.Contains(out, "within the linger"), "%s", out)
+}
+
+func TestRemoteLingerOff(t *testing.T) {
+	w, relay := lingerWorld(t)
+	w.WriteConfig(`{"linger": 0}`)
+	before := lingerSockets()
+	ok(t, w.Run("exec", "o", "x = 1", "--host", "lab"))
+	pid := endWorkerAtCleanup(t, w.Env, "o")
+	assert.ElementsMatch(t, before, lingerSockets(), "no socket without a linger")
+	relay.Drop()
+	for i := 0; i < 200 && hubtest.Alive(pid); i++ {
+		time.Sleep(25 * time.Millisecond)
+	}
+	assert.False(t, hubtest.Alive(pid), "the worker ends with its link")
+	r := w.Run("exec", "o", "x")
+	assert.Contains(t, r.Stdout+r.Stderr, "link to lab lost")
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// The reattach authenticates the host as the first connection did: when
+// the path comes back to a machine with another host key, the session is
+// not handed to it.
+func TestRemoteReattachChecksTheHostKey(t *testing.T) {
+	w, relay := lingerWorld(t)
+	impostor := sshtest.Start(t, sshtest.Options{Authorized: []string{w.key.Public}})
+	ok(t, w.Run("exec", "k", "x = 1", "--host", "lab"))
+	endWorkerAtCleanup(t, w.Env, "k")
+	relay.Drop()
+	relay.Retarget(impostor.Addr())
+	relay.Restore()
+	r := w.Run("exec", "k", "x")
+	assert.NotEqual(t, 0, r.Code, "%s", r)
+	out := r.Stdout + r.Stderr
+	assert.Contains(t, out, "cannot be reattached")
+	assert.Contains(t, strings.ToLower(out), "host key")
+	for _, pid := range impostor.Children() {
+		assert.NotContains(t, sshtest.Cmdline(pid), "zlib", "nothing ran on the impostor")
+	}
+}
