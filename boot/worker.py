@@ -25,11 +25,18 @@ Frames, protocol 2 (hub -> worker):
   cancel {sid}      stop what is served for sid (a transfer between chunks,
                     put/get/call by KeyboardInterrupt, a queued one at once)
   ping {id} -> pong {id}
+  exit              end now (a durable worker outlives its frame stream)
+  adopt             a new hub's first frame on a durable worker's socket
+                    -> ready {adopted, cell, running, fence}, then the last
+                    done frame and the output that waited for a hub
+  detach {fence}    the hub hands us over: output to it ends with fence,
+                    then detached; the rest waits for the next hub
   swap {sid, path?, force?} -> [chunk...] swapped {sid, ok, ...}     see boot/swap.py
   restore {sid, path?} -> [ack -1, chunks in] restored {sid, ok, ...}
 Worker -> hub: ready, done {cell, status, value, error, duration, names,
 rss?}, served {sid, ok, error?, py, ...}, req {id, kind, py, ...}, chunk,
-ack, interrupted, pong, error {id?, error}.
+ack, interrupted, pong, out (output, once adopted), detached, error {id?,
+error}.
 
 SIGINT (see Sigint) is raised as KeyboardInterrupt only while user code runs,
 and never inside a frame write, so no frame is ever torn.  A session whose
@@ -205,6 +212,18 @@ class Channel(object):
     def _lost_locked(self):
         if not self.down:
             self.down, self.down_at = True, _monotonic()
+
+    def detach(self):
+        """Send detached as the last frame to this hub, and keep what
+        follows for the next one (see Session._detach)."""
+        line = self._line({"op": "detached"}, None)
+        with self._lock:
+            if not self.down:
+                try:
+                    self._write(line)
+                except OSError:
+                    pass
+            self._lost_locked()
 
     def lost(self, gen):
         """The reader of generation gen met the end of its stream: the
@@ -555,6 +574,25 @@ class Pump(object):
         _close(self.errfd)
         self.errfd = None
 
+    def detach(self, fence):
+        """The hub hands the worker over: end its output with fence, and
+        keep what follows for the next hub."""
+        with self.lock:
+            if self.errfd is not None:
+                try:
+                    view = memoryview(fence)
+                    while view:
+                        view = view[os.write(self.errfd, view):]
+                except OSError:
+                    pass
+                self._drop_first_hub()
+            elif self.chan is not None:
+                try:
+                    self.chan.send({"op": "out"}, fence)
+                except OSError:
+                    pass
+                self.chan = None
+
     def attach(self, chan):
         """Send what was kept to a hub that adopted the worker, and go on
         sending there."""
@@ -865,6 +903,13 @@ class Session(object):
         elif op == "exit":
             _flush()
             os._exit(0)
+        elif op == "detach":
+            # Output up to the fence, then detached, are this hub's last;
+            # the rest waits for the next hub.
+            if self.pump is not None:
+                _flush()
+                self.pump.detach(str(header.get("fence", "")).encode("utf-8"))
+                self.chan.detach()
         elif op == "reply" and self._tk is not None:
             self._tk._link.dispatch(header, data)
         elif op in ("chunk", "ack") and self._tk is not None:

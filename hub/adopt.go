@@ -228,10 +228,14 @@ func (h *Hub) adopt(rec liveRecord) error {
 	return nil
 }
 
+// detachWait bounds a worker's answer to detach at a restart.
+const detachWait = 2 * time.Second
+
 // handOver is a hub's last act when it restarts on request: every durable
-// session's record gets what only this hub holds, and its worker is left
-// running (its frame stream ends with this process). It returns the
-// sessions that are not durable, which end as at a stop.
+// session's worker is detached (its output and frames to this hub end,
+// what follows waits for the next hub), its record gets what only this
+// hub holds, and its worker is left running. It returns the sessions
+// that are not durable, which end as at a stop.
 func (h *Hub) handOver() []*Session {
 	h.mu.Lock()
 	h.closing = true
@@ -240,6 +244,16 @@ func (h *Hub) handOver() []*Session {
 		all = append(all, s)
 	}
 	h.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-s.ready
+			s.detach()
+		}()
+	}
+	wg.Wait()
 	at := time.Now()
 	for _, s := range all {
 		<-s.ready
@@ -251,8 +265,8 @@ func (h *Hub) handOver() []*Session {
 		}
 		ho := &handover{At: at, Notes: s.notes}
 		out, dropped := s.out.takeRaw()
-		ho.Unread = string(append(out, s.pending...))
-		s.pending = nil
+		ho.Unread = string(append(append(out, s.pending...), s.detachCarry...))
+		s.pending, s.detachCarry = nil, nil
 		if dropped > 0 {
 			ho.Notes = append(ho.Notes, fmt.Sprintf("%d bytes of unread output were dropped before the restart", dropped))
 		}
@@ -265,4 +279,32 @@ func (h *Hub) handOver() []*Session {
 		s.mu.Unlock()
 	}
 	return rest
+}
+
+// detach ends a durable worker's output and frames to this hub, so that
+// what the hand-over holds is all of it: the worker writes a fence to its
+// output, then sends detached, and keeps the rest for the next hub.
+func (s *Session) detach() {
+	s.mu.Lock()
+	if s.sock == "" || s.state == stateDead {
+		s.mu.Unlock()
+		return
+	}
+	fence := newFence()
+	out, frames := make(chan struct{}), make(chan struct{})
+	s.detachFence, s.detachedOut, s.detachedFrames = fence, out, frames
+	s.mu.Unlock()
+	if err := s.send(&proto.Detach{Fence: string(fence)}); err != nil {
+		s.hub.log.Warn("detach not sent", "session", s.name, "err", err)
+		return
+	}
+	timeout := time.After(detachWait)
+	for _, ch := range []chan struct{}{out, frames} {
+		select {
+		case <-ch:
+		case <-timeout:
+			s.hub.log.Warn("no answer to detach: output written during the restart may be lost", "session", s.name)
+			return
+		}
+	}
 }

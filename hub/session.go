@@ -85,6 +85,13 @@ type Session struct {
 	verdict     chan error // the watcher's verdict
 	// lingering is a remote worker that outlives its link (linger.go).
 	lingering *linkProc
+	// A hand-over in progress (adopt.go, detach): the fence that ends the
+	// worker's output to this hub, a prefix of it held back, and the
+	// channels closed when the fence, and the detached frame, came.
+	detachFence    []byte
+	detachCarry    []byte
+	detachedOut    chan struct{}
+	detachedFrames chan struct{}
 }
 
 // run is one cell from exec to collection.
@@ -367,7 +374,7 @@ func (s *Session) readOutput() {
 }
 
 // takeOutputLocked adds p to the unread output, looking for the running
-// cell's fence across chunk boundaries.
+// cell's fence, and a hand-over's, across chunk boundaries.
 func (s *Session) takeOutputLocked(p []byte) {
 	if s.watch != nil {
 		if err := s.watch.Feed(p); err != nil {
@@ -377,6 +384,25 @@ func (s *Session) takeOutputLocked(p []byte) {
 			}
 		}
 	}
+	if f := s.detachFence; f != nil {
+		data := append(s.detachCarry, p...)
+		s.detachCarry = nil
+		if i := bytes.Index(data, f); i >= 0 {
+			s.takeCellOutputLocked(data[:i])
+			s.detachFence = nil
+			close(s.detachedOut)
+			return
+		}
+		k := fencePrefixAtEnd(data, f)
+		s.detachCarry = append([]byte(nil), data[len(data)-k:]...)
+		p = data[:len(data)-k]
+	}
+	s.takeCellOutputLocked(p)
+}
+
+// takeCellOutputLocked adds p to the unread output, looking for the
+// running cell's fence across chunk boundaries.
+func (s *Session) takeCellOutputLocked(p []byte) {
 	r := s.cur
 	if r == nil || r.sealed != nil || len(r.fence) == 0 {
 		if len(s.pending) > 0 {
@@ -482,6 +508,13 @@ func (s *Session) readFrames() {
 		case *proto.Out:
 			s.mu.Lock()
 			s.takeOutputLocked(f.Data)
+			s.mu.Unlock()
+		case *proto.Detached:
+			s.mu.Lock()
+			if s.detachedFrames != nil {
+				close(s.detachedFrames)
+				s.detachedFrames = nil
+			}
 			s.mu.Unlock()
 		case *proto.Pong, *proto.Ready:
 		}

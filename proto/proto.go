@@ -52,6 +52,7 @@ const (
 	OpReq         = "req"
 	OpServed      = "served"
 	OpOut         = "out"
+	OpDetached    = "detached"
 	// hub → worker
 	OpExec      = "exec"
 	OpInterrupt = "interrupt"
@@ -61,6 +62,7 @@ const (
 	OpServe     = "serve"
 	OpAdopt     = "adopt"
 	OpExit      = "exit"
+	OpDetach    = "detach"
 	// both ways
 	OpChunk = "chunk"
 	OpAck   = "ack"
@@ -203,6 +205,21 @@ type Adopt struct {
 	Head
 }
 
+// Detach is a hub's last word to a durable worker before it hands the
+// worker over (replhub restart): the worker ends its output to this hub
+// with Fence, sends Detached, and from then on keeps its output and its
+// done frames for the next hub. What the hub read up to both is all there
+// was, and goes into its hand-over.
+type Detach struct {
+	Head
+	Fence string `json:"fence"`
+}
+
+// Detached answers Detach, after every frame sent to this hub.
+type Detached struct {
+	Head
+}
+
 // Exit ends the worker at once: a durable worker outlives the end of its
 // frame stream, so ending one takes this frame (or a signal).
 type Exit struct {
@@ -314,6 +331,8 @@ func (*Served) Op() string      { return OpServed }
 func (*Out) Op() string         { return OpOut }
 func (*Adopt) Op() string       { return OpAdopt }
 func (*Exit) Op() string        { return OpExit }
+func (*Detach) Op() string      { return OpDetach }
+func (*Detached) Op() string    { return OpDetached }
 func (*Exec) Op() string        { return OpExec }
 func (*Interrupt) Op() string   { return OpInterrupt }
 func (*Cancel) Op() string      { return OpCancel }
@@ -360,6 +379,7 @@ var fromWorker = map[string]func() Msg{
 	OpReq:         func() Msg { return new(Req) },
 	OpServed:      func() Msg { return new(Served) },
 	OpOut:         func() Msg { return new(Out) },
+	OpDetached:    func() Msg { return new(Detached) },
 	OpChunk:       func() Msg { return new(Chunk) },
 	OpAck:         func() Msg { return new(Ack) },
 	OpError:       func() Msg { return new(Error) },
@@ -376,6 +396,7 @@ var fromHub = map[string]func() Msg{
 	OpServe:     func() Msg { return new(Serve) },
 	OpAdopt:     func() Msg { return new(Adopt) },
 	OpExit:      func() Msg { return new(Exit) },
+	OpDetach:    func() Msg { return new(Detach) },
 	OpChunk:     func() Msg { return new(Chunk) },
 	OpAck:       func() Msg { return new(Ack) },
 	OpError:     func() Msg { return new(Error) },

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,4 +157,39 @@ func TestOutputWhileNoHub(t *testing.T) {
 	res, _ := execJSON(t, e, "w", "8")
 	assert.Equal(t, wire.StatusOK, res.Status)
 	assert.False(t, strings.Contains(res.Output, "written while"), "shown once")
+}
+
+// Output written while the hub restarts is not lost in between: the old
+// hub detaches each worker (its output ends with a fence, then a detached
+// frame) before it hands over, and the worker keeps the rest for the next
+// hub. A session prints a numbered line every millisecond across two
+// restarts; every line arrives once, in order.
+func TestRestartLosesNoOutput(t *testing.T) {
+	e := hubtest.Start(t)
+	var out strings.Builder
+	out.WriteString(ok(t, e.Run("exec", "p", `import threading, time
+def count():
+    for i in range(2500):
+        print("line %d" % i, flush=True)
+        time.sleep(0.001)
+t = threading.Thread(target=count)
+t.start()`)))
+	for i := 0; i < 2; i++ {
+		time.Sleep(300 * time.Millisecond)
+		r := e.Run("restart")
+		require.Equal(t, 0, r.Code, "%s", r)
+		out.WriteString(ok(t, e.Run("exec", "p", "None")))
+	}
+	out.WriteString(ok(t, e.Run("exec", "p", "t.join(); None", "-t", "30")))
+	var got []int
+	for _, line := range strings.Split(out.String(), "\n") {
+		var n int
+		if _, err := fmt.Sscanf(line, "line %d", &n); err == nil {
+			got = append(got, n)
+		}
+	}
+	require.Len(t, got, 2500, "every line once:\n%s", out.String())
+	for i, n := range got {
+		require.Equal(t, i, n, "in order")
+	}
 }
