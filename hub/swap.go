@@ -313,6 +313,23 @@ func (h *Hub) removeSwap(name string) {
 	syncDir(h.paths.SwapDir())
 }
 
+// keepSwap moves name's pickle to SwapDir/kept/NAME-TIME.pickle (0600,
+// in a folder of mode 0700), for a restore that could not load every name;
+// the record is left for removeSwap.
+func (h *Hub) keepSwap(name string, when time.Time) (string, error) {
+	pickle, _ := h.swapPaths(name)
+	dir := filepath.Join(h.paths.SwapDir(), "kept")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	kept := filepath.Join(dir, name+"-"+when.Local().Format("20060102-150405")+".pickle")
+	if err := os.Rename(pickle, kept); err != nil {
+		return "", err
+	}
+	syncDir(dir)
+	return kept, nil
+}
+
 func syncDir(dir string) {
 	if d, err := os.Open(dir); err == nil {
 		d.Sync()

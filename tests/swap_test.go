@@ -400,3 +400,30 @@ slow = Slow()`, "--python", newer))
 	b, _ := os.ReadFile(e.Paths.Log())
 	assert.Contains(t, string(b), "a second signal: the hub stops without swapping the rest")
 }
+
+// A name that fails to load at the restore (its module was uninstalled
+// meanwhile) costs only itself; the pickle is kept aside, not deleted, and
+// the note says where.
+func TestSwapOneBadNameCostsOnlyItself(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	mod := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(mod, "gonemod.py"), []byte("class Thing:\n    pass\n"), 0o600))
+	ok(t, e.Run("exec", "m", "import sys; sys.path.insert(0, "+fmt.Sprintf("%q", mod)+"); import gonemod\n"+
+		"a = [gonemod.Thing()]\nb = list(range(10))\nc = 'still here'"))
+	ok(t, e.Run("swap", "m"))
+	require.NoError(t, os.Remove(filepath.Join(mod, "gonemod.py")))
+	os.RemoveAll(filepath.Join(mod, "__pycache__"))
+	r := e.Run("exec", "m", "[n for n in ('a', 'b', 'c') if n in globals()], c")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "Out[2]: (['b', 'c'], 'still here')", "only 'a' is lost:\n%s", r.Stdout)
+	assert.Contains(t, r.Stdout, "not restored (it did not load): ")
+	m := regexp.MustCompile(`the swap is kept in (\S+\.pickle)`).FindStringSubmatch(r.Stdout)
+	require.NotNil(t, m, "%s", r.Stdout)
+	assert.Equal(t, filepath.Join(e.Paths.SwapDir(), "kept"), filepath.Dir(m[1]))
+	fi, err := os.Lstat(m[1])
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	assert.Nil(t, swappedOf(sessionList(t, e), "m"), "restored: the swap is no longer listed")
+}
