@@ -197,17 +197,38 @@ class FileOut(object):
     writePiece in hub/sink.go)."""
 
     PIECE = 256 << 10
+    # The disk is looked at every CHECK bytes: the swap stops while RESERVE
+    # (at most a twentieth of the disk) is still free, as the hub does for
+    # a remote session's swap (diskRoom in hub/swap.go).
+    CHECK = 16 << 20
+    RESERVE = 1 << 30
 
     def __init__(self, fd):
         self.fd = fd
         self.target = self
+        self.unchecked = self.CHECK
 
     def write(self, b):
         view = memoryview(b)
         n = len(view)
-        while view:
-            view = view[os.write(self.fd, view[:self.PIECE]):]
+        self.unchecked += n
+        try:
+            if self.unchecked >= self.CHECK:
+                self._room(n)
+            while view:
+                view = view[os.write(self.fd, view[:self.PIECE]):]
+        except OSError as e:
+            # The disk, not the name: the whole swap fails, the session goes on.
+            raise SwapError("writing the swap: %s" % (e.strerror or e))
         return n
+
+    def _room(self, n):
+        self.unchecked = 0
+        st = os.fstatvfs(self.fd)
+        reserve = min(self.RESERVE, st.f_blocks * st.f_frsize // 20)
+        if st.f_bavail * st.f_frsize - max(n, self.CHECK) < reserve:
+            raise SwapError("writing the swap: the disk would have less than %d MB free: the swap stops"
+                            % (reserve >> 20))
 
     def tell(self):
         return os.lseek(self.fd, 0, os.SEEK_CUR)
@@ -322,6 +343,10 @@ def swap(session, header, chan, tk):
             p.dump(marker)
             try:
                 p.dump(value)
+            except SwapError:
+                raise
+            except MemoryError:
+                raise SwapError("out of memory while pickling %s: the swap stops" % name)
             except Exception as e:
                 out.rollback()
                 memo = p.memo.copy()

@@ -427,3 +427,22 @@ func TestSwapOneBadNameCostsOnlyItself(t *testing.T) {
 	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
 	assert.Nil(t, swappedOf(sessionList(t, e), "m"), "restored: the swap is no longer listed")
 }
+
+// A disk that fills while a name is written fails the whole swap, with one
+// line that says so, and the session goes on; it does not lose the name.
+func TestSwapFullDiskFailsTheSwap(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	ok(t, e.Run("exec", "full", `import os, resource, signal
+model = os.urandom(4 << 20)
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.RLIM_INFINITY))  # 1 MB left on the disk`))
+	r := e.Run("swap", "full")
+	assert.NotEqual(t, 0, r.Code, "a swap that could not write must fail:\n%s", r)
+	assert.Regexp(t, `^could not swap 'full': writing the swap: File too large\n$`, r.Stdout+r.Stderr)
+	assert.NotNil(t, liveOf(sessionList(t, e), "full"), "the session goes on")
+	assert.Contains(t, ok(t, e.Run("exec", "full", "len(model)")), "4194304")
+	ents, _ := os.ReadDir(e.Paths.SwapDir())
+	assert.Empty(t, ents, "no swap, and no part file left")
+}
