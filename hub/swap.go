@@ -681,7 +681,9 @@ func (h *Hub) sweep(ctx context.Context) ([]wire.SwapOutcome, error) {
 		idle[s] = d
 		due = append(due, s)
 	}
-	done := h.swapMany(ctx, due, false, func(s *Session) string {
+	// Not cancelled by the hub's stop: a swap under way finishes, and the
+	// stop's own swaps wait for it (swapAtStop).
+	done := h.swapMany(context.WithoutCancel(ctx), due, false, func(s *Session) string {
 		return "nobody used it for " + wire.Duration(idle[s].Seconds())
 	})
 	all := append(done, kept...)
@@ -731,20 +733,47 @@ func (h *Hub) swapAtStop(list []*Session, why string) {
 		}
 	}()
 	h.log.Info("swapping sessions before the hub ends", "sessions", len(list), "why", why)
+	// A swap the sweep (or a request) has under way is finished first; a
+	// session it took to disk is not swapped again.
+	var todo []*Session
+	for _, s := range list {
+		if j := h.jobOf(s); j != nil {
+			select {
+			case <-j.done:
+			case <-ctx.Done():
+			}
+		}
+		if h.holds(s) {
+			todo = append(todo, s)
+		}
+	}
+	outs := h.swapMany(ctx, todo, true, func(*Session) string { return why })
 	// The swapped workers are ended, but only their exits remove their
 	// live records: wait for them, or the next hub would take each for a
 	// session lost with this one.
 	exits := time.After(5 * time.Second)
-	for i, o := range h.swapMany(ctx, list, true, func(*Session) string { return why }) {
-		if o.Status != wire.SwapDone {
-			h.log.Info("not swapped", "session", o.Name, "why", o.Why)
-			continue
+	for _, s := range list {
+		if h.holds(s) {
+			continue // not swapped: shutdown ends it
 		}
 		select {
-		case <-list[i].exited:
+		case <-s.exited:
 		case <-exits:
 		}
 	}
+	for _, o := range outs {
+		if o.Status != wire.SwapDone {
+			h.log.Info("not swapped", "session", o.Name, "why", o.Why)
+		}
+	}
+}
+
+// holds says whether s is still the hub's session by its name: not
+// swapped away, and not ended.
+func (h *Hub) holds(s *Session) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sessions[s.name] == s
 }
 
 // stopMessage answers a stop request.

@@ -446,3 +446,37 @@ resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.RLIM_INFINITY))  # 
 	ents, _ := os.ReadDir(e.Paths.SwapDir())
 	assert.Empty(t, ents, "no swap, and no part file left")
 }
+
+// A stop that comes while the sweep swaps a session lets that swap finish
+// (the stop does not cancel it), and the session comes back from it.
+func TestSwapStopWaitsForTheSweepsSwap(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	e.Setenv("REPLHUB_SWAP_EVERY", "200ms")
+	ok(t, e.Run("exec", "slow", `import time
+class Slow:
+    def __reduce__(self):
+        time.sleep(4)
+        return (str, ('slow',))
+slow = Slow()
+x = 'kept'`))
+	e.WriteConfig(`{"swap_after_hours": 0.0003}`) // 1.08 s
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if s := liveOf(sessionList(t, e), "slow"); s != nil && s.Serving != "" {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s := liveOf(sessionList(t, e), "slow")
+	require.NotNil(t, s)
+	require.Contains(t, s.Serving, "swap", "the sweep's swap is under way")
+	r := e.Run("stop")
+	require.Equal(t, 0, r.Code, "%s", r)
+	_, err := os.Lstat(filepath.Join(e.Paths.SwapDir(), "slow.json"))
+	assert.NoError(t, err, "a graceful stop must swap the session the sweep was swapping")
+	e.WriteConfig(`{"swap_after_hours": 0}`)
+	r = e.Run("exec", "slow", "x")
+	assert.Contains(t, r.Stdout, "'kept'", "%s", r)
+}
