@@ -65,10 +65,16 @@ func (h *Hub) startOrRestore(ctx context.Context, s *Session, req *wire.Request)
 		err = errors.New(ans.Error)
 	}
 	if err != nil {
-		h.log.Error("restore failed", "session", req.Name, "err", err)
 		s.mu.Lock()
+		killed := s.killed
 		s.killed = true
 		s.mu.Unlock()
+		if killed {
+			h.log.Info("session killed during its restore", "session", req.Name)
+			return "", &wire.Error{Code: wire.CodeStart, Message: fmt.Sprintf(
+				"session '%s' was killed on request while its swap was loaded; the swap is deleted", req.Name)}
+		}
+		h.log.Error("restore failed", "session", req.Name, "err", err)
 		s.proc.Kill()
 		j.gone = true
 		select {

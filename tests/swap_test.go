@@ -480,3 +480,29 @@ x = 'kept'`))
 	r = e.Run("exec", "slow", "x")
 	assert.Contains(t, r.Stdout, "'kept'", "%s", r)
 }
+
+// `replhub kill NAME` while NAME is being restored ends it for good: the
+// swap is deleted, the kill and the exec say so, and the next exec starts
+// afresh.
+func TestSwapKillDuringRestoreDeletesTheSwap(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	ok(t, e.Run("exec", "nap", `import time
+class Nap:
+    def __reduce__(self):
+        return (time.sleep, (3,))
+nap = Nap()
+secret = 'old state'`))
+	ok(t, e.Run("swap", "nap"))
+	done := make(chan hubtest.Result, 1)
+	go func() { done <- e.Run("exec", "nap", "1") }() // restores; loading nap sleeps 3 s
+	time.Sleep(1500 * time.Millisecond)
+	k := e.Run("kill", "nap")
+	assert.Contains(t, k.Stdout, "killed session 'nap' and deleted its swap", "%s", k)
+	r := <-done
+	assert.Contains(t, r.Stderr, "session 'nap' was killed on request while its swap was loaded; the swap is deleted", "%s", r)
+	assert.Nil(t, swappedOf(sessionList(t, e), "nap"), "killed, yet the swap is still listed")
+	r = e.Run("exec", "nap", "'secret' in globals()")
+	assert.Contains(t, r.Stdout, "False", "kill should have freed the name:\n%s", r)
+}
