@@ -24,7 +24,7 @@ import (
 // the next exec or session() under its name brings it back.
 //
 // A swap asks the worker to pickle its namespace (boot/swap.py): locally
-// into SwapDir/.NAME.pickle.part-SID, which the worker creates; a remote
+// into SwapDir/~NAME.pickle.part-SID, which the worker creates; a remote
 // worker sends the bytes as chunk frames, which the hub writes there. Once
 // the worker says it is done, the hub checks the file (a regular file of
 // ours, 0600, of the size the worker reported), renames it NAME.pickle,
@@ -69,6 +69,11 @@ const (
 	// maxRecord bounds a NAME.json read back.
 	maxRecord = 64 << 20
 )
+
+// partPrefix starts the name of a swap being written: no session name can
+// start with it (checkName), so a part file is never taken for a swap, nor
+// a swap for a part file (a name may start with a dot).
+const partPrefix = "~"
 
 // swapRecord is NAME.json.
 type swapRecord struct {
@@ -418,7 +423,7 @@ func (h *Hub) swapOut(ctx context.Context, s *Session, force bool, why string) w
 		}
 	}()
 
-	part := filepath.Join(dir, fmt.Sprintf(".%s.pickle.part-%d", s.name, op.sid))
+	part := filepath.Join(dir, fmt.Sprintf("%s%s.pickle.part-%d", partPrefix, s.name, op.sid))
 	frame := &proto.Swap{Sid: op.sid, Force: force}
 	if local {
 		frame.Path = part
@@ -791,7 +796,7 @@ func (h *Hub) expireSwaps(keep time.Duration) {
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
 		name := e.Name()
-		if strings.HasPrefix(name, ".") {
+		if strings.HasPrefix(name, partPrefix) {
 			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > staleAfter {
 				os.Remove(filepath.Join(dir, name))
 			}
@@ -897,7 +902,7 @@ func (h *Hub) listSwapped() []wire.SwappedInfo {
 	var out []wire.SwappedInfo
 	for _, e := range ents {
 		name, ok := strings.CutSuffix(e.Name(), ".json")
-		if !ok || strings.HasPrefix(name, ".") || checkName(name) != nil {
+		if !ok || checkName(name) != nil {
 			continue
 		}
 		info := wire.SwappedInfo{Name: name, Host: "?", Python: "?", Cwd: "?"}

@@ -506,3 +506,21 @@ secret = 'old state'`))
 	r = e.Run("exec", "nap", "'secret' in globals()")
 	assert.Contains(t, r.Stdout, "False", "kill should have freed the name:\n%s", r)
 }
+
+// A name may start with a dot: its swap is listed, and the sweep does not
+// take it for a stale part file.
+func TestSwapNameWithALeadingDot(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	ok(t, e.Run("exec", ".cache", "x = 'precious'"))
+	ok(t, e.Run("swap", ".cache"))
+	assert.NotNil(t, swappedOf(sessionList(t, e), ".cache"), "sessions should list the swap")
+	old := time.Now().Add(-2 * time.Hour)
+	for _, f := range []string{".cache.pickle", ".cache.json"} {
+		os.Chtimes(filepath.Join(e.Paths.SwapDir(), f), old, old)
+	}
+	e.Run("swap") // the sweep
+	r := e.Run("exec", ".cache", "x")
+	assert.Contains(t, r.Stdout, "'precious'", "%s", r)
+}
