@@ -859,7 +859,11 @@ func (h *Hub) handleSwap(ctx context.Context, req wire.Request) wire.Reply {
 	s := h.sessions[req.Name]
 	h.mu.Unlock()
 	if s == nil {
-		if rec, _ := h.readSwap(req.Name); rec != nil {
+		rec, err := h.readSwap(req.Name)
+		if err != nil {
+			return errReply(wire.CodeStart, "%v", err) // its swap is refused: say why
+		}
+		if rec != nil {
 			o := wire.SwapOutcome{Name: req.Name, Host: rec.Host, Status: wire.SwapKept, Why: "it is on disk already"}
 			return wire.Reply{Swaps: []wire.SwapOutcome{o}, Message: o.Line()}
 		}
