@@ -48,6 +48,9 @@ MAGIC = b"REPLHUB-SWAP 1\n"
 PY = "%d.%d" % sys.version_info[:2]
 CHUNK = 8 << 20
 WHY_CAP = 300
+# TAPE_CAP bounds a streamed record kept in memory while it loads (see
+# StreamIn.mark): a bigger one that fails to load costs the names after it.
+TAPE_CAP = 256 << 20
 
 
 class SwapError(Exception):
@@ -194,17 +197,38 @@ class FileOut(object):
     writePiece in hub/sink.go)."""
 
     PIECE = 256 << 10
+    # The disk is looked at every CHECK bytes: the swap stops while RESERVE
+    # (at most a twentieth of the disk) is still free, as the hub does for
+    # a remote session's swap (diskRoom in hub/swap.go).
+    CHECK = 16 << 20
+    RESERVE = 1 << 30
 
     def __init__(self, fd):
         self.fd = fd
         self.target = self
+        self.unchecked = self.CHECK
 
     def write(self, b):
         view = memoryview(b)
         n = len(view)
-        while view:
-            view = view[os.write(self.fd, view[:self.PIECE]):]
+        self.unchecked += n
+        try:
+            if self.unchecked >= self.CHECK:
+                self._room(n)
+            while view:
+                view = view[os.write(self.fd, view[:self.PIECE]):]
+        except OSError as e:
+            # The disk, not the name: the whole swap fails, the session goes on.
+            raise SwapError("writing the swap: %s" % (e.strerror or e))
         return n
+
+    def _room(self, n):
+        self.unchecked = 0
+        st = os.fstatvfs(self.fd)
+        reserve = min(self.RESERVE, st.f_blocks * st.f_frsize // 20)
+        if st.f_bavail * st.f_frsize - max(n, self.CHECK) < reserve:
+            raise SwapError("writing the swap: the disk would have less than %d MB free: the swap stops"
+                            % (reserve >> 20))
 
     def tell(self):
         return os.lseek(self.fd, 0, os.SEEK_CUR)
@@ -319,6 +343,10 @@ def swap(session, header, chan, tk):
             p.dump(marker)
             try:
                 p.dump(value)
+            except SwapError:
+                raise
+            except MemoryError:
+                raise SwapError("out of memory while pickling %s: the swap stops" % name)
             except Exception as e:
                 out.rollback()
                 memo = p.memo.copy()
@@ -375,10 +403,35 @@ class FileIn(object):
     def skip_to(self, pos):
         self.f.seek(pos)
 
+    def mark(self, n):
+        pass
+
+    def record(self, start, end):
+        """A file positioned at start, to read the record up to end."""
+        self.f.seek(start)
+        return self.f
+
 
 class _NoPeek(object):
     def __init__(self, f):
         self.read, self.readline, self.readinto = f.read, f.readline, f.readinto
+
+
+class _Chain(object):
+    """head's bytes, then f's: an unpickler made after a failed name reads
+    the pickle that rebuilds its memo first (see _Realign)."""
+
+    def __init__(self, head, f):
+        self.head, self.f = io.BytesIO(head), f
+
+    def read(self, n=-1):
+        return self.head.read(n) or self.f.read(n)
+
+    def readline(self, limit=-1):
+        return self.head.readline(limit) or self.f.readline(limit)
+
+    def readinto(self, b):
+        return self.head.readinto(b) or self.f.readinto(b)
 
 
 class StreamIn(object):
@@ -391,6 +444,7 @@ class StreamIn(object):
         self.cur = memoryview(b"")
         self.pos = 0
         self.eof = False
+        self.tape = None  # what the current record has used so far (see mark)
 
     def _more(self):
         if self.eof:
@@ -414,6 +468,8 @@ class StreamIn(object):
             self.cur = self.cur[k:]
             self.pos += k
             n = n - k if n > 0 else n
+        if self.tape is not None:
+            self.tape.extend(parts)
         return b"".join(parts)
 
     def readinto(self, b):
@@ -434,15 +490,32 @@ class StreamIn(object):
             self.pos += k
             if i >= 0:
                 break
+        if self.tape is not None:
+            self.tape.extend(parts)
         return b"".join(parts)
 
     def tell(self):
         return self.pos
 
     def skip_to(self, pos):
+        self.tape = None
         while self.pos < pos:
             if not self.read(min(pos - self.pos, CHUNK)):
                 raise SwapError("the swap ended inside a name")
+
+    def mark(self, n):
+        """Keep what the next n bytes (a record) use, as views of the
+        chunks, so that a name that fails to load can be read again; a
+        record over TAPE_CAP is not kept."""
+        self.tape = [] if n <= TAPE_CAP else None
+
+    def record(self, start, end):
+        """The record from start to end, or None when it was not kept."""
+        if self.tape is None or start + sum(len(v) for v in self.tape) != self.pos:
+            return None
+        head = b"".join(self.tape)
+        self.tape = None
+        return io.BytesIO(head + self.read(end - self.pos))
 
 
 def _exact(src, n):
@@ -452,9 +525,100 @@ def _exact(src, n):
     return b
 
 
+class Lost(object):
+    """What a name that failed to load leaves in the objects it shared
+    with later names (see _Realign)."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return "<lost in the swap with %s>" % self.name
+
+
+_ATOMS = (str, bytes, int, float, complex, bool, type(None))
+
+
+def _memoized(f):
+    """The memo entries the two pickles of a record at f's position add."""
+    import pickletools
+    n = 0
+    for _ in range(2):
+        for op, arg, pos in pickletools.genops(f):
+            if op.name == "MEMOIZE":
+                n += 1
+    return n
+
+
+class _Realign(object):
+    """Makes a new unpickler after a name failed to load. The old one may
+    hold the rest of the failed record's frame, which it would read as the
+    next record, and its memo has only the objects loaded before the
+    failure, where the pickler's went on to the record's end.
+
+    The new unpickler's memo is the old one's, cut or filled with Lost up
+    to the pickler's count, which is read off the record's bytes. Setting
+    memo does not carry the count of entries the C unpickler numbers the
+    next MEMOIZE by (it keeps the count of the memo it replaces), so a memo
+    of as many entries is set first, and the Lost ones are put in by a
+    small pickle the new unpickler reads before the stream (_Chain)."""
+
+    def __init__(self, make):
+        self.make = make
+        self.ok = None
+
+    def __call__(self, u, source, marker, f, name):
+        """The unpickler to go on with, or None when that cannot be done."""
+        if f is None or not self.works():
+            return None
+        values = list(u.memo.copy().values())  # by index: no gaps
+        have = base = len(values)
+        if marker is not None:
+            for i in range(have - 1, -1, -1):
+                if values[i] is marker:
+                    base = i
+                    break
+        # What the failed name loaded whole (a string, a number) is kept
+        # for the names after it; a container may be half filled.
+        lost = [i for i in range(base, have) if type(values[i]) not in _ATOMS]
+        del values
+        try:
+            top = base + _memoized(f)
+        except Exception:
+            return None
+        return self._renew(u, source, have, lost + list(range(have, top)), name)
+
+    def _renew(self, u, source, have, lost, name):
+        head = b"\x80\x04\x8c" + struct.pack("<B", len(b"lost")) + b"lostQ"
+        puts = b"".join(b"r" + struct.pack("<I", i) for i in lost)
+        v = self.make(_Chain(head + puts + b".", source), name)
+        v.memo = dict.fromkeys(range(have))
+        v.memo = u.memo
+        v.load()
+        return v
+
+    def works(self):
+        """Whether _renew gives the count this Python numbers by: tried
+        once on a small stream."""
+        if self.ok is None:
+            try:
+                u = self.make(io.BytesIO(pickle.dumps(["x", "y"], protocol=4)), "probe")
+                u.load()  # memo 0..2
+                # As if the last entry were a failed record's, which memoized 3.
+                after = b"\x80\x04\x8c\x01z\x94h\x05h\x04\x86."
+                v = self._renew(u, io.BytesIO(after), 3, [2, 3, 4], "probe")
+                z, lost = v.load()
+                self.ok = z == "z" and isinstance(lost, Lost) and v.memo.copy()[1] == "x"
+            except Exception:
+                self.ok = False
+        return self.ok
+
+
 def restore(session, src, tk):
     """Load the records of src into session's namespace; return the
-    restored frame's fields."""
+    restored frame's fields. A name that fails to load costs only itself
+    (see _Realign), unless it cannot be read again: then the names after
+    it are not loaded either, and say so."""
     if src.readline() != MAGIC:
         raise SwapError("not a replhub swap file")
     meta = json.loads(src.readline().decode("utf-8"))
@@ -478,12 +642,21 @@ def restore(session, src, tk):
         def persistent_load(self, pid):
             if pid == "ns":
                 return ns
+            if pid == "lost":
+                return self.lost
             raise pickle.UnpicklingError("unknown reference %r" % (pid,))
 
-    u = Unpickler(src.source)
+    def make(source, name):
+        u = Unpickler(source)
+        u.lost = Lost(name)
+        return u
+
+    realign = _Realign(make)
+    u = make(src.source, "")
     if u.load() is not ns:  # PROLOGUE: ns is now memo index 0
         raise SwapError("the swap file is damaged (no prologue)")
     names, skipped = [], []
+    lost = None  # why the names from here on are not loaded
     while True:
         tag = _exact(src, 1)
         if tag == b"E":
@@ -493,14 +666,27 @@ def restore(session, src, tk):
         (k,) = struct.unpack("<H", _exact(src, 2))
         name = _exact(src, k).decode("utf-8", "surrogatepass")
         (n,) = struct.unpack("<Q", _exact(src, 8))
-        end = src.tell() + n
+        start = src.tell()
+        end = start + n
+        if lost is not None:
+            skipped.append({"name": name, "why": lost})
+            src.skip_to(end)
+            continue
+        src.mark(n)
+        marker = None
         try:
-            u.load()  # the marker
+            marker = u.load()
             value = u.load()
         except Exception as e:
             skipped.append({"name": name, "why": _why(e)})
+            u = realign(u, src.source, marker, src.record(start, end), name)
+            if u is None:
+                lost = "not loaded: %s before it failed to load and could not be read past" % name
         else:
-            ns[name] = value
-            names.append(name)
+            if isinstance(value, Lost):
+                skipped.append({"name": name, "why": "it was %s, which did not load" % value.name})
+            else:
+                ns[name] = value
+                names.append(name)
         src.skip_to(end)
     return {"op": "restored", "ok": True, "names": names, "skipped": skipped, "note": "; ".join(notes)}

@@ -238,3 +238,65 @@ worker.start()`, 10*time.Second)
 		assert.Contains(t, string(b), `"stop"`, "an Event holds a lock")
 	})
 }
+
+// A name that fails to load costs only itself, from a file and from
+// chunks: the names after it load whole, and one that was the same object
+// says so instead of loading as something else.
+func TestSwapRestoreGoesPastANameThatFails(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		mod := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(mod, "gonemod.py"), []byte("class Thing:\n    pass\n"), 0o600))
+		w := startWorker(t, py)
+		done := w.run(`import sys; sys.path.insert(0, `+pyStr(mod)+`); import gonemod
+shared = ["shared"]
+a = [shared, [gonemod.Thing() for _ in range(5)]]
+b = [["y%d" % i] for i in range(50)]
+b.append(b[0])
+c = "still here"
+alias = a`, 20*time.Second)
+		require.Equal(t, "ok", done.str("status"), "%s", done.line)
+		path := filepath.Join(t.TempDir(), "s.part")
+		w.send(map[string]any{"op": "swap", "sid": 1, "path": path}, nil)
+		f, _ := w.until("swapped", 60*time.Second, nil)
+		require.Equal(t, true, f.h["ok"], "%s", f.line)
+		w.send(map[string]any{"op": "swap", "sid": 2}, nil)
+		f, before := w.until("swapped", 60*time.Second, nil)
+		require.Equal(t, true, f.h["ok"], "%s", f.line)
+		var data []byte
+		for _, c := range before {
+			if c.op() == "chunk" && c.num("sid") == 2 {
+				data = append(data, c.data...)
+			}
+		}
+		require.NoError(t, os.Remove(filepath.Join(mod, "gonemod.py")))
+		os.RemoveAll(filepath.Join(mod, "__pycache__"))
+
+		check := func(t *testing.T, w *worker, f frame) {
+			require.Equal(t, true, f.h["ok"], "%s", f.line)
+			sk := skipped(f)
+			assert.Contains(t, sk["a"], "gonemod")
+			assert.Equal(t, "it was a, which did not load", sk["alias"])
+			assert.Contains(t, names(f, "names"), "b")
+			assert.Contains(t, names(f, "names"), "c")
+			done := w.run(`(c, len(b), b[-1] is b[0], b[49], 'a' in globals(), 'shared' in globals())`, 20*time.Second)
+			require.Equal(t, "ok", done.str("status"), "%s", done.line)
+			assert.Equal(t, "('still here', 51, True, ['y49'], False, True)", done.str("value"))
+		}
+		t.Run("file", func(t *testing.T) {
+			w := startWorker(t, py)
+			w.send(map[string]any{"op": "restore", "sid": 3, "path": path}, nil)
+			f, _ := w.until("restored", 60*time.Second, nil)
+			check(t, w, f)
+		})
+		t.Run("chunks", func(t *testing.T) {
+			w := startWorker(t, py)
+			w.send(map[string]any{"op": "restore", "sid": 4}, nil)
+			w.until("ack", 20*time.Second, nil)
+			w.send(map[string]any{"op": "chunk", "sid": 4, "seq": 0}, data)
+			w.until("ack", 20*time.Second, nil)
+			w.send(map[string]any{"op": "chunk", "sid": 4, "seq": 1, "eof": true}, nil)
+			f, _ := w.until("restored", 60*time.Second, nil)
+			check(t, w, f)
+		})
+	})
+}

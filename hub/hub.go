@@ -648,6 +648,18 @@ func (h *Hub) Kill(name string) (string, error) {
 	case <-time.After(5 * time.Second):
 		return "", &wire.Error{Code: wire.CodeInternal, Message: fmt.Sprintf("session '%s' did not end within 5s of SIGKILL", name)}
 	}
+	// A swap or restore under way ends with its worker; then the name's
+	// swap, if the swap got as far as writing it or the restore had not
+	// yet deleted it, goes too: a killed session does not come back.
+	if j := h.jobOf(s); j != nil {
+		select {
+		case <-j.done:
+		case <-time.After(10 * time.Second):
+		}
+	}
+	if _, ok := h.killSwap(name); ok {
+		return fmt.Sprintf("killed session '%s' and deleted its swap; its name is free", name), nil
+	}
 	return fmt.Sprintf("killed session '%s'", name), nil
 }
 

@@ -24,7 +24,7 @@ import (
 // the next exec or session() under its name brings it back.
 //
 // A swap asks the worker to pickle its namespace (boot/swap.py): locally
-// into SwapDir/.NAME.pickle.part-SID, which the worker creates; a remote
+// into SwapDir/~NAME.pickle.part-SID, which the worker creates; a remote
 // worker sends the bytes as chunk frames, which the hub writes there. Once
 // the worker says it is done, the hub checks the file (a regular file of
 // ours, 0600, of the size the worker reported), renames it NAME.pickle,
@@ -69,6 +69,11 @@ const (
 	// maxRecord bounds a NAME.json read back.
 	maxRecord = 64 << 20
 )
+
+// partPrefix starts the name of a swap being written: no session name can
+// start with it (checkName), so a part file is never taken for a swap, nor
+// a swap for a part file (a name may start with a dot).
+const partPrefix = "~"
 
 // swapRecord is NAME.json.
 type swapRecord struct {
@@ -313,6 +318,23 @@ func (h *Hub) removeSwap(name string) {
 	syncDir(h.paths.SwapDir())
 }
 
+// keepSwap moves name's pickle to SwapDir/kept/NAME-TIME.pickle (0600,
+// in a folder of mode 0700), for a restore that could not load every name;
+// the record is left for removeSwap.
+func (h *Hub) keepSwap(name string, when time.Time) (string, error) {
+	pickle, _ := h.swapPaths(name)
+	dir := filepath.Join(h.paths.SwapDir(), "kept")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	kept := filepath.Join(dir, name+"-"+when.Local().Format("20060102-150405")+".pickle")
+	if err := os.Rename(pickle, kept); err != nil {
+		return "", err
+	}
+	syncDir(dir)
+	return kept, nil
+}
+
 func syncDir(dir string) {
 	if d, err := os.Open(dir); err == nil {
 		d.Sync()
@@ -401,7 +423,7 @@ func (h *Hub) swapOut(ctx context.Context, s *Session, force bool, why string) w
 		}
 	}()
 
-	part := filepath.Join(dir, fmt.Sprintf(".%s.pickle.part-%d", s.name, op.sid))
+	part := filepath.Join(dir, fmt.Sprintf("%s%s.pickle.part-%d", partPrefix, s.name, op.sid))
 	frame := &proto.Swap{Sid: op.sid, Force: force}
 	if local {
 		frame.Path = part
@@ -664,7 +686,9 @@ func (h *Hub) sweep(ctx context.Context) ([]wire.SwapOutcome, error) {
 		idle[s] = d
 		due = append(due, s)
 	}
-	done := h.swapMany(ctx, due, false, func(s *Session) string {
+	// Not cancelled by the hub's stop: a swap under way finishes, and the
+	// stop's own swaps wait for it (swapAtStop).
+	done := h.swapMany(context.WithoutCancel(ctx), due, false, func(s *Session) string {
 		return "nobody used it for " + wire.Duration(idle[s].Seconds())
 	})
 	all := append(done, kept...)
@@ -714,20 +738,47 @@ func (h *Hub) swapAtStop(list []*Session, why string) {
 		}
 	}()
 	h.log.Info("swapping sessions before the hub ends", "sessions", len(list), "why", why)
+	// A swap the sweep (or a request) has under way is finished first; a
+	// session it took to disk is not swapped again.
+	var todo []*Session
+	for _, s := range list {
+		if j := h.jobOf(s); j != nil {
+			select {
+			case <-j.done:
+			case <-ctx.Done():
+			}
+		}
+		if h.holds(s) {
+			todo = append(todo, s)
+		}
+	}
+	outs := h.swapMany(ctx, todo, true, func(*Session) string { return why })
 	// The swapped workers are ended, but only their exits remove their
 	// live records: wait for them, or the next hub would take each for a
 	// session lost with this one.
 	exits := time.After(5 * time.Second)
-	for i, o := range h.swapMany(ctx, list, true, func(*Session) string { return why }) {
-		if o.Status != wire.SwapDone {
-			h.log.Info("not swapped", "session", o.Name, "why", o.Why)
-			continue
+	for _, s := range list {
+		if h.holds(s) {
+			continue // not swapped: shutdown ends it
 		}
 		select {
-		case <-list[i].exited:
+		case <-s.exited:
 		case <-exits:
 		}
 	}
+	for _, o := range outs {
+		if o.Status != wire.SwapDone {
+			h.log.Info("not swapped", "session", o.Name, "why", o.Why)
+		}
+	}
+}
+
+// holds says whether s is still the hub's session by its name: not
+// swapped away, and not ended.
+func (h *Hub) holds(s *Session) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sessions[s.name] == s
 }
 
 // stopMessage answers a stop request.
@@ -745,7 +796,7 @@ func (h *Hub) expireSwaps(keep time.Duration) {
 	ents, _ := os.ReadDir(dir)
 	for _, e := range ents {
 		name := e.Name()
-		if strings.HasPrefix(name, ".") {
+		if strings.HasPrefix(name, partPrefix) {
 			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > staleAfter {
 				os.Remove(filepath.Join(dir, name))
 			}
@@ -808,7 +859,11 @@ func (h *Hub) handleSwap(ctx context.Context, req wire.Request) wire.Reply {
 	s := h.sessions[req.Name]
 	h.mu.Unlock()
 	if s == nil {
-		if rec, _ := h.readSwap(req.Name); rec != nil {
+		rec, err := h.readSwap(req.Name)
+		if err != nil {
+			return errReply(wire.CodeStart, "%v", err) // its swap is refused: say why
+		}
+		if rec != nil {
 			o := wire.SwapOutcome{Name: req.Name, Host: rec.Host, Status: wire.SwapKept, Why: "it is on disk already"}
 			return wire.Reply{Swaps: []wire.SwapOutcome{o}, Message: o.Line()}
 		}
@@ -851,7 +906,7 @@ func (h *Hub) listSwapped() []wire.SwappedInfo {
 	var out []wire.SwappedInfo
 	for _, e := range ents {
 		name, ok := strings.CutSuffix(e.Name(), ".json")
-		if !ok || strings.HasPrefix(name, ".") || checkName(name) != nil {
+		if !ok || checkName(name) != nil {
 			continue
 		}
 		info := wire.SwappedInfo{Name: name, Host: "?", Python: "?", Cwd: "?"}

@@ -51,11 +51,12 @@ func TestSwapNote(t *testing.T) {
 		Threads: []string{"ticker (daemon)"}, Children: []string{"pid 7: sleep 9"},
 		Output: "between cells\n", Result: &wire.Result{Cell: 3, Status: wire.StatusOK, Output: "late\n", Value: ptr("42")}}
 	note := rec.note(wire.SessionInfo{Python: "3.11.7", Cwd: "/w"}, &proto.Restored{OK: true, Names: []string{"a", "b"},
-		Skipped: []proto.SwapSkip{{Name: "f", Why: "AttributeError: gone"}}, Note: "its folder /x is gone"})
+		Skipped: []proto.SwapSkip{{Name: "f", Why: "AttributeError: gone"}}, Note: "its folder /x is gone"}, "/s/kept/chirp-1.pickle")
 	for _, want := range []string{
 		"session 'chirp' was swapped to disk at ", "(2h0m ago; nobody used it for 24h) and is back: 2 names, python 3.11.7, cwd /w",
 		"\nnot swapped (it did not pickle): sock (TypeError: no)",
 		"\nnot restored (it did not load): f (AttributeError: gone)",
+		"\nthe swap is kept in /s/kept/chirp-1.pickle",
 		"\nthreads that were running then (they are not now): ticker (daemon)",
 		"\nchild processes that were running then (ended): pid 7: sleep 9",
 		"\nits folder /x is gone",

@@ -65,10 +65,16 @@ func (h *Hub) startOrRestore(ctx context.Context, s *Session, req *wire.Request)
 		err = errors.New(ans.Error)
 	}
 	if err != nil {
-		h.log.Error("restore failed", "session", req.Name, "err", err)
 		s.mu.Lock()
+		killed := s.killed
 		s.killed = true
 		s.mu.Unlock()
+		if killed {
+			h.log.Info("session killed during its restore", "session", req.Name)
+			return "", &wire.Error{Code: wire.CodeStart, Message: fmt.Sprintf(
+				"session '%s' was killed on request while its swap was loaded; the swap is deleted", req.Name)}
+		}
+		h.log.Error("restore failed", "session", req.Name, "err", err)
 		s.proc.Kill()
 		j.gone = true
 		select {
@@ -79,6 +85,15 @@ func (h *Hub) startOrRestore(ctx context.Context, s *Session, req *wire.Request)
 			"session '%s' is swapped to disk, and loading its swap failed: %v\nThe swap stays: `replhub kill %s` deletes it",
 			req.Name, err, req.Name)}
 	}
+	kept := ""
+	if len(ans.Skipped) > 0 {
+		// What did not load may load elsewhere (its module installed
+		// again): the pickle is kept aside, not deleted.
+		if kept, err = h.keepSwap(req.Name, rec.When); err != nil {
+			h.log.Error("swap not kept aside", "session", req.Name, "err", err)
+			kept = ""
+		}
+	}
 	h.removeSwap(req.Name)
 	s.mu.Lock()
 	s.cells = rec.Cells
@@ -88,7 +103,7 @@ func (h *Hub) startOrRestore(ctx context.Context, s *Session, req *wire.Request)
 	h.endSwapOp(s, op)
 	h.transcribeNote(s, fmt.Sprintf("restored from its swap of %s", rec.When.Format(time.RFC3339)), "")
 	h.log.Info("session restored", "session", req.Name, "names", len(ans.Names), "skipped", len(ans.Skipped))
-	return rec.note(s.snapshot(), ans), nil
+	return rec.note(s.snapshot(), ans, kept), nil
 }
 
 // agrees refuses a request that insists on another place than where the
@@ -187,8 +202,9 @@ func (h *Hub) awaitRestored(ctx context.Context, s *Session, j *swapJob) (*proto
 	}
 }
 
-// note is the one note a restored session opens with.
-func (r *swapRecord) note(now wire.SessionInfo, ans *proto.Restored) string {
+// note is the one note a restored session opens with; kept is where the
+// pickle was kept aside ("": deleted).
+func (r *swapRecord) note(now wire.SessionInfo, ans *proto.Restored, kept string) string {
 	var b strings.Builder
 	where := ""
 	if r.Host != "" && r.Host != config.Local {
@@ -211,6 +227,9 @@ func (r *swapRecord) note(now wire.SessionInfo, ans *proto.Restored) string {
 	}
 	list("not swapped (it did not pickle)", skips(r.Skipped))
 	list("not restored (it did not load)", skips(ans.Skipped))
+	if kept != "" {
+		fmt.Fprintf(&b, "\nthe swap is kept in %s", kept)
+	}
 	list("threads that were running then (they are not now)", r.Threads)
 	list("child processes that were running then (ended)", r.Children)
 	if ans.Note != "" {

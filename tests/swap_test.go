@@ -176,6 +176,9 @@ func TestSwapRefusesUnsafeFiles(t *testing.T) {
 			b, _ := os.ReadFile(e.Paths.Log())
 			assert.Contains(t, string(b), "swap refused")
 			assert.Nil(t, liveOf(sessionList(t, e), "s"), "no session was started")
+			r = e.Run("swap", "s")
+			assert.Equal(t, 2, r.Code, "%s", r)
+			assert.Contains(t, r.Stderr, "refused to load the swap of session 's': ", "swap says why, not 'no session'")
 			assert.Contains(t, ok(t, e.Run("kill", "s")), "deleted the swap")
 			ents, _ := os.ReadDir(e.Paths.SwapDir())
 			assert.Empty(t, ents)
@@ -399,4 +402,128 @@ slow = Slow()`, "--python", newer))
 	assert.Contains(t, r.Stdout, "the hub stopped", "%s", r)
 	b, _ := os.ReadFile(e.Paths.Log())
 	assert.Contains(t, string(b), "a second signal: the hub stops without swapping the rest")
+}
+
+// A name that fails to load at the restore (its module was uninstalled
+// meanwhile) costs only itself; the pickle is kept aside, not deleted, and
+// the note says where.
+func TestSwapOneBadNameCostsOnlyItself(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	mod := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(mod, "gonemod.py"), []byte("class Thing:\n    pass\n"), 0o600))
+	ok(t, e.Run("exec", "m", "import sys; sys.path.insert(0, "+fmt.Sprintf("%q", mod)+"); import gonemod\n"+
+		"a = [gonemod.Thing()]\nb = list(range(10))\nc = 'still here'"))
+	ok(t, e.Run("swap", "m"))
+	require.NoError(t, os.Remove(filepath.Join(mod, "gonemod.py")))
+	os.RemoveAll(filepath.Join(mod, "__pycache__"))
+	r := e.Run("exec", "m", "[n for n in ('a', 'b', 'c') if n in globals()], c")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "Out[2]: (['b', 'c'], 'still here')", "only 'a' is lost:\n%s", r.Stdout)
+	assert.Contains(t, r.Stdout, "not restored (it did not load): ")
+	m := regexp.MustCompile(`the swap is kept in (\S+\.pickle)`).FindStringSubmatch(r.Stdout)
+	require.NotNil(t, m, "%s", r.Stdout)
+	assert.Equal(t, filepath.Join(e.Paths.SwapDir(), "kept"), filepath.Dir(m[1]))
+	fi, err := os.Lstat(m[1])
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	assert.Nil(t, swappedOf(sessionList(t, e), "m"), "restored: the swap is no longer listed")
+}
+
+// A disk that fills while a name is written fails the whole swap, with one
+// line that says so, and the session goes on; it does not lose the name.
+func TestSwapFullDiskFailsTheSwap(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	ok(t, e.Run("exec", "full", `import os, resource, signal
+model = os.urandom(4 << 20)
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.RLIM_INFINITY))  # 1 MB left on the disk`))
+	r := e.Run("swap", "full")
+	assert.NotEqual(t, 0, r.Code, "a swap that could not write must fail:\n%s", r)
+	assert.Regexp(t, `^could not swap 'full': writing the swap: File too large\n$`, r.Stdout+r.Stderr)
+	assert.NotNil(t, liveOf(sessionList(t, e), "full"), "the session goes on")
+	assert.Contains(t, ok(t, e.Run("exec", "full", "len(model)")), "4194304")
+	ents, _ := os.ReadDir(e.Paths.SwapDir())
+	assert.Empty(t, ents, "no swap, and no part file left")
+}
+
+// A stop that comes while the sweep swaps a session lets that swap finish
+// (the stop does not cancel it), and the session comes back from it.
+func TestSwapStopWaitsForTheSweepsSwap(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	e.Setenv("REPLHUB_SWAP_EVERY", "200ms")
+	ok(t, e.Run("exec", "slow", `import time
+class Slow:
+    def __reduce__(self):
+        time.sleep(4)
+        return (str, ('slow',))
+slow = Slow()
+x = 'kept'`))
+	e.WriteConfig(`{"swap_after_hours": 0.0003}`) // 1.08 s
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) {
+		if s := liveOf(sessionList(t, e), "slow"); s != nil && s.Serving != "" {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	s := liveOf(sessionList(t, e), "slow")
+	require.NotNil(t, s)
+	require.Contains(t, s.Serving, "swap", "the sweep's swap is under way")
+	r := e.Run("stop")
+	require.Equal(t, 0, r.Code, "%s", r)
+	_, err := os.Lstat(filepath.Join(e.Paths.SwapDir(), "slow.json"))
+	assert.NoError(t, err, "a graceful stop must swap the session the sweep was swapping")
+	e.WriteConfig(`{"swap_after_hours": 0}`)
+	r = e.Run("exec", "slow", "x")
+	assert.Contains(t, r.Stdout, "'kept'", "%s", r)
+}
+
+// `replhub kill NAME` while NAME is being restored ends it for good: the
+// swap is deleted, the kill and the exec say so, and the next exec starts
+// afresh.
+func TestSwapKillDuringRestoreDeletesTheSwap(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	ok(t, e.Run("exec", "nap", `import time
+class Nap:
+    def __reduce__(self):
+        return (time.sleep, (3,))
+nap = Nap()
+secret = 'old state'`))
+	ok(t, e.Run("swap", "nap"))
+	done := make(chan hubtest.Result, 1)
+	go func() { done <- e.Run("exec", "nap", "1") }() // restores; loading nap sleeps 3 s
+	time.Sleep(1500 * time.Millisecond)
+	k := e.Run("kill", "nap")
+	assert.Contains(t, k.Stdout, "killed session 'nap' and deleted its swap", "%s", k)
+	r := <-done
+	assert.Contains(t, r.Stderr, "session 'nap' was killed on request while its swap was loaded; the swap is deleted", "%s", r)
+	assert.Nil(t, swappedOf(sessionList(t, e), "nap"), "killed, yet the swap is still listed")
+	r = e.Run("exec", "nap", "'secret' in globals()")
+	assert.Contains(t, r.Stdout, "False", "kill should have freed the name:\n%s", r)
+}
+
+// A name may start with a dot: its swap is listed, and the sweep does not
+// take it for a stale part file.
+func TestSwapNameWithALeadingDot(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	ok(t, e.Run("exec", ".cache", "x = 'precious'"))
+	ok(t, e.Run("swap", ".cache"))
+	assert.NotNil(t, swappedOf(sessionList(t, e), ".cache"), "sessions should list the swap")
+	old := time.Now().Add(-2 * time.Hour)
+	for _, f := range []string{".cache.pickle", ".cache.json"} {
+		os.Chtimes(filepath.Join(e.Paths.SwapDir(), f), old, old)
+	}
+	e.Run("swap") // the sweep
+	r := e.Run("exec", ".cache", "x")
+	assert.Contains(t, r.Stdout, "'precious'", "%s", r)
 }
