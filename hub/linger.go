@@ -74,6 +74,7 @@ type linkProc struct {
 	down    bool
 	downAt  time.Time
 	killed  bool
+	ready   bool // the worker sent its ready frame
 	over    bool // Wait's answer is known
 	exit    Exit
 	changed chan struct{} // closed and replaced at every change above
@@ -94,7 +95,7 @@ func (p *linkProc) start() { go p.supervise() }
 // then (or without one) a dropped link ends the session.
 func (p *linkProc) setSocket(sock, alt string) {
 	p.mu.Lock()
-	p.sock, p.sockAlt = sock, alt
+	p.sock, p.sockAlt, p.ready = sock, alt, true
 	p.mu.Unlock()
 }
 
@@ -413,7 +414,12 @@ func (p *linkProc) Kill() error {
 	if down {
 		return nil
 	}
-	if p.frames != nil {
+	p.mu.Lock()
+	ready := p.ready
+	p.mu.Unlock()
+	// Before its ready frame the worker is not reading frames yet: sudo
+	// may be, and must never take one for a password.
+	if ready && p.frames != nil {
 		sent := make(chan struct{})
 		go func() {
 			p.frames.Write(&proto.Exit{})

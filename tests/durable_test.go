@@ -100,11 +100,11 @@ func TestRestartWithAChangedBinary(t *testing.T) {
 	bin := filepath.Join(dir, "replhub")
 	copyFile(t, e.Bin, bin)
 	e.Bin = bin
+	newer := changedBinary(t) // before the 5 s cell starts: a build can take that long
 	durableWorld(t, e)
 	ok(t, e.Run("exec", "s1", "import sys; print('unread', file=sys.stderr); import threading, time; threading.Timer(0.2, print, ['late']).start()"))
 	time.Sleep(500 * time.Millisecond) // "late" waits, unread, in the hub
 	oldPid := e.HubPid()
-	newer := changedBinary(t)
 	require.NoError(t, os.Rename(newer, bin))
 
 	r := e.Run("restart")
