@@ -717,6 +717,7 @@ class Session(object):
         self.pump = None
         self.fence = ""       # the running cell's
         self.last_cell = 0
+        self.cell_t0 = 0.0  # when the last cell started (time.time())
         self.has_cloudpickle = False
         self.rss_at = 0.0
         main = types.ModuleType("__main__")
@@ -854,6 +855,9 @@ class Session(object):
             ready = json.loads(_ready_frame(self.has_cloudpickle, self.sock_fields).decode("utf-8"))
             ready.update(adopted=True, cell=cell, running=running or held,
                          fence=self.fence if running or held else "")
+            if running:
+                import time
+                ready["elapsed"] = max(0.0, time.time() - self.cell_t0)
             first = (json.dumps(ready, separators=(",", ":")) + "\n").encode("utf-8")
             r, gen = self.chan.attach(fd, first)
         if not was_down:
@@ -1066,7 +1070,7 @@ class Session(object):
         cell = header.get("cell", 0)
         code = header.get("code", "")
         fname = "<cell-%d>" % cell
-        self.fence, self.last_cell = header.get("fence", ""), cell
+        self.fence, self.last_cell, self.cell_t0 = header.get("fence", ""), cell, t0
         self._own_sigint()
         status, value, error = "ok", None, None
         try:

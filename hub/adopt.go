@@ -207,7 +207,8 @@ func (h *Hub) adopt(rec liveRecord) error {
 			now.Format("15:04:05"), rec.HubPid))
 	}
 	if ready.Running {
-		s.cur = &run{cell: ready.Cell, fence: []byte(ready.Fence), start: now, finished: make(chan struct{})}
+		start := now.Add(-time.Duration(ready.Elapsed * float64(time.Second)))
+		s.cur = &run{cell: ready.Cell, fence: []byte(ready.Fence), start: start, finished: make(chan struct{})}
 		s.state = stateRunning
 	}
 	close(s.ready)

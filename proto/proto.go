@@ -101,6 +101,8 @@ type Ready struct {
 	Cell    int    `json:"cell,omitempty"`
 	Running bool   `json:"running,omitempty"`
 	Fence   string `json:"fence,omitempty"`
+	// Elapsed is how long, in seconds, the running cell has run.
+	Elapsed float64 `json:"elapsed,omitempty"`
 	// A worker on a host that lingers after its link drops says where its
 	// socket is, and where it moves if its folder goes (a runtime folder
 	// removed at logout); or why it cannot linger.

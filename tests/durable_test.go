@@ -46,6 +46,11 @@ func durableChecks(t *testing.T, e *hubtest.Env, note string, noted ...string) {
 	l := sessionList(t, e)
 	assert.Len(t, l.Sessions, 5, "%+v", l)
 	assert.Empty(t, l.Dead)
+	for _, s := range l.Sessions {
+		if s.Name == "slow" {
+			assert.GreaterOrEqual(t, s.RunningS, 0.5, "the running cell's time counts from its start, not the adoption")
+		}
+	}
 	for _, name := range []string{"s1", "s2", "s3", "ops", "slow"} {
 		r := e.Run("exec", name, "v")
 		if name == "slow" {
