@@ -14,11 +14,14 @@ package boot
 
 import (
 	"crypto/sha256"
-	_ "embed"
+	"embed"
 	"encoding/hex"
 	"fmt"
+	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+	"sort"
 )
 
 // Worker is the source of worker.py.
@@ -40,6 +43,38 @@ var Toolkit []byte
 //go:embed swap.py
 var Swap []byte
 
+// toolkitFS holds the package replhub_toolkit: the helpers every session
+// starts with (read, edit, grep, sh, memory ...), one module per job. Its
+// tests/ folder does not travel.
+//
+//go:embed replhub_toolkit/*.py
+var toolkitFS embed.FS
+
+// ToolkitModule is one module of the toolkit package: its dotted name, its
+// file name in the package folder, and its source.
+type ToolkitModule struct {
+	Name, File string
+	Src        []byte
+	Pkg        bool
+}
+
+// ToolkitPackage lists the package's modules, __init__ (the package) first.
+func ToolkitPackage() []ToolkitModule {
+	ents, _ := fs.ReadDir(toolkitFS, "replhub_toolkit")
+	var mods []ToolkitModule
+	for _, e := range ents {
+		b, _ := toolkitFS.ReadFile(path.Join("replhub_toolkit", e.Name()))
+		base := e.Name()[:len(e.Name())-len(".py")]
+		m := ToolkitModule{Name: "replhub_toolkit." + base, File: e.Name(), Src: b}
+		if base == "__init__" {
+			m.Name, m.Pkg = "replhub_toolkit", true
+		}
+		mods = append(mods, m)
+	}
+	sort.Slice(mods, func(i, j int) bool { return mods[i].Pkg || (!mods[j].Pkg && mods[i].Name < mods[j].Name) })
+	return mods
+}
+
 // Boot is the source of boot.py.
 //
 //go:embed boot.py
@@ -59,17 +94,30 @@ var Finder string
 // Hash is a short hex digest of the boot sources; it names installed copies
 // so that a rebuilt binary never runs a stale worker.
 var Hash = func() string {
-	sum := sha256.Sum256(append(append(append(append(append([]byte(nil), Worker...), Toolkit...), Swap...), Boot...), Stub+Finder...))
-	return hex.EncodeToString(sum[:6])
+	h := sha256.New()
+	for _, b := range [][]byte{Worker, Toolkit, Swap, Boot, []byte(Stub + Finder)} {
+		h.Write(b)
+	}
+	for _, m := range ToolkitPackage() {
+		h.Write([]byte(m.File))
+		h.Write(m.Src)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:6])
 }()
 
-// Install writes worker.py, replhub_tk.py and replhub_swap.py into dir/boot-HASH/ unless
-// they are already there, and returns the worker's path. The folder is 0700
-// and the files 0600
+// Install writes worker.py, replhub_tk.py, replhub_swap.py and the
+// replhub_toolkit package into dir/boot-HASH/ unless they are already
+// there, and returns the worker's path. The folders are 0700 and the files
+// 0600.
 func Install(dir string) (string, error) {
 	d := filepath.Join(dir, "boot-"+Hash)
-	if err := os.MkdirAll(d, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Join(d, "replhub_toolkit"), 0o700); err != nil {
 		return "", fmt.Errorf("boot: %w", err)
+	}
+	for _, m := range ToolkitPackage() {
+		if err := installFile(filepath.Join(d, "replhub_toolkit", m.File), m.Src); err != nil {
+			return "", err
+		}
 	}
 	if err := installFile(filepath.Join(d, "replhub_tk.py"), Toolkit); err != nil {
 		return "", err

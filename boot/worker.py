@@ -698,7 +698,7 @@ class Session(object):
     interrupt or a cancel is true: the main thread changes phase only with
     cond held, and the reader signals it only with cond held."""
 
-    def __init__(self, chan, load_tk):
+    def __init__(self, chan, load_tk, toolkit=None):
         import threading
         import types
         self.chan = chan
@@ -726,6 +726,8 @@ class Session(object):
         self.ns = main.__dict__
         self.ns["session"] = self._lazy("session")
         self.ns["sessions"] = self._lazy("sessions")
+        if toolkit is not None:
+            toolkit.preload(self.ns)
         self.base_names = set(self.ns)
 
     @property
@@ -1096,7 +1098,11 @@ class Session(object):
                                 v = eval(last, self.ns)
                                 if v is not None:
                                     self.ns["_"] = v
-                                    value = self.safe_repr(v)
+                                    shown = _shown(v)
+                                    if shown is None:
+                                        value = self.safe_repr(v)
+                                    else:
+                                        sys.stdout.write(shown if shown.endswith("\n") else shown + "\n")
                         finally:
                             late = self._stop()
                         if late:
@@ -1118,7 +1124,9 @@ class Session(object):
 
     def finish(self, fence, done):
         """Flush, then the fence and the done frame. SIGINT is dropped from
-        here on (phase FINISHING), so neither can be lost or doubled."""
+        here on (phase FINISHING), so neither can be lost or doubled.
+        Background jobs that ended are mentioned first."""
+        _job_notes()
         _flush()
         done["names"] = sorted(k for k in list(self.ns) if isinstance(k, str) and len(k) <= NAME_CAP
                                and not k.startswith("_") and k not in self.base_names)[:NAMES_MAX]
@@ -1238,6 +1246,52 @@ class Session(object):
         except BaseException as e:
             return _cap("<repr() failed: %s: %s>" % (type(e).__name__, e), VALUE_CAP)[0]
         return _cap(text, VALUE_CAP)[0]
+
+
+def _shown(v):
+    """The text a value shows as, when its type says (__replhub_show__:
+    the toolkit's results print as plain text and stay usable as values);
+    None for repr()."""
+    show = getattr(type(v), "__replhub_show__", None)
+    if show is None:
+        return None
+    try:
+        text = show(v)
+    except Exception:
+        return None
+    return text if isinstance(text, str) else None
+
+
+def _job_notes():
+    """One line per toolkit background job that ended since the last cell."""
+    shell = sys.modules.get("replhub_toolkit.shell")
+    try:
+        for line in getattr(shell, "finished_jobs", lambda: [])():
+            sys.stdout.write("[%s]\n" % line)
+    except Exception:
+        pass
+
+
+def _load_toolkit(no_tk):
+    """The toolkit package (replhub_toolkit, beside this file or served from
+    memory), whose helpers every session starts with; None when the caller
+    asked for none (REPLHUB_NO_TK=1) or it is missing."""
+    if no_tk:
+        return None
+    try:
+        here = os.path.join(os.path.dirname(os.path.abspath(_WORKER_FILE)), "replhub_toolkit")
+        if os.path.isfile(os.path.join(here, "__init__.py")):
+            import importlib.util
+            spec = importlib.util.spec_from_file_location(
+                "replhub_toolkit", os.path.join(here, "__init__.py"), submodule_search_locations=[here])
+            pkg = importlib.util.module_from_spec(spec)
+            sys.modules["replhub_toolkit"] = pkg
+            spec.loader.exec_module(pkg)
+            return pkg
+        import replhub_toolkit
+        return replhub_toolkit
+    except Exception:
+        return None
 
 
 def _start_reaper(drain=None, socks=()):
@@ -1506,7 +1560,7 @@ def main(argv):
         faulthandler.enable()
     import signal
     import threading
-    session = Session(chan, lambda: _load_tk(cloudpickle_dir))
+    session = Session(chan, lambda: _load_tk(cloudpickle_dir), _load_toolkit("--no-tk" in argv))
     session.has_cloudpickle = has_cloudpickle
     if sock is not None:
         session.listener = listener

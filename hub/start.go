@@ -119,6 +119,9 @@ func (h *Hub) launchLocal(req wire.Request, withPassword bool, prompt string) (P
 	if fi, err := os.Stat(h.paths.Modules()); err == nil && fi.IsDir() {
 		argv = append(argv, "--modules", h.paths.Modules())
 	}
+	if noToolkit(req) {
+		argv = append(argv, "--no-tk")
+	}
 	root := false
 	if req.Sudo {
 		name := config.Getenv(req.Env, "REPLHUB_SUDO")
@@ -183,9 +186,12 @@ func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, se
 		return nil, err
 	}
 	linger := settings.LingerFor()
-	var argv []string
+	argv := []string{"--stdio"}
 	if linger > 0 {
-		argv = []string{"--stdio", "--linger", strconv.FormatFloat(linger.Seconds(), 'f', -1, 64)}
+		argv = append(argv, "--linger", strconv.FormatFloat(linger.Seconds(), 'f', -1, 64))
+	}
+	if noToolkit(req) {
+		argv = append(argv, "--no-tk")
 	}
 	pl, err := payload.WithUserModules(h.paths.Modules(), argv...)
 	if err != nil {
@@ -226,6 +232,13 @@ func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, se
 	lp.logf = func(msg string, args ...any) { h.log.Info(msg, append([]any{"session", s.name}, args...)...) }
 	lp.start()
 	return lp, nil
+}
+
+// noToolkit says whether the caller asked for sessions without the
+// toolkit (REPLHUB_NO_TK=1 in its environment).
+func noToolkit(req wire.Request) bool {
+	v := config.Getenv(req.Env, "REPLHUB_NO_TK")
+	return v != "" && v != "0"
 }
 
 // promptFor is what the askpass program shows.

@@ -39,6 +39,9 @@ const WorkerModule = "replhub_worker"
 func Build(extra map[string]Module, argv ...string) ([]byte, error) {
 	mods := map[string]Module{WorkerModule: {Src: string(boot.Worker)}, "replhub_tk": {Src: string(boot.Toolkit)},
 		"replhub_swap": {Src: string(boot.Swap)}}
+	for _, m := range boot.ToolkitPackage() {
+		mods[m.Name] = Module{Src: string(m.Src), Pkg: m.Pkg}
+	}
 	for k, v := range extra {
 		mods[k] = v
 	}

@@ -1,0 +1,90 @@
+"""replhub's toolkit: helpers every session starts with (tkhelp() lists
+them). Each module does one job: files (read, edit, grep ...), shell (sh,
+bg, sudo, fetch, cd), memory (Claude Code's auto-memory), display (how
+results print).
+
+A session gets a small stand-in for each helper, which imports the
+helper's module at first use and then steps aside: a session that never
+reads a file pays nothing for it at start. Standard library only, Python
+3.6 through 3.13.
+"""
+
+# Every helper, by the module that holds it.
+HELPERS = {
+    "read": "files", "readn": "files", "write": "files", "edit": "files", "edits": "files",
+    "sed": "files", "splice": "files", "insert": "files", "glob": "files", "grep": "files",
+    "diff": "files",
+    "sh": "shell", "bg": "shell", "sudo": "shell", "fetch": "shell", "cd": "shell",
+    "memory": "memory",
+}
+
+
+class CommandError(Exception):
+    """A command that sh() ran failed; .result holds its output and code."""
+
+    def __init__(self, message, result=None):
+        Exception.__init__(self, message)
+        self.result = result
+
+
+def module(name):
+    """The module of helper name, imported on first use."""
+    import importlib
+    mod = importlib.import_module("replhub_toolkit." + HELPERS[name])
+    if HELPERS[name] == "shell":
+        # One CommandError for the session, whichever module raised it.
+        mod.CommandError = CommandError
+    return mod
+
+
+def tkhelp():
+    """One line per helper."""
+    lines = []
+    for name in sorted(set(HELPERS.values())):
+        try:
+            mod = module(next(k for k, v in HELPERS.items() if v == name))
+            lines.extend("%-8s %s" % kv for kv in sorted(getattr(mod, "HELP", {}).items()))
+        except Exception as e:
+            lines.append("%-8s (not available: %s)" % (name, e))
+    lines.append("%-8s %s" % ("tkhelp", "this list"))
+    return _Text("\n".join(lines))
+
+
+class _Text(str):
+    def __replhub_show__(self):
+        return str(self)
+
+
+class _Stand(object):
+    """A helper's stand-in in the session's namespace: the first use
+    imports the helper and puts it in the stand-in's place."""
+
+    def __init__(self, name, ns):
+        self._name, self._ns = name, ns
+        self.__name__ = self.__qualname__ = name
+        self.__doc__ = "replhub toolkit: %s() (tkhelp() lists the helpers)" % name
+
+    def _real(self):
+        real = getattr(module(self._name), self._name)
+        if self._ns.get(self._name) is self:
+            self._ns[self._name] = real
+        return real
+
+    def __call__(self, *args, **kwargs):
+        return self._real()(*args, **kwargs)
+
+    def __getattr__(self, attr):
+        if attr.startswith("_"):
+            raise AttributeError(attr)
+        return getattr(self._real(), attr)
+
+    def __repr__(self):
+        return "<replhub toolkit: %s>" % self._name
+
+
+def preload(ns):
+    """Bind every helper's stand-in, tkhelp and CommandError in ns."""
+    for name in HELPERS:
+        ns[name] = _Stand(name, ns)
+    ns["tkhelp"] = tkhelp
+    ns["CommandError"] = CommandError
