@@ -589,7 +589,8 @@ def sudo(cmd, input=None, cwd=None, env=None, timeout=600, check=True, merge=Fal
     than ask for a password.  A str runs through bash as root, a list as an
     argv.  env= reaches the command too, past sudo's environment reset.  A
     session that is already root runs the command without sudo (unless
-    host= is given)."""
+    host= is given).  sudo refusing (no password, a wrong one) raises
+    CommandError even with check=False: the command did not run."""
     argv = _argv(cmd, "sudo")
     if env:
         _env(env, "sudo")
@@ -606,6 +607,8 @@ def sudo(cmd, input=None, cwd=None, env=None, timeout=600, check=True, merge=Fal
             raise CommandError("sudo: no sudo command here; run the session as root (--sudo)") from None
         raise
     line = _first_line(result.err) if result.code == 1 else ""
+    if line.startswith("sudo: ") and line.endswith(": command not found"):
+        raise CommandError("sudo: no such command: " + line[6:-19], result)
     if "a password is required" in line:
         raise CommandError(_NO_PASSWORD, result)
     if line.startswith("sudo:") and ("password" in line or "askpass" in line):
@@ -657,6 +660,7 @@ def fetch(url, timeout=30, max_bytes=10 * 2 ** 20, binary=False, headers=None):
                     raise FetchError("fetch: %s did not finish within %gs" % (url, 2 * timeout))
             charset = resp.headers.get_content_charset() or "utf-8"
     except urllib.error.HTTPError as e:
+        e.close()
         raise FetchError("fetch: HTTP %d for %s" % (e.code, url)) from None
     except urllib.error.URLError as e:
         if isinstance(e.reason, socket.timeout):
