@@ -219,24 +219,35 @@ func localRows(w *world, n int) (rows []row, localRT time.Duration, err error) {
 	localRT = median(ds)
 	rows = append(rows, row{"in-process round trip of a trivial cell (client package)", us(localRT), "", "", "at most 0.3 ms"})
 
-	// 3. A new session's start vs python3 -c pass.
+	// 3. A new session's start vs python3 -c pass, and with the toolkit
+	// vs without it (REPLHUB_NO_TK=1), interleaved.
+	var bare []time.Duration
 	ds = ds[:0]
+	noTK := append(append([]string(nil), w.env...), "REPLHUB_NO_TK=1")
 	for i := 0; i < n; i++ {
-		name := fmt.Sprintf("new-%d", i)
-		t0 := time.Now()
-		if _, err := w.c.Exec(ctx, name, "pass", client.ExecOptions{Cwd: w.cwd, Env: w.env}); err != nil {
-			return nil, 0, err
+		for j, env := range [][]string{w.env, noTK} {
+			name := fmt.Sprintf("new-%d-%d", i, j)
+			t0 := time.Now()
+			if _, err := w.c.Exec(ctx, name, "pass", client.ExecOptions{Cwd: w.cwd, Env: env}); err != nil {
+				return nil, 0, err
+			}
+			if j == 0 {
+				ds = append(ds, time.Since(t0))
+			} else {
+				bare = append(bare, time.Since(t0))
+			}
+			w.c.Kill(ctx, name)
 		}
-		ds = append(ds, time.Since(t0))
-		w.c.Kill(ctx, name)
 	}
-	start := median(ds)
+	start, without := median(ds), median(bare)
 	pass, err := w.timeCmd(n, w.py, "-c", "pass")
 	if err != nil {
 		return nil, 0, err
 	}
 	rows = append(rows, row{"new session start (to its first result)", ms(start), "`python3 -c pass` " + ms(pass),
 		fmt.Sprintf("%.2fx", float64(start)/float64(pass)), "at most 1.3x"})
+	rows = append(rows, row{"new session start with the toolkit", ms(start), "without it (REPLHUB_NO_TK=1) " + ms(without),
+		fmt.Sprintf("%.2fx", float64(start)/float64(without)), "at most 1.05x"})
 
 	// 4. A cell printing 20 MB.
 	ds = ds[:0]

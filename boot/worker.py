@@ -370,6 +370,13 @@ class Channel(object):
             self._pool.append(data.obj)
 
 
+def _ours(filename):
+    """Whether a traceback's frame is replhub's own (the worker, the relay,
+    the toolkit), which a session's traceback leaves out."""
+    return (filename.startswith("<replhub>/") or filename == _WORKER_FILE
+            or filename.startswith(os.path.dirname(os.path.abspath(_WORKER_FILE)) + os.sep))
+
+
 def _error_dict(etype, value, tb):
     """An exception as a done frame's error, without replhub's own frames
     and within the caps. Never raises: when the traceback cannot be
@@ -377,12 +384,11 @@ def _error_dict(etype, value, tb):
     name = getattr(etype, "__name__", "Exception")[:200]
     try:
         import traceback
-        ours = (_WORKER_FILE, getattr(sys.modules.get("replhub_tk"), "__file__", _WORKER_FILE))
         te = traceback.TracebackException(etype, value, tb)
         message, seen, t = None, set(), te
         while t is not None and id(t) not in seen:
             seen.add(id(t))
-            t.stack = traceback.StackSummary.from_list([f for f in t.stack if f.filename not in ours])
+            t.stack = traceback.StackSummary.from_list([f for f in t.stack if not _ours(f.filename)])
             if not t.stack and hasattr(t, "exc_traceback"):
                 t.exc_traceback = None  # 3.6-3.8 would print a header with no frames
             # The message once, capped before it is formatted: a KeyError of
@@ -727,7 +733,7 @@ class Session(object):
         self.ns["session"] = self._lazy("session")
         self.ns["sessions"] = self._lazy("sessions")
         if toolkit is not None:
-            toolkit.preload(self.ns)
+            toolkit.preload(self.ns, self._sh_on_host, _reaper_group)
         self.base_names = set(self.ns)
 
     @property
@@ -740,6 +746,17 @@ class Session(object):
             self.ns["session"], self.ns["sessions"] = tk.session, tk.sessions
             self._tk = tk
         return self._tk
+
+    def _sh_on_host(self, host, argv, input=None, cwd=None, env=None, timeout=None):
+        """sh(cmd, host=h): the hub runs argv on host h (see hub/shrun.go)
+        and answers with its exit status, stdout and stderr."""
+        if isinstance(input, str):
+            input = input.encode("utf-8")
+        header, data = self.tk._link.request("sh", blob=input, host=host, argv=list(argv), cwd=cwd,
+                                             env=dict(env) if env else None, timeout=timeout)
+        data = bytes(data or b"")
+        n = header.get("size", 0)
+        return header.get("code", 0), data[:n], data[n:]
 
     def _lazy(self, name):
         def call(*args, **kwargs):
@@ -1328,6 +1345,7 @@ def _start_reaper(drain=None, socks=()):
         finally:
             os._exit(0)
     os.close(r)
+    _REAPER[0] = w
     try:
         os.waitpid(pid, 0)
     except OSError:
@@ -1335,7 +1353,22 @@ def _start_reaper(drain=None, socks=()):
     if hasattr(os, "register_at_fork"):
         # A fork of the worker that never execs (multiprocessing) must not
         # keep the reaper waiting after the worker dies.
-        os.register_at_fork(after_in_child=lambda: _close(w))
+        os.register_at_fork(after_in_child=lambda: (_close(w), _REAPER.__setitem__(0, None)))
+
+
+_REAPER = [None]  # the write end of the reaper's pipe
+
+
+def _reaper_group(pgid, alive):
+    """Tell the reaper of a process group a toolkit helper started in a
+    session of its own (alive), or that ended: it kills the live ones too
+    when the worker dies."""
+    w = _REAPER[0]
+    if w is not None:
+        try:
+            os.write(w, ("%s%d\n" % ("+" if alive else "-", pgid)).encode())
+        except OSError:
+            pass
 
 
 def _close(fd):
@@ -1354,7 +1387,9 @@ def _parent_is_sudo():
 
 
 def _reap(r, pgid, drain=None, socks=()):
-    """The reaper's life: wait for EOF on r, then kill the group. A durable
+    """The reaper's life: wait for EOF on r, then kill the group, and the
+    groups the toolkit's commands and jobs run in (told on r as "+PGID" and
+    "-PGID" lines, see _reaper_group). A durable
     worker's reaper also keeps drain (the output pipe's read end and the
     first hub's output stream), to pass on the dying worker's last words
     that its pump had no time to, and removes its sockets, socks."""
@@ -1374,12 +1409,30 @@ def _reap(r, pgid, drain=None, socks=()):
         os.chdir("/")
     except OSError:
         pass
+    groups, buf = set(), b""
     while True:
         try:
-            if not os.read(r, 1):
-                break
+            data = os.read(r, 4096)
         except OSError:
             break
+        if not data:
+            break
+        buf += data
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            try:
+                n = int(line[1:])
+            except ValueError:
+                continue
+            if line[:1] == b"+":
+                groups.add(n)
+            else:
+                groups.discard(n)
+    for g in groups:
+        try:
+            os.killpg(g, signal.SIGKILL)
+        except OSError:
+            pass
     for sock in socks:
         try:
             os.unlink(sock)

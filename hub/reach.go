@@ -54,6 +54,9 @@ func (e *ReachError) Error() string {
 		where = "local"
 	}
 	head := fmt.Sprintf("session '%s' on %s may not reach '%s' (%s)", e.From, e.FromHost, e.Target, where)
+	if e.Target == "" {
+		head = fmt.Sprintf("session '%s' on %s may not run commands %s", e.From, e.FromHost, where)
+	}
 	if e.Err != nil {
 		return fmt.Sprintf("%s: %v", head, e.Err)
 	}
@@ -111,7 +114,7 @@ func (r *reach) check(name, host string) error {
 // host it asks for and the session that already has the name.
 func (h *Hub) checkReach(from *Session, f *proto.Req) error {
 	name, host := f.Target, ""
-	if f.Kind == "open" {
+	if f.Kind == "open" || f.Kind == "sh" {
 		name, host = f.Name, f.Host
 	}
 	if name == "" && host == "" {

@@ -73,6 +73,9 @@ func (h *Hub) serveRequest(from *Session, f *proto.Req) {
 	case "cancel":
 		from.mu.Lock()
 		link := from.waitingOn[f.ID]
+		if stop := from.running[f.ID]; stop != nil {
+			stop()
+		}
 		from.mu.Unlock()
 		if link != nil {
 			link.target.send(&proto.Cancel{Sid: link.op.sid})
@@ -102,6 +105,8 @@ func (h *Hub) serveRequest(from *Session, f *proto.Req) {
 		} else {
 			reply.OK, reply.Message = true, msg
 		}
+	case "sh":
+		h.runSh(from, f, reply)
 	case "put", "get", "call":
 		served, err := h.relayServe(from, f)
 		if err != nil {

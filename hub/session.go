@@ -72,12 +72,13 @@ type Session struct {
 	rss        int64
 	killed     bool // a deliberate kill: no death note
 	death      string
-	noise      bytes.Buffer         // what came before ready
-	transcript *os.File             // opened at the first cell, closed at exit
-	serving    *serveOp             // a put/get/call served for another session
-	waitingOn  map[int64]*relayLink // this session's requests by id, to cancel them
-	origin     wire.Request         // the creator's cwd and environment
-	watch      *sudo.Watcher        // sudo's stderr while a root worker starts
+	noise      bytes.Buffer                 // what came before ready
+	transcript *os.File                     // opened at the first cell, closed at exit
+	serving    *serveOp                     // a put/get/call served for another session
+	waitingOn  map[int64]*relayLink         // this session's requests by id, to cancel them
+	running    map[int64]context.CancelFunc // its sh requests on hosts, by id
+	origin     wire.Request                 // the creator's cwd and environment
+	watch      *sudo.Watcher                // sudo's stderr while a root worker starts
 	// sock is a durable worker's socket (see adopt.go), workerStart its
 	// process's start time, so that a pid reused later is never signalled.
 	sock        string

@@ -144,17 +144,9 @@ func (h *Hub) launchLocal(req wire.Request, withPassword bool, prompt string) (P
 	return p, nil
 }
 
-// remoteStarter is a remote Proc whose payload a sudo start holds back.
-type remoteStarter interface {
-	Proc
-	sendPayload() error
-}
-
-// launchRemote starts a worker on req.Host over the route's shared ssh
-// connection; one that lingers after its link drops (settings' linger)
-// is a linkProc.
-func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, settings config.Settings, withPassword bool, prompt string, password []byte) (remoteStarter, error) {
-	defer sudo.Zero(password)
+// routeFor resolves req.Host through the caller's ssh_config (its $HOME
+// and $USER) and the jump hosts of req or settings.
+func routeFor(req wire.Request, settings config.Settings) (remote.Route, remote.Env, error) {
 	jumps := settings.Jump
 	if req.Jump != nil {
 		jumps = req.Jump
@@ -169,18 +161,33 @@ func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, se
 			local = u.Username
 		}
 	}
+	env := remote.Env{Home: home, AgentSocket: config.Getenv(req.Env, "SSH_AUTH_SOCK")}
 	res, err := remote.NewResolver(home, local)
 	if err != nil {
-		return nil, err
+		return remote.Route{}, env, err
 	}
 	route, err := res.Resolve(req.Host, jumps)
+	return route, env, err
+}
+
+// remoteStarter is a remote Proc whose payload a sudo start holds back.
+type remoteStarter interface {
+	Proc
+	sendPayload() error
+}
+
+// launchRemote starts a worker on req.Host over the route's shared ssh
+// connection; one that lingers after its link drops (settings' linger)
+// is a linkProc.
+func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, settings config.Settings, withPassword bool, prompt string, password []byte) (remoteStarter, error) {
+	defer sudo.Zero(password)
+	route, env, err := routeFor(req, settings)
 	if err != nil {
 		return nil, err
 	}
 	s.mu.Lock()
 	s.info.Route = route.String()
 	s.mu.Unlock()
-	env := remote.Env{Home: home, AgentSocket: config.Getenv(req.Env, "SSH_AUTH_SOCK")}
 	conn, err := h.pool.Get(ctx, route, env)
 	if err != nil {
 		return nil, err

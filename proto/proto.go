@@ -172,6 +172,12 @@ type Req struct {
 	Path string `json:"path,omitempty"`
 	Size int64  `json:"size,omitempty"`
 	Mode uint32 `json:"mode,omitempty"`
+	// sh: a command run on Host (Data is its input), in Cwd, with Env
+	// added, for at most Timeout seconds.
+	Argv    []string          `json:"argv,omitempty"`
+	Cwd     string            `json:"cwd,omitempty"`
+	Env     map[string]string `json:"env,omitempty"`
+	Timeout float64           `json:"timeout,omitempty"`
 
 	Data []byte `json:"-"`
 }
@@ -270,6 +276,10 @@ type Reply struct {
 	Sessions []wire.SessionInfo `json:"sessions,omitempty"`
 	Size     int64              `json:"size,omitempty"`
 	Mode     uint32             `json:"mode,omitempty"`
+	// sh: the command's exit status (Signal when a signal ended it); Data
+	// is its stdout (the first Size bytes) then its stderr.
+	Code   int    `json:"code,omitempty"`
+	Signal string `json:"signal,omitempty"`
 
 	Data []byte `json:"-"`
 }

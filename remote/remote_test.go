@@ -2,7 +2,9 @@ package remote
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,4 +131,25 @@ func TestScriptRefusesShellSyntax(t *testing.T) {
 	require.NoError(t, err)
 	assert.Contains(t, s, `for e in '~/py/bin/python3' '/opt/*/bin/python3.*' 'python3.11' 'python3.14'`)
 	assert.NotRegexp(t, `@[A-Z]+@`, s)
+}
+
+func TestCommandQuoting(t *testing.T) {
+	got := Command(RunSpec{Argv: []string{"bash", "--norc", "-c", "echo 'hi' $HOME"}, Dir: "/tmp/a b", Env: map[string]string{"B": "2", "A": "x'y"}})
+	assert.Equal(t, `cd -- '/tmp/a b' && exec env 'A=x'\''y' 'B=2' 'bash' '--norc' '-c' 'echo '\''hi'\'' $HOME'`, got)
+	out, err := exec.Command("sh", "-c", "cd / && "+Command(RunSpec{Argv: []string{"printf", "%s|", "a'b", "$X"}, Env: map[string]string{"X": "1"}})).Output()
+	require.NoError(t, err)
+	assert.Equal(t, "a'b|$X|", string(out))
+}
+
+func TestCappedKeepsHeadAndTail(t *testing.T) {
+	c := &capped{limit: 10}
+	for i := 0; i < 1000; i++ {
+		c.Write([]byte("0123456789"))
+	}
+	b := string(c.bytes())
+	assert.True(t, strings.HasPrefix(b, "01234\n[... 9990 bytes left out ...]\n"), b)
+	assert.True(t, strings.HasSuffix(b, "56789"), b)
+	c = &capped{limit: 100}
+	c.Write([]byte("short"))
+	assert.Equal(t, "short", string(c.bytes()))
 }

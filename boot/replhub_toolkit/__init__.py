@@ -27,13 +27,27 @@ class CommandError(Exception):
         self.result = result
 
 
+# Every session has it as CommandError: tracebacks name it so, and a
+# pickled one finds it there.
+CommandError.__module__ = "__main__"
+
+
+# host_runner(host, argv, input, cwd, env, timeout) -> (code, out, err):
+# how sh(cmd, host=h) reaches host h (through the hub); set by preload.
+HOST_RUNNER = None
+
+
+# group_hook(pgid, alive): the worker's reaper keeps the process groups
+# that the shell helpers start, to end them with the worker.
+GROUP_HOOK = None
+
+
 def module(name):
     """The module of helper name, imported on first use."""
     import importlib
     mod = importlib.import_module("replhub_toolkit." + HELPERS[name])
     if HELPERS[name] == "shell":
-        # One CommandError for the session, whichever module raised it.
-        mod.CommandError = CommandError
+        mod.HOST_RUNNER, mod.GROUP_HOOK = HOST_RUNNER, GROUP_HOOK
     return mod
 
 
@@ -82,8 +96,10 @@ class _Stand(object):
         return "<replhub toolkit: %s>" % self._name
 
 
-def preload(ns):
+def preload(ns, host_runner=None, group_hook=None):
     """Bind every helper's stand-in, tkhelp and CommandError in ns."""
+    global HOST_RUNNER, GROUP_HOOK
+    HOST_RUNNER, GROUP_HOOK = host_runner, group_hook
     for name in HELPERS:
         ns[name] = _Stand(name, ns)
     ns["tkhelp"] = tkhelp

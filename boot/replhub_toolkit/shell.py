@@ -38,6 +38,19 @@ BASH = ["bash", "--norc", "-o", "pipefail", "-c"]
 # HOST_RUNNER(host, argv, input, cwd, env, timeout) -> (code, out, err).
 HOST_RUNNER = None
 
+# Set by the worker: GROUP_HOOK(pgid, alive) tells its reaper of a process
+# group started here (alive) or ended, so that a worker that dies, however
+# it dies, takes the commands and jobs it started with it.
+GROUP_HOOK = None
+
+
+def _group(pgid, alive):
+    if GROUP_HOOK is not None:
+        try:
+            GROUP_HOOK(pgid, alive)
+        except Exception:
+            pass
+
 HELP = {
     "sh": "sh(cmd, input=None, cwd=None, env=None, timeout=600, check=True, merge=False, host=None): "
           "run a bash command (str) or an argv (list); returns its stdout with .err .code .ok",
@@ -57,12 +70,9 @@ class Text(str):
         return str(self)
 
 
-class CommandError(Exception):
-    """A command that failed; .result holds what it wrote and its exit code."""
-
-    def __init__(self, message, result=None):
-        Exception.__init__(self, message)
-        self.result = result
+# A command that failed; .result holds what it wrote and its exit code.
+# The package's, which every session has as CommandError from the start.
+from replhub_toolkit import CommandError  # noqa: E402
 
 
 class CommandTimeout(CommandError):
@@ -208,7 +218,9 @@ def _timeout(timeout, who):
 def _spawn(argv, who, **kw):
     """Popen in a new session; a missing program is a one-line error."""
     try:
-        return subprocess.Popen(argv, start_new_session=True, **kw)
+        proc = subprocess.Popen(argv, start_new_session=True, **kw)
+        _group(proc.pid, True)
+        return proc
     except FileNotFoundError:
         raise CommandError("%s: no such command: %s" % (who, argv[0])) from None
     except PermissionError:
@@ -389,6 +401,10 @@ def _run(who, cmd, argv, input, cwd, env, timeout, merge, host):
         raise
     if state == "timeout":
         _kill_group(proc)
+    if state != "linger":
+        # What the command left running still holds its output: it goes
+        # with the worker.
+        _group(proc.pid, False)
     errtext = err.text("stderr")
     if state == "linger":
         errtext += "[%s: processes the command left running still hold its output; start those with bg()]\n" % who
@@ -454,6 +470,7 @@ class Job(object):
                 if self._ended is None:
                     self._ended = time.monotonic()
                     _unreported.append(self)
+                    _group(self.pid, False)
         return code
 
     @property

@@ -1,0 +1,156 @@
+package remote
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// RunSpec is a command to run on a connection's host, outside any session:
+// the toolkit's sh(cmd, host=...).
+type RunSpec struct {
+	// Argv runs with no shell; a toolkit string command arrives as
+	// bash --norc -o pipefail -c CMD.
+	Argv []string
+	// Dir, when set, is where it runs; Env adds to the login environment.
+	Dir string
+	Env map[string]string
+	// Stdin is its whole input.
+	Stdin []byte
+	// Limit caps what is kept of stdout and of stderr, each (head and
+	// tail); zero means 8 MiB.
+	Limit int
+}
+
+// RunResult is how a command ended and what it wrote.
+type RunResult struct {
+	Code     int // -1 when killed by a signal
+	Signal   string
+	Out, Err []byte
+	// Dropped counts the bytes left out of Out and Err by the limit.
+	Dropped int64
+}
+
+// Run runs spec on the host over a new channel of the connection and waits
+// for it, or for ctx (the command's channel is then closed, which ends it).
+func (c *Conn) Run(ctx context.Context, spec RunSpec) (*RunResult, error) {
+	if len(spec.Argv) == 0 {
+		return nil, errors.New("remote: run: no command")
+	}
+	limit := spec.Limit
+	if limit <= 0 {
+		limit = 8 << 20
+	}
+	sess, err := c.client.NewSession()
+	if err != nil {
+		if lost := c.LostErr(); lost != nil {
+			return nil, lost
+		}
+		return nil, fmt.Errorf("remote: %s: opening a channel: %w", c.route.Target().Alias, err)
+	}
+	defer sess.Close()
+	out, errw := &capped{limit: limit}, &capped{limit: limit}
+	sess.Stdin, sess.Stdout, sess.Stderr = bytes.NewReader(spec.Stdin), out, errw
+	done := make(chan error, 1)
+	go func() { done <- sess.Run(Command(spec)) }()
+	var werr error
+	select {
+	case werr = <-done:
+	case <-ctx.Done():
+		sess.Signal(ssh.SIGKILL)
+		sess.Close()
+		<-done
+		return nil, ctx.Err()
+	}
+	res := &RunResult{Out: out.bytes(), Err: errw.bytes(), Dropped: out.dropped + errw.dropped}
+	var ee *ssh.ExitError
+	switch {
+	case werr == nil:
+	case errors.As(werr, &ee):
+		res.Code = ee.ExitStatus()
+		if ee.Signal() != "" {
+			res.Code, res.Signal = -1, "SIG"+ee.Signal()
+		}
+	default:
+		if lost := c.LostErr(); lost != nil {
+			return nil, lost
+		}
+		return nil, fmt.Errorf("remote: %s: %w", c.route.Target().Alias, werr)
+	}
+	return res, nil
+}
+
+// Command is spec as the one line an ssh exec request carries, every word
+// quoted for the login shell: cd to Dir, then env with Env, then Argv.
+func Command(spec RunSpec) string {
+	var b strings.Builder
+	if spec.Dir != "" {
+		b.WriteString("cd -- " + ShellQuote(spec.Dir) + " && ")
+	}
+	b.WriteString("exec")
+	if len(spec.Env) > 0 {
+		keys := make([]string, 0, len(spec.Env))
+		for k := range spec.Env {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b.WriteString(" env")
+		for _, k := range keys {
+			b.WriteString(" " + ShellQuote(k+"="+spec.Env[k]))
+		}
+	}
+	for _, a := range spec.Argv {
+		b.WriteString(" " + ShellQuote(a))
+	}
+	return b.String()
+}
+
+// ShellQuote quotes s for a POSIX shell.
+func ShellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// capped keeps the first and last limit/2 bytes written to it.
+type capped struct {
+	limit      int
+	head, tail []byte
+	dropped    int64
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	n := len(p)
+	if room := c.limit/2 - len(c.head); room > 0 {
+		k := min(room, len(p))
+		c.head = append(c.head, p[:k]...)
+		p = p[k:]
+	}
+	if len(p) > 0 {
+		c.tail = append(c.tail, p...)
+		// Cut back to half only past twice that: a flood costs linear time.
+		if len(c.tail) > c.limit {
+			c.trim()
+		}
+	}
+	return n, nil
+}
+
+func (c *capped) trim() {
+	if over := len(c.tail) - c.limit/2; over > 0 {
+		c.dropped += int64(over)
+		c.tail = append(c.tail[:0], c.tail[over:]...)
+	}
+}
+
+func (c *capped) bytes() []byte {
+	c.trim()
+	if c.dropped == 0 {
+		return append(c.head, c.tail...)
+	}
+	note := fmt.Sprintf("\n[... %d bytes left out ...]\n", c.dropped)
+	return append(append(append([]byte(nil), c.head...), note...), c.tail...)
+}
