@@ -62,9 +62,10 @@ func (c *Conn) Run(ctx context.Context, spec RunSpec) (*RunResult, error) {
 	select {
 	case werr = <-done:
 	case <-ctx.Done():
+		// sshd signals the command (OpenSSH 7.9 and newer), then closes
+		// the channel once it has exited; nothing here waits for that.
 		sess.Signal(ssh.SIGKILL)
 		sess.Close()
-		<-done
 		return nil, ctx.Err()
 	}
 	res := &RunResult{Out: out.bytes(), Err: errw.bytes(), Dropped: out.dropped + errw.dropped}
