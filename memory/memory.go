@@ -37,8 +37,6 @@ func CleanName(name string) (string, error) {
 		return "", fmt.Errorf("memory: %q is a path; give a bare file name like notes.md", name)
 	case name[0] == '.':
 		return "", fmt.Errorf("memory: %q starts with a dot; give a file name like notes.md", name)
-	case strings.Contains(name, ".."):
-		return "", fmt.Errorf("memory: %q contains '..'", name)
 	}
 	for _, c := range []byte(name) {
 		if !nameByte(c) {
@@ -47,6 +45,9 @@ func CleanName(name string) (string, error) {
 	}
 	if !strings.HasSuffix(name, ".md") {
 		name += ".md"
+	}
+	if strings.Contains(name, "..") {
+		return "", fmt.Errorf("memory: %q contains '..'", name)
 	}
 	if len(name) > MaxName {
 		return "", fmt.Errorf("memory: the name is %d characters long; at most %d", len(name), MaxName)

@@ -201,12 +201,12 @@ def clean_name(name):
         raise _err("%s is a path; give a bare file name like notes.md" % _q(name))
     if name.startswith("."):
         raise _err("%s starts with a dot; give a file name like notes.md" % _q(name))
-    if ".." in name:
-        raise _err("%s contains '..'" % _q(name))
     if not _NAME_CHARS.match(name):
         raise _err("%s has a character other than letters, digits, '.', '_' and '-'" % _q(name))
     if not name.endswith(".md"):
         name += ".md"
+    if ".." in name:
+        raise _err("%s contains '..'" % _q(name))
     if len(name) > MAX_NAME:
         raise _err("the name is %d characters long; at most %d" % (len(name), MAX_NAME))
     if name.lower() == INDEX.lower():

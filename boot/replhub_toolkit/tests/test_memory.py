@@ -110,7 +110,7 @@ class TestNames(unittest.TestCase):
     def test_bad(self):
         for name, why in [("", "empty"), ("a\x00b", "NUL"), ("a/b", "is a path"),
                           ("..\\x", "is a path"), (".hidden", "starts with a dot"),
-                          ("..", "starts with a dot"), ("a..b", "'..'"),
+                          ("..", "starts with a dot"), ("a..b", "'..'"), ("a.", "'..'"),
                           ("a b", "character other"), ("n\u00e9", "character other"),
                           ("a\nb", "character other"), ("x" * 198, "at most 200"),
                           ("MEMORY", "is the index"), ("memory.md", "is the index"), (3, "must be a str")]:
