@@ -1,7 +1,8 @@
 // Package mcp is replhub's MCP stdio server, built on the official Go SDK.
 //
-// It is a thin face over package client: every tool is one hub request, and
-// a tool's text is what the CLI would print. All state lives in the hub, so
+// It is a thin face over package client: every tool but memory is one hub
+// request, and a tool's text is what the CLI would print. memory works on
+// this machine's Claude Code memory folder itself, through package memory. All state lives in the hub, so
 // an MCP server process that its client restarts loses nothing.
 package mcp
 
@@ -29,6 +30,7 @@ Before you start, call sessions and reuse a session whose names and cwd fit the 
 - Output is capped at 30,000 characters per reply (head and tail kept): print summaries, not whole data sets.
 - A session that died is reported with how it died on the next exec under its name.
 - A session idle for a day goes to disk; the next exec under its name brings it back with a note of what did not survive (sockets, open files, threads).
+- memory reads and maintains Claude Code's auto memory for the project (MEMORY.md and its entries) without a session.
 
 This is not a sandbox: code runs with the user's privileges.`
 
@@ -97,6 +99,7 @@ func NewServer(c *client.Client, version string) *sdk.Server {
 		Description: "List live sessions (pid, python, age, idle time, cells, memory, cwd, state, top-level names) and recent deaths. Call this first and reuse a fitting session.",
 		Annotations: &sdk.ToolAnnotations{Title: "List sessions", ReadOnlyHint: true, OpenWorldHint: &no},
 	}, t.sessions)
+	addMemoryTool(s)
 	return s
 }
 

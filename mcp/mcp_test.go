@@ -2,6 +2,8 @@ package mcp
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -10,7 +12,22 @@ import (
 
 	"github.com/replhub/replhub/client"
 	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/memory"
 )
+
+// connect serves s over in-memory transports to an SDK client; both end
+// with the test.
+func connect(t *testing.T, s *sdk.Server) *sdk.ClientSession {
+	t.Helper()
+	ct, st := sdk.NewInMemoryTransports()
+	ss, err := s.Connect(context.Background(), st, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { ss.Close() })
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil).Connect(context.Background(), ct, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { cs.Close() })
+	return cs
+}
 
 func TestInstructionsFit(t *testing.T) {
 	assert.Less(t, len(Instructions), 2048)
@@ -28,23 +45,84 @@ func TestToolsAndAFailedCall(t *testing.T) {
 	// No hub and no autostart: every call must fail as a tool error, not a
 	// protocol error, so that the agent reads why.
 	s := NewServer(&client.Client{Paths: p}, "test")
-	ct, st := sdk.NewInMemoryTransports()
 	ctx := context.Background()
-	ss, err := s.Connect(ctx, st, nil)
-	require.NoError(t, err)
-	defer ss.Close()
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, ct, nil)
-	require.NoError(t, err)
-	defer cs.Close()
+	cs := connect(t, s)
 	tools, err := cs.ListTools(ctx, nil)
 	require.NoError(t, err)
 	var names []string
 	for _, tl := range tools.Tools {
 		names = append(names, tl.Name)
 	}
-	assert.ElementsMatch(t, []string{"exec", "wait", "interrupt", "kill", "sessions"}, names)
+	assert.ElementsMatch(t, []string{"exec", "wait", "interrupt", "kill", "sessions", "memory"}, names)
 	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "sessions", Arguments: map[string]any{}})
 	require.NoError(t, err)
 	assert.True(t, res.IsError)
 	assert.Contains(t, res.Content[0].(*sdk.TextContent).Text, "no hub is listening")
+}
+
+func TestMemoryTool(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	for _, k := range []string{"CLAUDE_CONFIG_DIR", "REPLHUB_MEMORY_DIR", "CLAUDE_CODE_PROJECT_DIR_NAME"} {
+		t.Setenv(k, "")
+	}
+	proj, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	// The tool needs no hub: this client has none.
+	s := NewServer(&client.Client{}, "test")
+	ctx := context.Background()
+	cs := connect(t, s)
+
+	tools, err := cs.ListTools(ctx, nil)
+	require.NoError(t, err)
+	var tool *sdk.Tool
+	for _, tl := range tools.Tools {
+		if tl.Name == "memory" {
+			tool = tl
+		}
+	}
+	require.NotNil(t, tool)
+	a := tool.Annotations
+	assert.False(t, a.ReadOnlyHint)
+	require.NotNil(t, a.DestructiveHint)
+	assert.False(t, *a.DestructiveHint, "a client may allow it outright")
+	require.NotNil(t, a.OpenWorldHint)
+	assert.False(t, *a.OpenWorldHint)
+	assert.Contains(t, tool.Description, "MEMORY.md")
+
+	call := func(args map[string]any) (string, bool) {
+		t.Helper()
+		args["cwd"] = proj
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "memory", Arguments: args})
+		require.NoError(t, err)
+		return res.Content[0].(*sdk.TextContent).Text, res.IsError
+	}
+	out, isErr := call(map[string]any{"op": "write", "name": "testing", "text": "go test -race\n", "index": "how tests run"})
+	assert.False(t, isErr, out)
+	assert.Equal(t, "wrote testing.md (14 bytes); MEMORY.md line added", out)
+	dir := filepath.Join(home, ".claude", "projects", memory.Slug(proj), "memory")
+	b, err := os.ReadFile(filepath.Join(dir, "MEMORY.md"))
+	require.NoError(t, err)
+	assert.Equal(t, "- [testing](testing.md) — how tests run\n", string(b))
+	out, _ = call(map[string]any{"op": "list"})
+	assert.Equal(t, "memory: "+dir+" (1 entry)\ntesting.md  how tests run\n", out)
+	out, _ = call(map[string]any{"op": "edit", "name": "testing.md", "old": "race", "new": "race ./..."})
+	assert.Equal(t, "edited testing.md (20 bytes)", out)
+	out, _ = call(map[string]any{"op": "read", "name": "testing"})
+	assert.Equal(t, "go test -race ./...\n", out)
+	for _, c := range []struct {
+		args map[string]any
+		want string
+	}{
+		{map[string]any{"op": "edit", "name": "testing", "old": "t", "new": "x"}, "memory: old text occurs 2 times in testing.md"},
+		{map[string]any{"op": "read", "name": "../../etc/passwd"}, "is a path"},
+		{map[string]any{"op": "read", "name": "nope"}, "memory: no entry nope.md in " + dir},
+		{map[string]any{"op": "forget"}, `memory: unknown op "forget"`},
+	} {
+		out, isErr := call(c.args)
+		assert.True(t, isErr)
+		assert.Contains(t, out, c.want)
+	}
+	out, _ = call(map[string]any{"op": "delete", "name": "testing"})
+	assert.Equal(t, "deleted testing.md and its MEMORY.md line", out)
 }

@@ -3,7 +3,9 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -56,6 +58,8 @@ func TestMCPServer(t *testing.T) {
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
+	memDir := t.TempDir()
+	e.Setenv("REPLHUB_MEMORY_DIR", memDir)
 	var progress atomic.Int32
 	cs := mcpSession(t, e, &progress)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -72,8 +76,8 @@ func TestMCPServer(t *testing.T) {
 	for _, tl := range tools.Tools {
 		byName[tl.Name] = tl
 	}
-	require.Len(t, byName, 5)
-	for _, n := range []string{"exec", "wait", "interrupt", "kill", "sessions"} {
+	require.Len(t, byName, 6)
+	for _, n := range []string{"exec", "wait", "interrupt", "kill", "sessions", "memory"} {
 		require.Contains(t, byName, n)
 	}
 	assert.True(t, byName["sessions"].Annotations.ReadOnlyHint)
@@ -82,6 +86,8 @@ func TestMCPServer(t *testing.T) {
 	require.NotNil(t, byName["kill"].Annotations.DestructiveHint)
 	assert.True(t, *byName["kill"].Annotations.DestructiveHint)
 	assert.EqualValues(t, 40000, byName["exec"].Meta["anthropic/maxResultSizeChars"])
+	require.NotNil(t, byName["memory"].Annotations.DestructiveHint)
+	assert.False(t, *byName["memory"].Annotations.DestructiveHint)
 	schema, _ := json.Marshal(byName["exec"].InputSchema)
 	for _, f := range []string{"name", "code", "timeout", "python"} {
 		assert.Contains(t, string(schema), `"`+f+`"`)
@@ -95,6 +101,15 @@ func TestMCPServer(t *testing.T) {
 	r := e.Run("exec", "m", "x + 2")
 	text, _ = callText(t, ctx, cs, &sdk.CallToolParams{Name: "exec", Arguments: map[string]any{"name": "m", "code": "x + 2"}})
 	assert.Equal(t, strings.Replace(r.Stdout, "Out[2]", "Out[3]", 1), text)
+
+	// memory works in the server's own process, on its environment's folder.
+	text, isErr = callText(t, ctx, cs, &sdk.CallToolParams{Name: "memory", Arguments: map[string]any{"op": "write", "name": "n", "text": "t\n", "index": "hook"}})
+	assert.False(t, isErr, text)
+	b, err := os.ReadFile(filepath.Join(memDir, "MEMORY.md"))
+	require.NoError(t, err)
+	assert.Equal(t, "- [n](n.md) — hook\n", string(b))
+	text, _ = callText(t, ctx, cs, &sdk.CallToolParams{Name: "memory", Arguments: map[string]any{"op": "list"}})
+	assert.Equal(t, "memory: "+memDir+" (1 entry)\nn.md  hook\n", text)
 
 	text, _ = callText(t, ctx, cs, &sdk.CallToolParams{Name: "sessions", Arguments: map[string]any{}})
 	assert.Regexp(t, `(?m)^m  pid \d+  python 3\.`, text)
@@ -131,7 +146,7 @@ func TestMCPServer(t *testing.T) {
 		idle = len(l.Sessions) == 1 && l.Sessions[0].State == "idle"
 	}
 	assert.True(t, idle, "the cancelled call's cell was interrupted")
-	b, _ := exec.Command("cat", e.Paths.Transcript("m")).Output()
+	b, _ = exec.Command("cat", e.Paths.Transcript("m")).Output()
 	assert.Contains(t, string(b), "time.sleep(60)")
 
 	text, _ = callText(t, ctx, cs, &sdk.CallToolParams{Name: "interrupt", Arguments: map[string]any{"name": "m"}})
