@@ -23,6 +23,7 @@ func TestToolkitInEverySession(t *testing.T) {
 	pythons(t, func(t *testing.T, py string) {
 		e := hubtest.Start(t)
 		dir := t.TempDir()
+		e.Setenv("REPLHUB_MEMORY_DIR", filepath.Join(dir, "memory"))
 		out := ok(t, e.Run("exec", "tk", fmt.Sprintf("cd(%q)", dir), "--python", py))
 		assert.Contains(t, out, "cwd: "+dir)
 		out = ok(t, e.Run("exec", "tk", `r = sh("echo out; echo err >&2", check=False); r`))
@@ -39,9 +40,30 @@ except CommandError as e:
     print("caught:", e)`))
 		assert.Contains(t, out, "caught: sh: no such command: no-such-command-here")
 		out = ok(t, e.Run("exec", "tk", "tkhelp()"))
-		for _, h := range []string{"sh", "bg", "sudo", "fetch", "cd", "tkhelp"} {
+		for _, h := range []string{"read", "readn", "write", "edit", "edits", "sed", "splice", "insert", "glob", "grep",
+			"diff", "sh", "bg", "sudo", "fetch", "cd", "memory", "tkhelp"} {
 			assert.Regexp(t, `(?m)^`+h+` `, out)
 		}
+		// The file helpers and memory, where the data is.
+		out = ok(t, e.Run("exec", "tk", `write("notes.txt", "alpha\nbeta\n")`))
+		assert.Contains(t, out, "wrote 2 lines (11 bytes) to notes.txt")
+		out = ok(t, e.Run("exec", "tk", `edit("notes.txt", "beta", "gamma")`))
+		assert.Contains(t, out, "-beta\n+gamma\n")
+		out = ok(t, e.Run("exec", "tk", `readn("notes.txt")`))
+		assert.Contains(t, out, "     1\talpha\n     2\tgamma\n")
+		out = ok(t, e.Run("exec", "tk", `(read("notes.txt"), grep("gam", "."), glob("*.txt"))`))
+		assert.Contains(t, out, `('alpha\ngamma\n', ['notes.txt:2:gamma'], ['notes.txt'])`)
+		r = e.Run("exec", "tk", `edit("notes.txt", "zeta", "x")`)
+		assert.Contains(t, r.Stdout, "edit: ")
+		assert.Contains(t, r.Stdout, "not found")
+		b, err := os.ReadFile(filepath.Join(dir, "notes.txt"))
+		require.NoError(t, err)
+		assert.Equal(t, "alpha\ngamma\n", string(b), "a refused edit writes nothing")
+		out = ok(t, e.Run("exec", "tk", `memory.write("build", "make -j8", index="how to build"); memory()`))
+		assert.Contains(t, out, "build.md  how to build")
+		b, err = os.ReadFile(filepath.Join(dir, "memory", "MEMORY.md"))
+		require.NoError(t, err)
+		assert.Contains(t, string(b), "build.md")
 		// Names: the toolkit's are left out of the listing.
 		ok(t, e.Run("exec", "tk", "mine = 1"))
 		for _, s := range sessionList(t, e).Sessions {
@@ -131,4 +153,24 @@ func TestToolkitShOnAHost(t *testing.T) {
 	// On a remote session the toolkit runs there.
 	out = ok(t, w.Run("exec", "web", `import os; (str(sh("echo $$")).strip() != str(os.getpid()), sh("hostname").strip() != "")`))
 	assert.Contains(t, out, "(True, True)")
+}
+
+// A root session (the fake sudo) and a session on a host have the same
+// toolkit, working where they run.
+func TestToolkitAsRootAndRemote(t *testing.T) {
+	e := hubtest.Start(t)
+	f := newFakeSudo(t, fakePassword, fakePassword)
+	f.apply(e, "nopasswd")
+	dir := t.TempDir()
+	out := ok(t, e.Run("exec", "op", fmt.Sprintf(`write(%q, "root wrote\n"); (read(%q), str(sh("echo $0")).strip())`,
+		filepath.Join(dir, "r.txt"), filepath.Join(dir, "r.txt")), "--sudo"))
+	assert.Contains(t, out, "('root wrote\\n', 'bash')")
+
+	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
+	out = ok(t, w.Run("exec", "far", `import os, tempfile
+d = tempfile.mkdtemp()
+write(os.path.join(d, "x.py"), "def f():\n    return 1\n")
+edit(os.path.join(d, "x.py"), "return 1", "return 2")
+(grep("return", d, type="py"), sh("cat x.py", cwd=d).count("return 2"))`, "--host", "lab"))
+	assert.Regexp(t, `\(\['/tmp/[^']+/x\.py:2:    return 2'\], 1\)`, out)
 }

@@ -61,12 +61,8 @@ def tkhelp():
         except Exception as e:
             lines.append("%-8s (not available: %s)" % (name, e))
     lines.append("%-8s %s" % ("tkhelp", "this list"))
-    return _Text("\n".join(lines))
-
-
-class _Text(str):
-    def __replhub_show__(self):
-        return str(self)
+    from replhub_toolkit.display import Text
+    return Text("\n".join(lines))
 
 
 class _Stand(object):

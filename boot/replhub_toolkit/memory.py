@@ -41,18 +41,8 @@ MAX_HOOK = 300
 MAX_SLUG = 200
 
 HELP = {
-    "memory": (
-        "memory() lists Claude Code's auto memory for this project (the folder "
-        "~/.claude/projects/<project>/memory/ and its MEMORY.md index): one line "
-        "an entry, name and hook.  memory.read(name) returns an entry's text; "
-        "memory.write(name, text, index='one-line hook') writes it and adds or "
-        "updates its line in MEMORY.md; memory.edit(name, old, new) replaces the "
-        "one exact occurrence of old; memory.delete(name) removes the file and "
-        "its line.  Names are bare file names (notes.md; '.md' is added when "
-        "missing).  The project is the git repository of the cwd; "
-        "Memory(cwd) serves another, memory.folder() says where it is; "
-        "$REPLHUB_MEMORY_DIR names the folder outright."
-    ),
+    "memory": "memory(): Claude Code's auto memory for the project; .read(name) "
+              ".write(name, text, index='hook') .edit(name, old, new) .delete(name)",
 }
 
 Entry = collections.namedtuple("Entry", "name title hook indexed missing")
@@ -63,11 +53,7 @@ _INDEX_LINE = re.compile(
     "(?:(?:\u2014|\u2013|-|:)[ \t]*)?(.*)$")
 
 
-class Text(str):
-    """A str that replhub shows as itself."""
-
-    def __replhub_show__(self):
-        return str(self)
+from replhub_toolkit.display import Text  # noqa: E402  (a str shown as itself)
 
 
 class Listing(list):

@@ -63,11 +63,7 @@ HELP = {
 }
 
 
-class Text(str):
-    """A str shown as itself in a reply, not as its repr."""
-
-    def __replhub_show__(self):
-        return str(self)
+from replhub_toolkit.display import Text  # noqa: E402  (a str shown as itself)
 
 
 # A command that failed; .result holds what it wrote and its exit code.

@@ -215,7 +215,7 @@ class TestStore(Env):
             self.mem.read("zz")
 
     def test_help(self):
-        self.assertIn("memory.write(name, text, index=", M.HELP["memory"])
+        self.assertIn(".write(name, text, index=", M.HELP["memory"])
         self.assertEqual(M.HELP["memory"], M.memory.__replhub_show__())
         self.assertTrue(callable(M.memory))
 
