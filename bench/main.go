@@ -2,7 +2,7 @@
 // prints a table of medians and ratios. It builds the binary and runs a
 // private hub in a temporary folder; nothing of the user's is touched.
 //
-//	go run ./bench [-python PATH] [-n RUNS] [-remote=false] [-objects] [-swap] [-transfers K] [-durable] [-linger]
+//	go run ./bench [-python PATH] [-n RUNS] [-remote=false] [-objects] [-swap] [-transfers K] [-durable] [-linger] [-toolkit]
 package main
 
 import (
@@ -28,6 +28,7 @@ var (
 	swapOnly    *bool
 	durableOnly *bool
 	lingerOnly  *bool
+	toolkitOnly *bool
 )
 
 func main() {
@@ -39,6 +40,7 @@ func main() {
 	swapOnly = flag.Bool("swap", false, "measure only swap and restore of a 100 MB namespace")
 	durableOnly = flag.Bool("durable", false, "measure only the adoption of live sessions by a new hub")
 	lingerOnly = flag.Bool("linger", false, "measure only a remote session's reattach after its link drops")
+	toolkitOnly = flag.Bool("toolkit", false, "measure only the toolkit: grep against rg, edit of a 10 MB file")
 	flag.Parse()
 	if err := run(*python, *n); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -134,6 +136,14 @@ func run(python string, n int) error {
 	var rows []row
 	fmt.Printf("python %s, %d runs per whole-process figure\n\n", w.py, n)
 
+	if *toolkitOnly {
+		tr, err := toolkitRows(w, min(n, 7))
+		if err != nil {
+			return err
+		}
+		rows = append(rows, tr...)
+		*remoteFlag = false
+	}
 	if *lingerOnly {
 		lr, err := lingerRows(w, min(n, 10))
 		if err != nil {
@@ -142,7 +152,7 @@ func run(python string, n int) error {
 		rows = append(rows, lr...)
 		*remoteFlag = false
 	}
-	if *swapOnly || (!*objectsOnly && !*durableOnly && !*lingerOnly) {
+	if *swapOnly || (!*objectsOnly && !*durableOnly && !*lingerOnly && !*toolkitOnly) {
 		sr, err := swapRows(w, 5)
 		if err != nil {
 			return err
@@ -160,7 +170,7 @@ func run(python string, n int) error {
 		*remoteFlag = false
 	}
 	var localRT time.Duration
-	if !*objectsOnly && !*durableOnly && !*swapOnly && !*lingerOnly {
+	if !*objectsOnly && !*durableOnly && !*swapOnly && !*lingerOnly && !*toolkitOnly {
 		lr, rt, err := localRows(w, n)
 		if err != nil {
 			return err

@@ -30,6 +30,7 @@ Before you start, call sessions and reuse a session whose names and cwd fit the 
 - Output is capped at 30,000 characters per reply (head and tail kept): print summaries, not whole data sets.
 - A session that died is reported with how it died on the next exec under its name.
 - A session idle for a day goes to disk; the next exec under its name brings it back with a note of what did not survive (sockets, open files, threads).
+- Every session has a toolkit (tkhelp() lists it): read, readn, write, edit, edits, sed, glob, grep, diff, sh, bg, sudo, fetch, cd, memory. Use them in exec to read, edit, search and run commands where the session runs (also on hosts and as root); sh(cmd, host="h") runs on another host.
 - memory reads and maintains Claude Code's auto memory for the project (MEMORY.md and its entries) without a session.
 
 This is not a sandbox: code runs with the user's privileges.`

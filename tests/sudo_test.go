@@ -359,6 +359,12 @@ func TestRealSudo(t *testing.T) {
 		noSecretOnDisk(t, e, pw)
 		r = e.Run("exec", "ops", "open('/etc/shadow').read(5)")
 		assert.Contains(t, r.Stdout, "Out[2]: 'root:'")
+		// The toolkit works as root; a user session's sudo() goes through
+		// the real sudo with $SUDO_ASKPASS.
+		r = e.Run("exec", "ops", `(str(sh("id -u")).strip(), read("/etc/shadow")[:5])`)
+		assert.Contains(t, r.Stdout, "('0', 'root:')", "%s", r)
+		r = e.Run("exec", "mine", `(str(sh("id -u")).strip() != "0", str(sudo("id -u")).strip())`)
+		assert.Contains(t, r.Stdout, "(True, '0')", "%s", r)
 		r = e.Run("kill", "ops")
 		assert.Equal(t, 0, r.Code, "%s", r)
 
@@ -374,7 +380,7 @@ root.push(b"new", %q)
 (os.getuid() != 0, shadow[:5], root.call(lambda: os.geteuid()))`, target))
 		require.Equal(t, 0, r.Code, "%s", r)
 		assert.Contains(t, r.Stdout, "(True, b'root:', 0)")
-		assert.Equal(t, 2, countLines(calls), "the hub asked through the creator's $SUDO_ASKPASS")
+		assert.Equal(t, 3, countLines(calls), "the hub asked through the creator's $SUDO_ASKPASS (and sudo() once)")
 		fi, err := os.Stat(target)
 		require.NoError(t, err)
 		assert.Equal(t, uint32(0), fi.Sys().(*syscall.Stat_t).Uid)

@@ -288,28 +288,82 @@ def _diff_lines(lines):
     return [l[:-1] if l.endswith("\n") else l + "\n\\ No newline at end of file" for l in lines]
 
 
+def _common_prefix(a, b):
+    """The length of the longest common prefix of a and b, compared a
+    block at a time (at C speed), then by halves within the block."""
+    n, i, block = min(len(a), len(b)), 0, 1 << 16
+    while i < n:
+        j = min(i + block, n)
+        if a[i:j] != b[i:j]:
+            break
+        i = j
+    else:
+        return n
+    lo, hi = i, j
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[lo:mid + 1] == b[lo:mid + 1]:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _common_suffix(a, b, limit):
+    """The length, at most limit, of the longest common suffix of a and b."""
+    la, lb, i, block = len(a), len(b), 0, 1 << 16
+    while i < limit:
+        j = min(i + block, limit)
+        if a[la - j:la - i] != b[lb - j:lb - i]:
+            break
+        i = j
+    else:
+        return limit
+    lo, hi = i, j
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[la - mid - 1:la - lo] == b[lb - mid - 1:lb - lo]:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
 def _unified(before, after, a="a", b="b", n=3, cap=None):
-    """A unified diff of two texts; "(no change)" when equal.  Common
-    leading and trailing lines are cut before difflib sees them, so a small
+    """A unified diff of two texts; "(no change)" when equal.  What the two
+    share at the start and at the end is found at C speed and left out
+    (but for n lines of context) before difflib sees the rest, so a small
     change to a large file is quick."""
     if before == after:
         return "(no change)"
-    x, y = _split(before), _split(after)
-    lo = 0
-    while lo < len(x) and lo < len(y) and x[lo] == y[lo]:
-        lo += 1
-    hi = 0
-    while hi < len(x) - lo and hi < len(y) - lo and x[-1 - hi] == y[-1 - hi]:
-        hi += 1
-    start = max(0, lo - n)
-    x = x[start:len(x) - max(0, hi - n)]
-    y = y[start:len(y) - max(0, hi - n)]
+    p = _common_prefix(before, after)
+    s = _common_suffix(before, after, min(len(before), len(after)) - p)
+    # From the start of the line where they differ, n lines back.
+    start = before.rfind("\n", 0, p) + 1
+    for _ in range(n):
+        if start == 0:
+            break
+        start = before.rfind("\n", 0, start - 1) + 1
+    # To the end of the line where the common end begins, n lines on; the
+    # same distance from the end in both.
+    q = len(before) - s
+    if q > start and before[q - 1] != "\n":
+        q = before.find("\n", q)
+        q = len(before) if q < 0 else q + 1
+    for _ in range(n):
+        if q >= len(before):
+            break
+        q = before.find("\n", q)
+        q = len(before) if q < 0 else q + 1
+    tail = len(before) - q
+    x, y = _split(before[start:q]), _split(after[start:len(after) - tail])
+    first = before.count("\n", 0, start)  # lines before the region
     out = []
     for line in difflib.unified_diff(_diff_lines(x), _diff_lines(y), a, b, n=n, lineterm=""):
         m = _HUNK.match(line)
-        if m and start:
-            line = "@@ -%d%s +%d%s @@" % (int(m.group(1)) + start, m.group(2) or "",
-                                          int(m.group(3)) + start, m.group(4) or "")
+        if m and first:
+            line = "@@ -%d%s +%d%s @@" % (int(m.group(1)) + first, m.group(2) or "",
+                                          int(m.group(3)) + first, m.group(4) or "")
         out.append(line)
     text = "\n".join(out)
     if cap is not None:
