@@ -617,11 +617,18 @@ def _fit(name, globs):
 
 
 def _is_binary(path):
+    # os.open and os.read, not open(): this runs once per file with a match,
+    # and a buffered file object costs several times the read.
     try:
-        with open(path, "rb") as f:
-            return b"\0" in f.read(BINARY_PEEK)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         return True
+    try:
+        return b"\0" in os.read(fd, BINARY_PEEK)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def _is_hidden(rel):
