@@ -5,7 +5,9 @@ stdin, byte-exact, and runs this file with PAYLOAD set to that table (JSON:
 {"modules": {name: {"src": ..., "pkg": bool}}, "main": name}).  Here the
 modules are served from memory by an import hook, their sources registered
 with linecache so tracebacks show them, and the worker's main() is run.
-Nothing is written on the host.  Standard library only, Python 3.6+.
+A late module ({"late": true}, no "src") is asked of the hub at its first
+import, through the importer's fetch (set by the worker).  Nothing is
+written on the host.  Standard library only, Python 3.6+.
 """
 import json
 import linecache
@@ -19,6 +21,7 @@ class MemoryImporter(MetaPathFinder, Loader):
 
     def __init__(self, modules):
         self.modules = modules
+        self.fetch = None  # fetch(name) -> source, for late modules
 
     def find_spec(self, name, path=None, target=None):
         mod = self.modules.get(name)
@@ -36,7 +39,12 @@ class MemoryImporter(MetaPathFinder, Loader):
 
     def exec_module(self, module):
         name = module.__name__
-        src = self.modules[name]["src"]
+        mod = self.modules[name]
+        src = mod.get("src")
+        if src is None:
+            if self.fetch is None:
+                raise ImportError("replhub: %s is sent at its first import, and the hub cannot be asked yet" % name)
+            src = mod["src"] = self.fetch(name)
         fname = self.filename(name)
         module.__file__ = fname
         if self.modules[name].get("pkg"):
@@ -50,6 +58,7 @@ def run(payload):
     importer = MemoryImporter(table["modules"])
     sys.meta_path.insert(0, importer)
     main = __import__(table["main"])
+    main.IMPORTER = importer
     main.main(table.get("argv") or ["--stdio"])
 
 

@@ -55,6 +55,7 @@ import sys
 PROTO = 2
 PY = "%d.%d" % sys.version_info[:2]
 _WORKER_FILE = __file__ if "__file__" in globals() else "<replhub-worker>"
+IMPORTER = None  # boot.py's, on a host: it asks for late modules through fetch
 
 # What the worker reports is capped before a frame is built: the hub ends a
 # session whose frame header is 1 MiB or more.
@@ -734,6 +735,8 @@ class Session(object):
         self.ns["sessions"] = self._lazy("sessions")
         if toolkit is not None:
             toolkit.preload(self.ns, self._sh_on_host, _reaper_group)
+        if IMPORTER is not None:
+            IMPORTER.fetch = self._fetch_module
         self.base_names = set(self.ns)
 
     @property
@@ -746,6 +749,14 @@ class Session(object):
             self.ns["session"], self.ns["sessions"] = tk.session, tk.sessions
             self._tk = tk
         return self._tk
+
+    def _fetch_module(self, name):
+        """A late module's source, from the hub (see boot.py)."""
+        try:
+            _, data = self.tk._link.request("module", name=name)
+        except Exception as e:
+            raise ImportError("replhub: %s could not be fetched from the hub: %s" % (name, e))
+        return bytes(data or b"").decode("utf-8")
 
     def _sh_on_host(self, host, argv, input=None, cwd=None, env=None, timeout=None):
         """sh(cmd, host=h): the hub runs argv on host h (see hub/shrun.go)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/payload"
 	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/sudo"
 	"github.com/replhub/replhub/wire"
@@ -107,6 +108,13 @@ func (h *Hub) serveRequest(from *Session, f *proto.Req) {
 		}
 	case "sh":
 		h.runSh(from, f, reply)
+	case "module":
+		// A remote session imports a module the payload sent late.
+		if src, ok := payload.Source(f.Name); ok {
+			reply.OK, reply.Data = true, []byte(src)
+		} else {
+			fail("no module %q is sent late", f.Name)
+		}
 	case "put", "get", "call":
 		served, err := h.relayServe(from, f)
 		if err != nil {

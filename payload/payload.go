@@ -24,10 +24,45 @@ import (
 	"github.com/replhub/replhub/boot"
 )
 
-// Module is one Python module in the bundle.
+// Module is one Python module in the bundle. A late one travels without
+// its source: the session asks the hub for it (Source) when it is first
+// imported, so that what every start sends stays small.
 type Module struct {
-	Src string `json:"src"`
-	Pkg bool   `json:"pkg,omitempty"`
+	Src  string `json:"src,omitempty"`
+	Pkg  bool   `json:"pkg,omitempty"`
+	Late bool   `json:"late,omitempty"`
+}
+
+// late says whether module name is sent at its first import rather than in
+// the payload: the swap, the toolkit's helpers (its package, which every
+// session imports at start, goes whole) and cloudpickle.
+func late(name string) bool {
+	return name == "replhub_swap" || strings.HasPrefix(name, "replhub_toolkit.") ||
+		name == "cloudpickle" || strings.HasPrefix(name, "cloudpickle.")
+}
+
+// builtin is every module the payload carries, with its source, but the
+// user's.
+func builtin() map[string]Module {
+	cpModsOnce.Do(func() { cpMods, _ = cloudpickleModules(CloudpickleDir()) })
+	mods := map[string]Module{WorkerModule: {Src: string(boot.Worker)}, "replhub_tk": {Src: string(boot.Toolkit)},
+		"replhub_swap": {Src: string(boot.Swap)}}
+	for _, m := range boot.ToolkitPackage() {
+		mods[m.Name] = Module{Src: string(m.Src), Pkg: m.Pkg}
+	}
+	for k, v := range cpMods {
+		mods[k] = v
+	}
+	return mods
+}
+
+// Source is the source of a late module, which a session asks for.
+func Source(name string) (string, bool) {
+	m, ok := builtin()[name]
+	if !ok || !late(name) {
+		return "", false
+	}
+	return m.Src, true
 }
 
 // WorkerModule is the name the worker is imported under remotely.
@@ -37,13 +72,14 @@ const WorkerModule = "replhub_worker"
 // worker and extra modules; argv, when given, is the worker's (else
 // --stdio).
 func Build(extra map[string]Module, argv ...string) ([]byte, error) {
-	mods := map[string]Module{WorkerModule: {Src: string(boot.Worker)}, "replhub_tk": {Src: string(boot.Toolkit)},
-		"replhub_swap": {Src: string(boot.Swap)}}
-	for _, m := range boot.ToolkitPackage() {
-		mods[m.Name] = Module{Src: string(m.Src), Pkg: m.Pkg}
-	}
+	mods := builtin()
 	for k, v := range extra {
 		mods[k] = v
+	}
+	for k, m := range mods {
+		if late(k) {
+			mods[k] = Module{Pkg: m.Pkg, Late: true}
+		}
 	}
 	table, err := json.Marshal(struct {
 		Modules map[string]Module `json:"modules"`
@@ -82,19 +118,11 @@ func Default() ([]byte, error) {
 // need no restart; "" or a missing folder adds nothing. argv is the
 // worker's, as for Build.
 func WithUserModules(dir string, argv ...string) ([]byte, error) {
-	cpModsOnce.Do(func() { cpMods, _ = cloudpickleModules(CloudpickleDir()) })
-	extra := map[string]Module{}
-	for k, v := range cpMods {
-		extra[k] = v
-	}
 	user, err := UserModules(dir)
 	if err != nil {
 		return nil, err
 	}
-	for k, v := range user {
-		extra[k] = v
-	}
-	return Build(extra, argv...)
+	return Build(user, argv...)
 }
 
 // UserModules reads the top-level NAME.py files of dir.

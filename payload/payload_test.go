@@ -14,14 +14,18 @@ import (
 	"github.com/replhub/replhub/boot"
 )
 
-// The payload crosses the link before a remote session's first cell. With
-// the toolkit and cloudpickle it is about 76 KiB; fetching the modules a
-// session imports late (the toolkit's, swap, cloudpickle) at first use is
-// what brings it back under 32 KiB.
+// The payload crosses the link before a remote session's first cell: the
+// modules a session imports late (the toolkit's helpers, swap, cloudpickle)
+// are fetched at their first import instead.
 func TestPayloadIsSmall(t *testing.T) {
 	p, err := Default()
 	require.NoError(t, err)
-	assert.Less(t, len(p), 96<<10)
+	assert.Less(t, len(p), 32<<10)
+	src, ok := Source("replhub_toolkit.files")
+	assert.True(t, ok)
+	assert.Contains(t, src, "def grep(")
+	_, ok = Source("replhub_worker")
+	assert.False(t, ok, "what the payload carries is not served late")
 }
 
 // The stub reads exactly the payload and leaves what follows on stdin for
