@@ -718,12 +718,19 @@ def _split_nul(f):
 
 
 def _parse_lines(f):
-    """(path, line, text) from "path\\0line:text" lines."""
+    """(path, line, text) from "path\\0line:text" lines; text stays bytes.
+    A match-heavy search yields tens of thousands: the loop is kept lean."""
+    names = {}
     for raw in f:
         name, _, rest = raw.partition(b"\0")
         num, _, text = rest.partition(b":")
-        if num.isdigit():
-            yield os.fsdecode(name), int(num), text.rstrip(b"\n").decode("utf-8", "replace")
+        path = names.get(name)
+        if path is None:
+            path = names[name] = os.fsdecode(name)
+        try:
+            yield path, int(num), text
+        except ValueError:
+            continue
 
 
 def _walk(root, hidden, globs):
@@ -846,7 +853,19 @@ def grep(pattern, path=".", glob=None, type=None, hidden=False, multiline=False,
         stopped = []
         count = [0]
 
+        # rg has applied the hidden rule and the one glob set it was given.
+        trusted = name.startswith("rg") and (user_globs is None or type_globs is None)
+
         def sink(p, n, text):
+            if trusted:
+                if is_dir and root == "." and p.startswith("./"):
+                    p = p[2:]
+                hits.setdefault(p, {})[n] = text
+                count[0] += 1
+                if count[0] >= GREP_COLLECT:
+                    stopped.append(True)
+                    return True
+                return False
             if name == "grep" and is_dir:
                 # GNU grep ran inside root (see _grep_argv): join root back on.
                 p = p[2:] if p.startswith("./") else p
@@ -940,19 +959,34 @@ def _rg_pcre2():
     return _PCRE2
 
 
+def _hit_text(text):
+    """A matching line as shown: a search program's raw bytes decoded, no
+    line end."""
+    if isinstance(text, bytes):
+        text = text.rstrip(b"\n").decode("utf-8", "replace")
+    return text.rstrip("\r")
+
+
 def _grep_result(hits, stopped, files_only, context, max_count, limit):
     paths = sorted(p for p in hits if not _is_binary(p))
     out = []
+    total = None  # lines past the limit are counted, not formatted
     if files_only:
         out = paths
+    elif not context:
+        total = 0
+        for p in paths:
+            nums = sorted(hits[p])
+            if max_count:
+                nums = nums[:max_count]
+            total += len(nums)
+            room = len(nums) if limit is None else max(0, limit + 1 - len(out))
+            out.extend("%s:%d:%s" % (p, n, _clip(_hit_text(hits[p][n]))) for n in nums[:room])
     else:
         for p in paths:
             nums = sorted(hits[p])
             if max_count:
                 nums = nums[:max_count]
-            if not context:
-                out.extend("%s:%d:%s" % (p, n, _clip(hits[p][n].rstrip("\r"))) for n in nums)
-                continue
             try:
                 with open(p, "rb") as f:
                     lines = f.read().decode("utf-8", "replace").split("\n")
@@ -969,7 +1003,8 @@ def _grep_result(hits, stopped, files_only, context, max_count, limit):
                 sep = ":" if k in want else "-"
                 out.append("%s%s%d%s%s" % (p, sep, k, sep, _clip(lines[k - 1].rstrip("\r"))))
                 prev = k
-    total = len(out)
+    if total is None:
+        total = len(out)
     if limit is not None and total > limit:
         out = out[:limit]
         out.append("... (%d more lines; narrow the search with glob, type, max_count or a longer pattern)"
