@@ -38,7 +38,7 @@ const WorkerModule = "replhub_worker"
 // --stdio).
 func Build(extra map[string]Module, argv ...string) ([]byte, error) {
 	mods := map[string]Module{WorkerModule: {Src: string(boot.Worker)}, "replhub_tk": {Src: string(boot.Toolkit)},
-		"replhub_swap": {Src: string(boot.Swap)}}
+		"replhub_swap": {Src: string(boot.Swap)}, "replhub_query": {Src: string(boot.Query)}}
 	for _, m := range boot.ToolkitPackage() {
 		mods[m.Name] = Module{Src: string(m.Src), Pkg: m.Pkg}
 	}
