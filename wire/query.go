@@ -150,7 +150,11 @@ func (a *Answer) varsText(b *strings.Builder) {
 }
 
 func (i *Inspection) text(b *strings.Builder) {
-	fmt.Fprintf(b, "%s: %s (%s)\n", i.Expr, i.Type, i.Kind)
+	if i.Kind == i.Type || i.Kind == "object" || i.Kind == "" {
+		fmt.Fprintf(b, "%s: %s\n", i.Expr, i.Type)
+	} else {
+		fmt.Fprintf(b, "%s: %s (%s)\n", i.Expr, i.Type, i.Kind)
+	}
 	if i.Len != nil {
 		fmt.Fprintf(b, "len: %d\n", *i.Len)
 	}
