@@ -43,6 +43,13 @@ var Toolkit []byte
 //go:embed swap.py
 var Swap []byte
 
+// Query is the source of query.py: vars, inspect, complete and reset,
+// answered between cells without running one. Installed as
+// replhub_query.py beside the worker; shipped as the module replhub_query.
+//
+//go:embed query.py
+var Query []byte
+
 // toolkitFS holds the package replhub_toolkit: the helpers every session
 // starts with (read, edit, grep, sh, memory ...), one module per job. Its
 // tests/ folder does not travel.
@@ -95,7 +102,7 @@ var Finder string
 // so that a rebuilt binary never runs a stale worker.
 var Hash = func() string {
 	h := sha256.New()
-	for _, b := range [][]byte{Worker, Toolkit, Swap, Boot, []byte(Stub + Finder)} {
+	for _, b := range [][]byte{Worker, Toolkit, Swap, Query, Boot, []byte(Stub + Finder)} {
 		h.Write(b)
 	}
 	for _, m := range ToolkitPackage() {
@@ -105,7 +112,8 @@ var Hash = func() string {
 	return hex.EncodeToString(h.Sum(nil)[:6])
 }()
 
-// Install writes worker.py, replhub_tk.py, replhub_swap.py and the
+// Install writes worker.py, replhub_tk.py, replhub_swap.py,
+// replhub_query.py and the
 // replhub_toolkit package into dir/boot-HASH/ unless they are already
 // there, and returns the worker's path. The folders are 0700 and the files
 // 0600.
@@ -123,6 +131,9 @@ func Install(dir string) (string, error) {
 		return "", err
 	}
 	if err := installFile(filepath.Join(d, "replhub_swap.py"), Swap); err != nil {
+		return "", err
+	}
+	if err := installFile(filepath.Join(d, "replhub_query.py"), Query); err != nil {
 		return "", err
 	}
 	p := filepath.Join(d, "worker.py")

@@ -33,10 +33,14 @@ Frames, protocol 2 (hub -> worker):
                     then detached; the rest waits for the next hub
   swap {sid, path?, force?} -> [chunk...] swapped {sid, ok, ...}     see boot/swap.py
   restore {sid, path?} -> [ack -1, chunks in] restored {sid, ok, ...}
+  query {id, kind, expr?, text?, all?, keep_imports?, limit?, wait?}
+                    -> answer {id, ok, error?, busy?, cell?, waited?, ...}:
+                    vars, inspect, complete or reset, between cells, on a
+                    thread of its own; see boot/query.py
 Worker -> hub: ready, done {cell, status, value, error, duration, names,
 rss?}, served {sid, ok, error?, py, ...}, req {id, kind, py, ...}, chunk,
-ack, interrupted, pong, out (output, once adopted), detached, error {id?,
-error}.
+ack, interrupted, pong, answer, out (output, once adopted), detached,
+error {id?, error}.
 
 SIGINT (see Sigint) is raised as KeyboardInterrupt only while user code runs,
 and never inside a frame write, so no frame is ever torn.  A session whose
@@ -66,6 +70,7 @@ TRACEBACK_CAP = 30000   # a formatted traceback
 NAME_CAP = 100          # a name in "names" (longer ones are left out)
 NAMES_MAX = 200
 ERROR_CAP = 2000        # the text of an error frame
+QUERIES_MAX = 4         # query frames answered at once
 
 # What the main thread is doing (Session.phase).
 IDLE, PARSING, RUNNING, TRANSFER, FINISHING = "idle", "parsing", "running", "transfer", "finishing"
@@ -714,7 +719,16 @@ class Session(object):
         self._tk = None
         self.main_ident = threading.current_thread().ident
         self.queue = []
-        self.cond = threading.Condition()
+        # cond and idle_cond share one lock: the main thread waits on cond
+        # for frames, queries (boot/query.py) on idle_cond for the main
+        # thread to go idle. querying counts the queries running, which
+        # hold the next frame back until query_until (monotonic) at most.
+        lock = threading.RLock()
+        self.cond = threading.Condition(lock)
+        self.idle_cond = threading.Condition(lock)
+        self.querying = 0
+        self.query_until = 0.0
+        self.queries = 0  # query threads alive, bounded by QUERIES_MAX
         self.phase, self.key, self.stream = IDLE, None, None
         self.parked = set()  # keys interrupted or cancelled before they started
         self.listener = None  # a durable worker's socket
@@ -738,6 +752,8 @@ class Session(object):
         if IMPORTER is not None:
             IMPORTER.fetch = self._fetch_module
         self.base_names = set(self.ns)
+        # What the namespace held at start, which reset puts back.
+        self.base_values = dict(self.ns)
 
     @property
     def tk(self):
@@ -747,6 +763,7 @@ class Session(object):
             tk = self._load_tk()
             tk._link = tk.Link(self.chan)
             self.ns["session"], self.ns["sessions"] = tk.session, tk.sessions
+            self.base_values["session"], self.base_values["sessions"] = tk.session, tk.sessions
             self._tk = tk
         return self._tk
 
@@ -934,6 +951,8 @@ class Session(object):
             self.cancel(header.get("sid"))
         elif op == "ping":
             self.chan.send({"op": "pong", "id": header.get("id")})
+        elif op == "query":
+            self.query(header)
         elif op == "exit":
             _flush()
             os._exit(0)
@@ -952,6 +971,40 @@ class Session(object):
             with self.cond:
                 self.queue.append((header, data))
                 self.cond.notify()
+
+    def query(self, header):
+        """Answer a query frame on a thread of its own (a repr may hang,
+        and the reader must go on reading interrupts); replhub_query says
+        when it may run and how it is bounded."""
+        import threading
+        with self.cond:
+            if self.queries >= QUERIES_MAX:
+                self._send_quietly({"op": "answer", "id": header.get("id"), "ok": False,
+                                    "error": "%d queries are under way already" % QUERIES_MAX})
+                return
+            self.queries += 1
+        t = threading.Thread(target=self._answer, args=(header,), name="replhub-query")
+        t.daemon = True
+        t.start()
+
+    def _answer(self, header):
+        reply = None
+        try:
+            try:
+                reply = _load_module("replhub_query").answer(self, header)
+            except BaseException as e:
+                reply = {"ok": False, "error": _cap("replhub: %s: %s" % (type(e).__name__, e), ERROR_CAP)[0]}
+            reply.update(op="answer", id=header.get("id"))
+            try:
+                self.chan.send(reply)
+            except ValueError as e:
+                self._send_quietly({"op": "answer", "id": header.get("id"), "ok": False,
+                                    "error": _cap(str(e), ERROR_CAP)[0]})
+            except OSError:
+                pass
+        finally:
+            with self.cond:
+                self.queries -= 1
 
     def _signal_main(self):
         """With cond held, in phase RUNNING: KeyboardInterrupt for the main thread."""
@@ -1025,6 +1078,7 @@ class Session(object):
     def _idle(self):
         with self.cond:
             self.phase, self.key, self.stream = IDLE, None, None
+            self.idle_cond.notify_all()
 
     def _own_sigint(self):
         """Put our SIGINT handler back if user code set Python's default one."""
@@ -1045,8 +1099,11 @@ class Session(object):
         header = None
         try:
             with self.cond:
-                while not self.queue:
-                    self.cond.wait()
+                while True:
+                    held = self.querying and _monotonic() < self.query_until
+                    if self.queue and not held:
+                        break
+                    self.cond.wait(max(0.01, self.query_until - _monotonic()) if held else None)
                 header, data = self.queue.pop(0)
                 op = header.get("op")
                 # From here an interrupt or a cancel finds it taken.
@@ -1548,21 +1605,36 @@ def _load_tk(cloudpickle_dir):
 
 
 def _load_swap():
-    """The swap module: replhub_swap.py beside this file, or served from
-    memory; loaded at the first swap or restore."""
-    mod = sys.modules.get("replhub_swap")
-    if mod is not None:
-        return mod
-    here = os.path.join(os.path.dirname(os.path.abspath(_WORKER_FILE)), "replhub_swap.py")
-    if os.path.isfile(here):
-        import importlib.util
-        spec = importlib.util.spec_from_file_location("replhub_swap", here)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules["replhub_swap"] = mod
-        spec.loader.exec_module(mod)
-        return mod
-    import replhub_swap
-    return replhub_swap
+    """The swap module, loaded at the first swap or restore."""
+    return _load_module("replhub_swap")
+
+
+# Held while a module loads: a query's thread and the main thread may both
+# want one. (threading is imported before ready in any case: see Sigint.)
+_LOAD_LOCK = __import__("threading").Lock()
+
+
+def _load_module(name):
+    """Module name (replhub_swap, replhub_query): name.py beside this file,
+    or served from memory; loaded at its first use."""
+    with _LOAD_LOCK:
+        mod = sys.modules.get(name)
+        if mod is not None:
+            return mod
+        here = os.path.join(os.path.dirname(os.path.abspath(_WORKER_FILE)), name + ".py")
+        if os.path.isfile(here):
+            import importlib.util
+            spec = importlib.util.spec_from_file_location(name, here)
+            mod = importlib.util.module_from_spec(spec)
+            sys.modules[name] = mod
+            try:
+                spec.loader.exec_module(mod)
+            except BaseException:
+                del sys.modules[name]
+                raise
+            return mod
+        import importlib
+        return importlib.import_module(name)
 
 
 def _has_cloudpickle(cloudpickle_dir):

@@ -126,6 +126,7 @@ type worker struct {
 	out    lockedBuffer
 	ready  frame
 	cell   int
+	qid    int
 }
 
 type lockedBuffer struct {

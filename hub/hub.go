@@ -306,7 +306,7 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 		cancel()
 		big := len(in.req.Code) > bigRequest
 		in.req = nil
-		if reply.V == 0 && reply.Err == nil && reply.Message == "" && reply.Result == nil && reply.Sessions == nil {
+		if reply.V == 0 && reply.Err == nil && reply.Message == "" && reply.Result == nil && reply.Sessions == nil && reply.Answer == nil {
 			// A transfer whose client went away: nothing to answer.
 			return
 		}
@@ -369,6 +369,8 @@ func (h *Hub) handle(ctx context.Context, req wire.Request, send func(wire.Reply
 		return h.clientTransfer(req, next, send)
 	case wire.OpSwap:
 		return h.handleSwap(ctx, req)
+	case wire.OpVars, wire.OpInspect, wire.OpComplete, wire.OpReset:
+		return h.handleQuery(ctx, req)
 	case wire.OpStop:
 		h.once.Do(func() { close(h.stop) })
 		return wire.Reply{Message: h.stopMessage()}

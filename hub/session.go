@@ -84,6 +84,8 @@ type Session struct {
 	sock        string
 	workerStart string
 	verdict     chan error // the watcher's verdict
+	// queries waits for the worker's answers by query id (query.go).
+	queries map[int64]chan *proto.Answer
 	// lingering is a remote worker that outlives its link (linger.go).
 	lingering *linkProc
 	// A hand-over in progress (adopt.go, detach): the fence that ends the
@@ -506,6 +508,8 @@ func (s *Session) readFrames() {
 			s.hub.onSwapped(s, f)
 		case *proto.Restored:
 			s.hub.onRestored(s, f)
+		case *proto.Answer:
+			s.onAnswer(f)
 		case *proto.Out:
 			s.mu.Lock()
 			s.takeOutputLocked(f.Data)

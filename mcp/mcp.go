@@ -101,6 +101,7 @@ func NewServer(c *client.Client, version string) *sdk.Server {
 		Annotations: &sdk.ToolAnnotations{Title: "List sessions", ReadOnlyHint: true, OpenWorldHint: &no},
 	}, t.sessions)
 	addMemoryTool(s)
+	addQueryTools(s, t)
 	return s
 }
 

@@ -53,7 +53,7 @@ func TestToolsAndAFailedCall(t *testing.T) {
 	for _, tl := range tools.Tools {
 		names = append(names, tl.Name)
 	}
-	assert.ElementsMatch(t, []string{"exec", "wait", "interrupt", "kill", "sessions", "memory"}, names)
+	assert.ElementsMatch(t, []string{"exec", "wait", "interrupt", "kill", "sessions", "memory", "vars", "inspect", "complete", "reset"}, names)
 	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "sessions", Arguments: map[string]any{}})
 	require.NoError(t, err)
 	assert.True(t, res.IsError)

@@ -37,7 +37,7 @@ type Module struct {
 // the payload: the swap, the toolkit's helpers (its package, which every
 // session imports at start, goes whole) and cloudpickle.
 func late(name string) bool {
-	return name == "replhub_swap" || strings.HasPrefix(name, "replhub_toolkit.") ||
+	return name == "replhub_swap" || name == "replhub_query" || strings.HasPrefix(name, "replhub_toolkit.") ||
 		name == "cloudpickle" || strings.HasPrefix(name, "cloudpickle.")
 }
 
@@ -46,7 +46,7 @@ func late(name string) bool {
 func builtin() map[string]Module {
 	cpModsOnce.Do(func() { cpMods, _ = cloudpickleModules(CloudpickleDir()) })
 	mods := map[string]Module{WorkerModule: {Src: string(boot.Worker)}, "replhub_tk": {Src: string(boot.Toolkit)},
-		"replhub_swap": {Src: string(boot.Swap)}}
+		"replhub_swap": {Src: string(boot.Swap)}, "replhub_query": {Src: string(boot.Query)}}
 	for _, m := range boot.ToolkitPackage() {
 		mods[m.Name] = Module{Src: string(m.Src), Pkg: m.Pkg}
 	}

@@ -267,3 +267,18 @@ func FuzzReader(f *testing.F) {
 		}
 	})
 }
+
+// An answer is decoded strictly down to its nested parts: a misspelt key
+// in an inspection is a malformed frame, dropped; an answer with a
+// payload breaks the protocol.
+func TestAnswerStrict(t *testing.T) {
+	msgs, errs := readAll(t, `{"op":"answer","id":1,"ok":true,"inspect":{"expr":"x","type":"int","kind":"object","repr":"1","lenn":1}}`+"\n"+
+		`{"op":"answer","id":3,"ok":false,"busy":true,"cell":4}`+"\n")
+	require.Len(t, msgs, 1)
+	assert.Equal(t, &Answer{Head: Head{O: OpAnswer}, ID: 3, Busy: true, Cell: 4}, msgs[0])
+	require.Len(t, errs, 2)
+	assert.Contains(t, errs[0].Error(), "lenn")
+	_, err := NewReader(strings.NewReader(`{"op":"answer","id":2,"ok":true,"len":3}` + "\nabc")).Read()
+	var v *Violation
+	assert.True(t, errors.As(err, &v), "%v", err)
+}

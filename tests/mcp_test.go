@@ -76,7 +76,7 @@ func TestMCPServer(t *testing.T) {
 	for _, tl := range tools.Tools {
 		byName[tl.Name] = tl
 	}
-	require.Len(t, byName, 6)
+	require.Len(t, byName, 10)
 	for _, n := range []string{"exec", "wait", "interrupt", "kill", "sessions", "memory"} {
 		require.Contains(t, byName, n)
 	}

@@ -89,6 +89,19 @@ type Request struct {
 	Progress bool `json:"progress,omitempty"`
 	// Force swaps a session even with a background job running (OpSwap).
 	Force bool `json:"force,omitempty"`
+	// Expr is what OpInspect evaluates; Text what OpComplete completes.
+	Expr string `json:"expr,omitempty"`
+	Text string `json:"text,omitempty"`
+	// All lists names that start with _ too (OpVars).
+	All bool `json:"all,omitempty"`
+	// KeepImports keeps the names bound to modules (OpReset).
+	KeepImports bool `json:"keep_imports,omitempty"`
+	// Limit bounds the names or completions listed; zero means the
+	// worker's default (500 names, 200 completions).
+	Limit int `json:"limit,omitempty"`
+	// Wait is how many seconds a query waits for a running cell: zero
+	// means DefaultQueryWait, a negative number not at all.
+	Wait float64 `json:"wait,omitempty"`
 }
 
 // Stream is a push's or pull's progress: Done bytes of Size have moved.
@@ -117,6 +130,8 @@ type Reply struct {
 	Stream *Stream `json:"stream,omitempty"`
 	// Swaps answers OpSwap.
 	Swaps []SwapOutcome `json:"swaps,omitempty"`
+	// Answer answers OpVars, OpInspect, OpComplete and OpReset.
+	Answer *Answer `json:"answer,omitempty"`
 }
 
 // Progress tells a waiting client that its cell still runs.

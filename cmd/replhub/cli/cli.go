@@ -100,6 +100,7 @@ starts on first use. This is not a sandbox: code runs with your privileges.`,
 		newSessionsCmd(e), newStartCmd(e), newStopCmd(e), newRestartCmd(e), newHubCmd(e),
 		newMCPCmd(e), newSelfTestCmd(e), newPushCmd(e), newPullCmd(e),
 		newSwapCmd(e),
+		newVarsCmd(e), newInspectCmd(e), newCompleteCmd(e), newResetCmd(e),
 	)
 	return root
 }

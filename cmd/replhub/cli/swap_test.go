@@ -19,3 +19,21 @@ func TestSwapCommandParsing(t *testing.T) {
 		assert.Contains(t, out, f)
 	}
 }
+
+func TestQueryCommandsParsing(t *testing.T) {
+	out, _, code := run(t, "", "--help")
+	assert.Equal(t, 0, code)
+	for _, c := range []string{"  vars ", "  inspect ", "  complete ", "  reset "} {
+		assert.Contains(t, out, c)
+	}
+	_, errs, code := run(t, "", "inspect", "a")
+	assert.Equal(t, ExitFailure, code)
+	assert.Contains(t, errs, "accepts 2 arg(s)")
+	_, errs, code = run(t, "", "vars", "a", "--wait", "-1")
+	assert.Equal(t, ExitFailure, code)
+	assert.Contains(t, errs, "--wait must be between 0 and 600 seconds")
+	out, _, code = run(t, "", "reset", "--help")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, out, "--keep-imports")
+	assert.NotContains(t, out, "--wait", "reset never waits")
+}

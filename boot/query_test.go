@@ -1,0 +1,228 @@
+package boot
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// ask sends a query frame and returns its answer.
+func (w *worker) ask(q map[string]any) frame {
+	w.t.Helper()
+	w.qid++
+	q["op"], q["id"] = "query", w.qid
+	w.send(q, nil)
+	id := int64(w.qid)
+	f, _ := w.until("answer", 30*time.Second, func(f frame) bool { return f.num("id") == id })
+	return f
+}
+
+func list(f frame, k string) []any { l, _ := f.h[k].([]any); return l }
+
+func obj(f frame, k string) map[string]any { m, _ := f.h[k].(map[string]any); return m }
+
+func TestQueryVars(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorker(t, py)
+		done := w.run("import json\ncfg = {'port': 8080}\n_private = 1\nread = 'mine'\ns = 'x' * 100000\n41 + 1", 20*time.Second)
+		require.Equal(t, "ok", done.str("status"))
+		a := w.ask(map[string]any{"kind": "vars"})
+		require.Equal(t, true, a.h["ok"], "%s", a.line)
+		got := map[string][2]string{}
+		for _, v := range list(a, "vars") {
+			m := v.(map[string]any)
+			got[m["name"].(string)] = [2]string{m["type"].(string), m["repr"].(string)}
+		}
+		assert.Equal(t, [2]string{"dict", "{'port': 8080}"}, got["cfg"])
+		assert.Equal(t, "module", got["json"][0])
+		assert.Equal(t, [2]string{"str", "'mine'"}, got["read"], "a toolkit name the user rebound is the user's")
+		assert.LessOrEqual(t, len(got["s"][1]), 100, "a repr is capped")
+		assert.NotContains(t, got, "_private")
+		assert.NotContains(t, got, "_", "_ names are hidden")
+		assert.NotContains(t, got, "grep", "the toolkit is not the user's")
+		assert.NotContains(t, got, "session")
+		assert.EqualValues(t, 4, a.num("total"))
+		assert.EqualValues(t, 2, a.num("hidden"))
+
+		a = w.ask(map[string]any{"kind": "vars", "all": true})
+		names := ""
+		for _, v := range list(a, "vars") {
+			names += v.(map[string]any)["name"].(string) + " "
+		}
+		assert.Equal(t, "_ _private cfg json read s ", names)
+
+		// No cell was counted and _ did not change.
+		done = w.run("_", 20*time.Second)
+		assert.Equal(t, "42", done.str("value"))
+
+		// Many names: the answer is capped and says how many it left out.
+		w.run("for i in range(10000): globals()['v%05d' % i] = i", 60*time.Second)
+		a = w.ask(map[string]any{"kind": "vars", "limit": 50})
+		assert.Len(t, list(a, "vars"), 50)
+		assert.EqualValues(t, 10005, a.num("total"))
+		assert.EqualValues(t, 9955, a.num("left"))
+		a = w.ask(map[string]any{"kind": "vars"})
+		assert.Len(t, list(a, "vars"), 500)
+		assert.Less(t, len(a.line), 100000)
+	})
+}
+
+func TestQueryInspect(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorker(t, py)
+		done := w.run(`
+import os
+def add(a, b=1):
+    """Add two numbers.
+
+    More words."""
+    return a + b
+class Slow:
+    shown = 0
+    def __repr__(self):
+        while True:
+            pass
+    @property
+    def boom(self):
+        raise RuntimeError("ran")
+    def method(self):
+        pass
+slow = Slow()
+nums = list(range(100000))
+`, 20*time.Second)
+		require.Equal(t, "ok", done.str("status"), "%s", done.line)
+
+		a := w.ask(map[string]any{"kind": "inspect", "expr": "add"})
+		in := obj(a, "inspect")
+		require.NotNil(t, in, "%s", a.line)
+		assert.Equal(t, "function", in["type"])
+		assert.Equal(t, "(a, b=1)", in["signature"])
+		assert.Equal(t, "Add two numbers.\n\nMore words.", in["doc"])
+		assert.Equal(t, "<cell-1>", in["file"])
+		assert.EqualValues(t, 3, in["line"])
+
+		a = w.ask(map[string]any{"kind": "inspect", "expr": "nums"})
+		in = obj(a, "inspect")
+		assert.EqualValues(t, 100000, in["len"])
+		assert.Less(t, len(in["repr"].(string)), 1000, "a big list shows its first items")
+		assert.Nil(t, in["attrs"], "a built-in type's methods are not listed")
+
+		a = w.ask(map[string]any{"kind": "inspect", "expr": "os"})
+		in = obj(a, "inspect")
+		assert.Equal(t, "module", in["kind"])
+		assert.Contains(t, in["attrs"], "getcwd()")
+		assert.Contains(t, in["attrs"], "path")
+
+		// A repr that never ends is stopped; a property is not run.
+		t0 := time.Now()
+		a = w.ask(map[string]any{"kind": "inspect", "expr": "slow"})
+		assert.Less(t, time.Since(t0), 8*time.Second)
+		in = obj(a, "inspect")
+		assert.Contains(t, in["repr"], "took over")
+		assert.Contains(t, in["attrs"], "boom")
+		assert.Contains(t, in["attrs"], "method()")
+		assert.Contains(t, in["attrs"], "shown")
+
+		a = w.ask(map[string]any{"kind": "inspect", "expr": "nope + 1"})
+		assert.Equal(t, false, a.h["ok"])
+		assert.Contains(t, a.str("error"), "NameError")
+		a = w.ask(map[string]any{"kind": "inspect", "expr": "x = 1"})
+		assert.Contains(t, a.str("error"), "not an expression")
+		w.healthy()
+	})
+}
+
+func TestQueryComplete(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorker(t, py)
+		w.run("import os\ncfg = {'port': 1, 'path': 2, 3: 4}\nconfig_x = 1", 20*time.Second)
+		for _, c := range []struct {
+			text string
+			want []string
+			not  []string
+		}{
+			{"cf", []string{"cfg"}, []string{"config_x"}},
+			{"con", []string{"config_x", "continue"}, nil},
+			{"x = os.pa", []string{"x = os.path", "x = os.pathsep"}, nil},
+			{`cfg["p`, []string{`cfg["port"]`, `cfg["path"]`}, nil},
+			{`cfg['po`, []string{`cfg['port']`}, nil},
+			{"cfg[", []string{`cfg["port"]`, "cfg[3]"}, nil},
+			{"import js", []string{"import json"}, nil},
+			{"import os.pa", []string{"import os.path"}, nil},
+			{"from os import pa", []string{"from os import path", "from os import pathsep"}, nil},
+			{"from json import du", []string{"from json import dump", "from json import dumps"}, nil},
+			{"from xml.dom import mini", []string{"from xml.dom import minidom"}, nil},
+			{"from email import mess", []string{"from email import message", "from email import message_from_string"}, nil},
+		} {
+			a := w.ask(map[string]any{"kind": "complete", "text": c.text})
+			require.Equal(t, true, a.h["ok"], "%s", a.line)
+			var got []string
+			for _, x := range list(a, "completions") {
+				got = append(got, strings.TrimSuffix(x.(string), "("))
+			}
+			for _, x := range c.want {
+				assert.Contains(t, got, x, "%q", c.text)
+			}
+			for _, x := range c.not {
+				assert.NotContains(t, got, x, "%q", c.text)
+			}
+		}
+		// Completing imported nothing it did not have.
+		done := w.run("import sys; 'email.message' in sys.modules, 'xml.dom.minidom' in sys.modules", 20*time.Second)
+		assert.Equal(t, "(False, False)", done.str("value"))
+	})
+}
+
+func TestQueryBusyAndReset(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorker(t, py)
+		w.run("import json\nx = 1\nread = 2\ndef f(): pass", 20*time.Second)
+		cell := w.exec("import time; time.sleep(1.5); y = 3")
+		time.Sleep(200 * time.Millisecond)
+		a := w.ask(map[string]any{"kind": "vars", "wait": 0.1})
+		assert.Equal(t, true, a.h["busy"], "%s", a.line)
+		assert.EqualValues(t, cell, a.num("cell"))
+		a = w.ask(map[string]any{"kind": "reset", "wait": 10})
+		assert.Equal(t, true, a.h["busy"], "reset never waits: %s", a.line)
+		a = w.ask(map[string]any{"kind": "vars", "wait": 10})
+		assert.Equal(t, true, a.h["ok"], "%s", a.line)
+		assert.EqualValues(t, cell, a.num("cell"), "it says which cell it waited for")
+		assert.Greater(t, a.h["waited"], 0.5)
+		assert.Contains(t, string(a.line), `"name":"y"`)
+
+		a = w.ask(map[string]any{"kind": "reset", "keep_imports": true})
+		require.Equal(t, true, a.h["ok"], "%s", a.line)
+		assert.EqualValues(t, 3, a.num("removed"), "x, f, y: %s", a.line)
+		assert.Equal(t, []any{"json", "time"}, list(a, "kept"))
+		assert.Equal(t, []any{"read"}, list(a, "restored"))
+		done := w.run("x", 20*time.Second)
+		assert.Equal(t, "NameError", done.errType())
+		done = w.run("json.dumps(1), callable(read), callable(grep), callable(session)", 20*time.Second)
+		assert.Equal(t, "('1', True, True, True)", done.str("value"))
+		a = w.ask(map[string]any{"kind": "reset"})
+		assert.EqualValues(t, 3, a.num("removed"), "json, time and _: %s", a.line)
+		done = w.run("json", 20*time.Second)
+		assert.Equal(t, "NameError", done.errType())
+	})
+}
+
+// A query holds the next cell back while it runs: user code never runs
+// on two threads at once because of one.
+func TestQueryHoldsTheNextCell(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorker(t, py)
+		w.run("import time\nclass R:\n    def __repr__(self):\n        time.sleep(0.05)\n        log.append('repr')\n        return 'R'\nlog = []\nrs = [R() for _ in range(10)]", 20*time.Second)
+		w.wmu.Lock()
+		q := fmt.Sprintf(`{"op":"query","id":1,"kind":"vars","limit":1}`+"\n"+`{"op":"query","id":2,"kind":"inspect","expr":"[(%s) for _ in range(1)]"}`+"\n", "rs")
+		_, err := w.in.Write([]byte(q))
+		w.wmu.Unlock()
+		require.NoError(t, err)
+		done := w.run("log.append('cell'); log", 30*time.Second)
+		assert.Equal(t, "ok", done.str("status"), "%s", done.line)
+		assert.True(t, strings.HasSuffix(done.str("value"), "'cell']"), "%s", done.str("value"))
+	})
+}
