@@ -35,6 +35,10 @@ type Client struct {
 	Exe string
 	// Env is the environment a started hub gets; nil means os.Environ().
 	Env []string
+	// Surface is who reads the replies (wire.SurfaceCLI or
+	// wire.SurfaceMCP); the hub words its advice for it. The zero value
+	// is the CLI's.
+	Surface string
 
 	mu   sync.Mutex
 	idle []*conn
@@ -101,6 +105,15 @@ func (c *Client) dial(ctx context.Context) (*net.UnixConn, error) {
 	return safesock.Dial(ctx, c.Paths.Socket())
 }
 
+type idKey struct{}
+
+// WithID returns a context whose requests name their client id (see
+// wire.Request.Client): the hub takes all requests with one id for one
+// client, and tells it of each death once.
+func WithID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, idKey{}, id)
+}
+
 // ErrHubGone means the hub closed the connection before it replied.
 var ErrHubGone = errors.New("client: the hub closed the connection before replying (did it stop or crash? see its log)")
 
@@ -110,6 +123,10 @@ var ErrHubGone = errors.New("client: the hub closed the connection before replyi
 func (c *Client) Do(ctx context.Context, req wire.Request, onProgress func(*wire.Progress)) (*wire.Reply, error) {
 	req.V = wire.Version
 	req.Progress = onProgress != nil
+	req.Surface = c.Surface
+	if id, ok := ctx.Value(idKey{}).(string); ok {
+		req.Client = id
+	}
 	for attempt := 0; ; attempt++ {
 		k, err := c.get(ctx)
 		if err != nil {
@@ -235,6 +252,13 @@ func (c *Client) Wait(ctx context.Context, name string, timeout time.Duration, o
 // Interrupt raises KeyboardInterrupt in session name's running cell.
 func (c *Client) Interrupt(ctx context.Context, name string) (string, error) {
 	return c.message(ctx, wire.Request{Op: wire.OpInterrupt, Name: name})
+}
+
+// CancelCell interrupts the running cell of session name for a caller
+// that cancelled the call collecting it: the cell's output and result stay
+// unread, and the next wait or exec shows them with a note saying so.
+func (c *Client) CancelCell(ctx context.Context, name string) (string, error) {
+	return c.message(ctx, wire.Request{Op: wire.OpInterrupt, Name: name, Cancelled: true})
 }
 
 // Kill ends session name and frees its name.

@@ -81,6 +81,7 @@ type Hub struct {
 	mu       sync.Mutex
 	sessions map[string]*Session
 	dead     map[string]bool // names with a death note on disk
+	told     toldDeaths      // which deaths each client has heard of (notes.go)
 	warnings []string        // for the next reply: ssh_config lines skipped
 	live     liveSet         // the records of running sessions (live.go)
 	swap     swapState       // swaps and restores under way (swap.go)
@@ -346,13 +347,13 @@ func (h *Hub) handle(ctx context.Context, req wire.Request, send func(wire.Reply
 		}
 		return wire.Reply{Result: res}
 	case wire.OpWait:
-		res, err := h.Wait(ctx, req.Name, timeoutOf(req.Timeout), progress)
+		res, err := h.Wait(ctx, req, progress)
 		if err != nil {
 			return replyErr(err)
 		}
 		return wire.Reply{Result: res}
 	case wire.OpInterrupt:
-		msg, err := h.Interrupt(req.Name)
+		msg, err := h.Interrupt(req)
 		if err != nil {
 			return replyErr(err)
 		}
@@ -427,19 +428,22 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.exec(ctx, req.Code, timeoutOf(req.Timeout), progress)
+	res, err := s.exec(ctx, req.Code, timeoutOf(req.Timeout), progress, wire.AdviceFor(req.Surface))
 	if err != nil {
 		return nil, err
 	}
 	if res == nil {
-		return nil, ctx.Err()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, &wire.Error{Code: wire.CodeInternal, Message: "the client cancelled this call"}
 	}
 	if created {
 		info := s.snapshot()
 		res.Created = &info
 	}
 	res.Previous = previous
-	res.Others = h.othersLine(req.Name)
+	res.Others = h.othersLine(req)
 	h.mu.Lock()
 	res.Notes = append(h.warnings, res.Notes...)
 	h.warnings = nil
@@ -458,17 +462,18 @@ func (h *Hub) ensure(ctx context.Context, req wire.Request) (s *Session, created
 	}
 	s = h.sessions[req.Name]
 	created = s == nil
+	adv := wire.AdviceFor(req.Surface)
 	if !created && req.Sudo && !s.isRoot() {
 		h.mu.Unlock()
 		return nil, false, "", &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf(
-			"session '%s' runs as your user, not as root: `replhub exec %s CODE` without --sudo reaches it; kill it to reuse the name for a root session",
-			req.Name, req.Name)}
+			"session '%s' runs as your user, not as root: %s %s reaches it; kill it to reuse the name for a root session",
+			req.Name, adv.Exec(req.Name), adv.Without("sudo"))}
 	}
 	if !created && req.Host != "" && s.host() != req.Host {
 		h.mu.Unlock()
 		return nil, false, "", &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf(
-			"session '%s' runs on %s, not %s: `replhub exec %s CODE` without --host reaches it; kill it to reuse the name elsewhere",
-			req.Name, s.host(), req.Host, req.Name)}
+			"session '%s' runs on %s, not %s: %s %s reaches it; kill it to reuse the name elsewhere",
+			req.Name, s.host(), req.Host, adv.Exec(req.Name), adv.Without("host"))}
 	}
 	if created && req.Env == nil {
 		h.mu.Unlock()
@@ -571,22 +576,24 @@ func lookPath(name, path string) (string, error) {
 	return "", exec.ErrNotFound
 }
 
-// Wait collects the running or unread cell of session name.
-func (h *Hub) Wait(ctx context.Context, name string, timeout time.Duration, progress func(*wire.Progress)) (*wire.Result, error) {
-	s, err := h.lookup(name)
+// Wait collects the running or unread cell of session req.Name, waiting up
+// to req.Timeout.
+func (h *Hub) Wait(ctx context.Context, req wire.Request, progress func(*wire.Progress)) (*wire.Result, error) {
+	s, err := h.lookup(req.Name, wire.AdviceFor(req.Surface))
 	if err != nil {
 		return nil, err
 	}
-	res := s.wait(ctx, timeout, progress)
+	res := s.wait(ctx, timeoutOf(req.Timeout), progress)
 	if res == nil {
 		return nil, ctx.Err()
 	}
-	res.Others = h.othersLine(name)
+	res.Others = h.othersLine(req)
 	return res, nil
 }
 
-// lookup finds a live session, or explains that it died or never was.
-func (h *Hub) lookup(name string) (*Session, error) {
+// lookup finds a live session, or explains that it died or never was, with
+// advice worded by adv.
+func (h *Hub) lookup(name string, adv wire.Advice) (*Session, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
@@ -602,22 +609,25 @@ func (h *Hub) lookup(name string) (*Session, error) {
 	if s != nil && s.startErr == nil {
 		return s, nil
 	}
-	if err := h.swappedError(name); err != nil {
+	if err := h.swappedError(name, adv); err != nil {
 		return nil, err
 	}
 	if note := h.peekDeathNote(name); note != "" {
 		return nil, &wire.Error{Code: wire.CodeDead, Message: note}
 	}
-	return nil, &wire.Error{Code: wire.CodeNoSession, Message: fmt.Sprintf("no session '%s': `replhub exec %s CODE` creates it; `replhub sessions` lists them", name, name)}
+	return nil, &wire.Error{Code: wire.CodeNoSession, Message: fmt.Sprintf("no session '%s': %s creates it; %s lists them", name, adv.Exec(name), adv.Sessions())}
 }
 
-// Interrupt raises KeyboardInterrupt in session name's running cell.
-func (h *Hub) Interrupt(name string) (string, error) {
-	s, err := h.lookup(name)
+// Interrupt raises KeyboardInterrupt in session req.Name's running cell.
+// With req.Cancelled, the client cancelled the call collecting the cell:
+// its output stays for the next reader, with a note saying so.
+func (h *Hub) Interrupt(req wire.Request) (string, error) {
+	adv := wire.AdviceFor(req.Surface)
+	s, err := h.lookup(req.Name, adv)
 	if err != nil {
 		return "", err
 	}
-	return s.interrupt()
+	return s.interrupt(adv, req.Cancelled)
 }
 
 // Kill ends session name and frees its name. No death note is written: the
@@ -722,8 +732,11 @@ func (h *Hub) sessionExited(s *Session, ex Exit) {
 	}
 }
 
-// othersLine names the other sessions with runs going or unread results.
-func (h *Hub) othersLine(self string) string {
+// othersLine names the sessions other than req.Name with runs going or
+// unread results, and those that died, each death once per client
+// (deathsToTell).
+func (h *Hub) othersLine(req wire.Request) string {
+	self, adv := req.Name, wire.AdviceFor(req.Surface)
 	h.mu.Lock()
 	all := make([]*Session, 0, len(h.sessions))
 	for name, s := range h.sessions {
@@ -739,19 +752,33 @@ func (h *Hub) othersLine(self string) string {
 			if !r.isFinished() {
 				parts = append(parts, fmt.Sprintf("%s running cell %d for %s", s.name, r.cell, wire.Duration(time.Since(r.start).Seconds())))
 			} else if !r.collected {
-				parts = append(parts, fmt.Sprintf("%s has an unread result (replhub wait %s)", s.name, s.name))
+				parts = append(parts, fmt.Sprintf("%s has an unread result (%s)", s.name, adv.Wait(s.name)))
 			}
 		}
 		s.mu.Unlock()
 	}
-	for _, d := range h.deadNames(self) {
-		parts = append(parts, fmt.Sprintf("%s died (replhub sessions shows how)", d))
+	sort.Strings(parts)
+	if dead := h.deathsToTell(req.Client, self); len(dead) > 0 {
+		parts = append(parts, deathsLine(dead, adv))
 	}
 	if len(parts) == 0 {
 		return ""
 	}
-	sort.Strings(parts)
 	return "other sessions: " + strings.Join(parts, "; ")
+}
+
+// deathsLine tells of deaths in one short line: a few names and a count.
+func deathsLine(dead []string, adv wire.Advice) string {
+	const show = 4
+	names := strings.Join(dead[:min(len(dead), show)], ", ")
+	if len(dead) > show {
+		names += fmt.Sprintf(" and %d more", len(dead)-show)
+	}
+	verb := "died"
+	if len(dead) > 1 {
+		verb = fmt.Sprintf("died (%d)", len(dead))
+	}
+	return fmt.Sprintf("%s %s: %s shows how", names, verb, adv.Sessions())
 }
 
 // List describes the hub and every session.

@@ -54,6 +54,7 @@ func (h *Hub) writeDeathNote(n deathNote) error {
 	}
 	h.mu.Lock()
 	h.dead[n.Name] = true
+	h.told.forgetLocked(n.Name)
 	h.mu.Unlock()
 	return nil
 }
@@ -102,6 +103,7 @@ func (h *Hub) takeDeathNote(name string) string {
 	}
 	h.mu.Lock()
 	delete(h.dead, name)
+	h.told.forgetLocked(name)
 	h.mu.Unlock()
 	return note
 }
@@ -110,6 +112,74 @@ func (h *Hub) takeDeathNote(name string) string {
 func (h *Hub) deadNames(self string) []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.deadNamesLocked(self)
+}
+
+// deathsToTell lists the deaths (as deadNames) that client has not heard
+// of yet, and counts them as heard. A client without a name (a CLI call)
+// hears of every one.
+func (h *Hub) deathsToTell(client, self string) []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	names := h.deadNamesLocked(self)
+	if client == "" {
+		return names
+	}
+	heard := h.told.of(client)
+	fresh := names[:0]
+	for _, n := range names {
+		if !heard[n] {
+			heard[n] = true
+			fresh = append(fresh, n)
+		}
+	}
+	return fresh
+}
+
+// toldLimit bounds the clients whose heard deaths the hub remembers; past
+// it the client heard from least recently is forgotten, and would hear of
+// the deaths again.
+const toldLimit = 64
+
+// toldDeaths remembers, per client, the deaths it has been told of. A
+// death is forgotten when its note is written anew or shown, so that a
+// later death under the same name is told again. Guarded by Hub.mu.
+type toldDeaths struct {
+	order []string // clients, least recently heard from first
+	heard map[string]map[string]bool
+}
+
+// of returns client's set, making it the most recent.
+func (t *toldDeaths) of(client string) map[string]bool {
+	if t.heard == nil {
+		t.heard = map[string]map[string]bool{}
+	}
+	for i, c := range t.order {
+		if c == client {
+			t.order = append(t.order[:i], t.order[i+1:]...)
+			break
+		}
+	}
+	t.order = append(t.order, client)
+	if len(t.order) > toldLimit {
+		delete(t.heard, t.order[0])
+		t.order = t.order[1:]
+	}
+	set := t.heard[client]
+	if set == nil {
+		set = map[string]bool{}
+		t.heard[client] = set
+	}
+	return set
+}
+
+func (t *toldDeaths) forgetLocked(name string) {
+	for _, set := range t.heard {
+		delete(set, name)
+	}
+}
+
+func (h *Hub) deadNamesLocked(self string) []string {
 	var names []string
 	for name := range h.dead {
 		if name != self && h.sessions[name] == nil {

@@ -65,7 +65,7 @@ func (h *Hub) Query(ctx context.Context, req wire.Request) (*wire.Answer, error)
 	if req.Limit < 0 {
 		return nil, bad("limit must not be negative")
 	}
-	s, err := h.lookup(req.Name)
+	s, err := h.lookup(req.Name, wire.AdviceFor(req.Surface))
 	if err != nil {
 		return nil, err
 	}

@@ -194,7 +194,7 @@ func (h *Hub) relayServe(from *Session, f *proto.Req) (*proto.Served, error) {
 	if f.Target == from.name {
 		return nil, fmt.Errorf("session '%s' cannot %s from itself: its names are right there", from.name, f.Kind)
 	}
-	target, err := h.lookup(f.Target)
+	target, err := h.lookup(f.Target, wire.Advice{})
 	if err != nil {
 		return nil, err
 	}

@@ -40,21 +40,23 @@ func (h *Hub) checkTie(req wire.Request) error {
 		return nil
 	}
 	if was == want {
-		as, flag := "your user", "without --sudo"
+		adv := wire.AdviceFor(req.Surface)
+		as, flag := "your user", adv.Without("sudo")
 		if n.Root {
-			as, flag = "root", "with --sudo"
+			as, flag = "root", adv.With("sudo")
 		}
 		return &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf(
-			"%s\nsession '%s' ran as %s: `replhub exec %s CODE` %s starts it again, or `replhub kill %s` frees the name",
-			n.text(), req.Name, as, req.Name, flag, req.Name)}
+			"%s\nsession '%s' ran as %s: %s %s starts it again, or %s frees the name",
+			n.text(), req.Name, as, adv.Exec(req.Name), flag, adv.Kill(req.Name))}
 	}
-	hint := fmt.Sprintf("`replhub exec %s CODE --host %s` starts it there again", req.Name, was)
+	adv := wire.AdviceFor(req.Surface)
+	hint := adv.ExecOn(req.Name, was) + " starts it there again"
 	if was == "local" {
-		hint = fmt.Sprintf("`replhub exec %s CODE` without --host starts it here again", req.Name)
+		hint = adv.Exec(req.Name) + " " + adv.Without("host") + " starts it here again"
 	}
 	return &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf(
-		"%s\nsession '%s' ran on %s, not %s: %s, or `replhub kill %s` frees the name",
-		n.text(), req.Name, was, want, hint, req.Name)}
+		"%s\nsession '%s' ran on %s, not %s: %s, or %s frees the name",
+		n.text(), req.Name, was, want, hint, adv.Kill(req.Name))}
 }
 
 // remoteProc adapts a remote.Worker to Proc.

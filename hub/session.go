@@ -113,7 +113,10 @@ type run struct {
 	collecting int
 	// collected is set once a reply has carried the result; it goes to
 	// exactly one reply.
-	collected  bool
+	collected bool
+	// cancelled is set when the client cancelled the call that ran the
+	// cell (an interrupt with Cancelled): the reply that shows it says so.
+	cancelled  bool
 	fenceTimer *time.Timer
 }
 
@@ -657,15 +660,17 @@ type BusyError struct {
 	Name    string
 	Cell    int
 	Running time.Duration
+	// Advice words the next steps; the zero value, for the CLI.
+	Advice wire.Advice
 }
 
 func (e *BusyError) Error() string {
-	return fmt.Sprintf("session '%s' is busy: cell %d has run for %s; `replhub wait %s` waits for it, `replhub interrupt %s` stops it",
-		e.Name, e.Cell, wire.Duration(e.Running.Seconds()), e.Name, e.Name)
+	return fmt.Sprintf("session '%s' is busy: cell %d has run for %s; %s waits for it, %s stops it",
+		e.Name, e.Cell, wire.Duration(e.Running.Seconds()), e.Advice.Wait(e.Name), e.Advice.Interrupt(e.Name))
 }
 
 // exec runs code as the next cell and waits up to timeout for it.
-func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, progress func(*wire.Progress)) (*wire.Result, error) {
+func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, progress func(*wire.Progress), adv wire.Advice) (*wire.Result, error) {
 	if err := s.awaitLink(ctx, timeout); err != nil {
 		return nil, err
 	}
@@ -676,7 +681,7 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	}
 	if r := s.cur; r != nil && !r.isFinished() {
 		s.mu.Unlock()
-		return nil, &wire.Error{Code: wire.CodeBusy, Message: (&BusyError{s.name, r.cell, time.Since(r.start)}).Error()}
+		return nil, &wire.Error{Code: wire.CodeBusy, Message: (&BusyError{s.name, r.cell, time.Since(r.start), adv}).Error()}
 	}
 
 	if op := s.serving; op != nil {
@@ -687,9 +692,14 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	// A finished result that nobody has collected or is collecting (its
 	// exec gave up) comes first in this reply.
 	var earlier *wire.Result
+	earlierNote := ""
 	if r := s.cur; r != nil && !r.collected && r.collecting == 0 {
 		earlier = r.result
 		r.collected = true
+		earlierNote = fmt.Sprintf("cell %d finished while nobody waited; its reply comes first", r.cell)
+		if r.cancelled {
+			earlierNote = cancelledNote(r.cell) + "; its reply comes first"
+		}
 	}
 	s.cells++
 	// This exec collects the run: counted before it can finish.
@@ -704,14 +714,14 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 		// The worker is dying; its waiter will finish the run as dead.
 		s.hub.log.Warn("exec frame not sent", "session", s.name, "err", err)
 	}
-	res := s.collect(ctx, r, timeout, progress)
+	res := s.collect(ctx, r, timeout, progress, true)
 	if res == nil {
 		// The client went away; so did the earlier result it would have shown.
 		return nil, nil
 	}
 	if earlier != nil {
-		res.Notes = append([]string{fmt.Sprintf("cell %d finished while nobody waited; its reply comes first", earlier.Cell)}, res.Notes...)
-		res.Output = strings.TrimRight(earlier.Text(), "\n") + "\n" + res.Output
+		res.Notes = append([]string{earlierNote}, res.Notes...)
+		res.Output = strings.TrimRight(earlier.TextFor(adv.Surface()), "\n") + "\n" + res.Output
 	}
 	return res, nil
 }
@@ -733,15 +743,23 @@ func (s *Session) wait(ctx context.Context, timeout time.Duration, progress func
 	}
 	r.collecting++
 	s.mu.Unlock()
-	return s.collect(ctx, r, timeout, progress)
+	return s.collect(ctx, r, timeout, progress, false)
+}
+
+// cancelledNote says that the client cancelled the call that ran a cell.
+func cancelledNote(cell int) string {
+	return fmt.Sprintf("the client cancelled the call that ran cell %d, so it was interrupted; here is its output", cell)
 }
 
 // collect waits for r up to timeout and builds the reply: the finished
 // result, or what the cell has written so far with status running. The
 // caller has counted itself in r.collecting under s.mu; collect counts it
 // out. Of the callers collecting one run, the first to take it finished
-// gets its result and the others a reply that says so, never a copy.
-func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, progress func(*wire.Progress)) *wire.Result {
+// gets its result and the others a reply that says so, never a copy. own
+// is set for the exec that started r: once its client has cancelled the
+// call (interrupt with Cancelled), it takes nothing, even if it has not
+// yet seen its connection close, so the result waits for the next reader.
+func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, progress func(*wire.Progress), own bool) *wire.Result {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var tick <-chan time.Time
@@ -755,6 +773,10 @@ func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, pr
 		case <-r.finished:
 			s.mu.Lock()
 			defer s.mu.Unlock()
+			if own && r.cancelled {
+				r.collecting--
+				return nil
+			}
 			return s.takeLocked(r)
 		case <-tick:
 			s.mu.Lock()
@@ -796,6 +818,9 @@ func (s *Session) takeLocked(r *run) *wire.Result {
 	r.collected = true
 	res := *r.result
 	res.Notes = append(append([]string(nil), s.notes...), res.Notes...)
+	if r.cancelled {
+		res.Notes = append([]string{cancelledNote(r.cell)}, res.Notes...)
+	}
 	s.notes = nil
 	return &res
 }
@@ -805,7 +830,7 @@ const interruptWait = 2 * time.Second
 
 // interrupt raises KeyboardInterrupt in the running cell, or stops what the
 // session serves for another, and says truthfully what came of it.
-func (s *Session) interrupt() (string, error) {
+func (s *Session) interrupt(adv wire.Advice, cancelled bool) (string, error) {
 	s.imu.Lock()
 	defer s.imu.Unlock()
 	s.mu.Lock()
@@ -827,9 +852,18 @@ func (s *Session) interrupt() (string, error) {
 		case <-s.exited:
 			return "", &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' died while being interrupted: %s", s.name, s.deathText())}
 		case <-timer.C:
-			return fmt.Sprintf("asked session '%s' to stop the %s it serves for '%s', but it has not stopped within %s (in code that holds the interpreter?): `replhub kill %s` ends the session",
-				s.name, op.kind, op.from, interruptWait, s.name), nil
+			return fmt.Sprintf("asked session '%s' to stop the %s it serves for '%s', but it has not stopped within %s (in code that holds the interpreter?): %s ends the session",
+				s.name, op.kind, op.from, interruptWait, adv.Kill(s.name)), nil
 		}
+	}
+	if cancelled && r != nil {
+		// Marked before the interrupt goes: the cancelled exec must not
+		// take the result it brings, and its reader hears why.
+		s.mu.Lock()
+		if !r.collected {
+			r.cancelled = true
+		}
+		s.mu.Unlock()
 	}
 	if r == nil || r.isFinished() {
 		return fmt.Sprintf("session '%s' is idle: nothing to interrupt", s.name), nil
@@ -850,16 +884,16 @@ func (s *Session) interrupt() (string, error) {
 			}
 			switch a.How {
 			case proto.HowDelivered:
-				return fmt.Sprintf("interrupted cell %d of session '%s' (KeyboardInterrupt raised in it); `replhub wait %s` shows how it ended", r.cell, s.name, s.name), nil
+				return fmt.Sprintf("interrupted cell %d of session '%s' (KeyboardInterrupt raised in it); %s shows how it ended", r.cell, s.name, adv.Wait(s.name)), nil
 			case proto.HowParked:
-				return fmt.Sprintf("cell %d of session '%s' had not started yet: it ends with KeyboardInterrupt as it starts, without running; `replhub wait %s` shows it", r.cell, s.name, s.name), nil
+				return fmt.Sprintf("cell %d of session '%s' had not started yet: it ends with KeyboardInterrupt as it starts, without running; %s shows it", r.cell, s.name, adv.Wait(s.name)), nil
 			default:
 				s.lostDone(r)
-				return fmt.Sprintf("session '%s' had already finished cell %d: nothing to interrupt; `replhub wait %s` shows its result", s.name, r.cell, s.name), nil
+				return fmt.Sprintf("session '%s' had already finished cell %d: nothing to interrupt; %s shows its result", s.name, r.cell, adv.Wait(s.name)), nil
 			}
 		case <-timer.C:
-			return fmt.Sprintf("sent an interrupt to cell %d of session '%s', but it did not answer within %s (stopped, or in code that holds the interpreter): `replhub wait %s` shows whether the cell ended, `replhub kill %s` ends the session",
-				r.cell, s.name, interruptWait, s.name, s.name), nil
+			return fmt.Sprintf("sent an interrupt to cell %d of session '%s', but it did not answer within %s (stopped, or in code that holds the interpreter): %s shows whether the cell ended, %s ends the session",
+				r.cell, s.name, interruptWait, adv.Wait(s.name), adv.Kill(s.name)), nil
 		case <-s.exited:
 			return "", &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' died while being interrupted: %s", s.name, s.deathText())}
 		}

@@ -889,14 +889,14 @@ func (h *Hub) killSwap(name string) (string, bool) {
 }
 
 // swappedError is the answer about a name that is on disk.
-func (h *Hub) swappedError(name string) error {
+func (h *Hub) swappedError(name string, adv wire.Advice) error {
 	_, record := h.swapPaths(name)
 	if _, err := os.Lstat(record); err != nil {
 		return nil
 	}
 	return &wire.Error{Code: wire.CodeNoSession, Message: fmt.Sprintf(
-		"session '%s' is swapped to disk: the next `replhub exec %s CODE` (or session(\"%s\")) restores it, with what nobody had read",
-		name, name, name)}
+		"session '%s' is swapped to disk: the next %s (or session(\"%s\")) restores it, with what nobody had read",
+		name, adv.Exec(name), name)}
 }
 
 // listSwapped describes the swaps on disk.

@@ -109,17 +109,18 @@ func (h *Hub) startOrRestore(ctx context.Context, s *Session, req *wire.Request)
 // agrees refuses a request that insists on another place than where the
 // swapped session ran.
 func (r *swapRecord) agrees(req wire.Request) error {
+	adv := wire.AdviceFor(req.Surface)
 	if req.Sudo {
-		return fmt.Errorf("session '%s' is swapped to disk and ran as your user, not as root: `replhub exec %s CODE` without --sudo restores it, or `replhub kill %s` deletes the swap",
-			r.Name, r.Name, r.Name)
+		return fmt.Errorf("session '%s' is swapped to disk and ran as your user, not as root: %s %s restores it, or %s deletes the swap",
+			r.Name, adv.Exec(r.Name), adv.Without("sudo"), adv.Kill(r.Name))
 	}
 	want := req.Host
 	if want == "" {
 		return nil
 	}
 	if want != r.Host {
-		return fmt.Errorf("session '%s' is swapped to disk from %s, not %s: `replhub exec %s CODE` without --host restores it there, or `replhub kill %s` deletes the swap",
-			r.Name, r.Host, want, r.Name, r.Name)
+		return fmt.Errorf("session '%s' is swapped to disk from %s, not %s: %s %s restores it there, or %s deletes the swap",
+			r.Name, r.Host, want, adv.Exec(r.Name), adv.Without("host"), adv.Kill(r.Name))
 	}
 	return nil
 }

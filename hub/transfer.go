@@ -77,7 +77,7 @@ func (h *Hub) sessionTransfer(from *Session, f *proto.Req) {
 		fail(fmt.Errorf("session '%s' cannot %s from itself: use open() there", from.name, f.Kind))
 		return
 	}
-	target, err := h.lookup(f.Target)
+	target, err := h.lookup(f.Target, wire.Advice{})
 	if err != nil {
 		fail(err)
 		return
@@ -145,7 +145,7 @@ func (h *Hub) clientTransfer(req wire.Request, next func() (*wire.Request, bool)
 	if !filepath.IsAbs(req.Local) {
 		return errReply(wire.CodeBadRequest, "hub: a transfer needs the local file's absolute path")
 	}
-	target, err := h.lookup(req.Name)
+	target, err := h.lookup(req.Name, wire.AdviceFor(req.Surface))
 	if err != nil {
 		return replyErr(err)
 	}

@@ -8,8 +8,11 @@ package mcp
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -20,24 +23,42 @@ import (
 
 // Instructions tell an agent how to use the tools; the essentials come first
 // because clients may cut them. Keep them under 2 KB.
-const Instructions = `replhub keeps named Python sessions alive between calls: imports, loaded data, open connections and functions persist until the session is killed.
+const Instructions = `replhub keeps named Python sessions alive between calls: imports, data, open connections and functions persist until the session is killed.
 
 Before you start, call sessions and reuse a session whose names and cwd fit the task instead of creating a new one and redoing its work.
 
-- exec runs code in a session, creating it on first use in the hub caller's cwd and environment. The last expression's value comes back as Out[n]. Load big things once, then query them in later calls.
-- Past its timeout (default 30 s, at most 600) exec returns while the cell keeps running; call wait to collect its output and result. One cell at a time per session: run independent work in separate sessions.
-- interrupt raises KeyboardInterrupt in the running cell. kill ends a session and frees its name.
-- Output is capped at 30,000 characters per reply (head and tail kept): print summaries, not whole data sets.
-- A session that died is reported with how it died on the next exec under its name.
-- A session idle for a day goes to disk; the next exec under its name brings it back with a note of what did not survive (sockets, open files, threads).
-- Every session has a toolkit (tkhelp() lists it): read, readn, write, edit, edits, sed, glob, grep, diff, sh, bg, sudo, fetch, cd, memory. Use them in exec to read, edit, search and run commands where the session runs (also on hosts and as root); sh(cmd, host="h") runs on another host.
-- memory reads and maintains Claude Code's auto memory for the project (MEMORY.md and its entries) without a session.
+- exec runs code in a session, creating it on first use in the server's cwd and environment; the last expression's value comes back as Out[n]. Load big things once, then query them in later calls.
+- exec's host starts the session on an ssh host (nothing is installed there); sudo makes it root. Later calls reach it by name alone.
+- Past its timeout (default 30 s, at most 600) exec returns while the cell runs on: call wait to collect it. A call you cancel interrupts its cell, and the next wait or exec shows what it wrote. One cell at a time per session: use several sessions for parallel work.
+- A reply holds at most 40,000 characters (head and tail kept): print summaries, not whole data sets.
+- Code in a session drives others: s = session("db", host="h", sudo=True) opens or attaches; s.put(x=x); s.call(f, *args) runs f there and returns its value (into="name" keeps it there); s.get("y"); s.push(src, dest) and s.pull(path) move files; sessions() lists them. Functions travel by value.
+- Each NAME.py in ~/.config/replhub/modules/ imports as NAME in every session, on hosts too.
+- The toolkit is preloaded everywhere, on hosts and as root: tkhelp() lists it (read, edit, grep, glob, diff, sh, bg, sudo, fetch, memory, ...). Prefer it to shelling out.
+- A session idle for a day goes to disk; the next exec restores it, noting what did not survive. A death is told once, with how.
+- vars, inspect and complete look into a session without running a cell; reset clears its names.
+- memory reads and maintains Claude Code's auto memory (MEMORY.md) without a session.
 
 This is not a sandbox: code runs with the user's privileges.`
 
-// maxResultChars is declared on exec so that clients that cap tool results
-// leave room for a full 30,000-character reply plus its notes.
+// maxResultChars caps every reply, whatever comes before the cell's own
+// output (an earlier unread result, notes), and is declared on exec and
+// wait as _meta "anthropic/maxResultSizeChars".
+//
+// From Claude Code's documentation ("MCP output limits",
+// code.claude.com/docs/en/mcp): it shows a warning when a tool's output
+// passes 10,000 tokens and refuses it past MAX_MCP_OUTPUT_TOKENS (25,000
+// by default); text over 50,000 characters is saved to a file and only a
+// preview reaches the model, unless the tool declares its own limit with
+// anthropic/maxResultSizeChars (up to 500,000). 40,000 characters is about
+// 10,000 tokens of ordinary text and stays under 25,000 even for dense
+// text, so a reply that keeps to it reaches the model whole and inline;
+// the hub's 30,000-character output cap leaves room for the rest.
 const maxResultChars = 40000
+
+// maxErrorChars caps a reply marked isError: Claude Code shows only the
+// head of an error's text past about 11,000 characters (the same page), so
+// the reply is cut here instead, keeping its tail, where a traceback ends.
+const maxErrorChars = 10000
 
 // ExecArgs are the exec tool's arguments.
 type ExecArgs struct {
@@ -67,10 +88,12 @@ type SessionsArgs struct {
 	Name string `json:"name,omitempty" jsonschema:"show only this session, in detail"`
 }
 
-// NewServer builds the MCP server with every tool registered.
+// NewServer builds the MCP server with every tool registered. It sets
+// c.Surface: the hub words its advice in terms of the tools.
 func NewServer(c *client.Client, version string) *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: "replhub", Version: version},
 		&sdk.ServerOptions{Instructions: Instructions})
+	c.Surface = wire.SurfaceMCP
 	t := &tools{c: c}
 	yes, no := true, false
 	sdk.AddTool(s, &sdk.Tool{
@@ -108,13 +131,45 @@ func NewServer(c *client.Client, version string) *sdk.Server {
 // Serve runs the server on in/out until the client disconnects or ctx ends.
 func Serve(ctx context.Context, c *client.Client, version string, in io.ReadCloser, out io.WriteCloser) error {
 	s := NewServer(c, version)
-	return s.Run(ctx, &sdk.IOTransport{Reader: in, Writer: out})
+	return s.Run(ctx, cancelTransport{&sdk.IOTransport{Reader: in, Writer: out}})
 }
 
-type tools struct{ c *client.Client }
+type tools struct {
+	c   *client.Client
+	ids sync.Map // *sdk.ServerSession → its client id for the hub
+}
 
+// withID marks ctx with the client id of the MCP connection that req came
+// on: the hub tells each connection of each death once.
+func (t *tools) withID(ctx context.Context, req *sdk.CallToolRequest) context.Context {
+	var key any = req.Session
+	if req.Session == nil {
+		key = t
+	}
+	id, ok := t.ids.Load(key)
+	if !ok {
+		var b [8]byte
+		rand.Read(b[:])
+		id, _ = t.ids.LoadOrStore(key, "mcp-"+hex.EncodeToString(b[:]))
+	}
+	return client.WithID(ctx, id.(string))
+}
+
+// text is a reply, capped at the size declared for it.
 func text(s string, isErr bool) *sdk.CallToolResult {
+	if isErr {
+		s = wire.Fit(s, maxErrorChars)
+	} else {
+		s = wire.Fit(s, maxResultChars)
+	}
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: s}}, IsError: isErr}
+}
+
+// result is a cell's reply: an error when the cell raised or its session
+// died, as the CLI's exit codes 1 and 4 say.
+func result(res *wire.Result) *sdk.CallToolResult {
+	failed := res.Status == wire.StatusError || res.Status == wire.StatusDead
+	return text(res.TextFor(wire.SurfaceMCP), failed)
 }
 
 func failure(err error) (*sdk.CallToolResult, any, error) {
@@ -148,40 +203,39 @@ func (t *tools) exec(ctx context.Context, req *sdk.CallToolRequest, a ExecArgs) 
 	if a.Jump != nil {
 		o.Jump = &a.Jump
 	}
-	res, err := t.c.Exec(ctx, a.Name, a.Code, o)
+	res, err := t.c.Exec(t.withID(ctx, req), a.Name, a.Code, o)
 	if err != nil {
 		if ctx.Err() != nil {
 			return t.cancelled(a.Name), nil, nil
 		}
 		return failure(err)
 	}
-	return text(res.Text(), false), nil, nil
+	return result(res), nil, nil
 }
 
-// cancelled interrupts the cell of a call its client cancelled, and says so.
+// cancelled interrupts the cell of an exec its client cancelled (by
+// notifications/cancelled, or its own timeout). The cell's output stays
+// unread in the hub, for the next wait or exec to show with a note: the
+// reply to a cancelled call is never sent (cancelTransport).
 func (t *tools) cancelled(name string) *sdk.CallToolResult {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	msg, err := t.c.Interrupt(ctx, name)
-	if err != nil {
-		return text(fmt.Sprintf("cancelled by the client; interrupting session '%s' failed: %v", name, err), true)
+	if _, err := t.c.CancelCell(ctx, name); err != nil {
+		return text(fmt.Sprintf("cancelled; interrupting session '%s' failed: %v", name, err), true)
 	}
-	out := fmt.Sprintf("[cancelled by the client: %s]\n", msg)
-	if res, err := t.c.Wait(ctx, name, 5*time.Second, nil); err == nil {
-		out += res.Text()
-	}
-	return text(out, false)
+	return text("cancelled", false)
 }
 
 func (t *tools) wait(ctx context.Context, req *sdk.CallToolRequest, a WaitArgs) (*sdk.CallToolResult, any, error) {
-	res, err := t.c.Wait(ctx, a.Name, time.Duration(a.Timeout*float64(time.Second)), progressFor(ctx, req))
+	res, err := t.c.Wait(t.withID(ctx, req), a.Name, time.Duration(a.Timeout*float64(time.Second)), progressFor(ctx, req))
 	if err != nil {
 		if ctx.Err() != nil {
-			return text("cancelled by the client; the cell keeps running", false), nil, nil
+			// Never sent (cancelTransport); the cell's output stays unread.
+			return text("cancelled; the cell keeps running", false), nil, nil
 		}
 		return failure(err)
 	}
-	return text(res.Text(), false), nil, nil
+	return result(res), nil, nil
 }
 
 func (t *tools) interrupt(ctx context.Context, req *sdk.CallToolRequest, a NameArgs) (*sdk.CallToolResult, any, error) {
@@ -208,5 +262,5 @@ func (t *tools) sessions(ctx context.Context, req *sdk.CallToolRequest, a Sessio
 	if a.Name != "" && !l.Only(a.Name) {
 		return text(fmt.Sprintf("no session '%s'", a.Name), true), nil, nil
 	}
-	return text(l.Text(a.Name != ""), false), nil, nil
+	return text(l.TextFor(a.Name != "", wire.SurfaceMCP), false), nil, nil
 }

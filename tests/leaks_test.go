@@ -186,7 +186,7 @@ func TestSessionLostWithTheHub(t *testing.T) {
 
 	// Another session's reply names it.
 	res, _ := execJSON(t, e, "other", "1")
-	assert.Equal(t, "other sessions: lost died (replhub sessions shows how)", res.Others)
+	assert.Equal(t, "other sessions: lost died: `replhub sessions` shows how", res.Others)
 
 	// The next exec under the name opens with the note, in a new session
 	// that knows nothing of x.

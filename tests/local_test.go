@@ -283,7 +283,7 @@ func TestOthersLine(t *testing.T) {
 	assert.Regexp(t, `\[other sessions: busy running cell 1 for \S+\]`, r.Stdout)
 	assert.Eventually(t, func() bool {
 		r = e.Run("exec", "other", "2")
-		return strings.Contains(r.Stdout, "[other sessions: busy has an unread result (replhub wait busy)]")
+		return strings.Contains(r.Stdout, "[other sessions: busy has an unread result (`replhub wait busy`)]")
 	}, 10*time.Second, 100*time.Millisecond, "%s", r)
 	e.Run("wait", "busy")
 	r = e.Run("exec", "other", "3")

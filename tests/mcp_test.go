@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf16"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
@@ -148,6 +149,11 @@ func TestMCPServer(t *testing.T) {
 	assert.True(t, idle, "the cancelled call's cell was interrupted")
 	b, _ = exec.Command("cat", e.Paths.Transcript("m")).Output()
 	assert.Contains(t, string(b), "time.sleep(60)")
+	// Its output was not thrown away with the cancelled call's response.
+	text, isErr = callText(t, ctx, cs, &sdk.CallToolParams{Name: "wait", Arguments: map[string]any{"name": "m"}})
+	assert.True(t, isErr, text)
+	assert.Contains(t, text, "the client cancelled the call that ran cell 6, so it was interrupted")
+	assert.Contains(t, text, "KeyboardInterrupt")
 
 	text, _ = callText(t, ctx, cs, &sdk.CallToolParams{Name: "interrupt", Arguments: map[string]any{"name": "m"}})
 	assert.Contains(t, text, "nothing to interrupt")
@@ -171,4 +177,98 @@ func TestSelfTest(t *testing.T) {
 		// It used a private hub, not this world's.
 		assert.Equal(t, 0, e.HubPid())
 	})
+}
+
+// TestMCPReplies checks what a reply says through MCP: failures marked
+// isError, a line for a cell that returned nothing, advice in terms of the
+// tools, each death told once per connection, and every reply within the
+// size declared for it.
+func TestMCPReplies(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	cs := mcpSession(t, e, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	call := func(cs *sdk.ClientSession, tool string, args map[string]any) (string, bool) {
+		t.Helper()
+		return callText(t, ctx, cs, &sdk.CallToolParams{Name: tool, Arguments: args})
+	}
+	exec := func(cs *sdk.ClientSession, name, code string) (string, bool) {
+		t.Helper()
+		return call(cs, "exec", map[string]any{"name": name, "code": code})
+	}
+
+	// Failures are errors; a cell with nothing to show says so.
+	text, isErr := exec(cs, "m", "x = 1")
+	assert.False(t, isErr, text)
+	assert.Contains(t, text, "[cell 1 ran: no output, no value]")
+	text, isErr = exec(cs, "m", "1/0")
+	assert.True(t, isErr, text)
+	assert.Contains(t, text, "ZeroDivisionError")
+	text, isErr = exec(cs, "m", "x + 1")
+	assert.False(t, isErr, text)
+	assert.Contains(t, text, "Out[3]: 2")
+
+	// Advice names tools and their arguments, never the shell.
+	text, _ = call(cs, "exec", map[string]any{"name": "m", "code": "import time; time.sleep(1)", "timeout": 0.2})
+	assert.Contains(t, text, "call wait with name 'm' collects its output and result, call interrupt with name 'm' stops it")
+	text, isErr = exec(cs, "m", "1")
+	assert.True(t, isErr, text)
+	assert.Contains(t, text, "call wait with name 'm' waits for it")
+	call(cs, "wait", map[string]any{"name": "m", "timeout": 10})
+	text, isErr = call(cs, "exec", map[string]any{"name": "m", "code": "1", "sudo": true})
+	assert.True(t, isErr)
+	assert.Contains(t, text, "call exec with name 'm' omit sudo reaches it")
+	text, isErr = call(cs, "wait", map[string]any{"name": "nope"})
+	assert.True(t, isErr)
+	assert.Contains(t, text, "call exec with name 'nope' creates it; call sessions lists them")
+	for _, s := range []string{text} {
+		assert.NotContains(t, s, "replhub ")
+	}
+
+	// Every reply keeps to the declared size, an unread earlier result put
+	// in front included, counted as a JavaScript client counts (UTF-16).
+	text, _ = call(cs, "exec", map[string]any{"name": "m", "code": "time.sleep(0.5); print('\U0001F600' * 20000)", "timeout": 0.1})
+	assert.Contains(t, text, "still running")
+	time.Sleep(1500 * time.Millisecond)
+	text, _ = exec(cs, "m", "print('x' * 29000); 'end'")
+	has := func(sub string) { t.Helper(); assert.True(t, strings.Contains(text, sub), "want %q in the reply", sub) }
+	assert.LessOrEqual(t, len(utf16.Encode([]rune(text))), 40000)
+	has("[cell 5 finished while nobody waited; its reply comes first]")
+	has("characters of this reply left out")
+	has("Out[6]: 'end'")
+	// An error is cut shorter, keeping the traceback's end.
+	text, isErr = exec(cs, "m", "print('y' * 20000); 1/0")
+	assert.True(t, isErr)
+	assert.LessOrEqual(t, len(text), 10000)
+	has("ZeroDivisionError: division by zero")
+
+	// A session that dies is an error, and each death is told once per
+	// MCP connection, in one short line.
+	text, isErr = exec(cs, "d1", "import os; os._exit(3)")
+	assert.True(t, isErr, text)
+	assert.Contains(t, text, "died while running cell 1")
+	for _, n := range []string{"d2", "d3", "d4", "d5"} {
+		e.Run("exec", n, "import os; os._exit(3)")
+	}
+	text, _ = exec(cs, "m", "1")
+	assert.Contains(t, text, "[other sessions: d1, d2, d3, d4 and 1 more died (5): call sessions shows how]")
+	text, _ = exec(cs, "m", "2")
+	assert.NotContains(t, text, "died")
+	cs2 := mcpSession(t, e, nil)
+	text, _ = exec(cs2, "m", "3")
+	assert.Contains(t, text, "d1, d2, d3, d4 and 1 more died (5)")
+	text, _ = exec(cs2, "m", "4")
+	assert.NotContains(t, text, "died")
+	// A new death under a told name is told again.
+	exec(cs, "d1", "5")
+	exec(cs, "d1", "import os; os._exit(3)")
+	text, _ = exec(cs, "m", "6")
+	assert.Contains(t, text, "[other sessions: d1 died: call sessions shows how]")
+	// The CLI hears of them on every call.
+	for i := 0; i < 2; i++ {
+		r := e.Run("exec", "m", "7")
+		assert.Contains(t, r.Stdout, "died (5): `replhub sessions` shows how")
+	}
 }

@@ -5,8 +5,14 @@ import (
 	"strings"
 )
 
-// Text renders r as the CLI prints it; the MCP server returns the same text.
-func (r *Result) Text() string {
+// Text renders r as the CLI prints it.
+func (r *Result) Text() string { return r.TextFor(SurfaceCLI) }
+
+// TextFor renders r for a surface: the MCP server returns the CLI's text
+// with advice in terms of its tools, and one line for a cell that wrote
+// nothing and returned nothing, where the CLI prints nothing at all.
+func (r *Result) TextFor(surface string) string {
+	adv := AdviceFor(surface)
 	var b strings.Builder
 	line := func(s string) {
 		b.WriteString(s)
@@ -45,13 +51,17 @@ func (r *Result) Text() string {
 	}
 	switch r.Status {
 	case StatusRunning:
-		line(fmt.Sprintf("[cell %d still running after %s; it goes on: `replhub wait %s` collects its output and result, `replhub interrupt %s` stops it]",
-			r.Cell, Duration(float64(r.DurationMS)/1000), r.Session, r.Session))
+		line(fmt.Sprintf("[cell %d still running after %s; it goes on: %s collects its output and result, %s stops it]",
+			r.Cell, Duration(float64(r.DurationMS)/1000), adv.Wait(r.Session), adv.Interrupt(r.Session)))
 	case StatusDead:
 		line("[" + r.Death + "]")
 	case StatusIdle:
 		if r.Output == "" {
 			line(fmt.Sprintf("[session '%s' is idle: nothing to collect]", r.Session))
+		}
+	case StatusOK:
+		if surface == SurfaceMCP && r.Output == "" && r.Value == nil && r.Error == nil {
+			line(fmt.Sprintf("[cell %d ran: no output, no value]", r.Cell))
 		}
 	}
 	if r.Others != "" {
@@ -60,8 +70,13 @@ func (r *Result) Text() string {
 	return b.String()
 }
 
-// Text renders the session list; with detail, every field of each session.
-func (l *SessionList) Text(detail bool) string {
+// Text renders the session list as the CLI prints it; with detail, every
+// field of each session.
+func (l *SessionList) Text(detail bool) string { return l.TextFor(detail, SurfaceCLI) }
+
+// TextFor renders the session list for a surface.
+func (l *SessionList) TextFor(detail bool, surface string) string {
+	adv := AdviceFor(surface)
 	var b strings.Builder
 	if len(l.Sessions) == 0 && len(l.Dead) == 0 && len(l.Swapped) == 0 {
 		b.WriteString("no sessions\n")
@@ -80,7 +95,7 @@ func (l *SessionList) Text(detail bool) string {
 			fmt.Fprintf(&b, "    python: %s\n    transcript: %s\n    cloudpickle: %v\n",
 				s.Executable, s.Transcript, s.Cloudpickle)
 			if s.Unread {
-				fmt.Fprintf(&b, "    an unread result waits: replhub wait %s\n", s.Name)
+				fmt.Fprintf(&b, "    an unread result waits: %s\n", adv.Wait(s.Name))
 			}
 		}
 	}

@@ -102,6 +102,18 @@ type Request struct {
 	// Wait is how many seconds a query waits for a running cell: zero
 	// means DefaultQueryWait, a negative number not at all.
 	Wait float64 `json:"wait,omitempty"`
+	// Client names the client across its connections, so that the hub
+	// tells it each death once: the MCP server sets one per MCP
+	// connection. Empty (the CLI: one call, one client) means a client the
+	// hub remembers nothing of; it hears of every death not yet shown.
+	Client string `json:"client,omitempty"`
+	// Surface is who reads the reply (SurfaceCLI or SurfaceMCP): the
+	// hub's advice names what that reader can do (Advice).
+	Surface string `json:"surface,omitempty"`
+	// Cancelled, on an interrupt, says that the client cancelled the call
+	// that was collecting the cell: the cell's output stays unread, and the
+	// reply that shows it says so.
+	Cancelled bool `json:"cancelled,omitempty"`
 }
 
 // Stream is a push's or pull's progress: Done bytes of Size have moved.

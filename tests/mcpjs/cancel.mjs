@@ -1,0 +1,73 @@
+// Cancelled calls through the official MCP TypeScript SDK: a call that the
+// client's own request timeout ends, and one that the client aborts. Each
+// must get no response (the SDK reports a response to a request it no
+// longer waits for as "unknown message ID"), and its cell's output must
+// reach the next wait or exec, with a note that the client cancelled it.
+// Run by tests/mcpjs_test.go, which passes the binary in REPLHUB_BIN.
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { ErrorCode } from "@modelcontextprotocol/sdk/types.js";
+
+const fail = (msg) => {
+  console.error("FAIL: " + msg);
+  process.exit(1);
+};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const textOf = (res) => res.content.map((c) => c.text ?? "").join("");
+
+const transport = new StdioClientTransport({
+  command: process.env.REPLHUB_BIN,
+  args: ["mcp"],
+  env: process.env,
+  stderr: "inherit",
+});
+const client = new Client({ name: "replhub-test", version: "1" });
+const errors = [];
+client.onerror = (e) => errors.push(String(e));
+await client.connect(transport);
+
+const exec = (args, opts) => client.callTool({ name: "exec", arguments: args }, undefined, opts);
+const sleeper = 'import time\nprint("started", flush=True)\ntime.sleep(60)';
+
+// 1. The client's request timeout fires (Claude Code's is 60 s; this one
+// is short, and takes the same path: notifications/cancelled).
+let err;
+try {
+  await exec({ name: "js", code: sleeper, timeout: 120 }, { timeout: 1500 });
+} catch (e) {
+  err = e;
+}
+if (!err || err.code !== ErrorCode.RequestTimeout) fail("want a request timeout, got " + err);
+await sleep(1500); // a response, if the server sent one, arrives by now
+if (errors.length) fail("a response came after the cancel: " + errors.join("; "));
+let res = await client.callTool({ name: "wait", arguments: { name: "js", timeout: 10 } });
+let text = textOf(res);
+for (const want of ["started", "KeyboardInterrupt", "the client cancelled the call that ran cell 1"]) {
+  if (!text.includes(want)) fail(`wait after a timeout: want ${JSON.stringify(want)} in:\n${text}`);
+}
+if (!res.isError) fail("a cell that ended in KeyboardInterrupt is an error");
+
+// 2. The client aborts the call; the next exec shows the cell first.
+const ac = new AbortController();
+setTimeout(() => ac.abort("the user pressed Esc"), 1000);
+err = undefined;
+try {
+  await exec({ name: "js", code: sleeper, timeout: 120 }, { signal: ac.signal });
+} catch (e) {
+  err = e;
+}
+if (!err) fail("an aborted call resolved");
+await sleep(1500);
+if (errors.length) fail("a response came after the abort: " + errors.join("; "));
+res = await exec({ name: "js", code: "6 * 7" });
+text = textOf(res);
+for (const want of ["the client cancelled the call that ran cell 2", "started", "KeyboardInterrupt", "Out[3]: 42"]) {
+  if (!text.includes(want)) fail(`exec after an abort: want ${JSON.stringify(want)} in:\n${text}`);
+}
+if (text.indexOf("started") > text.indexOf("Out[3]")) fail("the cancelled cell's output must come first:\n" + text);
+
+res = await client.callTool({ name: "wait", arguments: { name: "js" } });
+if (!textOf(res).includes("nothing to collect")) fail("a second wait found more:\n" + textOf(res));
+await client.callTool({ name: "kill", arguments: { name: "js" } });
+await client.close();
+console.log("ok: 2 cancelled calls, no late response, output shown once");

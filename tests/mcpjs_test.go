@@ -1,0 +1,38 @@
+package tests
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/tests/hubtest"
+)
+
+// TestMCPCancelTypeScriptSDK drives `replhub mcp` with the official MCP
+// TypeScript SDK (tests/mcpjs, installed by `npm ci --prefix tests/mcpjs`
+// in the README's test command): calls cancelled by the client's request
+// timeout and by an abort get no response, and their cells' output comes
+// with the next wait or exec.
+func TestMCPCancelTypeScriptSDK(t *testing.T) {
+	node, err := exec.LookPath("node")
+	dir, _ := filepath.Abs("mcpjs")
+	_, serr := os.Stat(filepath.Join(dir, "node_modules", "@modelcontextprotocol", "sdk"))
+	if err != nil || serr != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("node or the MCP TypeScript SDK is missing (node: %v, sdk: %v): run `npm ci --prefix tests/mcpjs`", err, serr)
+		}
+		t.Skip("node or the MCP TypeScript SDK is missing: run `npm ci --prefix tests/mcpjs`")
+	}
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	cmd := exec.Command(node, filepath.Join(dir, "cancel.mjs"))
+	cmd.Env = append(append([]string(nil), e.Vars...), "REPLHUB_BIN="+e.Bin)
+	cmd.Dir = e.Cwd
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "ok: 2 cancelled calls")
+}
