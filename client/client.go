@@ -190,6 +190,9 @@ func (c *Client) roundTrip(ctx context.Context, k *conn, req wire.Request, onPro
 type ExecOptions struct {
 	// Timeout for the call; zero means the hub's default (30 s).
 	Timeout time.Duration
+	// NoWait returns as soon as the cell has started (status started):
+	// WaitCell collects it.
+	NoWait bool
 	// Python for a new session; empty means $REPLHUB_PYTHON, else python3.
 	Python string
 	// Cwd and Env for a new session; empty means this process's own.
@@ -218,7 +221,7 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*w
 		o.Env = os.Environ()
 	}
 	req := wire.Request{Op: wire.OpExec, Name: name, Code: code, Timeout: o.Timeout.Seconds(), Python: o.Python, Cwd: o.Cwd,
-		Host: o.Host, Jump: o.Jump, Pythons: o.Pythons, Sudo: o.Sudo}
+		Host: o.Host, Jump: o.Jump, Pythons: o.Pythons, Sudo: o.Sudo, NoWait: o.NoWait}
 	rep, err := c.Do(ctx, req, o.OnProgress)
 	if wire.IsCode(err, wire.CodeNeedEnv) {
 		req.Env = o.Env
@@ -242,7 +245,12 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*w
 
 // Wait collects the running or unread cell of session name.
 func (c *Client) Wait(ctx context.Context, name string, timeout time.Duration, onProgress func(*wire.Progress)) (*wire.Result, error) {
-	rep, err := c.Do(ctx, wire.Request{Op: wire.OpWait, Name: name, Timeout: timeout.Seconds()}, onProgress)
+	return c.WaitCell(ctx, name, 0, timeout, onProgress)
+}
+
+// WaitCell is Wait for cell n of session name only (0: whichever).
+func (c *Client) WaitCell(ctx context.Context, name string, n int, timeout time.Duration, onProgress func(*wire.Progress)) (*wire.Result, error) {
+	rep, err := c.Do(ctx, wire.Request{Op: wire.OpWait, Name: name, Timeout: timeout.Seconds(), Cell: n}, onProgress)
 	if err != nil {
 		return nil, err
 	}

@@ -428,7 +428,7 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.exec(ctx, req.Code, timeoutOf(req.Timeout), progress, wire.AdviceFor(req.Surface))
+	res, err := s.exec(ctx, req.Code, timeoutOf(req.Timeout), req.NoWait, progress, wire.AdviceFor(req.Surface))
 	if err != nil {
 		return nil, err
 	}
@@ -583,7 +583,13 @@ func (h *Hub) Wait(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	if err != nil {
 		return nil, err
 	}
-	res := s.wait(ctx, timeoutOf(req.Timeout), progress)
+	if req.Cell < 0 {
+		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: "a cell number is 1 or more"}
+	}
+	res, err := s.wait(ctx, timeoutOf(req.Timeout), req.Cell, progress)
+	if err != nil {
+		return nil, err
+	}
 	if res == nil {
 		return nil, ctx.Err()
 	}

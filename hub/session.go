@@ -670,7 +670,7 @@ func (e *BusyError) Error() string {
 }
 
 // exec runs code as the next cell and waits up to timeout for it.
-func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, progress func(*wire.Progress), adv wire.Advice) (*wire.Result, error) {
+func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, noWait bool, progress func(*wire.Progress), adv wire.Advice) (*wire.Result, error) {
 	if err := s.awaitLink(ctx, timeout); err != nil {
 		return nil, err
 	}
@@ -702,8 +702,12 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 		}
 	}
 	s.cells++
-	// This exec collects the run: counted before it can finish.
+	// This exec collects the run: counted before it can finish (unless
+	// it returns at once, and a wait collects it).
 	r := &run{cell: s.cells, fence: newFence(), start: time.Now(), finished: make(chan struct{}), collecting: 1}
+	if noWait {
+		r.collecting = 0
+	}
 	s.cur = r
 	s.state = stateRunning
 	s.lastActive = r.start
@@ -714,7 +718,12 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 		// The worker is dying; its waiter will finish the run as dead.
 		s.hub.log.Warn("exec frame not sent", "session", s.name, "err", err)
 	}
-	res := s.collect(ctx, r, timeout, progress, true)
+	var res *wire.Result
+	if noWait {
+		res = &wire.Result{Session: s.name, Cell: r.cell, Status: wire.StatusStarted}
+	} else {
+		res = s.collect(ctx, r, timeout, progress, true)
+	}
 	if res == nil {
 		// The client went away; so did the earlier result it would have shown.
 		return nil, nil
@@ -726,10 +735,20 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	return res, nil
 }
 
-// wait collects the running or unread cell, waiting up to timeout.
-func (s *Session) wait(ctx context.Context, timeout time.Duration, progress func(*wire.Progress)) *wire.Result {
+// wait collects the running or unread cell, waiting up to timeout; with
+// cell, that cell only (an error says why it cannot be).
+func (s *Session) wait(ctx context.Context, timeout time.Duration, cell int, progress func(*wire.Progress)) (*wire.Result, error) {
 	s.mu.Lock()
 	r := s.cur
+	if cell != 0 && (r == nil || r.cell != cell || r.collected) {
+		last := s.cells
+		s.mu.Unlock()
+		msg := fmt.Sprintf("cell %d of session '%s' has not started: the last cell is %d", cell, s.name, last)
+		if cell <= last {
+			msg = fmt.Sprintf("cell %d of session '%s' was collected already: a result goes to one reply", cell, s.name)
+		}
+		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: msg}
+	}
 	if r == nil || r.collected {
 		res := &wire.Result{Session: s.name, Cell: s.cells, Status: wire.StatusIdle}
 		if s.state == stateDead {
@@ -739,11 +758,11 @@ func (s *Session) wait(ctx context.Context, timeout time.Duration, progress func
 		res.Notes = append(s.notes, res.Notes...)
 		s.notes = nil
 		s.mu.Unlock()
-		return res
+		return res, nil
 	}
 	r.collecting++
 	s.mu.Unlock()
-	return s.collect(ctx, r, timeout, progress, false)
+	return s.collect(ctx, r, timeout, progress, false), nil
 }
 
 // cancelledNote says that the client cancelled the call that ran a cell.

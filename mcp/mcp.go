@@ -70,6 +70,7 @@ type ExecArgs struct {
 	Jump    []string `json:"jump,omitempty" jsonschema:"jump hosts in order; an empty list turns configured ones off"`
 	Pythons []string `json:"pythons,omitempty" jsonschema:"interpreters to try first on the host: names, paths, folders or globs"`
 	Sudo    bool     `json:"sudo,omitempty" jsonschema:"run a new session as root through sudo; a password is asked with $SUDO_ASKPASS where the server runs"`
+	NoWait  bool     `json:"no_wait,omitempty" jsonschema:"return as soon as the cell has started, with its number; wait with that cell collects it"`
 }
 
 // NameArgs name a session.
@@ -81,6 +82,7 @@ type NameArgs struct {
 type WaitArgs struct {
 	Name    string  `json:"name" jsonschema:"session name"`
 	Timeout float64 `json:"timeout,omitempty" jsonschema:"seconds to wait (default 30, at most 600)"`
+	Cell    int     `json:"cell,omitempty" jsonschema:"collect this cell only (the number exec with no_wait returned)"`
 }
 
 // SessionsArgs are the sessions tool's arguments.
@@ -198,6 +200,7 @@ func (t *tools) exec(ctx context.Context, req *sdk.CallToolRequest, a ExecArgs) 
 		Host:       a.Host,
 		Pythons:    a.Pythons,
 		Sudo:       a.Sudo,
+		NoWait:     a.NoWait,
 		OnProgress: progressFor(ctx, req),
 	}
 	if a.Jump != nil {
@@ -227,7 +230,7 @@ func (t *tools) cancelled(name string) *sdk.CallToolResult {
 }
 
 func (t *tools) wait(ctx context.Context, req *sdk.CallToolRequest, a WaitArgs) (*sdk.CallToolResult, any, error) {
-	res, err := t.c.Wait(t.withID(ctx, req), a.Name, time.Duration(a.Timeout*float64(time.Second)), progressFor(ctx, req))
+	res, err := t.c.WaitCell(t.withID(ctx, req), a.Name, a.Cell, time.Duration(a.Timeout*float64(time.Second)), progressFor(ctx, req))
 	if err != nil {
 		if ctx.Err() != nil {
 			// Never sent (cancelTransport); the cell's output stays unread.

@@ -41,6 +41,14 @@ func (a Advice) op(op, name string) string {
 // Wait collects a cell of session name.
 func (a Advice) Wait(name string) string { return a.op("wait", name) }
 
+// WaitCell collects cell n of session name.
+func (a Advice) WaitCell(name string, n int) string {
+	if a.mcp {
+		return fmt.Sprintf("call wait with name '%s' and cell %d", name, n)
+	}
+	return fmt.Sprintf("`replhub wait %s --cell %d`", name, n)
+}
+
 // Interrupt stops the running cell of session name.
 func (a Advice) Interrupt(name string) string { return a.op("interrupt", name) }
 

@@ -50,6 +50,8 @@ func (r *Result) TextFor(surface string) string {
 		line(fmt.Sprintf("Out[%d]: %s", r.Cell, *r.Value))
 	}
 	switch r.Status {
+	case StatusStarted:
+		line(fmt.Sprintf("[cell %d started: %s collects its output and result]", r.Cell, adv.WaitCell(r.Session, r.Cell)))
 	case StatusRunning:
 		line(fmt.Sprintf("[cell %d still running after %s; it goes on: %s collects its output and result, %s stops it]",
 			r.Cell, Duration(float64(r.DurationMS)/1000), adv.Wait(r.Session), adv.Interrupt(r.Session)))

@@ -51,6 +51,10 @@ type Request struct {
 	Code string `json:"code,omitempty"`
 	// Timeout in seconds for exec and wait; 0 means the default (30 s).
 	Timeout float64 `json:"timeout,omitempty"`
+	// NoWait makes exec return as soon as the cell has started (status
+	// started); Cell makes wait collect that cell, and no other.
+	NoWait bool `json:"no_wait,omitempty"`
+	Cell   int  `json:"cell,omitempty"`
 	// Python is the interpreter for a new session; empty means the
 	// caller's $REPLHUB_PYTHON, else the first python3 on the caller's PATH.
 	Python string `json:"python,omitempty"`
@@ -191,6 +195,8 @@ const (
 	StatusOK      = "ok"
 	StatusError   = "error"
 	StatusRunning = "running"
+	// StatusStarted is exec --no-wait's: the cell runs; wait collects it.
+	StatusStarted = "started"
 	StatusDead    = "dead"
 	StatusIdle    = "idle" // wait on a session with nothing to collect
 )

@@ -25,6 +25,7 @@ type execOptions struct {
 	jumpSet bool
 	pythons []string
 	sudo    bool
+	noWait  bool
 }
 
 func newExecCmd(e *env) *cobra.Command {
@@ -65,6 +66,7 @@ Exit status: 0 ok, 1 the cell raised, 2 replhub failed, 3 still running,
 	cmd.Flags().StringSliceVar(&o.jump, "jump", nil, "jump hosts, in order (J1,J2); --jump none turns configured ones off")
 	cmd.Flags().StringSliceVar(&o.pythons, "pythons", nil, "interpreters to try first on the host: names, paths, folders or globs")
 	cmd.Flags().BoolVar(&o.sudo, "sudo", false, "run a new session as root through sudo (a password is asked with $SUDO_ASKPASS)")
+	cmd.Flags().BoolVar(&o.noWait, "no-wait", false, "return the cell's number once it has started; `replhub wait NAME --cell N` collects it")
 	return cmd
 }
 
@@ -101,6 +103,7 @@ func runExec(ctx context.Context, e *env, o *execOptions) error {
 		Host:    o.host,
 		Pythons: o.pythons,
 		Sudo:    o.sudo,
+		NoWait:  o.noWait,
 	}
 	if o.jumpSet {
 		jump := []string{}
@@ -154,6 +157,7 @@ type waitOptions struct {
 	name    string
 	timeout float64
 	json    bool
+	cell    int
 }
 
 func newWaitCmd(e *env) *cobra.Command {
@@ -171,6 +175,7 @@ func newWaitCmd(e *env) *cobra.Command {
 	}
 	cmd.Flags().Float64VarP(&o.timeout, "timeout", "t", 30, "seconds to wait (at most 600)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
+	cmd.Flags().IntVar(&o.cell, "cell", 0, "collect this cell only (as exec --no-wait numbered it)")
 	return cmd
 }
 
@@ -180,7 +185,7 @@ func runWait(ctx context.Context, e *env, o *waitOptions) error {
 		return err
 	}
 	defer stop()
-	res, err := c.Wait(ctx, o.name, time.Duration(o.timeout*float64(time.Second)), nil)
+	res, err := c.WaitCell(ctx, o.name, o.cell, time.Duration(o.timeout*float64(time.Second)), nil)
 	if err != nil {
 		return err
 	}
