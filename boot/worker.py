@@ -87,6 +87,14 @@ def _grow_pipe(fd):
         pass
 
 
+def _nonblocking(fd):
+    try:
+        import fcntl
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+    except (ImportError, OSError):
+        pass
+
+
 def _monotonic():
     import time
     return time.monotonic()
@@ -175,6 +183,15 @@ class Channel(object):
         # is sent again (it may have been lost with the link).
         self.gen = 0
         self.last_done = None
+        # A link can die without a word (a frozen VPN): writes to it wait
+        # a bounded time in turn (_await_writable), and give up once a new
+        # hub is taking over (_superseding), instead of blocking for ever
+        # with the lock held. The first link's pipe is made non-blocking;
+        # a socket link is written with MSG_DONTWAIT (its reader shares the
+        # socket's blocking mode).
+        self._superseding = False
+        self._wsock = None
+        _nonblocking(wfd)
 
     def _line(self, header, n):
         """header's line, announcing n bytes to follow (None: no payload);
@@ -250,10 +267,13 @@ class Channel(object):
         each reader closes its own file. Returns the new generation's
         reader file and number."""
         import socket
+        self._superseding = True  # a writer stuck on the old link gives up
         with self._lock:
-            old_w = self._w
+            self._superseding = False
+            old_w, old_sock = self._w, self._wsock
             self._r = os.fdopen(os.dup(fd), "rb", 1 << 16)
             self._w = fd
+            self._wsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, os.dup(fd))
             self.gen += 1
             self._big = self._big_in = False
             self.down = False
@@ -267,6 +287,8 @@ class Channel(object):
             except OSError:
                 self._lost_locked()
             r, gen = self._r, self.gen
+        if old_sock is not None:
+            old_sock.close()
         if old_w != fd:
             try:
                 s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, os.dup(old_w))
@@ -288,7 +310,7 @@ class Channel(object):
         stream stays whole, and OSError says why; the transfer then fails
         and its partial file is removed."""
         sendfile = getattr(os, "sendfile", None)
-        if sendfile is None or not sys.platform.startswith("linux"):
+        if sendfile is None or not sys.platform.startswith("linux") or self._wsock is not None:
             return False
         line = self._line(header, n)
         failure = None
@@ -299,6 +321,9 @@ class Channel(object):
                 while done < n:
                     try:
                         k = sendfile(self._w, f.fileno(), offset + done, n - done)
+                    except (BlockingIOError, InterruptedError):
+                        self._await_writable()
+                        continue
                     except OSError as e:
                         k, failure = 0, e
                     if not k:
@@ -328,8 +353,28 @@ class Channel(object):
     def _write(self, buf):
         view = memoryview(buf)
         while view:
-            n = os.write(self._w, view)
-            view = view[n:]
+            try:
+                if self._wsock is not None:
+                    n = self._wsock.send(view, getattr(__import__("socket"), "MSG_DONTWAIT", 0x40))
+                else:
+                    n = os.write(self._w, view)
+            except (BlockingIOError, InterruptedError):
+                n = 0
+            if n:
+                view = view[n:]
+            else:
+                self._await_writable()
+
+    def _await_writable(self):
+        """Wait, half a second at a time, until the link takes more; give
+        up on a link that a new hub is taking over (attach waits for us)."""
+        import select
+        if self._superseding:
+            raise OSError(32, "a new hub took the session over")
+        try:
+            select.select([], [self._w], [], 0.5)
+        except (OSError, ValueError):
+            pass
 
     def recv(self, r=None):
         """Return (header, data) from r (the current generation's reader by
@@ -505,6 +550,8 @@ class Pump(object):
         import threading
         self.rfd = rfd
         self.errfd = errfd  # the first hub's output stream; None once gone
+        _nonblocking(errfd)  # see Channel._write: a frozen link must not wedge us
+        self.superseded = False
         self.chan = None    # an adopting hub's channel
         self.kept = []
         self.size = 0
@@ -550,10 +597,16 @@ class Pump(object):
 
     def _deliver(self, data):
         if self.errfd is not None:
+            view = memoryview(data)
             try:
-                view = memoryview(data)
                 while view:
-                    view = view[os.write(self.errfd, view):]
+                    try:
+                        view = view[os.write(self.errfd, view):]
+                    except (BlockingIOError, InterruptedError):
+                        if self.superseded:
+                            raise OSError(32, "a new hub took the session over")
+                        import select
+                        select.select([], [self.errfd], [], 0.5)
                 return
             except OSError:
                 self._drop_first_hub()
@@ -608,7 +661,9 @@ class Pump(object):
     def attach(self, chan):
         """Send what was kept to a hub that adopted the worker, and go on
         sending there."""
+        self.superseded = True  # a write stuck on the old link gives up
         with self.lock:
+            self.superseded = False
             self._drop_first_hub()
             kept, self.kept, self.size = self.kept, [], 0
             if self.dropped:
@@ -696,7 +751,8 @@ def _listen(path):
     finally:
         os.umask(old)
     if os.getuid() == 0 and os.environ.get("SUDO_UID", "").isdigit():
-        os.chown(path, int(os.environ["SUDO_UID"]), int(os.environ.get("SUDO_GID", "-1") or -1))
+        os.chown(path, int(os.environ["SUDO_UID"]), int(os.environ.get("SUDO_GID", "-1") or -1),
+                 follow_symlinks=False)
     ln.listen(8)
     return ln
 
@@ -717,6 +773,7 @@ class Session(object):
         self.sigint = chan.sigint
         self._load_tk = load_tk
         self._tk = None
+        self._tk_lock = threading.Lock()
         self.main_ident = threading.current_thread().ident
         self.queue = []
         # cond and idle_cond share one lock: the main thread waits on cond
@@ -760,11 +817,15 @@ class Session(object):
         """The toolkit, loaded at its first use: a session that never talks
         to another pays nothing for it at start."""
         if self._tk is None:
-            tk = self._load_tk()
-            tk._link = tk.Link(self.chan)
-            self.ns["session"], self.ns["sessions"] = tk.session, tk.sessions
-            self.base_values["session"], self.base_values["sessions"] = tk.session, tk.sessions
-            self._tk = tk
+            # Once, whichever thread asks first: two Links would number
+            # their requests alike, and one thread would wait for ever.
+            with self._tk_lock:
+                if self._tk is None:
+                    tk = self._load_tk()
+                    tk._link = tk.Link(self.chan)
+                    self.ns["session"], self.ns["sessions"] = tk.session, tk.sessions
+                    self.base_values["session"], self.base_values["sessions"] = tk.session, tk.sessions
+                    self._tk = tk
         return self._tk
 
     def _fetch_module(self, name):
@@ -894,10 +955,17 @@ class Session(object):
         what waited for a hub, then frames and output (as out frames)."""
         import json
         import threading
-        was_down = self.chan.down
+        if not self.chan.down:
+            self._hub_gone()  # the old hub's requests die with its link
         with self.cond:
             running = self.key is not None and self.key[0] == "cell" and self.phase != IDLE
             cell = self.key[1] if running else self.last_cell
+            # A cell whose exec frame came but waits in the queue (the main
+            # thread is busy) counts as running: it will run.
+            queued = [h for h, _ in self.queue if h.get("op") == "exec" and isinstance(h.get("cell"), int)]
+            if queued and queued[-1]["cell"] > cell:
+                cell, running = queued[-1]["cell"], True
+                self.fence = queued[-1].get("fence", "")
             held = self.chan.held is not None
             ready = json.loads(_ready_frame(self.has_cloudpickle, self.sock_fields).decode("utf-8"))
             ready.update(adopted=True, cell=cell, running=running or held,
@@ -907,8 +975,8 @@ class Session(object):
                 ready["elapsed"] = max(0.0, time.time() - self.cell_t0)
             first = (json.dumps(ready, separators=(",", ":")) + "\n").encode("utf-8")
             r, gen = self.chan.attach(fd, first)
-        if not was_down:
-            self._hub_gone()  # the old hub's requests die with its link
+        # Output goes to the new hub before any of its cells runs; a pump
+        # stuck on the old link gives up at once (Pump.attach).
         self.pump.attach(self.chan)
         t = threading.Thread(target=self.read_loop, args=(r, gen), name="replhub-reader")
         t.daemon = True

@@ -712,6 +712,9 @@ func (h *Hub) sessionExited(s *Session, ex Exit) {
 	if op := s.serving; op != nil {
 		op.done <- nil
 	}
+	for _, stop := range s.running {
+		stop() // its sh(cmd, host=...) commands end with it
+	}
 	if r := s.cur; r != nil && !r.isFinished() {
 		if r.fenceTimer != nil {
 			r.fenceTimer.Stop()

@@ -65,6 +65,8 @@ type linkProc struct {
 	sockAlt string
 	w       io.Writer // the current link's frame streams; nil while down
 	r       io.Reader
+	pin     io.Writer // the link the frame being written began on
+	pinned  bool
 	conn    *remote.Conn // the current socket link's connection
 	sc      net.Conn     // the current socket link
 	linkEnd chan struct{}
@@ -79,14 +81,18 @@ type linkProc struct {
 	exit    Exit
 	changed chan struct{} // closed and replaced at every change above
 	kick    chan struct{}
+	// ctx ends with Kill: a reattach under way gives up.
+	ctx  context.Context
+	stop context.CancelFunc
 }
 
 // newLinkProc wraps a worker just started; the caller sets the callbacks
 // and then calls start.
 func newLinkProc(first *remote.Worker, host string, linger time.Duration) *linkProc {
+	ctx, stop := context.WithCancel(context.Background())
 	return &linkProc{first: first, host: host, linger: linger,
 		w: first.Stdin(), r: first.Stdout(),
-		changed: make(chan struct{}), kick: make(chan struct{}, 1)}
+		changed: make(chan struct{}), kick: make(chan struct{}, 1), ctx: ctx, stop: stop}
 }
 
 func (p *linkProc) start() { go p.supervise() }
@@ -129,6 +135,17 @@ func (p *linkProc) supervise() {
 		ready, err := p.relink(downAt)
 		if err != nil {
 			p.finish(Exit{Code: -1, Err: err})
+			return
+		}
+		p.mu.Lock()
+		killed = p.killed
+		sc := p.sc
+		p.mu.Unlock()
+		if killed {
+			// Killed while the reattach was made: the worker is told now.
+			proto.NewWriter(sc).Write(&proto.Exit{})
+			sc.Close()
+			p.finish(Exit{Code: -1, Err: fmt.Errorf("killed on request while the link to %s was down", p.host)})
 			return
 		}
 		p.onUp(ready, downAt, time.Now())
@@ -175,6 +192,8 @@ func (p *linkProc) relink(downAt time.Time) (*proto.Ready, error) {
 		case <-t.C:
 		case <-p.kick:
 			t.Stop()
+		case <-p.ctx.Done():
+			t.Stop()
 		}
 		p.mu.Lock()
 		killed := p.killed
@@ -213,7 +232,7 @@ func (p *linkProc) relink(downAt time.Time) (*proto.Ready, error) {
 
 // tryRelink makes one try: a connection, the socket, adopt, ready.
 func (p *linkProc) tryRelink() (*proto.Ready, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
 	defer cancel()
 	conn, err := p.redial(ctx)
 	if err != nil {
@@ -341,12 +360,30 @@ func (p *linkProc) awaitUp(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// linkWriter writes to the current link.
+// linkWriter writes to the current link; a frame stays on the link it
+// began on (proto.FrameWriter), so that a reattach between its pieces
+// never sends the rest of it to a worker that did not get its header,
+// which would read a payload as frames.
 type linkWriter struct{ p *linkProc }
+
+func (w linkWriter) BeginFrame() {
+	w.p.mu.Lock()
+	w.p.pin, w.p.pinned = w.p.w, true
+	w.p.mu.Unlock()
+}
+
+func (w linkWriter) EndFrame() {
+	w.p.mu.Lock()
+	w.p.pin, w.p.pinned = nil, false
+	w.p.mu.Unlock()
+}
 
 func (w linkWriter) Write(b []byte) (int, error) {
 	w.p.mu.Lock()
 	dst := w.p.w
+	if w.p.pinned {
+		dst = w.p.pin
+	}
 	w.p.mu.Unlock()
 	if dst == nil {
 		return 0, errLinkDown
@@ -363,8 +400,11 @@ type linkReader struct{ p *linkProc }
 func (r linkReader) Read(b []byte) (int, error) {
 	r.p.mu.Lock()
 	src, end, once := r.p.r, r.p.linkEnd, r.p.endOnce
+	stale := r.p.gen != r.p.readGen
 	r.p.mu.Unlock()
-	if src == nil {
+	if src == nil || stale {
+		// Down, or a new link the frame reader has not started on: what
+		// it holds of the old one must go first (awaitLink, Reset).
 		return 0, errLinkDown
 	}
 	n, err := src.Read(b)
@@ -402,6 +442,7 @@ func (p *linkProc) Wait() Exit {
 // first link as any remote worker's, with SIGKILL to its channel. While
 // the link is down it cannot be told, and ends when its linger is over.
 func (p *linkProc) Kill() error {
+	p.stop()
 	p.mu.Lock()
 	p.killed = true
 	sc, down := p.sc, p.down

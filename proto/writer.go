@@ -17,6 +17,24 @@ type Writer struct {
 // NewWriter writes frames to w.
 func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
 
+// A FrameWriter is told where each frame begins and ends: a writer that
+// switches streams (a session reattached over a new link) keeps a frame
+// written in several pieces on one stream.
+type FrameWriter interface {
+	BeginFrame()
+	EndFrame()
+}
+
+// frame tells w's stream, if it asks, that a frame begins; call the
+// result when it ends. w.mu is held.
+func (w *Writer) frame() func() {
+	if fw, ok := w.w.(FrameWriter); ok {
+		fw.BeginFrame()
+		return fw.EndFrame
+	}
+	return func() {}
+}
+
 // Write sends m, with its Data as the payload. A small payload goes in the
 // header's write; a big one (a file chunk) is written from where it lies,
 // since copying 8 MiB behind a header costs more than a second write.
@@ -31,6 +49,7 @@ func (w *Writer) Write(m Msg) error {
 	data := Data(m)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	defer w.frame()()
 	if len(data) <= 64<<10 {
 		_, err = w.w.Write(append(b, data...))
 		return err
@@ -57,6 +76,7 @@ func (w *Writer) writeExec(x *Exec) error {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	defer w.frame()()
 	buf := append(head[:len(head)-1:len(head)-1], `,"code":"`...)
 	for code := x.Code; code != ""; {
 		n := min(len(code), 64<<10)

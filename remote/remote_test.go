@@ -135,8 +135,8 @@ func TestScriptRefusesShellSyntax(t *testing.T) {
 
 func TestCommandQuoting(t *testing.T) {
 	got := Command(RunSpec{Argv: []string{"bash", "--norc", "-c", "echo 'hi' $HOME"}, Dir: "/tmp/a b", Env: map[string]string{"B": "2", "A": "x'y"}})
-	assert.Equal(t, `cd -- '/tmp/a b' && exec env 'A=x'\''y' 'B=2' 'bash' '--norc' '-c' 'echo '\''hi'\'' $HOME'`, got)
-	out, err := exec.Command("sh", "-c", "cd / && "+Command(RunSpec{Argv: []string{"printf", "%s|", "a'b", "$X"}, Env: map[string]string{"X": "1"}})).Output()
+	assert.Equal(t, `echo replhub-pid $$ >&2; cd -- '/tmp/a b' && exec env 'A=x'\''y' 'B=2' 'bash' '--norc' '-c' 'echo '\''hi'\'' $HOME'`, got)
+	out, err := exec.Command("sh", "-c", "cd / && "+Command(RunSpec{Argv: []string{"printf", "%s|", "a'b", "$X"}, Env: map[string]string{"X": "1"}})+" 2>/dev/null").Output()
 	require.NoError(t, err)
 	assert.Equal(t, "a'b|$X|", string(out))
 }

@@ -5,8 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"golang.org/x/crypto/ssh"
 )
@@ -55,19 +59,23 @@ func (c *Conn) Run(ctx context.Context, spec RunSpec) (*RunResult, error) {
 	}
 	defer sess.Close()
 	out, errw := &capped{limit: limit}, &capped{limit: limit}
-	sess.Stdin, sess.Stdout, sess.Stderr = bytes.NewReader(spec.Stdin), out, errw
+	pid := &pidLine{w: errw}
+	sess.Stdin, sess.Stdout, sess.Stderr = bytes.NewReader(spec.Stdin), out, pid
 	done := make(chan error, 1)
 	go func() { done <- sess.Run(Command(spec)) }()
 	var werr error
 	select {
 	case werr = <-done:
 	case <-ctx.Done():
-		// sshd signals the command (OpenSSH 7.9 and newer), then closes
-		// the channel once it has exited; nothing here waits for that.
+		// The command leads its process group (sshd made it a session
+		// leader): the group goes, what it started included. Nothing
+		// here waits for the channel to close.
+		c.killGroup(pid.get())
 		sess.Signal(ssh.SIGKILL)
 		sess.Close()
 		return nil, ctx.Err()
 	}
+	pid.flush()
 	res := &RunResult{Out: out.bytes(), Err: errw.bytes(), Dropped: out.dropped + errw.dropped}
 	var ee *ssh.ExitError
 	switch {
@@ -90,6 +98,8 @@ func (c *Conn) Run(ctx context.Context, spec RunSpec) (*RunResult, error) {
 // quoted for the login shell: cd to Dir, then env with Env, then Argv.
 func Command(spec RunSpec) string {
 	var b strings.Builder
+	// The first line of stderr is the command's pid (see pidLine).
+	b.WriteString("echo " + pidMark + "$$ >&2; ")
 	if spec.Dir != "" {
 		b.WriteString("cd -- " + ShellQuote(spec.Dir) + " && ")
 	}
@@ -109,6 +119,76 @@ func Command(spec RunSpec) string {
 		b.WriteString(" " + ShellQuote(a))
 	}
 	return b.String()
+}
+
+const pidMark = "replhub-pid "
+
+// killGroup ends process group pid on the host, over a channel of its own,
+// within a few seconds.
+func (c *Conn) killGroup(pid int) {
+	if pid <= 1 {
+		return
+	}
+	sess, err := c.client.NewSession()
+	if err != nil {
+		return
+	}
+	defer sess.Close()
+	done := make(chan error, 1)
+	go func() { done <- sess.Run(fmt.Sprintf("kill -KILL -- -%d 2>/dev/null || kill -KILL %d", pid, pid)) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+	}
+}
+
+// pidLine takes the command's first stderr line, its pid, and passes the
+// rest on.
+type pidLine struct {
+	w    io.Writer
+	mu   sync.Mutex
+	head []byte
+	done bool
+	pid  int
+}
+
+func (p *pidLine) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done {
+		return p.w.Write(b)
+	}
+	p.head = append(p.head, b...)
+	i := bytes.IndexByte(p.head, '\n')
+	if i < 0 && len(p.head) < 64 {
+		return len(b), nil
+	}
+	p.done = true
+	rest := p.head
+	if i >= 0 && bytes.HasPrefix(p.head, []byte(pidMark)) {
+		p.pid, _ = strconv.Atoi(string(p.head[len(pidMark):i]))
+		rest = p.head[i+1:]
+	}
+	p.head = nil
+	p.w.Write(rest)
+	return len(b), nil
+}
+
+func (p *pidLine) get() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pid
+}
+
+// flush passes on a first line that never ended.
+func (p *pidLine) flush() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.done {
+		p.done = true
+		p.w.Write(p.head)
+		p.head = nil
+	}
 }
 
 // ShellQuote quotes s for a POSIX shell.

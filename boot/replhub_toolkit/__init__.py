@@ -27,10 +27,6 @@ class CommandError(Exception):
         self.result = result
 
 
-# Every session has it as CommandError: tracebacks name it so, and a
-# pickled one finds it there.
-CommandError.__module__ = "__main__"
-
 
 # host_runner(host, argv, input, cwd, env, timeout) -> (code, out, err):
 # how sh(cmd, host=h) reaches host h (through the hub); set by preload.

@@ -394,6 +394,7 @@ def _run(who, cmd, argv, input, cwd, env, timeout, merge, host):
                 state = "timeout"
     except BaseException:
         _kill_group(proc)
+        _group(proc.pid, False)
         raise
     if state == "timeout":
         _kill_group(proc)
