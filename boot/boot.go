@@ -8,6 +8,12 @@
 //   - stub.py is the `python -c` program: it reads the payload (boot.py and
 //     a module table, zlib-compressed) byte-exact from stdin and runs it.
 //   - boot.py serves the payload's modules from memory and runs the worker.
+//   - replhub_toolkit/ is the package the worker loads, one module per job:
+//     relay (session(), put/get/call, transfers), swap (a namespace to a
+//     swap and back), query (vars, inspect, complete, reset), and the
+//     helpers every session starts with: files, shell, memory, display.
+//     Each has its tests; the Python unit tests in replhub_toolkit/tests
+//     run under every Python found (toolkit_test.go).
 //
 // The Python must run on 3.6 through 3.13 with the standard library only.
 package boot
@@ -29,29 +35,7 @@ import (
 //go:embed worker.py
 var Worker []byte
 
-// Toolkit is the source of tk.py: session(), sessions() and the serving
-// side of put/get/call. Installed as replhub_tk.py beside the worker; shipped
-// as the module replhub_tk.
-//
-//go:embed tk.py
-var Toolkit []byte
-
-// Swap is the source of swap.py: a namespace to a swap file and back.
-// Installed as replhub_swap.py beside the worker; shipped as the module
-// replhub_swap.
-//
-//go:embed swap.py
-var Swap []byte
-
-// Query is the source of query.py: vars, inspect, complete and reset,
-// answered between cells without running one. Installed as
-// replhub_query.py beside the worker; shipped as the module replhub_query.
-//
-//go:embed query.py
-var Query []byte
-
-// toolkitFS holds the package replhub_toolkit: the helpers every session
-// starts with (read, edit, grep, sh, memory ...), one module per job. Its
+// toolkitFS holds the package replhub_toolkit (see the package doc). Its
 // tests/ folder does not travel.
 //
 //go:embed replhub_toolkit/*.py
@@ -102,7 +86,7 @@ var Finder string
 // so that a rebuilt binary never runs a stale worker.
 var Hash = func() string {
 	h := sha256.New()
-	for _, b := range [][]byte{Worker, Toolkit, Swap, Query, Boot, []byte(Stub + Finder)} {
+	for _, b := range [][]byte{Worker, Boot, []byte(Stub + Finder)} {
 		h.Write(b)
 	}
 	for _, m := range ToolkitPackage() {
@@ -112,10 +96,9 @@ var Hash = func() string {
 	return hex.EncodeToString(h.Sum(nil)[:6])
 }()
 
-// Install writes worker.py, replhub_tk.py, replhub_swap.py,
-// replhub_query.py and the
-// replhub_toolkit package into dir/boot-HASH/ unless they are already
-// there, and returns the worker's path. The folders are 0700 and the files
+// Install writes worker.py and the replhub_toolkit package into
+// dir/boot-HASH/ unless they are already there, and returns the worker's
+// path. The folders are 0700 and the files
 // 0600.
 func Install(dir string) (string, error) {
 	d := filepath.Join(dir, "boot-"+Hash)
@@ -126,15 +109,6 @@ func Install(dir string) (string, error) {
 		if err := installFile(filepath.Join(d, "replhub_toolkit", m.File), m.Src); err != nil {
 			return "", err
 		}
-	}
-	if err := installFile(filepath.Join(d, "replhub_tk.py"), Toolkit); err != nil {
-		return "", err
-	}
-	if err := installFile(filepath.Join(d, "replhub_swap.py"), Swap); err != nil {
-		return "", err
-	}
-	if err := installFile(filepath.Join(d, "replhub_query.py"), Query); err != nil {
-		return "", err
 	}
 	p := filepath.Join(d, "worker.py")
 	return p, installFile(p, Worker)

@@ -31,12 +31,12 @@ Frames, protocol 2 (hub -> worker):
                     done frame and the output that waited for a hub
   detach {fence}    the hub hands us over: output to it ends with fence,
                     then detached; the rest waits for the next hub
-  swap {sid, path?, force?} -> [chunk...] swapped {sid, ok, ...}     see boot/swap.py
+  swap {sid, path?, force?} -> [chunk...] swapped {sid, ok, ...}     see replhub_toolkit/swap.py
   restore {sid, path?} -> [ack -1, chunks in] restored {sid, ok, ...}
   query {id, kind, expr?, text?, all?, keep_imports?, limit?, wait?}
                     -> answer {id, ok, error?, busy?, cell?, waited?, ...}:
                     vars, inspect, complete or reset, between cells, on a
-                    thread of its own; see boot/query.py
+                    thread of its own; see replhub_toolkit/query.py
 Worker -> hub: ready, done {cell, status, value, error, duration, names,
 rss?}, served {sid, ok, error?, py, ...}, req {id, kind, py, ...}, chunk,
 ack, interrupted, pong, answer, out (output, once adopted), detached,
@@ -777,7 +777,7 @@ class Session(object):
         self.main_ident = threading.current_thread().ident
         self.queue = []
         # cond and idle_cond share one lock: the main thread waits on cond
-        # for frames, queries (boot/query.py) on idle_cond for the main
+        # for frames, queries (replhub_toolkit/query.py) on idle_cond for the main
         # thread to go idle. querying counts the queries running, which
         # hold the next frame back until query_until (monotonic) at most.
         lock = threading.RLock()
@@ -1042,7 +1042,7 @@ class Session(object):
 
     def query(self, header):
         """Answer a query frame on a thread of its own (a repr may hang,
-        and the reader must go on reading interrupts); replhub_query says
+        and the reader must go on reading interrupts); the query module says
         when it may run and how it is bounded."""
         import threading
         with self.cond:
@@ -1059,7 +1059,7 @@ class Session(object):
         reply = None
         try:
             try:
-                reply = _load_module("replhub_query").answer(self, header)
+                reply = _load_module("query").answer(self, header)
             except BaseException as e:
                 reply = {"ok": False, "error": _cap("replhub: %s: %s" % (type(e).__name__, e), ERROR_CAP)[0]}
             reply.update(op="answer", id=header.get("id"))
@@ -1351,7 +1351,7 @@ class Session(object):
     def run_swap(self, header):
         """Pickle the namespace for the hub (swap), or load it back
         (restore), on the main thread like a cell; the work is
-        replhub_swap's (boot/swap.py). A cancel interrupts either."""
+        replhub_toolkit.swap's. A cancel interrupts either."""
         op, sid, stream = header.get("op"), header.get("sid"), None
         kind = "swapped" if op == "swap" else "restored"
         tk = None
@@ -1425,13 +1425,17 @@ def _job_notes():
         pass
 
 
-def _load_toolkit(no_tk):
-    """The toolkit package (replhub_toolkit, beside this file or served from
-    memory), whose helpers every session starts with; None when the caller
-    asked for none (REPLHUB_NO_TK=1) or it is missing."""
-    if no_tk:
-        return None
-    try:
+_LOAD_LOCK = __import__("threading").Lock()  # one thread loads the package
+
+
+def _package():
+    """The package replhub_toolkit (beside this file, or served from
+    memory): the relay, swap and queries, and the helpers every session
+    starts with."""
+    with _LOAD_LOCK:
+        pkg = sys.modules.get("replhub_toolkit")
+        if pkg is not None:
+            return pkg
         here = os.path.join(os.path.dirname(os.path.abspath(_WORKER_FILE)), "replhub_toolkit")
         if os.path.isfile(os.path.join(here, "__init__.py")):
             import importlib.util
@@ -1439,10 +1443,23 @@ def _load_toolkit(no_tk):
                 "replhub_toolkit", os.path.join(here, "__init__.py"), submodule_search_locations=[here])
             pkg = importlib.util.module_from_spec(spec)
             sys.modules["replhub_toolkit"] = pkg
-            spec.loader.exec_module(pkg)
+            try:
+                spec.loader.exec_module(pkg)
+            except BaseException:
+                del sys.modules["replhub_toolkit"]
+                raise
             return pkg
         import replhub_toolkit
         return replhub_toolkit
+
+
+def _load_toolkit(no_tk):
+    """The package, whose helpers every session starts with; None when the
+    caller asked for none (REPLHUB_NO_TK=1) or it is missing."""
+    if no_tk:
+        return None
+    try:
+        return _package()
     except Exception:
         return None
 
@@ -1658,51 +1675,25 @@ def _ready_frame(has_cloudpickle, extra=()):
 
 
 def _load_tk(cloudpickle_dir):
-    """The toolkit: replhub_tk.py beside this file, or served from memory."""
-    here = os.path.join(os.path.dirname(os.path.abspath(_WORKER_FILE)), "replhub_tk.py")
-    if os.path.isfile(here):
-        import importlib.util
-        spec = importlib.util.spec_from_file_location("replhub_tk", here)
-        tk = importlib.util.module_from_spec(spec)
-        sys.modules["replhub_tk"] = tk
-        spec.loader.exec_module(tk)
-    else:
-        import replhub_tk as tk
+    """The relay (session(), put/get/call, transfers): replhub_toolkit.relay,
+    also known as replhub_tk."""
+    tk = _load_module("relay")
+    sys.modules.setdefault("replhub_tk", tk)
     tk.CLOUDPICKLE_DIR = cloudpickle_dir
     return tk
 
 
 def _load_swap():
     """The swap module, loaded at the first swap or restore."""
-    return _load_module("replhub_swap")
-
-
-# Held while a module loads: a query's thread and the main thread may both
-# want one. (threading is imported before ready in any case: see Sigint.)
-_LOAD_LOCK = __import__("threading").Lock()
+    return _load_module("swap")
 
 
 def _load_module(name):
-    """Module name (replhub_swap, replhub_query): name.py beside this file,
-    or served from memory; loaded at its first use."""
-    with _LOAD_LOCK:
-        mod = sys.modules.get(name)
-        if mod is not None:
-            return mod
-        here = os.path.join(os.path.dirname(os.path.abspath(_WORKER_FILE)), name + ".py")
-        if os.path.isfile(here):
-            import importlib.util
-            spec = importlib.util.spec_from_file_location(name, here)
-            mod = importlib.util.module_from_spec(spec)
-            sys.modules[name] = mod
-            try:
-                spec.loader.exec_module(mod)
-            except BaseException:
-                del sys.modules[name]
-                raise
-            return mod
-        import importlib
-        return importlib.import_module(name)
+    """Module replhub_toolkit.NAME (relay, swap, query), loaded at its
+    first use."""
+    import importlib
+    _package()
+    return importlib.import_module("replhub_toolkit." + name)
 
 
 def _has_cloudpickle(cloudpickle_dir):

@@ -418,7 +418,7 @@ func TestFramesNeverTorn(t *testing.T) {
 		done, _ := w.until("done", 10*time.Second, nil)
 		require.Equal(t, "ok", done.str("status"), "%s", done.line)
 		require.EqualValues(t, cell, done.num("cell"))
-		w.run(fmt.Sprintf("import replhub_tk as _t\n_B = b'x' * 300000\n_F = open(%s, 'rb')", pyStr(blobFile)), 10*time.Second)
+		w.run(fmt.Sprintf("import replhub_toolkit.relay as _t\n_B = b'x' * 300000\n_F = open(%s, 'rb')", pyStr(blobFile)), 10*time.Second)
 
 		const cells = 200
 		code := "for i in range(3):\n" +

@@ -13,14 +13,14 @@ import (
 
 // Queries (vars, inspect, complete, reset) go to the session's worker as a
 // query frame and come back as an answer frame; the worker decides when
-// it may answer (between cells: boot/query.py). The hub counts no cell
+// it may answer (between cells: boot/replhub_toolkit/query.py). The hub counts no cell
 // for them and, but for a reset's note, writes nothing to the transcript.
 
 // queryIDs numbers query frames, hub-wide.
 var queryIDs atomic.Int64
 
 // queryBudget is how long past its wait a query may take: the worker's
-// own budget for it (BUDGET + GRACE in boot/query.py) and a margin for the
+// own budget for it (BUDGET + GRACE in boot/replhub_toolkit/query.py) and a margin for the
 // frames' way, over ssh too.
 const queryBudget = 15 * time.Second
 

@@ -23,7 +23,7 @@ import (
 // Swap: a session nobody has used for swap_after_hours goes to disk, and
 // the next exec or session() under its name brings it back.
 //
-// A swap asks the worker to pickle its namespace (boot/swap.py): locally
+// A swap asks the worker to pickle its namespace (boot/replhub_toolkit/swap.py): locally
 // into SwapDir/~NAME.pickle.part-SID, which the worker creates; a remote
 // worker sends the bytes as chunk frames, which the hub writes there. Once
 // the worker says it is done, the hub checks the file (a regular file of

@@ -34,10 +34,11 @@ type Module struct {
 }
 
 // late says whether module name is sent at its first import rather than in
-// the payload: the swap, the toolkit's helpers (its package, which every
-// session imports at start, goes whole) and cloudpickle.
+// the payload: the modules of replhub_toolkit (swap, query, the helpers)
+// but the relay, through which the rest are asked for (the package itself
+// goes whole: every session imports it at start), and cloudpickle.
 func late(name string) bool {
-	return name == "replhub_swap" || name == "replhub_query" || strings.HasPrefix(name, "replhub_toolkit.") ||
+	return strings.HasPrefix(name, "replhub_toolkit.") && name != "replhub_toolkit.relay" ||
 		name == "cloudpickle" || strings.HasPrefix(name, "cloudpickle.")
 }
 
@@ -45,8 +46,7 @@ func late(name string) bool {
 // user's.
 func builtin() map[string]Module {
 	cpModsOnce.Do(func() { cpMods, _ = cloudpickleModules(CloudpickleDir()) })
-	mods := map[string]Module{WorkerModule: {Src: string(boot.Worker)}, "replhub_tk": {Src: string(boot.Toolkit)},
-		"replhub_swap": {Src: string(boot.Swap)}, "replhub_query": {Src: string(boot.Query)}}
+	mods := map[string]Module{WorkerModule: {Src: string(boot.Worker)}}
 	for _, m := range boot.ToolkitPackage() {
 		mods[m.Name] = Module{Src: string(m.Src), Pkg: m.Pkg}
 	}

@@ -5,7 +5,7 @@
 //
 // A frame is one line of UTF-8 JSON whose "op" names its type; when the
 // header has "len": N, exactly N raw bytes follow the newline. The Python
-// side (boot/worker.py, boot/tk.py) reads and writes the same frames; the
+// side (boot/worker.py, boot/replhub_toolkit/relay.py) reads and writes the same frames; the
 // golden file testdata/golden.json pins the JSON of every op, and the tests
 // hold both sides to it, so a misspelt key is a failing test, not a silent
 // bug.

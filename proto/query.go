@@ -2,7 +2,7 @@ package proto
 
 import "github.com/replhub/replhub/wire"
 
-// Query frames (boot/query.py): the hub asks a worker about its names
+// Query frames (boot/replhub_toolkit/query.py): the hub asks a worker about its names
 // without running a cell, and the worker answers between cells, on a
 // thread of its own, waiting for a running cell up to Wait seconds. No
 // payload either way: the worker caps every list and text in an answer

@@ -1,6 +1,6 @@
 package proto
 
-// Swap frames (boot/swap.py): the hub asks a worker to pickle its
+// Swap frames (boot/replhub_toolkit/swap.py): the hub asks a worker to pickle its
 // namespace (Swap) and a new worker to load it back (Restore).
 //
 // Locally Path names the file the worker writes, or reads after checking
