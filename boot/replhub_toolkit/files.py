@@ -117,12 +117,14 @@ def _read_bytes(name, path, offset=0, limit=None):
     except OSError as e:
         raise _open_error(name, path, e) from None
     with f:
-        head = f.read(BINARY_PEEK)
-        if b"\0" in head:
+        # The whole file at once when it is all wanted: no second copy.
+        head = f.read() if offset == 0 and limit is None else f.read(BINARY_PEEK)
+        nul = head.find(b"\0", 0, BINARY_PEEK)
+        if nul >= 0:
             raise FileError("%s: %s is binary (a NUL byte at offset %d); read it with open(%r, 'rb')"
-                            % (name, path, head.index(b"\0"), path))
+                            % (name, path, nul, path))
         if offset == 0 and limit is None:
-            return head + f.read(), 0, False
+            return head, 0, False
         f.seek(0)
         out = []
         at = pos = 0
