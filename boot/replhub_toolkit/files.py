@@ -970,21 +970,27 @@ def _hit_text(text):
 
 
 def _grep_result(hits, stopped, files_only, context, max_count, limit):
-    paths = sorted(p for p in hits if not _is_binary(p))
     out = []
     total = None  # lines past the limit are counted, not formatted
     if files_only:
-        out = paths
+        out = [p for p in sorted(hits) if not _is_binary(p)]
     elif not context:
+        # Files are looked at for a NUL (binary: left out) only as far as
+        # lines are shown; past the limit, lines are counted, every file's.
+        # A search with a hundred thousand hits would otherwise open every
+        # file that has one.
         total = 0
-        for p in paths:
+        for p in sorted(hits):
             nums = sorted(hits[p])
             if max_count:
                 nums = nums[:max_count]
-            total += len(nums)
             room = len(nums) if limit is None else max(0, limit + 1 - len(out))
+            if room and _is_binary(p):
+                continue
+            total += len(nums)
             out.extend("%s:%d:%s" % (p, n, _clip(_hit_text(hits[p][n]))) for n in nums[:room])
     else:
+        paths = sorted(p for p in hits if not _is_binary(p))
         for p in paths:
             nums = sorted(hits[p])
             if max_count:
