@@ -888,11 +888,18 @@ def grep(pattern, path=".", glob=None, type=None, hidden=False, multiline=False,
                 return True
             return False
 
+        more = 0
         try:
             if argv is None:
                 if regex is None:
                     raise _Refused(py_error)
                 _python(regex, root, hidden, pre, multiline, files_only, max_count, sink)
+            elif trusted and not files_only and not context and limit is not None:
+                # rg's whole answer at once: only the files whose lines are
+                # shown are parsed; the rest are counted.
+                hits, more, cut = _bulk_hits(_output(argv), root if is_dir else None, limit, max_count)
+                if cut:
+                    stopped.append(True)
             else:
                 _run(argv, root if name == "grep" and is_dir else None, files_only, sink)
             break
@@ -900,7 +907,7 @@ def grep(pattern, path=".", glob=None, type=None, hidden=False, multiline=False,
             refused = refused or e
     else:
         raise EditError("grep: bad pattern %r: %s" % (pattern, refused))
-    return _grep_result(hits, bool(stopped), files_only, context, max_count, limit)
+    return _grep_result(hits, bool(stopped), files_only, context, max_count, limit, more)
 
 
 def _flags(ignore_case, files_only, max_count):
@@ -969,7 +976,69 @@ def _hit_text(text):
     return text.rstrip("\r")
 
 
-def _grep_result(hits, stopped, files_only, context, max_count, limit):
+def _output(argv):
+    """A search program's whole stdout; _Refused when it refused the
+    pattern."""
+    with tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, env=_env())
+        try:
+            data = p.stdout.read()
+        finally:
+            p.stdout.close()
+            if p.wait() == 2:
+                err.seek(0)
+                why = err.read().decode("utf-8", "replace").strip()
+                if why:
+                    raise _Refused(why.splitlines()[-1])
+    return data
+
+
+def _bulk_hits(data, root, limit, max_count):
+    """From "path\\0line:text" lines: hits for the first files, in path
+    order, whose lines fill the limit, how many lines the other files
+    hold, and whether GREP_COLLECT cut the search short. Lines sort by
+    path (\\0 ends it) in C; a file's block is found by bisection."""
+    import bisect
+    lines = data.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    cut = len(lines) > GREP_COLLECT
+    if cut:
+        del lines[GREP_COLLECT:]
+    lines.sort()
+    hits, shown, more, i, n = {}, 0, 0, 0, len(lines)
+    while i < n:
+        if shown > limit and not max_count:
+            more += n - i  # every line left is one more
+            break
+        end = lines[i].find(b"\0")
+        if end < 0:
+            i += 1
+            continue
+        name = lines[i][:end]
+        j = bisect.bisect_left(lines, name + b"\x01", i)
+        k = j - i if not max_count else min(j - i, max_count)
+        if shown > limit:
+            more += k
+        else:
+            path = os.fsdecode(name)
+            if root == "." and path.startswith("./"):
+                path = path[2:]
+            block = {}
+            for line in lines[i:j]:
+                num, _, text = line[end + 1:].partition(b":")
+                try:
+                    block[int(num)] = text
+                except ValueError:
+                    continue
+            hits[path] = block
+            if not _is_binary(path):
+                shown += k
+        i = j
+    return hits, more, cut
+
+
+def _grep_result(hits, stopped, files_only, context, max_count, limit, more=0):
     out = []
     total = None  # lines past the limit are counted, not formatted
     if files_only:
@@ -989,6 +1058,7 @@ def _grep_result(hits, stopped, files_only, context, max_count, limit):
                 continue
             total += len(nums)
             out.extend("%s:%d:%s" % (p, n, _clip(_hit_text(hits[p][n]))) for n in nums[:room])
+        total += more  # lines of files past the limit, counted only
     else:
         paths = sorted(p for p in hits if not _is_binary(p))
         for p in paths:
