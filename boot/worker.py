@@ -87,6 +87,9 @@ def _grow_pipe(fd):
         pass
 
 
+_MSG_DONTWAIT = 0x40  # Linux's; socket.MSG_DONTWAIT where the module has it
+
+
 def _nonblocking(fd):
     try:
         import fcntl
@@ -267,6 +270,8 @@ class Channel(object):
         each reader closes its own file. Returns the new generation's
         reader file and number."""
         import socket
+        global _MSG_DONTWAIT
+        _MSG_DONTWAIT = getattr(socket, "MSG_DONTWAIT", _MSG_DONTWAIT)
         self._superseding = True  # a writer stuck on the old link gives up
         with self._lock:
             self._superseding = False
@@ -355,7 +360,7 @@ class Channel(object):
         while view:
             try:
                 if self._wsock is not None:
-                    n = self._wsock.send(view, getattr(__import__("socket"), "MSG_DONTWAIT", 0x40))
+                    n = self._wsock.send(view, _MSG_DONTWAIT)
                 else:
                     n = os.write(self._w, view)
             except (BlockingIOError, InterruptedError):
@@ -595,22 +600,31 @@ class Pump(object):
         _exit.__doc__ = real_exit.__doc__
         return _exit
 
+    def _write_first(self, data):
+        """Write data to the first hub's stream, waiting while it is full;
+        returns what could not be written (the hub is gone, or a new one
+        is taking over), b"" when all was."""
+        view = memoryview(data)
+        try:
+            while view:
+                try:
+                    view = view[os.write(self.errfd, view):]
+                except (BlockingIOError, InterruptedError):
+                    if self.superseded:
+                        raise OSError(32, "a new hub took the session over")
+                    import select
+                    select.select([], [self.errfd], [], 0.5)
+        except OSError:
+            return bytes(view)
+        return b""
+
     def _deliver(self, data):
         if self.errfd is not None:
-            view = memoryview(data)
-            try:
-                while view:
-                    try:
-                        view = view[os.write(self.errfd, view):]
-                    except (BlockingIOError, InterruptedError):
-                        if self.superseded:
-                            raise OSError(32, "a new hub took the session over")
-                        import select
-                        select.select([], [self.errfd], [], 0.5)
+            rest = self._write_first(data)
+            if not rest:
                 return
-            except OSError:
-                self._drop_first_hub()
-                data = bytes(view)
+            self._drop_first_hub()
+            data = rest
         if self.chan is not None:
             try:
                 for i in range(0, len(data), 1 << 20):
@@ -644,12 +658,7 @@ class Pump(object):
         keep what follows for the next hub."""
         with self.lock:
             if self.errfd is not None:
-                try:
-                    view = memoryview(fence)
-                    while view:
-                        view = view[os.write(self.errfd, view):]
-                except OSError:
-                    pass
+                self._write_first(fence)
                 self._drop_first_hub()
             elif self.chan is not None:
                 try:

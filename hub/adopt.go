@@ -163,25 +163,14 @@ func (h *Hub) adopt(rec liveRecord) error {
 		conn.Close()
 		return fmt.Errorf("its socket is served by uid %d, not ours", uid)
 	}
-	p := &socketProc{conn: conn, pid: rec.Pid, start: rec.WorkerStart, root: rec.Root, eof: make(chan struct{})}
-	p.w = proto.NewWriter(conn)
-	frames := proto.NewReader(p.Stdout())
-	conn.SetDeadline(time.Now().Add(adoptWait))
-	if err := p.w.Write(&proto.Adopt{}); err != nil {
+	ready, err := handshake(conn)
+	if err != nil {
 		conn.Close()
 		return err
 	}
-	m, err := frames.Read()
-	if err != nil {
-		conn.Close()
-		return fmt.Errorf("no ready frame: %w", err)
-	}
-	ready, ok := m.(*proto.Ready)
-	if !ok || !ready.Adopted || ready.Proto != proto.Version {
-		conn.Close()
-		return fmt.Errorf("the worker answered %s, not ready (protocol %d)", m.Op(), proto.Version)
-	}
-	conn.SetDeadline(time.Time{})
+	p := &socketProc{conn: conn, pid: rec.Pid, start: rec.WorkerStart, root: rec.Root, eof: make(chan struct{})}
+	p.w = proto.NewWriter(conn)
+	frames := proto.NewReader(p.Stdout())
 
 	s := newSession(h, rec.Name)
 	s.proc, s.w, s.frames = p, p.w, frames

@@ -12,6 +12,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,26 +44,25 @@ func late(name string) bool {
 }
 
 // builtin is every module the payload carries, with its source, but the
-// user's.
-func builtin() map[string]Module {
-	cpModsOnce.Do(func() { cpMods, _ = cloudpickleModules(CloudpickleDir()) })
+// user's: built once (a module request and a remote start read it; Build
+// copies it before it writes).
+var builtin = sync.OnceValue(func() map[string]Module {
+	cp, _ := cloudpickleModules(CloudpickleDir())
 	mods := map[string]Module{WorkerModule: {Src: string(boot.Worker)}}
 	for _, m := range boot.ToolkitPackage() {
 		mods[m.Name] = Module{Src: string(m.Src), Pkg: m.Pkg}
 	}
-	for k, v := range cpMods {
-		mods[k] = v
-	}
+	maps.Copy(mods, cp)
 	return mods
-}
+})
 
 // Source is the source of a late module, which a session asks for.
 func Source(name string) (string, bool) {
-	m, ok := builtin()[name]
-	if !ok || !late(name) {
+	if !late(name) {
 		return "", false
 	}
-	return m.Src, true
+	m, ok := builtin()[name]
+	return m.Src, ok
 }
 
 // WorkerModule is the name the worker is imported under remotely.
@@ -72,7 +72,7 @@ const WorkerModule = "replhub_worker"
 // worker and extra modules; argv, when given, is the worker's (else
 // --stdio).
 func Build(extra map[string]Module, argv ...string) ([]byte, error) {
-	mods := builtin()
+	mods := maps.Clone(builtin())
 	for k, v := range extra {
 		mods[k] = v
 	}
@@ -100,11 +100,6 @@ func Build(extra map[string]Module, argv ...string) ([]byte, error) {
 	out := []byte(strconv.Itoa(z.Len()) + "\n")
 	return append(out, z.Bytes()...), nil
 }
-
-var (
-	cpMods     map[string]Module
-	cpModsOnce sync.Once
-)
 
 // Default is the payload with the standard modules and, where this
 // machine has it, cloudpickle.

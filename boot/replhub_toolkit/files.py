@@ -850,6 +850,7 @@ def grep(pattern, path=".", glob=None, type=None, hidden=False, multiline=False,
             chain.append((name, None))
     is_dir = os.path.isdir(root)
     refused = None
+    seen = {}  # path: binary, each file looked at once
     for name, argv in chain:
         hits = {}
         stopped = []
@@ -859,28 +860,20 @@ def grep(pattern, path=".", glob=None, type=None, hidden=False, multiline=False,
         trusted = name.startswith("rg") and (user_globs is None or type_globs is None)
 
         def sink(p, n, text):
-            if trusted:
-                if is_dir and root == "." and p.startswith("./"):
-                    p = p[2:]
-                hits.setdefault(p, {})[n] = text
-                count[0] += 1
-                if count[0] >= GREP_COLLECT:
-                    stopped.append(True)
-                    return True
-                return False
             if name == "grep" and is_dir:
                 # GNU grep ran inside root (see _grep_argv): join root back on.
                 p = p[2:] if p.startswith("./") else p
                 p = p if root == "." else os.path.join(root, p)
             elif is_dir and root == "." and p.startswith("./"):
                 p = p[2:]
-            base = os.path.basename(p)
-            if is_dir and not hidden:
-                rel = p[len(root) + 1:] if p.startswith(root + "/") else p
-                if _is_hidden(rel):
+            if not trusted:
+                base = os.path.basename(p)
+                if is_dir and not hidden:
+                    rel = p[len(root) + 1:] if p.startswith(root + "/") else p
+                    if _is_hidden(rel):
+                        return False
+                if not (_fit(base, user_globs) and _fit(base, type_globs)):
                     return False
-            if not (_fit(base, user_globs) and _fit(base, type_globs)):
-                return False
             hits.setdefault(p, {})[n] = text
             count[0] += 1
             if count[0] >= GREP_COLLECT:
@@ -897,7 +890,7 @@ def grep(pattern, path=".", glob=None, type=None, hidden=False, multiline=False,
             elif trusted and not files_only and not context and limit is not None:
                 # rg's whole answer at once: only the files whose lines are
                 # shown are parsed; the rest are counted.
-                hits, more, cut = _bulk_hits(_output(argv), root if is_dir else None, limit, max_count)
+                hits, more, cut = _bulk_hits(_output(argv), root if is_dir else None, limit, max_count, seen)
                 if cut:
                     stopped.append(True)
             else:
@@ -907,7 +900,7 @@ def grep(pattern, path=".", glob=None, type=None, hidden=False, multiline=False,
             refused = refused or e
     else:
         raise EditError("grep: bad pattern %r: %s" % (pattern, refused))
-    return _grep_result(hits, bool(stopped), files_only, context, max_count, limit, more)
+    return _grep_result(hits, bool(stopped), files_only, context, max_count, limit, more, seen)
 
 
 def _flags(ignore_case, files_only, max_count):
@@ -993,12 +986,11 @@ def _output(argv):
     return data
 
 
-def _bulk_hits(data, root, limit, max_count):
+def _bulk_hits(data, root, limit, max_count, seen):
     """From "path\\0line:text" lines: hits for the first files, in path
     order, whose lines fill the limit, how many lines the other files
     hold, and whether GREP_COLLECT cut the search short. Lines sort by
     path (\\0 ends it) in C; a file's block is found by bisection."""
-    import bisect
     lines = data.split(b"\n")
     if lines and not lines[-1]:
         lines.pop()
@@ -1032,17 +1024,26 @@ def _bulk_hits(data, root, limit, max_count):
                 except ValueError:
                     continue
             hits[path] = block
-            if not _is_binary(path):
+            if not _binary(path, seen):
                 shown += k
         i = j
     return hits, more, cut
 
 
-def _grep_result(hits, stopped, files_only, context, max_count, limit, more=0):
+def _binary(path, seen):
+    """_is_binary, remembered in seen."""
+    b = seen.get(path)
+    if b is None:
+        b = seen[path] = _is_binary(path)
+    return b
+
+
+def _grep_result(hits, stopped, files_only, context, max_count, limit, more=0, seen=None):
+    seen = {} if seen is None else seen
     out = []
     total = None  # lines past the limit are counted, not formatted
     if files_only:
-        out = [p for p in sorted(hits) if not _is_binary(p)]
+        out = [p for p in sorted(hits) if not _binary(p, seen)]
     elif not context:
         # Files are looked at for a NUL (binary: left out) only as far as
         # lines are shown; past the limit, lines are counted, every file's.
@@ -1054,13 +1055,13 @@ def _grep_result(hits, stopped, files_only, context, max_count, limit, more=0):
             if max_count:
                 nums = nums[:max_count]
             room = len(nums) if limit is None else max(0, limit + 1 - len(out))
-            if room and _is_binary(p):
+            if room and _binary(p, seen):
                 continue
             total += len(nums)
             out.extend("%s:%d:%s" % (p, n, _clip(_hit_text(hits[p][n]))) for n in nums[:room])
         total += more  # lines of files past the limit, counted only
     else:
-        paths = sorted(p for p in hits if not _is_binary(p))
+        paths = sorted(p for p in hits if not _binary(p, seen))
         for p in paths:
             nums = sorted(hits[p])
             if max_count:

@@ -8,11 +8,12 @@ failure is one line, and output a command floods is capped in memory.
 
 A command runs in a process group of its own, so a timeout or a
 KeyboardInterrupt ends all of it, and the session's own interrupt does not
-reach a background job.  Jobs do not die with the session by themselves:
-the worker calls kill_all() at exit, and finished_jobs() after each cell.
+reach a background job.  Each group is told to the worker's reaper
+(GROUP_HOOK), which ends the live ones when the worker dies, however it
+dies; the worker calls finished_jobs() after each cell.
 
 What a value shows in a reply is its __replhub_show__(), plain text.
-Standard library only, Python 3.6+; nothing from the other toolkit modules.
+Standard library only, Python 3.6+.
 """
 
 import os
