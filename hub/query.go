@@ -71,7 +71,7 @@ func (h *Hub) Query(ctx context.Context, req wire.Request) (*wire.Answer, error)
 	}
 	q := &proto.Query{Kind: req.Op, Expr: req.Expr, Text: req.Text, All: req.All,
 		KeepImports: req.KeepImports, Limit: req.Limit, Wait: wait}
-	a, err := s.query(ctx, q, time.Duration(wait*float64(time.Second)))
+	a, err := s.query(ctx, q, time.Duration(wait*float64(time.Second)), wire.AdviceFor(req.Surface))
 	if err != nil || a == nil {
 		return nil, err
 	}
@@ -87,7 +87,7 @@ func (h *Hub) Query(ctx context.Context, req wire.Request) (*wire.Answer, error)
 
 // query sends q and waits for its answer: up to wait for a running cell,
 // and queryBudget more for the worker to answer.
-func (s *Session) query(ctx context.Context, q *proto.Query, wait time.Duration) (*wire.Answer, error) {
+func (s *Session) query(ctx context.Context, q *proto.Query, wait time.Duration, adv wire.Advice) (*wire.Answer, error) {
 	if err := s.awaitLink(ctx, max(wait, time.Second)); err != nil {
 		return nil, err
 	}
@@ -98,7 +98,7 @@ func (s *Session) query(ctx context.Context, q *proto.Query, wait time.Duration)
 	}
 	if busy := s.busyWithLocked(); busy != "" && q.Kind == wire.OpReset {
 		s.mu.Unlock()
-		return nil, s.resetBusy(busy)
+		return nil, s.resetBusy(busy, adv)
 	}
 	q.ID = queryIDs.Add(1)
 	ch := make(chan *proto.Answer, 1)
@@ -119,7 +119,7 @@ func (s *Session) query(ctx context.Context, q *proto.Query, wait time.Duration)
 	defer timer.Stop()
 	select {
 	case a := <-ch:
-		return s.answerOf(q, a)
+		return s.answerOf(q, a, adv)
 	case <-s.exited:
 		return nil, &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' died before it answered: %s", s.name, s.deathText())}
 	case <-timer.C:
@@ -145,21 +145,21 @@ func (s *Session) onAnswer(f *proto.Answer) {
 	}
 }
 
-func (s *Session) resetBusy(busy string) error {
+func (s *Session) resetBusy(busy string, adv wire.Advice) error {
 	return &wire.Error{Code: wire.CodeBusy, Message: fmt.Sprintf(
-		"session '%s' is busy (%s), and reset refuses a busy session: `replhub wait %s` waits for the cell, `replhub interrupt %s` stops it",
-		s.name, busy, s.name, s.name)}
+		"session '%s' is busy (%s), and reset refuses a busy session: %s waits for the cell, %s stops it",
+		s.name, busy, adv.Wait(s.name), adv.Interrupt(s.name))}
 }
 
 // answerOf turns the worker's answer into the client's.
-func (s *Session) answerOf(q *proto.Query, a *proto.Answer) (*wire.Answer, error) {
+func (s *Session) answerOf(q *proto.Query, a *proto.Answer, adv wire.Advice) (*wire.Answer, error) {
 	if a.Busy {
 		what := "it is serving another session or swapping"
 		if a.Cell > 0 {
 			what = fmt.Sprintf("cell %d is running", a.Cell)
 		}
 		if q.Kind == wire.OpReset {
-			return nil, s.resetBusy(what)
+			return nil, s.resetBusy(what, adv)
 		}
 		waited := "did not wait"
 		if a.Waited > 0.001 {

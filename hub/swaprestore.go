@@ -55,8 +55,8 @@ func (h *Hub) startOrRestore(ctx context.Context, s *Session, req *wire.Request)
 	defer h.endJob(s, j)
 	if err := h.startSession(ctx, s, *req); err != nil {
 		return "", &wire.Error{Code: wire.CodeStart, Message: fmt.Sprintf(
-			"session '%s' is swapped to disk, and starting it again to restore it failed: %v\nThe swap stays: try again, or `replhub kill %s` deletes it",
-			req.Name, errorMessage(err), req.Name)}
+			"session '%s' is swapped to disk, and starting it again to restore it failed: %v\nThe swap stays: try again, or %s deletes it",
+			req.Name, errorMessage(err), wire.AdviceFor(req.Surface).Kill(req.Name))}
 	}
 	rctx, cancel := context.WithTimeout(ctx, restoreBound)
 	defer cancel()
@@ -82,8 +82,8 @@ func (h *Hub) startOrRestore(ctx context.Context, s *Session, req *wire.Request)
 		case <-time.After(5 * time.Second):
 		}
 		return "", &wire.Error{Code: wire.CodeStart, Message: fmt.Sprintf(
-			"session '%s' is swapped to disk, and loading its swap failed: %v\nThe swap stays: `replhub kill %s` deletes it",
-			req.Name, err, req.Name)}
+			"session '%s' is swapped to disk, and loading its swap failed: %v\nThe swap stays: %s deletes it",
+			req.Name, err, wire.AdviceFor(req.Surface).Kill(req.Name))}
 	}
 	kept := ""
 	if len(ans.Skipped) > 0 {
