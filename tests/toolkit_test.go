@@ -138,10 +138,12 @@ func TestToolkitShOnAHost(t *testing.T) {
 	assert.Contains(t, r.Stdout, "CommandError: sh: exit 4")
 	t0 := time.Now()
 	r = w.Run("exec", "loc", `sh("sleep 30", host="lab", timeout=1)`)
-	if !assert.Contains(t, r.Stdout, "no end within") {
-		b, _ := os.ReadFile(w.Paths.Log())
-		t.Logf("hub log:\n%s", b)
-	}
+	assert.Contains(t, r.Stdout, "CommandTimeout: sh on lab: no end within")
+	out = ok(t, w.Run("exec", "loc", `try:
+    sh("true", host="no-such-host.invalid")
+except CommandError as e:
+    print("caught:", e)`))
+	assert.Contains(t, out, "caught: sh")
 	assert.Less(t, time.Since(t0), 10*time.Second)
 
 	// From a session on lab: its own host yes, another host no.

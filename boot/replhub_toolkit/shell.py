@@ -421,7 +421,13 @@ def _run_host(who, cmd, argv, data, cwd, env, timeout, merge, host):
         for k, v in env.items():
             if not isinstance(k, str) or not isinstance(v, str):
                 raise TypeError("%s: env keys and values must be str: %r" % (who, k))
-    code, out, err = HOST_RUNNER(host, argv, data, cwd, env, timeout)
+    try:
+        code, out, err = HOST_RUNNER(host, argv, data, cwd, env, timeout)
+    except Exception as e:
+        # The hub's answer (no connection, a refusal, the timeout) is one
+        # line, raised as a command's would be.
+        msg = str(e) if str(e).startswith(who) else "%s: %s" % (who, e)
+        raise (CommandTimeout if "no end within" in msg else CommandError)(msg) from None
     return Result(_decode(out), _decode(err), code, cmd)
 
 
