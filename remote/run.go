@@ -26,18 +26,16 @@ type RunSpec struct {
 	Env map[string]string
 	// Stdin is its whole input.
 	Stdin []byte
-	// Limit caps what is kept of stdout and of stderr, each (head and
-	// tail); zero means 8 MiB.
-	Limit int
 }
+
+// runKeep is what Run keeps of stdout and of stderr, each (head and tail).
+const runKeep = 8 << 20
 
 // RunResult is how a command ended and what it wrote.
 type RunResult struct {
 	Code     int // -1 when killed by a signal
 	Signal   string
 	Out, Err []byte
-	// Dropped counts the bytes left out of Out and Err by the limit.
-	Dropped int64
 }
 
 // Run runs spec on the host over a new channel of the connection and waits
@@ -45,10 +43,6 @@ type RunResult struct {
 func (c *Conn) Run(ctx context.Context, spec RunSpec) (*RunResult, error) {
 	if len(spec.Argv) == 0 {
 		return nil, errors.New("remote: run: no command")
-	}
-	limit := spec.Limit
-	if limit <= 0 {
-		limit = 8 << 20
 	}
 	sess, err := c.client.NewSession()
 	if err != nil {
@@ -58,7 +52,7 @@ func (c *Conn) Run(ctx context.Context, spec RunSpec) (*RunResult, error) {
 		return nil, fmt.Errorf("remote: %s: opening a channel: %w", c.route.Target().Alias, err)
 	}
 	defer sess.Close()
-	out, errw := &capped{limit: limit}, &capped{limit: limit}
+	out, errw := &capped{limit: runKeep}, &capped{limit: runKeep}
 	pid := &pidLine{w: errw}
 	sess.Stdin, sess.Stdout, sess.Stderr = bytes.NewReader(spec.Stdin), out, pid
 	done := make(chan error, 1)
@@ -76,7 +70,7 @@ func (c *Conn) Run(ctx context.Context, spec RunSpec) (*RunResult, error) {
 		return nil, ctx.Err()
 	}
 	pid.flush()
-	res := &RunResult{Out: out.bytes(), Err: errw.bytes(), Dropped: out.dropped + errw.dropped}
+	res := &RunResult{Out: out.bytes(), Err: errw.bytes()}
 	var ee *ssh.ExitError
 	switch {
 	case werr == nil:

@@ -695,11 +695,7 @@ def _run(argv, cwd, files_only, sink):
             for hit in found:
                 if sink(*hit):
                     return
-            if p.wait() == 2:
-                err.seek(0)
-                why = err.read().decode("utf-8", "replace").strip()
-                if why:
-                    raise _Refused(why.splitlines()[-1])
+            _refusal(p, err)
         finally:
             if p.poll() is None:
                 p.kill()
@@ -969,6 +965,16 @@ def _hit_text(text):
     return text.rstrip("\r")
 
 
+def _refusal(p, err):
+    """Wait for search program p; _Refused with its last word on stderr
+    (the file err) when it refused the pattern (status 2)."""
+    if p.wait() == 2:
+        err.seek(0)
+        why = err.read().decode("utf-8", "replace").strip()
+        if why:
+            raise _Refused(why.splitlines()[-1])
+
+
 def _output(argv):
     """A search program's whole stdout; _Refused when it refused the
     pattern."""
@@ -978,11 +984,7 @@ def _output(argv):
             data = p.stdout.read()
         finally:
             p.stdout.close()
-            if p.wait() == 2:
-                err.seek(0)
-                why = err.read().decode("utf-8", "replace").strip()
-                if why:
-                    raise _Refused(why.splitlines()[-1])
+            _refusal(p, err)
     return data
 
 
