@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strings"
@@ -18,17 +17,11 @@ import (
 // path is cut and restored; the time from the path's return to the
 // session answering a cell (the exec that finds the link down tries at
 // once), against one OpenSSH connection to the same host in the same run.
-func lingerRows(w *world, n int) (rows []row, err error) {
-	tb := &benchTB{}
-	defer tb.close()
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("reattach benchmark: %v", r)
-		}
-	}()
-	if _, err := exec.LookPath(sshtest.SSHD); err != nil {
-		return nil, fmt.Errorf("the reattach benchmark needs sshd (apt-get install openssh-server)")
-	}
+func lingerRows(w *world, n int) ([]row, error) {
+	return withSSHD("reattach benchmark", func(tb *benchTB) ([]row, error) { return lingerRowsWith(tb, w, n) })
+}
+
+func lingerRowsWith(tb *benchTB, w *world, n int) (rows []row, err error) {
 	home := filepath.Join(w.root, "home-linger")
 	key := sshtest.NewKey(tb, filepath.Join(home, ".ssh", "id_ed25519"), "")
 	srv := sshtest.Start(tb, sshtest.Options{Authorized: []string{key.Public}})

@@ -2,7 +2,7 @@
 // prints a table of medians and ratios. It builds the binary and runs a
 // private hub in a temporary folder; nothing of the user's is touched.
 //
-//	go run ./bench [-python PATH] [-n RUNS] [-remote=false] [-objects] [-swap] [-transfers K] [-durable] [-linger] [-toolkit] [-query]
+//	go run ./bench [-python PATH] [-n RUNS] [-remote=false] [-objects] [-swap] [-transfers K] [-durable] [-linger] [-toolkit] [-query] [-fanout]
 package main
 
 import (
@@ -135,6 +135,11 @@ func run(python string, n int) error {
 	defer w.close()
 	var rows []row
 	fmt.Printf("python %s, %d runs per whole-process figure\n\n", w.py, n)
+	if *fanoutOnly {
+		fr, err := fanoutRows(w, min(n, 5))
+		printTable(fr)
+		return err
+	}
 
 	if *queryOnly {
 		qr, err := queryRows(w, n)
@@ -194,12 +199,16 @@ func run(python string, n int) error {
 		rows = append(rows, rr...)
 	}
 
+	printTable(rows)
+	return nil
+}
+
+func printTable(rows []row) {
 	fmt.Println("| measurement | replhub (median) | baseline (median) | ratio | goal |")
 	fmt.Println("|---|---|---|---|---|")
 	for _, r := range rows {
 		fmt.Printf("| %s | %s | %s | %s | %s |\n", r.what, r.value, r.baseline, r.ratio, r.goal)
 	}
-	return nil
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }

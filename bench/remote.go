@@ -32,18 +32,29 @@ func (b *benchTB) close() {
 	}
 }
 
-// remoteRows measures remote sessions against OpenSSH on loopback sshd's.
-func remoteRows(w *world, n int, localRT time.Duration) (rows []row, err error) {
+// withSSHD runs do with a benchTB for the sshtest helpers: its cleanups
+// run when do returns, and a fatal error of theirs becomes the error,
+// named by what. Without sshd it fails at once.
+func withSSHD(what string, do func(tb *benchTB) ([]row, error)) (rows []row, err error) {
+	if _, err := exec.LookPath(sshtest.SSHD); err != nil {
+		return nil, fmt.Errorf("%s: needs sshd (apt-get install openssh-server)", what)
+	}
 	tb := &benchTB{}
 	defer tb.close()
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("remote benchmarks: %v", r)
+			err = fmt.Errorf("%s: %v", what, r)
 		}
 	}()
-	if _, err := exec.LookPath(sshtest.SSHD); err != nil {
-		return nil, fmt.Errorf("remote benchmarks need sshd (apt-get install openssh-server)")
-	}
+	return do(tb)
+}
+
+// remoteRows measures remote sessions against OpenSSH on loopback sshd's.
+func remoteRows(w *world, n int, localRT time.Duration) ([]row, error) {
+	return withSSHD("remote benchmarks", func(tb *benchTB) ([]row, error) { return remoteRowsWith(tb, w, n, localRT) })
+}
+
+func remoteRowsWith(tb *benchTB, w *world, n int, localRT time.Duration) (rows []row, err error) {
 	home := filepath.Join(w.root, "home")
 	key := sshtest.NewKey(tb, filepath.Join(home, ".ssh", "id_ed25519"), "")
 	gw := sshtest.Start(tb, sshtest.Options{Authorized: []string{key.Public}})

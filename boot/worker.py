@@ -811,8 +811,8 @@ class Session(object):
         main.__dict__["__builtins__"] = __builtins__
         sys.modules["__main__"] = main
         self.ns = main.__dict__
-        self.ns["session"] = self._lazy("session")
-        self.ns["sessions"] = self._lazy("sessions")
+        for helper in RELAY_HELPERS:
+            self.ns[helper] = self._lazy(helper)
         if toolkit is not None:
             toolkit.preload(self.ns, self._sh_on_host, _reaper_group)
         if IMPORTER is not None:
@@ -832,8 +832,8 @@ class Session(object):
                 if self._tk is None:
                     tk = self._load_tk()
                     tk._link = tk.Link(self.chan)
-                    self.ns["session"], self.ns["sessions"] = tk.session, tk.sessions
-                    self.base_values["session"], self.base_values["sessions"] = tk.session, tk.sessions
+                    for helper in RELAY_HELPERS:
+                        self.ns[helper] = self.base_values[helper] = getattr(tk, helper)
                     self._tk = tk
         return self._tk
 
@@ -1681,6 +1681,10 @@ def _ready_frame(has_cloudpickle, extra=()):
             '"cloudpickle":%s%s}\n' % (PROTO, v[0], v[1], v[2], os.getpid(), js(cwd),
                                        js(sys.executable or ""),
                                        "true" if has_cloudpickle else "false", more)).encode("utf-8")
+
+
+# The relay's helpers every session starts with, loaded at first use.
+RELAY_HELPERS = ("session", "sessions", "sessions_on")
 
 
 def _load_tk(cloudpickle_dir):

@@ -203,6 +203,12 @@ type ExecOptions struct {
 	Host    string
 	Jump    *[]string
 	Pythons []string
+	// Hosts runs the cell in session NAME@HOST on every host of this
+	// node-set expression at once (see wire.Request); Fanout bounds how
+	// many connect at once (zero: config.json's, else 16). The Result
+	// then has one HostResult per host in Fan.
+	Hosts  string
+	Fanout int
 	// Sudo runs a new session as root. When sudo wants a password, the
 	// program named by $SUDO_ASKPASS in Env runs here and the password goes
 	// to the hub; it is asked once, never retried.
@@ -221,7 +227,7 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*w
 		o.Env = os.Environ()
 	}
 	req := wire.Request{Op: wire.OpExec, Name: name, Code: code, Timeout: o.Timeout.Seconds(), Python: o.Python, Cwd: o.Cwd,
-		Host: o.Host, Jump: o.Jump, Pythons: o.Pythons, Sudo: o.Sudo, NoWait: o.NoWait}
+		Host: o.Host, Jump: o.Jump, Pythons: o.Pythons, Sudo: o.Sudo, NoWait: o.NoWait, Hosts: o.Hosts, Fanout: o.Fanout}
 	rep, err := c.Do(ctx, req, o.OnProgress)
 	if wire.IsCode(err, wire.CodeNeedEnv) {
 		req.Env = o.Env

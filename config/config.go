@@ -44,6 +44,9 @@ type File struct {
 	// SwapAfterHours and SwapKeepDays: see swap.go.
 	SwapAfterHours *float64 `json:"swap_after_hours,omitempty"`
 	SwapKeepDays   *float64 `json:"swap_keep_days,omitempty"`
+	// Groups and Fanout: see groups.go.
+	Groups map[string][]string `json:"groups,omitempty"`
+	Fanout int                 `json:"fanout,omitempty"`
 	// Hosts are per-host settings by pattern, in file order.
 	Hosts []HostRule `json:"-"`
 }
@@ -94,23 +97,21 @@ func Load(path string) (*File, error) {
 // Parse decodes config.json's bytes; name is used in errors. Unknown keys
 // are errors, so that a typo does not silently do nothing.
 func Parse(b []byte, name string) (*File, error) {
+	// File's own tags name the top-level keys; "hosts" keeps its order,
+	// so it is read apart (parseHosts).
 	var top struct {
-		Pythons     []string        `json:"pythons"`
-		Sudo        string          `json:"sudo"`
-		SudoTimeout float64         `json:"sudo_timeout"`
-		MaxObjectMB int64           `json:"max_object_mb"`
-		Linger      *float64        `json:"linger"`
-		SwapAfter   *float64        `json:"swap_after_hours"`
-		SwapKeep    *float64        `json:"swap_keep_days"`
-		Hosts       json.RawMessage `json:"hosts"`
+		File
+		Hosts json.RawMessage `json:"hosts"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&top); err != nil {
 		return nil, fmt.Errorf("config: %s: %w", name, err)
 	}
-	f := &File{Pythons: top.Pythons, Sudo: top.Sudo, SudoTimeout: top.SudoTimeout, MaxObjectMB: top.MaxObjectMB,
-		SwapAfterHours: top.SwapAfter, SwapKeepDays: top.SwapKeep, Linger: top.Linger}
+	f := &top.File
+	if err := f.checkGroups(name); err != nil {
+		return nil, err
+	}
 	if err := f.checkSwap(name); err != nil {
 		return nil, err
 	}

@@ -144,3 +144,24 @@ func TestLinger(t *testing.T) {
 		}
 	}
 }
+
+func TestGroups(t *testing.T) {
+	f, err := Parse([]byte(`{"groups": {"lab": ["lab-[1-40]", "gw-2"]}, "fanout": 4}`), "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := f.Group("lab"); !ok || len(m) != 2 {
+		t.Errorf("group lab: %v %v", m, ok)
+	}
+	if _, ok := f.Group("nope"); ok {
+		t.Error("a group nobody defined")
+	}
+	if f.FanoutOr(0) != 4 || f.FanoutOr(9) != 9 || (&File{}).FanoutOr(0) != DefaultFanout {
+		t.Error("fanout bound")
+	}
+	for _, bad := range []string{`{"groups": {"a b": ["x"]}}`, `{"groups": {"a": []}}`, `{"groups": ["x"]}`, `{"fanout": -1}`, `{"fanout": 5000}`} {
+		if _, err := Parse([]byte(bad), "c"); err == nil {
+			t.Errorf("%s parsed", bad)
+		}
+	}
+}

@@ -80,11 +80,12 @@ type Hub struct {
 
 	mu       sync.Mutex
 	sessions map[string]*Session
-	dead     map[string]bool // names with a death note on disk
-	told     toldDeaths      // which deaths each client has heard of (notes.go)
-	warnings []string        // for the next reply: ssh_config lines skipped
-	live     liveSet         // the records of running sessions (live.go)
-	swap     swapState       // swaps and restores under way (swap.go)
+	groups   map[string][]string // a group's hosts, by its name (fanout.go)
+	dead     map[string]bool     // names with a death note on disk
+	told     toldDeaths          // which deaths each client has heard of (notes.go)
+	warnings []string            // for the next reply: ssh_config lines skipped
+	live     liveSet             // the records of running sessions (live.go)
+	swap     swapState           // swaps and restores under way (swap.go)
 	closing  bool
 	conns    sync.WaitGroup
 }
@@ -115,7 +116,7 @@ func New(o Options) (*Hub, error) {
 	h := &Hub{
 		paths: o.Paths, version: o.Version, supervisor: o.Supervisor, log: o.Log,
 		startTimeout: o.StartTimeout, frameStall: o.FrameStall, workerPath: wp,
-		stop: make(chan struct{}), sessions: map[string]*Session{},
+		stop: make(chan struct{}), sessions: map[string]*Session{}, groups: map[string][]string{},
 		dead: loadDeadNames(o.Paths.DeadDir()),
 	}
 	// Find this machine's cloudpickle now, not at the first session start.
@@ -347,19 +348,33 @@ func (h *Hub) handle(ctx context.Context, req wire.Request, send func(wire.Reply
 		}
 		return wire.Reply{Result: res}
 	case wire.OpWait:
-		res, err := h.Wait(ctx, req, progress)
+		wait := h.Wait
+		if hosts := h.groupOf(req.Name); hosts != nil {
+			wait = func(ctx context.Context, req wire.Request, progress func(*wire.Progress)) (*wire.Result, error) {
+				return h.fanWait(ctx, req, hosts, progress)
+			}
+		}
+		res, err := wait(ctx, req, progress)
 		if err != nil {
 			return replyErr(err)
 		}
 		return wire.Reply{Result: res}
 	case wire.OpInterrupt:
-		msg, err := h.Interrupt(req)
+		interrupt := h.Interrupt
+		if hosts := h.groupOf(req.Name); hosts != nil {
+			interrupt = func(req wire.Request) (string, error) { return h.fanInterrupt(req, hosts) }
+		}
+		msg, err := interrupt(req)
 		if err != nil {
 			return replyErr(err)
 		}
 		return wire.Reply{Message: msg}
 	case wire.OpKill:
-		msg, err := h.Kill(req.Name)
+		kill := h.Kill
+		if hosts := h.groupOf(req.Name); hosts != nil {
+			kill = func(name string) (string, error) { return h.fanKill(name, hosts) }
+		}
+		msg, err := kill(req.Name)
 		if err != nil {
 			return replyErr(err)
 		}
@@ -403,14 +418,17 @@ func timeoutOf(sec float64) time.Duration {
 	return min(d, MaxTimeout)
 }
 
-var validName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+// validName is a session's name: NAME, or NAME@HOST for the session a
+// group NAME has on HOST (fanout.go).
+var validName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}(@[A-Za-z0-9._-]{1,128})?$`)
 
-// checkName refuses names that are not letters, digits and ._- up to 64,
-// and the two that would be folders.
+// checkName refuses names that are not letters, digits and ._- up to 64
+// (with an optional @HOST), and the two that would be folders.
 func checkName(name string) error {
-	if !validName.MatchString(name) || name == "." || name == ".." {
+	base, host, _ := strings.Cut(name, "@")
+	if !validName.MatchString(name) || base == "." || base == ".." || host == "." || host == ".." {
 		return &wire.Error{Code: wire.CodeBadRequest,
-			Message: fmt.Sprintf("bad session name %q: use letters, digits and ._- (at most 64)", name)}
+			Message: fmt.Sprintf("bad session name %q: use letters, digits and ._- (at most 64), or NAME@HOST for a group's session on HOST", name)}
 	}
 	return nil
 }
@@ -424,10 +442,29 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	if req.Timeout < 0 || req.Timeout > MaxTimeout.Seconds() {
 		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("timeout must be between 0 and %d seconds", int(MaxTimeout.Seconds()))}
 	}
+	if req.Hosts != "" {
+		return h.fanExec(ctx, req, nil, progress)
+	}
+	if req.Host == "" {
+		if hosts := h.groupOf(req.Name); hosts != nil {
+			return h.fanExec(ctx, req, hosts, progress)
+		}
+	}
 	s, created, previous, err := h.ensure(ctx, req)
 	if err != nil {
 		return nil, err
 	}
+	res, err := h.runCell(ctx, s, req, created, previous, progress)
+	if err != nil {
+		return nil, err
+	}
+	res.Others = h.othersLine(req)
+	res.Notes = append(h.takeWarnings(), res.Notes...)
+	return res, nil
+}
+
+// runCell runs req.Code in s, which ensure returned.
+func (h *Hub) runCell(ctx context.Context, s *Session, req wire.Request, created bool, previous string, progress func(*wire.Progress)) (*wire.Result, error) {
 	res, err := s.exec(ctx, req.Code, timeoutOf(req.Timeout), req.NoWait, progress, wire.AdviceFor(req.Surface))
 	if err != nil {
 		return nil, err
@@ -443,12 +480,16 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 		res.Created = &info
 	}
 	res.Previous = previous
-	res.Others = h.othersLine(req)
-	h.mu.Lock()
-	res.Notes = append(h.warnings, res.Notes...)
-	h.warnings = nil
-	h.mu.Unlock()
 	return res, nil
+}
+
+// takeWarnings returns the ssh_config warnings for the next reply.
+func (h *Hub) takeWarnings() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	w := h.warnings
+	h.warnings = nil
+	return w
 }
 
 // ensure returns the live session req.Name, starting it first when there
@@ -459,6 +500,10 @@ func (h *Hub) ensure(ctx context.Context, req wire.Request) (s *Session, created
 	if h.closing {
 		h.mu.Unlock()
 		return nil, false, "", &wire.Error{Code: wire.CodeShutdown, Message: "hub: stopping; try again in a moment"}
+	}
+	if err := impliedHost(&req); err != nil {
+		h.mu.Unlock()
+		return nil, false, "", err
 	}
 	s = h.sessions[req.Name]
 	created = s == nil
@@ -749,7 +794,7 @@ func (h *Hub) othersLine(req wire.Request) string {
 	h.mu.Lock()
 	all := make([]*Session, 0, len(h.sessions))
 	for name, s := range h.sessions {
-		if name != self {
+		if name != self && !strings.HasPrefix(name, self+"@") { // a group's own sessions are in its reply
 			all = append(all, s)
 		}
 	}

@@ -65,6 +65,10 @@ func (h *Hub) serveRequest(from *Session, f *proto.Req) {
 	fail := func(format string, args ...any) {
 		reply.Error = fmt.Sprintf(format, args...)
 	}
+	if len(f.Targets) > 0 || len(f.Hosts) > 0 {
+		h.serveFan(from, f) // reach is checked for each of its sessions
+		return
+	}
 	if err := h.checkReach(from, f); err != nil {
 		reply.Error = err.Error()
 		from.send(reply)
@@ -73,13 +77,20 @@ func (h *Hub) serveRequest(from *Session, f *proto.Req) {
 	switch f.Kind {
 	case "cancel":
 		from.mu.Lock()
-		link := from.waitingOn[f.ID]
+		links := []*relayLink{from.waitingOn[f.ID]}
+		for k, link := range from.waitingOn {
+			if id, ok := fanLinkOf(k); ok && id == f.ID {
+				links = append(links, link)
+			}
+		}
 		if stop := from.running[f.ID]; stop != nil {
 			stop()
 		}
 		from.mu.Unlock()
-		if link != nil {
-			link.target.send(&proto.Cancel{Sid: link.op.sid})
+		for _, link := range links {
+			if link != nil {
+				link.target.send(&proto.Cancel{Sid: link.op.sid})
+			}
 		}
 		return
 	case "pull", "push":
@@ -89,7 +100,7 @@ func (h *Hub) serveRequest(from *Session, f *proto.Req) {
 		l := h.listFor(from)
 		reply.OK, reply.Sessions = true, l.Sessions
 	case "open":
-		info, previous, err := h.open(from, f)
+		info, previous, err := h.open(context.Background(), from, f)
 		if err != nil {
 			fail("%s", errorMessage(err))
 		} else {
@@ -303,7 +314,7 @@ func (s *Session) linkOf(id int64) *relayLink {
 //
 // previous is the death note of an earlier session of that name, which
 // the caller's worker prints (shown once, like an exec's).
-func (h *Hub) open(from *Session, f *proto.Req) (info *wire.SessionInfo, previous string, err error) {
+func (h *Hub) open(ctx context.Context, from *Session, f *proto.Req) (info *wire.SessionInfo, previous string, err error) {
 	from.mu.Lock()
 	origin := from.origin
 	from.mu.Unlock()
@@ -315,6 +326,9 @@ func (h *Hub) open(from *Session, f *proto.Req) (info *wire.SessionInfo, previou
 	if err := checkName(req.Name); err != nil {
 		return nil, "", err
 	}
+	if err := impliedHost(&req); err != nil {
+		return nil, "", err
+	}
 	h.mu.Lock()
 	live := h.sessions[req.Name]
 	h.mu.Unlock()
@@ -324,7 +338,7 @@ func (h *Hub) open(from *Session, f *proto.Req) (info *wire.SessionInfo, previou
 	if live != nil && f.Sudo != nil && !*f.Sudo && live.isRoot() {
 		return nil, "", fmt.Errorf("session '%s' runs as root, and sudo=False insists on a user session", req.Name)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	s, _, previous, err := h.ensure(ctx, req)
 	var we *wire.Error

@@ -199,7 +199,12 @@ func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, se
 	s.mu.Lock()
 	s.info.Route = route.String()
 	s.mu.Unlock()
+	release, err := dialSlot(ctx)
+	if err != nil {
+		return nil, err
+	}
 	conn, err := h.pool.Get(ctx, route, env)
+	release()
 	if err != nil {
 		return nil, err
 	}

@@ -28,7 +28,7 @@ const Instructions = `replhub keeps named Python sessions alive between calls: i
 Before you start, call sessions and reuse a session whose names and cwd fit the task instead of creating a new one and redoing its work.
 
 - exec runs code in a session, creating it on first use in the server's cwd and environment; the last expression's value comes back as Out[n]. Load big things once, then query them in later calls.
-- exec's host starts the session on an ssh host (nothing is installed there); sudo makes it root. Later calls reach it by name alone.
+- exec's host starts the session on an ssh host (nothing is installed there); sudo makes it root. Later calls reach it by name alone. hosts (lab-[1-9], @group) runs one cell on many at once.
 - Past its timeout (default 30 s, at most 600) exec returns while the cell runs on: call wait to collect it. A call you cancel interrupts its cell, and the next wait or exec shows what it wrote. One cell at a time per session: use several sessions for parallel work.
 - A reply holds at most 40,000 characters (head and tail kept): print summaries, not whole data sets.
 - Code in a session drives others: s = session("db", host="h", sudo=True) opens or attaches; s.put(x=x); s.call(f, *args) runs f there and returns its value (into="name" keeps it there); s.get("y"); s.push(src, dest) and s.pull(path) move files; sessions() lists them. Functions travel by value.
@@ -71,6 +71,8 @@ type ExecArgs struct {
 	Pythons []string `json:"pythons,omitempty" jsonschema:"interpreters to try first on the host: names, paths, folders or globs"`
 	Sudo    bool     `json:"sudo,omitempty" jsonschema:"run a new session as root through sudo; a password is asked with $SUDO_ASKPASS where the server runs"`
 	NoWait  bool     `json:"no_wait,omitempty" jsonschema:"return as soon as the cell has started, with its number; wait with that cell collects it"`
+	Hosts   string   `json:"hosts,omitempty" jsonschema:"run the cell on all these hosts at once, in sessions NAME@HOST: a node set like lab-[1-3,7],gw-2 or @GROUP from config.json; replies are grouped, and later calls with name alone reach the whole group"`
+	Fanout  int      `json:"fanout,omitempty" jsonschema:"with hosts: how many hosts connect at once (default config.json's fanout, else 16)"`
 }
 
 // NameArgs name a session.
@@ -170,7 +172,7 @@ func text(s string, isErr bool) *sdk.CallToolResult {
 // result is a cell's reply: an error when the cell raised or its session
 // died, as the CLI's exit codes 1 and 4 say.
 func result(res *wire.Result) *sdk.CallToolResult {
-	failed := res.Status == wire.StatusError || res.Status == wire.StatusDead
+	failed := res.Status == wire.StatusError || res.Status == wire.StatusDead || res.Status == wire.StatusFailed
 	return text(res.TextFor(wire.SurfaceMCP), failed)
 }
 
@@ -188,9 +190,16 @@ func progressFor(ctx context.Context, req *sdk.CallToolRequest) func(*wire.Progr
 		req.Session.NotifyProgress(ctx, &sdk.ProgressNotificationParams{
 			ProgressToken: token,
 			Progress:      float64(p.ElapsedMS) / 1000,
-			Message:       fmt.Sprintf("session '%s' cell %d running for %s, %d characters of output so far", p.Session, p.Cell, wire.Duration(float64(p.ElapsedMS)/1000), p.OutputChars),
+			Message:       progressMessage(p),
 		})
 	}
+}
+
+func progressMessage(p *wire.Progress) string {
+	if p.Hosts > 0 {
+		return fmt.Sprintf("group '%s': %d/%d hosts done, %d failed", p.Session, p.Done, p.Hosts, p.Failed)
+	}
+	return fmt.Sprintf("session '%s' cell %d running for %s, %d characters of output so far", p.Session, p.Cell, wire.Duration(float64(p.ElapsedMS)/1000), p.OutputChars)
 }
 
 func (t *tools) exec(ctx context.Context, req *sdk.CallToolRequest, a ExecArgs) (*sdk.CallToolResult, any, error) {
@@ -201,6 +210,8 @@ func (t *tools) exec(ctx context.Context, req *sdk.CallToolRequest, a ExecArgs) 
 		Pythons:    a.Pythons,
 		Sudo:       a.Sudo,
 		NoWait:     a.NoWait,
+		Hosts:      a.Hosts,
+		Fanout:     a.Fanout,
 		OnProgress: progressFor(ctx, req),
 	}
 	if a.Jump != nil {

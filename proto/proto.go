@@ -162,6 +162,11 @@ type Req struct {
 	Into   *string           `json:"into,omitempty"`
 	Src    string            `json:"src,omitempty"`
 	Cells  map[string]string `json:"cells,omitempty"`
+	// Targets, for put, get and call, are several sessions served at
+	// once (a group's); Hosts, for open, opens the session Name@HOST on
+	// each (node-set expressions). The reply's Fan has one item each.
+	Targets []string `json:"targets,omitempty"`
+	Hosts   []string `json:"hosts,omitempty"`
 	// open
 	Name   string    `json:"name,omitempty"`
 	Host   string    `json:"host,omitempty"`
@@ -280,8 +285,24 @@ type Reply struct {
 	// is its stdout (the first Size bytes) then its stderr.
 	Code   int    `json:"code,omitempty"`
 	Signal string `json:"signal,omitempty"`
+	// Fan answers a request with Targets or Hosts, an item per session
+	// in their order; Data is then the items' blobs one after another.
+	Fan []FanItem `json:"fan,omitempty"`
 
 	Data []byte `json:"-"`
+}
+
+// FanItem is one session's part of a Reply's Fan: its outcome, and the
+// length of its blob (a get's or call's value) within the Reply's Data.
+type FanItem struct {
+	Host   string            `json:"host,omitempty"`
+	Target string            `json:"target,omitempty"`
+	OK     bool              `json:"ok"`
+	Error  string            `json:"error,omitempty"`
+	Py     string            `json:"py,omitempty"`
+	Kept   string            `json:"kept,omitempty"`
+	Len    int64             `json:"len,omitempty"`
+	Info   *wire.SessionInfo `json:"info,omitempty"`
 }
 
 // Serve asks a session to serve a put, get or call (Data: the pickled

@@ -38,30 +38,50 @@ type sshWorld struct {
 // IdentityFile) and known_hosts with their keys.
 func newSSHWorld(t *testing.T, names []string, o sshtest.Options) *sshWorld {
 	t.Helper()
+	w := &sshWorld{servers: map[string]*sshtest.Server{}}
+	w.home, w.user, w.key = sshHome(t)
+	o.Authorized = append(o.Authorized, w.key.Public)
+	var cfg, known []string
+	for _, n := range names {
+		s := sshtest.Start(t, o)
+		w.servers[n] = s
+		cfg = append(cfg, hostEntry(n, s.Port, w.user))
+		known = append(known, s.KnownHostsLine())
+	}
+	w.Env = sshEnv(t, w.home, cfg, known)
+	return w
+}
+
+// sshHome makes a $HOME with a key in ~/.ssh (removed at cleanup), for a
+// world whose hub reaches loopback sshd's; it skips without sshd.
+func sshHome(t *testing.T) (home, username string, key sshtest.Key) {
+	t.Helper()
 	sshtest.Need(t)
 	home, err := os.MkdirTemp("", "replhub-home-")
 	require.NoError(t, err)
 	t.Cleanup(func() { os.RemoveAll(home) })
 	u, err := user.Current()
 	require.NoError(t, err)
-	w := &sshWorld{home: home, user: u.Username, servers: map[string]*sshtest.Server{}}
-	w.key = sshtest.NewKey(t, filepath.Join(home, ".ssh", "id_ed25519"), "")
-	o.Authorized = append(o.Authorized, w.key.Public)
-	var cfg, known []string
-	for _, n := range names {
-		s := sshtest.Start(t, o)
-		w.servers[n] = s
-		cfg = append(cfg, fmt.Sprintf("Host %s\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile ~/.ssh/id_ed25519\n", n, s.Port, w.user))
-		known = append(known, s.KnownHostsLine())
-	}
-	w.writeConfig(t, strings.Join(cfg, "\n"))
+	return home, u.Username, sshtest.NewKey(t, filepath.Join(home, ".ssh", "id_ed25519"), "")
+}
+
+// hostEntry is an ssh_config Host entry for a loopback port.
+func hostEntry(alias string, port int, user string) string {
+	return fmt.Sprintf("Host %s\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile ~/.ssh/id_ed25519\n", alias, port, user)
+}
+
+// sshEnv writes home's ~/.ssh/config and known_hosts and starts a world
+// whose $HOME it is, with no agent and the newer Python.
+func sshEnv(t *testing.T, home string, cfg, known []string) *hubtest.Env {
+	t.Helper()
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".ssh", "config"), []byte(strings.Join(cfg, "\n")), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), []byte(strings.Join(known, "\n")+"\n"), 0o600))
-	w.Env = hubtest.Start(t)
-	w.Setenv("HOME", home)
-	w.Setenv("SSH_AUTH_SOCK", "")
+	e := hubtest.Start(t)
+	e.Setenv("HOME", home)
+	e.Setenv("SSH_AUTH_SOCK", "")
 	newer, _ := hubtest.PickPythons(t)
-	w.Setenv("REPLHUB_PYTHON", newer)
-	return w
+	e.Setenv("REPLHUB_PYTHON", newer)
+	return e
 }
 
 func (w *sshWorld) writeConfig(t *testing.T, cfg string) {

@@ -12,14 +12,12 @@ func (r *Result) Text() string { return r.TextFor(SurfaceCLI) }
 // with advice in terms of its tools, and one line for a cell that wrote
 // nothing and returned nothing, where the CLI prints nothing at all.
 func (r *Result) TextFor(surface string) string {
-	adv := AdviceFor(surface)
-	var b strings.Builder
-	line := func(s string) {
-		b.WriteString(s)
-		if !strings.HasSuffix(s, "\n") {
-			b.WriteByte('\n')
-		}
+	if r.Fan != nil {
+		return r.fanText(surface)
 	}
+	adv := AdviceFor(surface)
+	var b lines
+	line := b.line
 	if r.Previous != "" {
 		line("[" + r.Previous + "]")
 	}
@@ -33,22 +31,7 @@ func (r *Result) TextFor(surface string) string {
 		}
 		line(fmt.Sprintf("[created session '%s'%s (python %s, cwd %s)]", c.Name, where, c.Python, c.Cwd))
 	}
-	for _, n := range r.Notes {
-		line("[" + n + "]")
-	}
-	if r.Output != "" {
-		line(r.Output)
-	}
-	if e := r.Error; e != nil {
-		if e.Traceback != "" {
-			line(e.Traceback)
-		} else {
-			line(e.Type + ": " + e.Message)
-		}
-	}
-	if r.Value != nil {
-		line(fmt.Sprintf("Out[%d]: %s", r.Cell, *r.Value))
-	}
+	r.writeOutcome(&b, r.Cell)
 	switch r.Status {
 	case StatusStarted:
 		line(fmt.Sprintf("[cell %d started: %s collects its output and result]", r.Cell, adv.WaitCell(r.Session, r.Cell)))
@@ -70,6 +53,42 @@ func (r *Result) TextFor(surface string) string {
 		line("[" + r.Others + "]")
 	}
 	return b.String()
+}
+
+// lines builds a reply a line at a time.
+type lines struct{ strings.Builder }
+
+// line adds s, with a newline unless it ends with one.
+func (b *lines) line(s string) {
+	b.WriteString(s)
+	if !strings.HasSuffix(s, "\n") {
+		b.WriteByte('\n')
+	}
+}
+
+// writeOutcome writes r's notes, output, exception and value, the value
+// as Out[cell] (as Out when cell is negative).
+func (r *Result) writeOutcome(b *lines, cell int) {
+	for _, n := range r.Notes {
+		b.line("[" + n + "]")
+	}
+	if r.Output != "" {
+		b.line(r.Output)
+	}
+	if e := r.Error; e != nil {
+		if e.Traceback != "" {
+			b.line(e.Traceback)
+		} else {
+			b.line(e.Type + ": " + e.Message)
+		}
+	}
+	if r.Value != nil {
+		if cell < 0 {
+			b.line("Out: " + *r.Value)
+		} else {
+			b.line(fmt.Sprintf("Out[%d]: %s", cell, *r.Value))
+		}
+	}
 }
 
 // Text renders the session list as the CLI prints it; with detail, every

@@ -68,6 +68,14 @@ type Request struct {
 	// or an ssh_config alias. An exec without Host reaches the live session
 	// of that name wherever it runs.
 	Host string `json:"host,omitempty"`
+	// Hosts, on exec, runs the cell in session NAME@HOST on every host of
+	// this node-set expression ("lab-[1-3],@lab", package nodeset) at
+	// once, and the hub remembers the group by Name: a later exec, wait,
+	// interrupt or kill of Name without Hosts acts on all of them.
+	// Fanout bounds how many hosts connect at once; zero means
+	// config.json's "fanout", else 16.
+	Hosts  string `json:"hosts,omitempty"`
+	Fanout int    `json:"fanout,omitempty"`
 	// Jump, when non-nil, replaces the configured jump hosts; an empty list
 	// turns them off.
 	Jump *[]string `json:"jump,omitempty"`
@@ -156,6 +164,11 @@ type Progress struct {
 	Cell        int    `json:"cell"`
 	ElapsedMS   int64  `json:"elapsed_ms"`
 	OutputChars int    `json:"output_chars"`
+	// Hosts, for a group, is how many hosts it has; Done of them have
+	// answered, Failed of those with a failure.
+	Hosts  int `json:"hosts,omitempty"`
+	Done   int `json:"done,omitempty"`
+	Failed int `json:"failed,omitempty"`
 }
 
 // Error codes a client may branch on.
@@ -199,6 +212,9 @@ const (
 	StatusStarted = "started"
 	StatusDead    = "dead"
 	StatusIdle    = "idle" // wait on a session with nothing to collect
+	// StatusFailed is a host of a group where replhub could not run the
+	// cell (no connection, a busy session): HostResult.Failure says why.
+	StatusFailed = "failed"
 )
 
 // Result is the outcome of exec or wait.
@@ -230,6 +246,10 @@ type Result struct {
 	Created *SessionInfo `json:"created,omitempty"`
 	// Death says how the session died, when Status is dead.
 	Death string `json:"death,omitempty"`
+	// Fan is a group's answer (exec with Hosts, or a later exec or wait
+	// of the group's name): one result per host. Session is then the
+	// group's name and Status the worst of its hosts' (fan.go).
+	Fan []HostResult `json:"fan,omitempty"`
 }
 
 // CellError is an exception raised by a cell.

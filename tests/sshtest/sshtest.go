@@ -74,6 +74,10 @@ type Options struct {
 	SetEnv map[string]string
 	// Extra lines for sshd_config.
 	Extra []string
+	// MorePorts is how many loopback ports the server listens on besides
+	// Port (Server.Ports), each a host of its own to a client: sshd takes
+	// at most 15 more.
+	MorePorts int
 }
 
 // Server is one running sshd.
@@ -83,7 +87,9 @@ type Server struct {
 	Port    int
 	Pid     int
 	HostKey Key
-	cmd     *exec.Cmd
+	// Ports are Port and the MorePorts, in that order.
+	Ports []int
+	cmd   *exec.Cmd
 }
 
 // Start starts an sshd on 127.0.0.1 and waits until it accepts.
@@ -108,6 +114,12 @@ func Start(t TB, o Options) *Server {
 	}
 	for attempt := 0; attempt < 5; attempt++ {
 		s.Port = freePort(t)
+		s.Ports = []int{s.Port}
+		var more []string
+		for i := 0; i < o.MorePorts; i++ {
+			s.Ports = append(s.Ports, FreePort(t))
+			more = append(more, fmt.Sprintf("Port %d", s.Ports[i+1]))
+		}
 		cfg := []string{
 			fmt.Sprintf("Port %d", s.Port),
 			"ListenAddress 127.0.0.1",
@@ -134,7 +146,7 @@ func Start(t TB, o Options) *Server {
 			}
 			cfg = append(cfg, "SetEnv "+strings.Join(kv, " "))
 		}
-		cfg = append(cfg, o.Extra...)
+		cfg = append(append(cfg, more...), o.Extra...)
 		conf := filepath.Join(dir, "sshd_config")
 		if err := os.WriteFile(conf, []byte(strings.Join(cfg, "\n")+"\n"), 0o600); err != nil {
 			t.Fatal(err)
@@ -173,11 +185,33 @@ func (s *Server) waitListening() bool {
 		c, err := net.DialTimeout("tcp", s.Addr(), 100*time.Millisecond)
 		if err == nil {
 			c.Close()
-			return true
+			// Every port is sshd's (another process may have taken one
+			// since it was found free): the log says so.
+			if all, failed := s.listening(); failed {
+				return false
+			} else if all {
+				return true
+			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	return false
+}
+
+// listening reads the log: whether sshd listens on all its ports, and
+// whether it failed to bind one.
+func (s *Server) listening() (all, failed bool) {
+	log := s.Log()
+	all = true
+	for _, p := range s.Ports[1:] {
+		if strings.Contains(log, fmt.Sprintf("Bind to port %d ", p)) {
+			return false, true
+		}
+		if !strings.Contains(log, fmt.Sprintf("listening on 127.0.0.1 port %d.", p)) {
+			all = false
+		}
+	}
+	return all, false
 }
 
 // Stop kills the server and every session process it started.
@@ -284,6 +318,9 @@ func Cmdline(pid int) string {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	return strings.ReplaceAll(string(b), "\x00", " ")
 }
+
+// FreePort is a loopback port nothing listens on, as of now.
+func FreePort(t TB) int { return freePort(t) }
 
 func freePort(t TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

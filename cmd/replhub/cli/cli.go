@@ -46,6 +46,8 @@ type env struct {
 	getenv func(string) string
 	client func() (*client.Client, error)
 	code   int // the exit code a command chose, when it did not fail
+	// shown is set while a group's progress line is on the terminal.
+	shown bool
 }
 
 // Main runs the CLI with os.Args and returns the process's exit status.
@@ -134,13 +136,19 @@ func resultCode(r *wire.Result) int {
 		return ExitRunning
 	case wire.StatusDead:
 		return ExitDead
+	case wire.StatusFailed:
+		return ExitFailure
 	}
 	return ExitOK
 }
 
-// printResult writes a result as text or JSON and sets the exit code.
+// printResult writes a result as text or JSON and sets the exit code. A
+// group's JSON is one object per host, a line each.
 func (e *env) printResult(r *wire.Result, asJSON bool) error {
 	e.code = resultCode(r)
+	if asJSON && r.Fan != nil {
+		return writeJSONLines(e.io.Out, r.Fan)
+	}
 	if asJSON {
 		return writeJSON(e.io.Out, r)
 	}

@@ -26,6 +26,8 @@ type execOptions struct {
 	pythons []string
 	sudo    bool
 	noWait  bool
+	hosts   string
+	fanout  int
 }
 
 func newExecCmd(e *env) *cobra.Command {
@@ -38,12 +40,19 @@ first exec under a new name creates the session in your cwd and environment.
 The last expression's value is printed as Out[n]. Past the timeout the call
 returns and the cell keeps running: replhub wait collects it.
 
+With --hosts the cell runs in session NAME@HOST on every host at once, and
+the replies are grouped: hosts with the same output and value share one
+block. The group is remembered: exec, wait, interrupt and kill of NAME act
+on all its hosts.
+
 Exit status: 0 ok, 1 the cell raised, 2 replhub failed, 3 still running,
-4 the session died.`,
+4 the session died; for a group, the worst of its hosts' (4, then 2, 1, 3).`,
 		Example: `  replhub exec chirp 'import json; cfg = {"port": 8080}'
   replhub exec chirp 'cfg["port"] + 1'
   replhub exec chirp - < script.py
   replhub exec lab 'import platform; platform.node()' --host lab-7 --jump gw1
+  replhub exec probe 'platform.release()' --hosts 'lab-[1-40],gw-2'
+  replhub exec probe 'platform.release()' --hosts @lab --json
   replhub exec ops 'import os; os.geteuid()' --sudo`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -67,6 +76,9 @@ Exit status: 0 ok, 1 the cell raised, 2 replhub failed, 3 still running,
 	cmd.Flags().StringSliceVar(&o.pythons, "pythons", nil, "interpreters to try first on the host: names, paths, folders or globs")
 	cmd.Flags().BoolVar(&o.sudo, "sudo", false, "run a new session as root through sudo (a password is asked with $SUDO_ASKPASS)")
 	cmd.Flags().BoolVar(&o.noWait, "no-wait", false, "return the cell's number once it has started; `replhub wait NAME --cell N` collects it")
+	cmd.Flags().StringVar(&o.hosts, "hosts", "", "run it on all these hosts at once, as sessions NAME@HOST: lab-[1-3,7],gw-2 or @GROUP (config.json's \"groups\")")
+	cmd.Flags().IntVar(&o.fanout, "fanout", 0, "with --hosts: how many hosts connect at once (default config.json's \"fanout\", else 16)")
+	cmd.MarkFlagsMutuallyExclusive("host", "hosts")
 	return cmd
 }
 
@@ -104,7 +116,14 @@ func runExec(ctx context.Context, e *env, o *execOptions) error {
 		Pythons: o.pythons,
 		Sudo:    o.sudo,
 		NoWait:  o.noWait,
+		Hosts:   o.hosts,
+		Fanout:  o.fanout,
 	}
+	if o.fanout < 0 {
+		return fmt.Errorf("--fanout must be a number of hosts from 1")
+	}
+	eo.OnProgress = e.fanProgress()
+	defer e.clearFanProgress()
 	if o.jumpSet {
 		jump := []string{}
 		for _, j := range o.jump {
@@ -185,7 +204,8 @@ func runWait(ctx context.Context, e *env, o *waitOptions) error {
 		return err
 	}
 	defer stop()
-	res, err := c.WaitCell(ctx, o.name, o.cell, time.Duration(o.timeout*float64(time.Second)), nil)
+	res, err := c.WaitCell(ctx, o.name, o.cell, time.Duration(o.timeout*float64(time.Second)), e.fanProgress())
+	e.clearFanProgress()
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,329 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/nodeset"
+	"github.com/replhub/replhub/wire"
+)
+
+// Fan-out: one cell on many hosts. A group NAME on hosts H1 … Hn is the
+// sessions NAME@H1 … NAME@Hn, each an ordinary session on its host: one
+// name scheme, so `replhub exec NAME@H3 CODE` reaches one of them (and a
+// new NAME@H starts on H, as its name says). The hub remembers a group's
+// hosts by its name, so that a later exec, wait, interrupt or kill of NAME
+// acts on all of them, hosts that could not be reached the first time
+// included; after a hub restart the group is found again from the
+// sessions, swaps and death notes named NAME@*.
+//
+// Each host runs concurrently; at most the request's Fanout (else
+// config.json's "fanout", else 16) of them start a session at once, which
+// bounds the ssh connections being opened. A host that fails never stops
+// the others; a slow one is bounded by the cell's timeout, and wait
+// collects it later.
+
+// maxHosts bounds a group: each host is a session with a connection.
+const maxHosts = 1024
+
+// validFanHost is a host of a group: a name or an ssh_config alias (user
+// and port come from ssh_config), short enough to name files after.
+var validFanHost = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
+
+// memberName is the session group name has on host.
+func memberName(group, host string) string { return group + "@" + host }
+
+// impliedHost makes a session named NAME@HOST run on HOST, and refuses a
+// request that insists on another host.
+func impliedHost(req *wire.Request) error {
+	_, host, ok := strings.Cut(req.Name, "@")
+	if !ok {
+		return nil
+	}
+	if req.Host == "" {
+		req.Host = host
+		return nil
+	}
+	if req.Host != host {
+		return &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf(
+			"session '%s' runs on %s, as its name says, not %s: %s", req.Name, host, req.Host, wire.AdviceFor(req.Surface).Without("host"))}
+	}
+	return nil
+}
+
+// expandHosts reads a node-set expression, with config.json's groups.
+func expandHosts(expr string, cfg *config.File) ([]string, error) {
+	hosts, err := nodeset.Expand(expr, maxHosts, cfg.Group)
+	if err != nil {
+		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: strings.TrimPrefix(err.Error(), "nodeset: ") + " (see \"groups\" in config.json)"}
+	}
+	for _, host := range hosts {
+		if !validFanHost.MatchString(host) {
+			return nil, &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf(
+				"bad host %q in a group: use host names or ssh_config aliases (letters, digits and ._-, at most 128); set User and Port in ~/.ssh/config", host)}
+		}
+	}
+	sort.SliceStable(hosts, func(i, j int) bool { return nodeset.Less(hosts[i], hosts[j]) })
+	return hosts, nil
+}
+
+// groupOf returns the hosts of group name, or nil when name is no group:
+// a live session of that name wins.
+func (h *Hub) groupOf(name string) []string {
+	if strings.Contains(name, "@") || checkName(name) != nil {
+		return nil
+	}
+	prefix := name + "@"
+	seen := map[string]bool{}
+	var hosts []string
+	add := func(member string) {
+		if host, ok := strings.CutPrefix(member, prefix); ok && !seen[host] {
+			seen[host] = true
+			hosts = append(hosts, host)
+		}
+	}
+	h.mu.Lock()
+	if h.sessions[name] != nil {
+		h.mu.Unlock()
+		return nil
+	}
+	if g := h.groups[name]; g != nil {
+		h.mu.Unlock()
+		return append([]string(nil), g...)
+	}
+	for member := range h.sessions {
+		add(member)
+	}
+	h.mu.Unlock()
+	if h.swappedError(name, wire.Advice{}) != nil {
+		return nil // a single session on disk
+	}
+	for _, s := range h.listSwapped() {
+		add(s.Name)
+	}
+	for _, d := range h.deadNames("") {
+		add(d)
+	}
+	if len(hosts) == 0 {
+		return nil
+	}
+	sort.Slice(hosts, func(i, j int) bool { return nodeset.Less(hosts[i], hosts[j]) })
+	return hosts
+}
+
+type dialSlotsKey struct{}
+
+// withDialSlots bounds, for the sessions started with the returned
+// context, how many ssh connections are being opened at once: a
+// fan-out's "fanout". Only the dial and handshake take a slot; a start
+// over a connection that is up takes none.
+func withDialSlots(ctx context.Context, n int) context.Context {
+	return context.WithValue(ctx, dialSlotsKey{}, make(chan struct{}, n))
+}
+
+// dialSlot waits for one of ctx's dial slots, if it has any; release
+// gives it back.
+func dialSlot(ctx context.Context) (release func(), err error) {
+	slots, _ := ctx.Value(dialSlotsKey{}).(chan struct{})
+	if slots == nil {
+		return func() {}, nil
+	}
+	select {
+	case slots <- struct{}{}:
+		return func() { <-slots }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// fanEach runs do for every host at once and returns the results in the
+// hosts' order; report, when set, hears of each host that ends.
+func fanEach(hosts []string, report func(done, failed int), do func(host string) wire.HostResult) []wire.HostResult {
+	out := make([]wire.HostResult, len(hosts))
+	var mu sync.Mutex
+	done, failed := 0, 0
+	var wg sync.WaitGroup
+	for i, host := range hosts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := do(host)
+			r.Host = host
+			out[i] = r
+			mu.Lock()
+			done++
+			if r.Status != wire.StatusOK && r.Status != wire.StatusIdle && r.Status != wire.StatusStarted {
+				failed++
+			}
+			if report != nil {
+				report(done, failed)
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// failedHost is a host where replhub could not do what was asked.
+func failedHost(member string, err error) wire.HostResult {
+	return wire.HostResult{Result: &wire.Result{Session: member, Status: wire.StatusFailed}, Failure: errorMessage(err)}
+}
+
+// fanProgress reports a group's progress to a waiting client.
+func fanProgress(name string, n int, progress func(*wire.Progress)) func(done, failed int) {
+	if progress == nil {
+		return nil
+	}
+	start := time.Now()
+	progress(&wire.Progress{Session: name, Hosts: n})
+	return func(done, failed int) {
+		progress(&wire.Progress{Session: name, Hosts: n, Done: done, Failed: failed, ElapsedMS: time.Since(start).Milliseconds()})
+	}
+}
+
+// fanExec runs req.Code in session NAME@HOST on every host of the group:
+// hosts, or, when nil, those of req.Hosts, which the hub then remembers
+// as the group req.Name.
+func (h *Hub) fanExec(ctx context.Context, req wire.Request, hosts []string, progress func(*wire.Progress)) (*wire.Result, error) {
+	cfg, err := config.Load(h.paths.ConfigFile())
+	if err != nil {
+		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}
+	}
+	if hosts == nil {
+		if req.Host != "" {
+			return nil, &wire.Error{Code: wire.CodeBadRequest, Message: "host and hosts do not go together: a group's hosts are all in hosts"}
+		}
+		if hosts, err = expandHosts(req.Hosts, cfg); err != nil {
+			return nil, err
+		}
+	}
+	h.mu.Lock()
+	if h.sessions[req.Name] != nil {
+		h.mu.Unlock()
+		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf(
+			"'%s' is a single session: give the group another name, or %s first", req.Name, wire.AdviceFor(req.Surface).Kill(req.Name))}
+	}
+	if req.Env == nil {
+		for _, host := range hosts {
+			if h.sessions[memberName(req.Name, host)] == nil {
+				h.mu.Unlock()
+				return nil, &wire.Error{Code: wire.CodeNeedEnv, Message: "hub: a new session needs the caller's environment; send it with the request"}
+			}
+		}
+	}
+	if req.Hosts != "" {
+		h.groups[req.Name] = hosts
+	}
+	h.mu.Unlock()
+
+	ctx = withDialSlots(ctx, cfg.FanoutOr(req.Fanout))
+	results := fanEach(hosts, fanProgress(req.Name, len(hosts), progress), func(host string) wire.HostResult {
+		sub := req
+		sub.Name, sub.Host, sub.Hosts = memberName(req.Name, host), host, ""
+		sub.Password = append([]byte(nil), req.Password...)
+		if req.Password == nil {
+			sub.Password = nil
+		}
+		s, created, previous, err := h.ensure(ctx, sub)
+		if err != nil {
+			return failedHost(sub.Name, err)
+		}
+		res, err := h.runCell(ctx, s, sub, created, previous, nil)
+		if err != nil {
+			return failedHost(sub.Name, err)
+		}
+		return wire.HostResult{Result: res}
+	})
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	res := &wire.Result{Session: req.Name, Status: wire.Worst(results), Fan: results}
+	res.Notes = h.takeWarnings()
+	res.Others = h.othersLine(req)
+	return res, nil
+}
+
+// fanWait collects the running or unread cell of every session of the
+// group.
+func (h *Hub) fanWait(ctx context.Context, req wire.Request, hosts []string, progress func(*wire.Progress)) (*wire.Result, error) {
+	results := fanEach(hosts, fanProgress(req.Name, len(hosts), progress), func(host string) wire.HostResult {
+		sub := req
+		sub.Name = memberName(req.Name, host)
+		res, err := h.Wait(ctx, sub, nil)
+		if err != nil {
+			return failedHost(sub.Name, err)
+		}
+		res.Others = ""
+		return wire.HostResult{Result: res}
+	})
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return &wire.Result{Session: req.Name, Status: wire.Worst(results), Fan: results, Others: h.othersLine(req)}, nil
+}
+
+// fanInterrupt interrupts the running cell of every session of the group.
+func (h *Hub) fanInterrupt(req wire.Request, hosts []string) (string, error) {
+	return h.fanMessages(req.Name, hosts, func(member string) (string, error) {
+		sub := req
+		sub.Name = member
+		return h.Interrupt(sub)
+	})
+}
+
+// fanKill ends every session of the group and forgets the group.
+func (h *Hub) fanKill(name string, hosts []string) (string, error) {
+	msg, err := h.fanMessages(name, hosts, h.Kill)
+	h.mu.Lock()
+	delete(h.groups, name)
+	h.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	return msg + fmt.Sprintf("\ngroup '%s' is forgotten", name), nil
+}
+
+// fanMessages does do for every session of the group at once and folds
+// the answers: hosts with the same answer share a line. It fails only
+// when every host did.
+func (h *Hub) fanMessages(name string, hosts []string, do func(member string) (string, error)) (string, error) {
+	var mu sync.Mutex
+	byText := map[string][]string{}
+	var order []string
+	failures := 0
+	fanEach(hosts, nil, func(host string) wire.HostResult {
+		member := memberName(name, host)
+		msg, err := do(member)
+		if err != nil {
+			msg = errorMessage(err)
+		}
+		text := strings.ReplaceAll(msg, "'"+member+"'", "'"+name+"@HOST'")
+		mu.Lock()
+		if err != nil {
+			failures++
+		}
+		if byText[text] == nil {
+			order = append(order, text)
+		}
+		byText[text] = append(byText[text], host)
+		mu.Unlock()
+		return wire.HostResult{Result: &wire.Result{Status: wire.StatusOK}}
+	})
+	lines := make([]string, len(order))
+	for i, text := range order {
+		lines[i] = nodeset.Fold(byText[text]) + ": " + text
+	}
+	sort.Strings(lines)
+	out := strings.Join(lines, "\n")
+	if failures == len(hosts) {
+		return "", &wire.Error{Code: wire.CodeNoSession, Message: out}
+	}
+	return out, nil
+}

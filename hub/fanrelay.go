@@ -1,0 +1,140 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/proto"
+)
+
+// A group from code in a session: sessions_on(hosts, name) opens the
+// session NAME@HOST on each host (a req "open" with Hosts), and the
+// group's put, get and call go to all of them in one request (Targets).
+// The hub runs each session's part concurrently, checks reach for each
+// as for a request of its own, and answers with one FanItem per session;
+// the blobs of their values follow one another in the reply's Data.
+
+// fanLinkID is the link under which a fan request's i-th part waits
+// (Session.link): negative, so that it never meets a request's own id,
+// and derived from the request's id, so that a cancel finds every part.
+func fanLinkID(id int64, i int) int64 { return -(id<<12 | int64(i)) - 1 }
+
+// fanLinkOf reports the request id whose part a link id is.
+func fanLinkOf(link int64) (id int64, ok bool) {
+	if link >= 0 {
+		return 0, false
+	}
+	return (-link - 1) >> 12, true
+}
+
+// serveFan answers a req frame with Targets or Hosts.
+func (h *Hub) serveFan(from *Session, f *proto.Req) {
+	reply := &proto.Reply{ID: f.ID}
+	switch {
+	case f.Kind == "open" && len(f.Hosts) > 0 && len(f.Targets) == 0:
+		h.fanOpen(from, f, reply)
+	case (f.Kind == "put" || f.Kind == "get" || f.Kind == "call") && len(f.Targets) > 0 && len(f.Hosts) == 0:
+		h.fanServe(from, f, reply)
+	default:
+		reply.Error = fmt.Sprintf("a %s request takes no list of hosts or targets", f.Kind)
+	}
+	if err := from.send(reply); err != nil {
+		h.log.Warn("reply not delivered", "session", from.name, "err", err)
+	}
+}
+
+// fanOpen opens (or attaches to) session f.Name@HOST on every host of
+// f.Hosts, at most config.json's "fanout" starting at once, and
+// remembers the group.
+func (h *Hub) fanOpen(from *Session, f *proto.Req, reply *proto.Reply) {
+	if err := checkName(f.Name); err != nil || strings.Contains(f.Name, "@") {
+		reply.Error = fmt.Sprintf("bad group name %q: use letters, digits and ._- (at most 64)", f.Name)
+		return
+	}
+	cfg, err := config.Load(h.paths.ConfigFile())
+	if err != nil {
+		reply.Error = err.Error()
+		return
+	}
+	hosts, err := expandHosts(strings.Join(f.Hosts, ","), cfg)
+	if err != nil {
+		reply.Error = errorMessage(err)
+		return
+	}
+	h.mu.Lock()
+	h.groups[f.Name] = hosts
+	h.mu.Unlock()
+	ctx := withDialSlots(context.Background(), cfg.FanoutOr(0))
+	reply.Fan = make([]proto.FanItem, len(hosts))
+	parallel(len(hosts), func(i int) {
+		sub := *f
+		sub.Name, sub.Host, sub.Hosts = memberName(f.Name, hosts[i]), hosts[i], nil
+		item := proto.FanItem{Host: hosts[i], Target: sub.Name}
+		defer func() { reply.Fan[i] = item }()
+		if err := h.checkReach(from, &sub); err != nil {
+			item.Error = err.Error()
+			return
+		}
+		info, _, err := h.open(ctx, from, &sub)
+		if err != nil {
+			item.Error = errorMessage(err)
+			return
+		}
+		item.OK, item.Info = true, info
+	})
+	reply.OK = true
+}
+
+// fanServe has every session of f.Targets serve f's put, get or call.
+func (h *Hub) fanServe(from *Session, f *proto.Req, reply *proto.Reply) {
+	if len(f.Targets) > maxHosts {
+		reply.Error = fmt.Sprintf("at most %d sessions in one request", maxHosts)
+		return
+	}
+	reply.Fan = make([]proto.FanItem, len(f.Targets))
+	blobs := make([][]byte, len(f.Targets))
+	parallel(len(f.Targets), func(i int) {
+		sub := *f
+		sub.Target, sub.Targets, sub.ID = f.Targets[i], nil, fanLinkID(f.ID, i)
+		item := proto.FanItem{Target: sub.Target}
+		if _, host, ok := strings.Cut(sub.Target, "@"); ok {
+			item.Host = host
+		}
+		defer func() { reply.Fan[i] = item }()
+		if err := h.checkReach(from, &sub); err != nil {
+			item.Error = err.Error()
+			return
+		}
+		served, err := h.relayServe(from, &sub)
+		if err != nil {
+			item.Error = errorMessage(err)
+			return
+		}
+		item.OK, item.Py, item.Kept, item.Error = served.OK, served.Py, served.Kept, served.Error
+		if !served.OK && served.Error == "" {
+			item.Error = "refused"
+		}
+		blobs[i] = served.Data
+		item.Len = int64(len(served.Data))
+	})
+	reply.OK = true
+	for _, b := range blobs {
+		reply.Data = append(reply.Data, b...)
+	}
+}
+
+// parallel runs do(0) … do(n-1) at once and waits for them all.
+func parallel(n int, do func(i int)) {
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			do(i)
+		}()
+	}
+	wg.Wait()
+}

@@ -1,0 +1,248 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/nodeset"
+	"github.com/replhub/replhub/tests/hubtest"
+	"github.com/replhub/replhub/tests/sshtest"
+	"github.com/replhub/replhub/wire"
+)
+
+// labWorld is a hub whose ssh_config names 32 hosts, lab-1 … lab-32, all
+// on loopback: lab-1 … lab-30 are the ports of two real sshd's (15 each),
+// lab-31 and lab-32 ports nothing listens on.
+type labWorld struct {
+	*hubtest.Env
+	ports map[string]int
+}
+
+func newLabWorld(t *testing.T) *labWorld {
+	t.Helper()
+	home, username, key := sshHome(t)
+	w := &labWorld{ports: map[string]int{}}
+	var known []string
+	for i := 0; i < 2; i++ {
+		s := sshtest.Start(t, sshtest.Options{Authorized: []string{key.Public}, MorePorts: 14})
+		for _, p := range s.Ports {
+			w.ports[fmt.Sprintf("lab-%d", len(known)+1)] = p
+			known = append(known, s.KnownHostsLineAt(p))
+		}
+	}
+	require.Len(t, known, 30)
+	w.ports["lab-31"], w.ports["lab-32"] = sshtest.FreePort(t), sshtest.FreePort(t)
+	var cfg []string
+	for i := 1; i <= 32; i++ {
+		alias := fmt.Sprintf("lab-%d", i)
+		cfg = append(cfg, hostEntry(alias, w.ports[alias], username))
+	}
+	w.Env = sshEnv(t, home, cfg, known)
+	// Swapping 30 sessions at the hub's stop would only slow the test.
+	w.WriteConfig(`{"groups": {"lab": ["lab-[1-32]"], "few": ["lab-[1-3]", "lab-31"]}, "swap_after_hours": 0, "linger": 0}`)
+	return w
+}
+
+// portCell binds port to the sshd port the session came in on: which
+// lab host it runs on.
+const portCell = `import os; port = int(os.environ["SSH_CONNECTION"].split()[3])`
+
+func TestFanout(t *testing.T) {
+	w := newLabWorld(t)
+	bad := w.ports["lab-7"]
+	cell := fmt.Sprintf("%s\nif port == %d: raise ValueError('bad host')\nprint('hello from the lab')\n'ok'", portCell, bad)
+
+	t.Run("grouped", func(t *testing.T) {
+		start := time.Now()
+		r := w.Run("exec", "probe", cell, "--hosts", "@lab")
+		t.Logf("first exec on 32 hosts: %s", time.Since(start))
+		assert.Equal(t, 2, r.Code, "a host that could not run it is worse than one that raised: %s", r)
+		assert.Contains(t, r.Stdout, "[group 'probe' on 32 hosts: 29 ok, 1 raised, 2 could not run; created 30 sessions probe@HOST]\n")
+		assert.Contains(t, r.Stdout, "-\nlab-[1-6,8-30] (29)\n---")
+		assert.Contains(t, r.Stdout, "-\nhello from the lab\nOut[1]: 'ok'\n")
+		assert.Regexp(t, `(?s)-\nlab-7 \(1\)\n-+\nTraceback .*ValueError: bad host\n`, r.Stdout)
+		assert.Contains(t, r.Stdout, "failed on 3 of 32 hosts:\n")
+		assert.Contains(t, r.Stdout, "  lab-7: raised ValueError: bad host\n")
+		assert.Regexp(t, `\n  lab-31: could not run: .*connection refused`, r.Stdout)
+		assert.Regexp(t, `\n  lab-32: could not run: .*connection refused`, r.Stdout)
+		assert.Empty(t, r.Stderr, "no progress line off a terminal")
+
+		l := w.Run("sessions")
+		assert.Regexp(t, `(?m)^probe@lab-12  on lab-12  pid \d+  python 3\.`, l.Stdout)
+		assert.Equal(t, 30, strings.Count(l.Stdout, "probe@lab-"), "%s", l.Stdout)
+	})
+
+	t.Run("json", func(t *testing.T) {
+		r := w.Run("exec", "probe", "port", "--json")
+		require.Equal(t, 2, r.Code, "%s", r)
+		lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+		require.Len(t, lines, 32)
+		seen := map[string]bool{}
+		for _, line := range lines {
+			var h wire.HostResult
+			require.NoError(t, json.Unmarshal([]byte(line), &h), line)
+			seen[h.Host] = true
+			assert.Equal(t, "probe@"+h.Host, h.Session)
+			switch h.Host {
+			case "lab-31", "lab-32":
+				assert.Equal(t, wire.StatusFailed, h.Status)
+				assert.Contains(t, h.Failure, "connection refused")
+			default:
+				assert.Equal(t, wire.StatusOK, h.Status, line)
+				require.NotNil(t, h.Value, line)
+				assert.Equal(t, fmt.Sprint(w.ports[h.Host]), *h.Value, "each host's own state: %s", line)
+				assert.Equal(t, 2, h.Cell)
+			}
+		}
+		assert.Len(t, seen, 32)
+	})
+
+	t.Run("again without hosts", func(t *testing.T) {
+		// Two answers, by the parity of each host's port.
+		r := w.Run("exec", "probe", "port % 2")
+		require.Equal(t, 2, r.Code, "%s", r)
+		var odd, even []string
+		for host, p := range w.ports {
+			if host == "lab-31" || host == "lab-32" {
+				continue
+			}
+			if p%2 == 1 {
+				odd = append(odd, host)
+			} else {
+				even = append(even, host)
+			}
+		}
+		for _, hs := range [][]string{odd, even} {
+			if len(hs) > 0 {
+				assert.Contains(t, r.Stdout, fmt.Sprintf("\n%s (%d)\n", nodeset.Fold(hs), len(hs)))
+			}
+		}
+		assert.Contains(t, r.Stdout, "Out[3]: 1\n")
+		assert.Contains(t, r.Stdout, "[group 'probe' on 32 hosts: 30 ok, 2 could not run]\n")
+		// One of them alone, by its name.
+		r = w.Run("exec", "probe@lab-3", "port")
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Equal(t, fmt.Sprintf("Out[4]: %d\n", w.ports["lab-3"]), r.Stdout)
+	})
+
+	t.Run("slow host, wait and interrupt", func(t *testing.T) {
+		slow := fmt.Sprintf("%s\nimport time\nif port == %d: time.sleep(60)\nport", portCell, w.ports["lab-2"])
+		r := w.Run("exec", "slow", slow, "--hosts", "lab-[1-3]", "-t", "3")
+		require.Equal(t, 3, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "2 ok, 1 still running")
+		assert.Contains(t, r.Stdout, "  lab-2: timed out: the cell still runs (`replhub wait slow` collects it)\n")
+		r = w.Run("interrupt", "slow")
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "lab-2: interrupted cell 1 of session 'slow@HOST'")
+		assert.Contains(t, r.Stdout, "lab-[1,3]: session 'slow@HOST' is idle: nothing to interrupt")
+		r = w.Run("wait", "slow")
+		assert.Equal(t, 1, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "KeyboardInterrupt")
+		assert.Contains(t, r.Stdout, "lab-2: raised KeyboardInterrupt")
+	})
+
+	t.Run("mcp", func(t *testing.T) {
+		cs := mcpSession(t, w.Env, nil)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		text, isErr := callText(t, ctx, cs, &sdk.CallToolParams{Name: "exec", Arguments: map[string]any{
+			"name": "agent", "code": "import platform; platform.system()", "hosts": "@few"}})
+		assert.True(t, isErr, "a host that could not run it: %s", text)
+		assert.Contains(t, text, "[group 'agent' on 4 hosts: 3 ok, 1 could not run; created 3 sessions agent@HOST]\n")
+		assert.Contains(t, text, "\nlab-[1-3] (3)\n")
+		assert.Contains(t, text, "Out[1]: 'Linux'\n")
+		assert.Regexp(t, `\n  lab-31: could not run: `, text)
+		text, isErr = callText(t, ctx, cs, &sdk.CallToolParams{Name: "exec", Arguments: map[string]any{
+			"name": "agent", "code": "print('x' * 30000)"}})
+		assert.True(t, isErr)
+		assert.LessOrEqual(t, len(text), 10000, "a reply is bounded like any other")
+		assert.Contains(t, text, "characters of this reply left out")
+		text, _ = callText(t, ctx, cs, &sdk.CallToolParams{Name: "kill", Arguments: map[string]any{"name": "agent"}})
+		assert.Contains(t, text, "lab-[1-3]: killed session 'agent@HOST'")
+		assert.Contains(t, text, "group 'agent' is forgotten")
+	})
+
+	t.Run("in a session", func(t *testing.T) {
+		code := `g = sessions_on(["lab-[1-3]", "lab-31"], name="inner")
+g.put("k", 5)
+got = g.get("k")
+pairs = g.call("divmod", 7, 2)
+bad = g.call("int", "x")
+[repr(g), sorted(got.items())[:3], pairs["lab-2"], type(got["lab-31"]).__name__, type(bad["lab-1"]).__name__, "invalid literal" in str(bad["lab-3"])]`
+		r := w.Run("exec", "driver", code, "-t", "120")
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, `"<group 'inner' on 3 hosts; 1 could not be opened: lab-31>", [('lab-1', 5), ('lab-2', 5), ('lab-3', 5)], (3, 1), 'HubError', 'HubError', True]`)
+		l := w.Run("sessions")
+		assert.Contains(t, l.Stdout, "inner@lab-2  on lab-2")
+		// The group a session opened is a group for the command line too.
+		r = w.Run("exec", "inner", "k + 1")
+		assert.Contains(t, r.Stdout, "\nlab-[1-3] (3)\n")
+		assert.Contains(t, r.Stdout, "Out[1]: 6\n")
+	})
+
+	t.Run("progress on a terminal", func(t *testing.T) {
+		script, err := exec.LookPath("script")
+		if err != nil {
+			t.Skip("needs script (util-linux)")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, script, "-qefc", w.Bin+" exec tty 'import time; time.sleep(1.5); 1' --hosts lab-[1-2],lab-31", "/dev/null")
+		cmd.Env, cmd.Dir = w.Vars, w.Cwd
+		out, _ := cmd.CombinedOutput()
+		assert.Regexp(t, regexp.MustCompile(`tty: [0-2]/3 done`), string(out))
+		assert.Contains(t, string(out), "lab-[1-2] (2)")
+	})
+
+	t.Run("kill", func(t *testing.T) {
+		r := w.Run("kill", "probe")
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "lab-[1-30]: killed session 'probe@HOST'")
+		assert.Contains(t, r.Stdout, "lab-[31-32]: no session 'probe@HOST'")
+		l := w.Run("sessions")
+		assert.NotContains(t, l.Stdout, "probe@")
+		r = w.Run("exec", "probe", "1")
+		assert.NotContains(t, r.Stdout, "group", "the group is forgotten: a plain session now: %s", r)
+	})
+}
+
+func TestFanoutRefusals(t *testing.T) {
+	e := hubtest.Start(t)
+	e.WriteConfig(`{"groups": {"g": ["@g"]}}`)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--hosts", "lab-[1-5000]"}, "more than 1024 hosts"},
+		{[]string{"--hosts", "@nope"}, "no group @nope"},
+		{[]string{"--hosts", "@g"}, "nest deeper"},
+		{[]string{"--hosts", "me@lab-1"}, "use host names or ssh_config aliases"},
+		{[]string{"--hosts", "lab-[1-3"}, "without its ]"},
+		{[]string{"--hosts", "a", "--host", "b"}, "none of the others can be"},
+	} {
+		r := e.Run(append([]string{"exec", "x", "1"}, tc.args...)...)
+		assert.Equal(t, 2, r.Code, "%v: %s", tc.args, r)
+		assert.Contains(t, r.Stderr, tc.want, "%v", tc.args)
+		assert.Equal(t, 1, strings.Count(r.Stderr, "\n"), "one line: %s", r.Stderr)
+	}
+	r := e.Run("exec", "solo", "1")
+	require.Equal(t, 0, r.Code, "%s", r)
+	r = e.Run("exec", "solo", "1", "--hosts", "lab-1")
+	assert.Contains(t, r.Stderr, "'solo' is a single session")
+	r = e.Run("exec", "solo@lab-1", "1", "--host", "lab-2")
+	assert.Contains(t, r.Stderr, "runs on lab-1, as its name says")
+	hosts := []string{"n10", "n9", "n1"}
+	sort.Strings(hosts)
+	assert.Equal(t, "n[1,9-10]", nodeset.Fold(hosts))
+}

@@ -1,0 +1,213 @@
+package wire
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/replhub/replhub/nodeset"
+)
+
+// HostResult is one host's part of a group's answer: its session's
+// Result (Session is NAME@HOST), or, with Status StatusFailed, why replhub
+// could not run the cell there.
+type HostResult struct {
+	Host string `json:"host"`
+	*Result
+	Failure string `json:"failure,omitempty"`
+}
+
+// severity orders statuses from best to worst, for a group's Status and
+// exit code: a cell still running is pending, one that raised failed, a
+// host replhub could not run it on failed worse, a dead session worst.
+var severity = map[string]int{StatusOK: 0, StatusIdle: 0, StatusStarted: 0, StatusRunning: 1, StatusError: 2, StatusFailed: 3, StatusDead: 4}
+
+// Worst is the worst status of the hosts' results.
+func Worst(hosts []HostResult) string {
+	worst := StatusOK
+	for _, h := range hosts {
+		if severity[h.Status] > severity[worst] {
+			worst = h.Status
+		}
+	}
+	return worst
+}
+
+// fanKey is what makes two hosts' replies one block: the same output,
+// value, exception, notes and status.
+type fanKey struct {
+	status, output, value, err, notes, death string
+}
+
+func keyOf(r *Result) fanKey {
+	k := fanKey{status: r.Status, output: r.Output, notes: strings.Join(r.Notes, "\n"), death: r.Death}
+	if r.Previous != "" {
+		k.notes = r.Previous + "\n" + k.notes
+	}
+	if r.Value != nil {
+		k.value = "=" + *r.Value
+	}
+	if e := r.Error; e != nil {
+		k.err = e.Type + "\n" + e.Message + "\n" + e.Traceback
+	}
+	return k
+}
+
+// fanText renders a group's answer as clush -b does: hosts whose replies
+// are the same share one block headed by their folded names, the biggest
+// block first; then one line per failure with its reason.
+func (r *Result) fanText(surface string) string {
+	adv := AdviceFor(surface)
+	var b lines
+	line := b.line
+	line("[" + r.fanSummary() + "]")
+	for _, n := range r.Notes {
+		line("[" + n + "]")
+	}
+	type block struct {
+		hosts []string
+		first *Result
+		cells map[int]bool
+	}
+	blocks := map[fanKey]*block{}
+	var order []*block
+	var failed []HostResult
+	for _, h := range r.Fan {
+		if h.Status == StatusFailed {
+			failed = append(failed, h)
+			continue
+		}
+		k := keyOf(h.Result)
+		bl := blocks[k]
+		if bl == nil {
+			bl = &block{first: h.Result, cells: map[int]bool{}}
+			blocks[k] = bl
+			order = append(order, bl)
+		}
+		bl.hosts = append(bl.hosts, h.Host)
+		bl.cells[h.Cell] = true
+		if h.Status != StatusOK && h.Status != StatusIdle && h.Status != StatusStarted {
+			failed = append(failed, h)
+		}
+	}
+	sort.SliceStable(order, func(i, j int) bool { return len(order[i].hosts) > len(order[j].hosts) })
+	for _, bl := range order {
+		head := fmt.Sprintf("%s (%d)", nodeset.Fold(bl.hosts), len(bl.hosts))
+		rule := strings.Repeat("-", min(max(len(head), 15), 72))
+		line(rule + "\n" + head + "\n" + rule)
+		cell := bl.first.Cell
+		if len(bl.cells) > 1 {
+			cell = -1
+		}
+		b.WriteString(bl.first.hostBody(cell, r.Session, surface))
+	}
+	if len(failed) > 0 {
+		line(fmt.Sprintf("failed on %d of %d hosts:", len(failed), len(r.Fan)))
+		for _, f := range foldReasons(failed, r.Session, adv) {
+			line("  " + f)
+		}
+	}
+	if r.Others != "" {
+		line("[" + r.Others + "]")
+	}
+	return b.String()
+}
+
+// fanSummary counts a group's hosts by outcome.
+func (r *Result) fanSummary() string {
+	counts := map[string]int{}
+	created := 0
+	for _, h := range r.Fan {
+		counts[h.Status]++
+		if h.Result != nil && h.Created != nil {
+			created++
+		}
+	}
+	var parts []string
+	for _, c := range []struct{ status, word string }{
+		{StatusOK, "ok"}, {StatusStarted, "started"}, {StatusIdle, "idle"}, {StatusError, "raised"},
+		{StatusRunning, "still running"}, {StatusDead, "dead"}, {StatusFailed, "could not run"},
+	} {
+		if n := counts[c.status]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, c.word))
+		}
+	}
+	s := fmt.Sprintf("group '%s' on %d hosts: %s", r.Session, len(r.Fan), strings.Join(parts, ", "))
+	if created > 0 {
+		s += fmt.Sprintf("; created %d sessions %s@HOST", created, r.Session)
+	}
+	return s
+}
+
+// hostBody is one block's text: a host's reply without the lines about
+// other sessions, with cell as its number (-1: the hosts' numbers differ)
+// and advice that names the group.
+func (r *Result) hostBody(cell int, group, surface string) string {
+	adv := AdviceFor(surface)
+	var b lines
+	line := b.line
+	if r.Previous != "" {
+		line("[" + r.Previous + "]")
+	}
+	r.writeOutcome(&b, cell)
+	switch r.Status {
+	case StatusStarted:
+		line(fmt.Sprintf("[cell started: %s collects its output and result]", adv.Wait(group)))
+	case StatusRunning:
+		line(fmt.Sprintf("[still running after %s; it goes on: %s collects it]", Duration(float64(r.DurationMS)/1000), adv.Wait(group)))
+	case StatusDead:
+		line("[" + r.Death + "]")
+	case StatusIdle:
+		if r.Output == "" {
+			line("[idle: nothing to collect]")
+		}
+	case StatusOK:
+		if r.Output == "" && r.Value == nil {
+			line("[no output, no value]")
+		}
+	}
+	return b.String()
+}
+
+// foldReasons lists the failures, hosts with the same reason on one line.
+func foldReasons(failed []HostResult, group string, adv Advice) []string {
+	byReason := map[string][]string{}
+	var order []string
+	for _, h := range failed {
+		reason := ""
+		switch h.Status {
+		case StatusFailed:
+			msg := strings.TrimPrefix(h.Failure, "session '"+h.Session+"' did not start: ")
+			reason = "could not run: " + firstLine(strings.ReplaceAll(msg, "'"+h.Session+"'", "'"+group+"@HOST'"))
+		case StatusError:
+			reason = "raised " + h.Error.Type
+			if h.Error.Message != "" {
+				reason += ": " + firstLine(h.Error.Message)
+			}
+		case StatusRunning:
+			reason = fmt.Sprintf("timed out: the cell still runs (%s collects it)", adv.Wait(group))
+		case StatusDead:
+			reason = "died: " + firstLine(h.Death)
+		}
+		if byReason[reason] == nil {
+			order = append(order, reason)
+		}
+		byReason[reason] = append(byReason[reason], h.Host)
+	}
+	out := make([]string, len(order))
+	for i, reason := range order {
+		out[i] = nodeset.Fold(byReason[reason]) + ": " + reason
+	}
+	return out
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " ..."
+	}
+	if len(s) > 300 {
+		s = s[:300] + " ..."
+	}
+	return s
+}
