@@ -232,6 +232,12 @@ func (h *Hub) fanExec(ctx context.Context, req wire.Request, hosts []string, pro
 			sub.Password = nil
 		}
 		s, created, previous, err := h.ensure(ctx, sub)
+		if wire.IsCode(err, wire.CodeNeedPassword) {
+			// One password for many hosts is not asked for: each would
+			// have to be sent again, and the cell run again where it ran.
+			err = fmt.Errorf("sudo wants a password on %s: %s %s starts that one session asking for it, or allow NOPASSWD there",
+				host, wire.AdviceFor(req.Surface).ExecOn(sub.Name, host), wire.AdviceFor(req.Surface).With("sudo"))
+		}
 		if err != nil {
 			return failedHost(sub.Name, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"compress/zlib"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -17,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,7 +73,53 @@ const WorkerModule = "replhub_worker"
 // Build returns the framed payload (length line + zlib bytes) for the
 // worker and extra modules; argv, when given, is the worker's (else
 // --stdio).
+//
+// The same modules and argv give the same bytes, which are kept: a
+// fan-out starts dozens of sessions at once, and compressing the bundle
+// was most of the hub's work for each. The bytes returned are shared and
+// must not be changed.
 func Build(extra map[string]Module, argv ...string) ([]byte, error) {
+	key := buildKey(extra, argv)
+	built.Lock()
+	b, ok := built.m[key]
+	built.Unlock()
+	if ok {
+		return b, nil
+	}
+	b, err := build(extra, argv)
+	if err != nil {
+		return nil, err
+	}
+	built.Lock()
+	if len(built.m) >= maxBuilt {
+		clear(built.m)
+	}
+	built.m[key] = b
+	built.Unlock()
+	return b, nil
+}
+
+// maxBuilt bounds the payloads kept: one per set of user modules and
+// worker flags in use.
+const maxBuilt = 8
+
+var built = struct {
+	sync.Mutex
+	m map[string][]byte
+}{m: map[string][]byte{}}
+
+// buildKey names what Build builds from: the extra modules and argv.
+func buildKey(extra map[string]Module, argv []string) string {
+	h := sha256.New()
+	for _, name := range slices.Sorted(maps.Keys(extra)) {
+		m := extra[name]
+		fmt.Fprintf(h, "%q %q %v %v\n", name, m.Src, m.Pkg, m.Late)
+	}
+	fmt.Fprintf(h, "%q", argv)
+	return string(h.Sum(nil))
+}
+
+func build(extra map[string]Module, argv []string) ([]byte, error) {
 	mods := maps.Clone(builtin())
 	for k, v := range extra {
 		mods[k] = v

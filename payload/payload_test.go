@@ -71,3 +71,21 @@ func TestStubRunsTheWorkerFromMemory(t *testing.T) {
 	assert.Contains(t, lines[2], `"value":"6"`)
 	assert.Equal(t, "FENCE", stderr.String())
 }
+
+// A payload is built once per set of modules and flags: a fan-out's
+// starts share it.
+func TestBuildKept(t *testing.T) {
+	a, err := Build(map[string]Module{"m": {Src: "x = 1"}}, "--stdio")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Build(map[string]Module{"m": {Src: "x = 1"}}, "--stdio")
+	c, _ := Build(map[string]Module{"m": {Src: "x = 2"}}, "--stdio")
+	d, _ := Build(map[string]Module{"m": {Src: "x = 1"}}, "--stdio", "--no-tk")
+	if &a[0] != &b[0] {
+		t.Error("the same modules and flags built twice")
+	}
+	if bytes.Equal(a, c) || bytes.Equal(a, d) {
+		t.Error("other modules or flags gave the same payload")
+	}
+}

@@ -78,9 +78,9 @@ func TestFanout(t *testing.T) {
 		assert.Regexp(t, `\n  lab-32: could not run: .*connection refused`, r.Stdout)
 		assert.Empty(t, r.Stderr, "no progress line off a terminal")
 
-		l := w.Run("sessions")
+		l := w.Run("sessions", "probe")
 		assert.Regexp(t, `(?m)^probe@lab-12  on lab-12  pid \d+  python 3\.`, l.Stdout)
-		assert.Equal(t, 30, strings.Count(l.Stdout, "probe@lab-"), "%s", l.Stdout)
+		assert.Equal(t, 30, strings.Count(l.Stdout, "\nprobe@lab-")+1, "the group's sessions: %s", l.Stdout)
 	})
 
 	t.Run("json", func(t *testing.T) {

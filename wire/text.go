@@ -190,11 +190,12 @@ func MB(n int64) string {
 	return fmt.Sprintf("%d MB", (n+(1<<19))>>20)
 }
 
-// Only keeps session name (live or dead) and reports whether it was there.
+// Only keeps session name (live or dead), or the sessions NAME@HOST of
+// group name, and reports whether it was there.
 func (l *SessionList) Only(name string) bool {
 	live := l.Sessions[:0]
 	for _, s := range l.Sessions {
-		if s.Name == name {
+		if s.Name == name || !strings.Contains(name, "@") && strings.HasPrefix(s.Name, name+"@") {
 			live = append(live, s)
 		}
 	}
