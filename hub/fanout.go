@@ -310,7 +310,9 @@ func (h *Hub) fanMessages(name string, hosts []string, do func(member string) (s
 		if err != nil {
 			msg = errorMessage(err)
 		}
-		text := strings.ReplaceAll(msg, "'"+member+"'", "'"+name+"@HOST'")
+		// The session is any host's; advice goes to the whole group.
+		text := strings.ReplaceAll(msg, "session '"+member+"'", "session '"+name+"@HOST'")
+		text = strings.ReplaceAll(text, member, name)
 		mu.Lock()
 		if err != nil {
 			failures++

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"regexp"
 	"sort"
@@ -136,17 +137,19 @@ func TestFanout(t *testing.T) {
 		assert.Equal(t, fmt.Sprintf("Out[4]: %d\n", w.ports["lab-3"]), r.Stdout)
 	})
 
+	// From here on the group is redefined on a few hosts at a time: their
+	// sessions are up, so nothing waits for a start.
 	t.Run("slow host, wait and interrupt", func(t *testing.T) {
-		slow := fmt.Sprintf("%s\nimport time\nif port == %d: time.sleep(60)\nport", portCell, w.ports["lab-2"])
-		r := w.Run("exec", "slow", slow, "--hosts", "lab-[1-3]", "-t", "3")
+		slow := fmt.Sprintf("import time\nif port == %d: time.sleep(60)\nport", w.ports["lab-2"])
+		r := w.Run("exec", "probe", slow, "--hosts", "lab-[1-3]", "-t", "3")
 		require.Equal(t, 3, r.Code, "%s", r)
-		assert.Contains(t, r.Stdout, "2 ok, 1 still running")
-		assert.Contains(t, r.Stdout, "  lab-2: timed out: the cell still runs (`replhub wait slow` collects it)\n")
-		r = w.Run("interrupt", "slow")
+		assert.Contains(t, r.Stdout, "[group 'probe' on 3 hosts: 2 ok, 1 still running]")
+		assert.Contains(t, r.Stdout, "  lab-2: timed out: the cell still runs (`replhub wait probe` collects it)\n")
+		r = w.Run("interrupt", "probe")
 		require.Equal(t, 0, r.Code, "%s", r)
-		assert.Contains(t, r.Stdout, "lab-2: interrupted cell 1 of session 'slow@HOST'")
-		assert.Contains(t, r.Stdout, "lab-[1,3]: session 'slow@HOST' is idle: nothing to interrupt")
-		r = w.Run("wait", "slow")
+		assert.Contains(t, r.Stdout, "lab-2: interrupted cell 4 of session 'probe@HOST' (KeyboardInterrupt raised in it); `replhub wait probe` shows how it ended\n")
+		assert.Contains(t, r.Stdout, "lab-[1,3]: session 'probe@HOST' is idle: nothing to interrupt")
+		r = w.Run("wait", "probe")
 		assert.Equal(t, 1, r.Code, "%s", r)
 		assert.Contains(t, r.Stdout, "KeyboardInterrupt")
 		assert.Contains(t, r.Stdout, "lab-2: raised KeyboardInterrupt")
@@ -157,24 +160,24 @@ func TestFanout(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		text, isErr := callText(t, ctx, cs, &sdk.CallToolParams{Name: "exec", Arguments: map[string]any{
-			"name": "agent", "code": "import platform; platform.system()", "hosts": "@few"}})
+			"name": "probe", "code": "import platform; platform.system()", "hosts": "@few"}})
 		assert.True(t, isErr, "a host that could not run it: %s", text)
-		assert.Contains(t, text, "[group 'agent' on 4 hosts: 3 ok, 1 could not run; created 3 sessions agent@HOST]\n")
+		assert.Contains(t, text, "[group 'probe' on 4 hosts: 3 ok, 1 could not run]\n")
 		assert.Contains(t, text, "\nlab-[1-3] (3)\n")
-		assert.Contains(t, text, "Out[1]: 'Linux'\n")
+		assert.Contains(t, text, "Out: 'Linux'\n", "the hosts' cells have other numbers")
 		assert.Regexp(t, `\n  lab-31: could not run: `, text)
 		text, isErr = callText(t, ctx, cs, &sdk.CallToolParams{Name: "exec", Arguments: map[string]any{
-			"name": "agent", "code": "print('x' * 30000)"}})
+			"name": "probe", "code": "print('x' * 30000)"}})
 		assert.True(t, isErr)
 		assert.LessOrEqual(t, len(text), 10000, "a reply is bounded like any other")
 		assert.Contains(t, text, "characters of this reply left out")
-		text, _ = callText(t, ctx, cs, &sdk.CallToolParams{Name: "kill", Arguments: map[string]any{"name": "agent"}})
-		assert.Contains(t, text, "lab-[1-3]: killed session 'agent@HOST'")
-		assert.Contains(t, text, "group 'agent' is forgotten")
+		text, _ = callText(t, ctx, cs, &sdk.CallToolParams{Name: "wait", Arguments: map[string]any{"name": "probe"}})
+		assert.Contains(t, text, "\nlab-[1-3] (3)\n")
+		assert.Contains(t, text, "[idle: nothing to collect]")
 	})
 
 	t.Run("in a session", func(t *testing.T) {
-		code := `g = sessions_on(["lab-[1-3]", "lab-31"], name="inner")
+		code := `g = sessions_on(["lab-[1-3]", "lab-31"], name="probe")
 g.put("k", 5)
 got = g.get("k")
 pairs = g.call("divmod", 7, 2)
@@ -182,13 +185,15 @@ bad = g.call("int", "x")
 [repr(g), sorted(got.items())[:3], pairs["lab-2"], type(got["lab-31"]).__name__, type(bad["lab-1"]).__name__, "invalid literal" in str(bad["lab-3"])]`
 		r := w.Run("exec", "driver", code, "-t", "120")
 		require.Equal(t, 0, r.Code, "%s", r)
-		assert.Contains(t, r.Stdout, `"<group 'inner' on 3 hosts; 1 could not be opened: lab-31>", [('lab-1', 5), ('lab-2', 5), ('lab-3', 5)], (3, 1), 'HubError', 'HubError', True]`)
-		l := w.Run("sessions")
-		assert.Contains(t, l.Stdout, "inner@lab-2  on lab-2")
-		// The group a session opened is a group for the command line too.
-		r = w.Run("exec", "inner", "k + 1")
-		assert.Contains(t, r.Stdout, "\nlab-[1-3] (3)\n")
-		assert.Contains(t, r.Stdout, "Out[1]: 6\n")
+		assert.Contains(t, r.Stdout, `"<group 'probe' on 3 hosts; 1 could not be opened: lab-31>", [('lab-1', 5), ('lab-2', 5), ('lab-3', 5)], (3, 1), 'HubError', 'HubError', True]`)
+		// Each session's transcript records what it served.
+		b, err := os.ReadFile(w.Paths.Transcript("probe@lab-2"))
+		require.NoError(t, err)
+		assert.Contains(t, string(b), "call from 'driver'")
+		// The group a session opened is the group of the command line too.
+		r = w.Run("exec", "probe", "k + 1")
+		assert.Contains(t, r.Stdout, "[group 'probe' on 4 hosts: 3 ok, 1 could not run]\n")
+		assert.Contains(t, r.Stdout, "Out: 6\n")
 	})
 
 	t.Run("progress on a terminal", func(t *testing.T) {
@@ -198,22 +203,24 @@ bad = g.call("int", "x")
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, script, "-qefc", w.Bin+" exec tty 'import time; time.sleep(1.5); 1' --hosts lab-[1-2],lab-31", "/dev/null")
+		cmd := exec.CommandContext(ctx, script, "-qefc", w.Bin+" exec probe 'import time; time.sleep(1.5); 1' --hosts lab-[1-2],lab-31", "/dev/null")
 		cmd.Env, cmd.Dir = w.Vars, w.Cwd
 		out, _ := cmd.CombinedOutput()
-		assert.Regexp(t, regexp.MustCompile(`tty: [0-2]/3 done`), string(out))
+		assert.Regexp(t, regexp.MustCompile(`probe: [0-2]/3 done`), string(out))
 		assert.Contains(t, string(out), "lab-[1-2] (2)")
 	})
 
 	t.Run("kill", func(t *testing.T) {
 		r := w.Run("kill", "probe")
 		require.Equal(t, 0, r.Code, "%s", r)
-		assert.Contains(t, r.Stdout, "lab-[1-30]: killed session 'probe@HOST'")
-		assert.Contains(t, r.Stdout, "lab-[31-32]: no session 'probe@HOST'")
-		l := w.Run("sessions")
-		assert.NotContains(t, l.Stdout, "probe@")
+		assert.Equal(t, "lab-31: no session 'probe@HOST'\nlab-[1-2]: killed session 'probe@HOST'\ngroup 'probe' is forgotten\n", r.Stdout)
+		l := w.Run("sessions", "probe")
+		assert.NotContains(t, l.Stdout, "probe@lab-1 ")
+		assert.Contains(t, l.Stdout, "probe@lab-3 ")
+		// What is left of the group is found again by its sessions' names.
 		r = w.Run("exec", "probe", "1")
-		assert.NotContains(t, r.Stdout, "group", "the group is forgotten: a plain session now: %s", r)
+		assert.Contains(t, r.Stdout, "[group 'probe' on 28 hosts: 28 ok]\n")
+		assert.Contains(t, r.Stdout, "\nlab-[3-30] (28)\n")
 	})
 }
 

@@ -138,6 +138,14 @@ def _refuse_main_code(obj):
     return None
 
 
+class _DataPickler(pickle.Pickler):
+    """pickle's Pickler, refusing code of __main__ (a method: Python 3.13
+    no longer lets an instance's persistent_id be set)."""
+
+    def persistent_id(self, obj):
+        return _refuse_main_code(obj)
+
+
 _Pickler = None
 
 
@@ -163,8 +171,7 @@ def dumps(obj):
         if cloudpickle is not None:
             p = _pickler_class()(buf, protocol=PROTOCOL)
         else:
-            p = pickle.Pickler(buf, protocol=PROTOCOL)
-            p.persistent_id = _refuse_main_code
+            p = _DataPickler(buf, protocol=PROTOCOL)
         p.dispatch_table = _dispatch
         p.dump(obj)
     except CopyError:
