@@ -81,32 +81,34 @@ const WorkerModule = "replhub_worker"
 func Build(extra map[string]Module, argv ...string) ([]byte, error) {
 	key := buildKey(extra, argv)
 	built.Lock()
-	b, ok := built.m[key]
+	e := built.m[key]
+	if e == nil {
+		if len(built.m) >= maxBuilt {
+			clear(built.m)
+		}
+		e = &builtPayload{}
+		built.m[key] = e
+	}
 	built.Unlock()
-	if ok {
-		return b, nil
-	}
-	b, err := build(extra, argv)
-	if err != nil {
-		return nil, err
-	}
-	built.Lock()
-	if len(built.m) >= maxBuilt {
-		clear(built.m)
-	}
-	built.m[key] = b
-	built.Unlock()
-	return b, nil
+	// Starts that ask at once wait for one build.
+	e.once.Do(func() { e.b, e.err = build(extra, argv) })
+	return e.b, e.err
 }
 
 // maxBuilt bounds the payloads kept: one per set of user modules and
 // worker flags in use.
 const maxBuilt = 8
 
+type builtPayload struct {
+	once sync.Once
+	b    []byte
+	err  error
+}
+
 var built = struct {
 	sync.Mutex
-	m map[string][]byte
-}{m: map[string][]byte{}}
+	m map[string]*builtPayload
+}{m: map[string]*builtPayload{}}
 
 // buildKey names what Build builds from: the extra modules and argv.
 func buildKey(extra map[string]Module, argv []string) string {
