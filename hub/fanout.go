@@ -196,6 +196,10 @@ func (h *Hub) fanExec(ctx context.Context, req wire.Request, hosts []string, pro
 	if err != nil {
 		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}
 	}
+	if strings.Contains(req.Name, "@") {
+		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf(
+			"'%s' names one session on one host; a group's name has no @ (its sessions are NAME@HOST)", req.Name)}
+	}
 	if hosts == nil {
 		if req.Host != "" {
 			return nil, &wire.Error{Code: wire.CodeBadRequest, Message: "host and hosts do not go together: a group's hosts are all in hosts"}

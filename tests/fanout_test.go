@@ -247,6 +247,8 @@ func TestFanoutRefusals(t *testing.T) {
 	require.Equal(t, 0, r.Code, "%s", r)
 	r = e.Run("exec", "solo", "1", "--hosts", "lab-1")
 	assert.Contains(t, r.Stderr, "'solo' is a single session")
+	r = e.Run("exec", "solo@lab-1", "1", "--hosts", "lab-2")
+	assert.Contains(t, r.Stderr, "a group's name has no @")
 	r = e.Run("exec", "solo@lab-1", "1", "--host", "lab-2")
 	assert.Contains(t, r.Stderr, "runs on lab-1, as its name says")
 	hosts := []string{"n10", "n9", "n1"}
