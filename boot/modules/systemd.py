@@ -1,2 +1,2 @@
-"""systemd: units, the journal and any D-Bus call, through libsystemd (systemctl where it is missing).
+"""systemd: units, journal and D-Bus calls (libsystemd, else systemctl)
 """
