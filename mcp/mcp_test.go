@@ -156,7 +156,9 @@ func TestInstructionsListModules(t *testing.T) {
 
 	// The server reads the user's folder when it starts.
 	dir := t.TempDir()
-	p, err := config.FromEnv(func(k string) string { return map[string]string{"XDG_CONFIG_HOME": dir, "XDG_RUNTIME_DIR": dir, "HOME": dir}[k] })
+	p, err := config.FromEnv(func(k string) string {
+		return map[string]string{"XDG_CONFIG_HOME": dir, "XDG_RUNTIME_DIR": dir, "HOME": dir}[k]
+	})
 	require.NoError(t, err)
 	require.NoError(t, os.MkdirAll(p.Modules(), 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(p.Modules(), "cad.py"), []byte(`"""Drawings."""`), 0o600))
