@@ -49,7 +49,7 @@ func TestModulesImportHook(t *testing.T) {
 	assert.Contains(t, r.Stdout+r.Stderr, "return 1 / 0", "tracebacks show the module's lines")
 
 	// A user's module shadows a shipped one of the same name.
-	out = ok(t, e.Run("exec", "s", "from replhub import systemd; (systemd.__file__, systemd.__doc__.startswith('systemd'))"))
+	out = ok(t, e.Run("exec", "s", "from replhub import systemd; (systemd.__file__, callable(systemd.status))"))
 	assert.Contains(t, out, "('<replhub>/modules/systemd.py', True)")
 	writeModule(t, e, "systemd", "MINE = True\n")
 	out = ok(t, e.Run("exec", "s", "import replhub.systemd as sd2, importlib; importlib.reload(sd2); sd2.MINE"))
@@ -123,4 +123,26 @@ func TestModulesRemoteAndRoot(t *testing.T) {
 		out := ok(t, e.Run("exec", "ops", "from replhub import mine; mine.uid()"))
 		assert.Contains(t, out, "Out[2]: 0")
 	})
+}
+
+// systemd in sessions: a user's session may not change a system unit and
+// is told to use a root session; a root session gets past that and is told
+// that no manager runs here (this machine, like CI, runs none).
+func TestModulesSystemd(t *testing.T) {
+	if _, err := os.Stat("/run/systemd/system"); err == nil {
+		t.Skip("a systemd manager runs here: the test would change a unit")
+	}
+	sudoUser(t, "rhnp", true)
+	e := hubtest.StartAs(t, "rhnp")
+	e.Setenv("REPLHUB_PYTHON", "/usr/bin/python3")
+	r := e.Run("exec", "me", "from replhub import systemd\nsystemd.restart('nginx')")
+	assert.Equal(t, 1, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "SystemdError: systemd: restart nginx.service changes a system unit, which needs root: use a root session (session(name, sudo=True), or exec --sudo)")
+	r = e.Run("exec", "me", "systemd.run('rm -rf /tmp/x')")
+	assert.Contains(t, r.Stdout, "TypeError: systemd: run takes a list of arguments, no shell")
+	r = e.Run("exec", "ops", "from replhub import systemd\nsystemd.restart('nginx')", "--sudo")
+	assert.Equal(t, 1, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "SystemdError: systemd: no systemd manager runs here: PID 1 is")
+	out := ok(t, e.Run("exec", "ops", "systemd.Status(id='x.service', load='loaded', active='failed', sub='failed')"))
+	assert.Contains(t, out, "x x.service - \n     Loaded: loaded\n     Active: failed (failed)", "results print as text")
 }
