@@ -73,6 +73,11 @@ func TestModulesImportHook(t *testing.T) {
 	}
 	out = ok(t, e.Run("exec", "s", "import os; os.getpid() > 0"))
 	assert.Contains(t, out, "True", "the session and the hub live on")
+
+	// Without the folder, the replhub.py in the cwd cannot stand in either.
+	require.NoError(t, os.RemoveAll(filepath.Join(e.Cwd, "replhub")))
+	out = ok(t, e.Run("exec", "fresh", "import replhub, replhub.later; (replhub.__spec__.origin, replhub.later.WHO)"))
+	assert.Contains(t, out, "('<replhub>', 'edited')")
 }
 
 // modules() lists shipped and user modules with their docstrings.
