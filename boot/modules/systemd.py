@@ -652,13 +652,20 @@ def units(pattern=None, user=False, all=False):
     return UnitList(sorted(Unit(r[0], r[2], r[3], r[4], r[1]) for r in rows if all or r[3] != "inactive"))
 
 
+MODES = ("replace", "fail", "isolate", "ignore-dependencies", "ignore-requirements", "flush",
+         "replace-irreversibly")
+
+
 def _job(verb, member):
     def change(unit, user=False, mode="replace", wait=True, timeout=90.0):
         unit = unit_name(unit)
+        if mode not in MODES:
+            raise ValueError("systemd: mode=%r is not one of %s" % (mode, ", ".join(MODES)))
         _need_root(verb, unit, user)
         bus = _backend(user)
         if bus is None:
-            _systemctl([verb] + ([] if wait else ["--no-block"]) + ["--", unit], user)
+            _command("systemctl", ["--no-pager", "--no-ask-password", verb, "--job-mode=" + mode] +
+                     ([] if wait else ["--no-block"]) + ["--", unit], user, timeout=timeout)
             return status(unit, user)
         with bus:
             job = _mcall(bus, member, "ss", unit, mode)[0]

@@ -151,11 +151,14 @@ class Commands(Fresh):
 
     def test_argv(self):
         calls = self.run_recorded(systemd.restart, "web@1")
-        self.assertEqual(calls[0][1:], ["--no-pager", "--no-ask-password", "restart", "--", "web@1.service"])
+        self.assertEqual(calls[0][1:], ["--no-pager", "--no-ask-password", "restart", "--job-mode=replace", "--",
+                                        "web@1.service"])
         self.assertEqual(calls[1][1:4], ["--no-pager", "--no-ask-password", "show"])
         calls = self.run_recorded(systemd.stop, "web", user=True, wait=False)
-        self.assertEqual(calls[0][1:], ["--user", "--no-pager", "--no-ask-password", "stop", "--no-block", "--",
-                                        "web.service"])
+        self.assertEqual(calls[0][1:], ["--user", "--no-pager", "--no-ask-password", "stop", "--job-mode=replace",
+                                        "--no-block", "--", "web.service"])
+        with self.assertRaises(ValueError):
+            systemd.start("web", user=True, mode="replace; reboot")
         calls = self.run_recorded(systemd.run, ["sleep", "60; rm -rf /"], unit="job")
         self.assertEqual(calls[0][1:], ["--unit=job.service", "--collect", "--quiet", "--",
                                         shutil.which("sleep"), "60; rm -rf /"])
