@@ -114,6 +114,13 @@ func clip(s string) string {
 // readUser reads dir/NAME.py, bounded; an error wrapping fs.ErrNotExist
 // means there is none.
 func readUser(dir, name string) (Module, error) {
+	return readUserAtMost(dir, name, MaxSize)
+}
+
+// readUserAtMost is readUser that reads the first limit bytes only (a
+// listing needs the docstring, not the whole file); its checks are the
+// same, on what it read.
+func readUserAtMost(dir, name string, limit int64) (Module, error) {
 	file := filepath.Join(dir, name+".py")
 	dotted := Prefix + name
 	// O_NONBLOCK: a FIFO put there must not hang the hub; it is refused
@@ -136,12 +143,24 @@ func readUser(dir, name string) (Module, error) {
 	if fi.Size() > MaxSize {
 		return Module{}, tooBig(dotted, file, fi.Size())
 	}
-	b, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
+	b, err := io.ReadAll(io.LimitReader(f, min(limit, MaxSize)+1))
 	if err != nil {
 		return Module{}, &Error{Name: dotted, Reason: fmt.Sprintf("cannot read %s: %v", file, err)}
 	}
 	if len(b) > MaxSize {
 		return Module{}, tooBig(dotted, file, int64(len(b)))
+	}
+	if int64(len(b)) > limit {
+		// Drop a rune the cut split, so that it is not taken for bad UTF-8.
+		b = b[:limit]
+		for n := 1; n <= utf8.UTFMax && n <= len(b); n++ {
+			if utf8.RuneStart(b[len(b)-n]) {
+				if !utf8.FullRune(b[len(b)-n:]) {
+					b = b[:len(b)-n]
+				}
+				break
+			}
+		}
 	}
 	src, err := source(b)
 	if err != nil {
@@ -182,8 +201,16 @@ func trimBOM(b []byte) []byte {
 	return b
 }
 
+// listPeek is how much of a user's file a listing reads; MaxList bounds
+// how many of the user's files it reads.
+const (
+	listPeek = 64 << 10
+	MaxList  = 500
+)
+
 // List describes every module, shipped and the user's (in dir, "" for
-// none), sorted by name; names starting with _ are left out.
+// none), sorted by name; names starting with _ are left out, and the
+// user's files past the first MaxList (by name).
 func List(dir string) []Info {
 	byName := map[string]Info{}
 	for name, src := range boot.Shipped() {
@@ -191,6 +218,9 @@ func List(dir string) []Info {
 	}
 	if dir != "" {
 		files, _ := filepath.Glob(filepath.Join(dir, "*.py"))
+		if len(files) > MaxList {
+			files = files[:MaxList]
+		}
 		for _, f := range files {
 			name := strings.TrimSuffix(filepath.Base(f), ".py")
 			if !ValidName(name) {
@@ -198,7 +228,7 @@ func List(dir string) []Info {
 			}
 			_, shipped := byName[name]
 			in := Info{Name: name, User: true, Shadows: shipped}
-			if m, err := readUser(dir, name); err != nil {
+			if m, err := readUserAtMost(dir, name, listPeek); err != nil {
 				in.Error = err.Error()
 			} else {
 				in.Doc = Doc(m.Src)

@@ -80,6 +80,11 @@ func TestList(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "_private.py"), nil, 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad-name.py"), nil, 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "latin.py"), []byte("\xff"), 0o600))
+	// A listing reads the head of a big file; a rune its cut splits is no
+	// error.
+	doc := `"""Long."""` + "\n#"
+	head := doc + strings.Repeat("x", listPeek-len(doc)-1) + "é\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "long.py"), []byte(head+strings.Repeat("y", 2*listPeek)), 0o600))
 	got := map[string]Info{}
 	for _, in := range List(dir) {
 		got[in.Name] = in
@@ -87,6 +92,7 @@ func TestList(t *testing.T) {
 	assert.Equal(t, Info{Name: "cad", Doc: "Drawings.", User: true}, got["cad"])
 	assert.Equal(t, Info{Name: "systemd", User: true, Shadows: true}, got["systemd"])
 	assert.Contains(t, got["latin"].Error, "not UTF-8")
+	assert.Equal(t, Info{Name: "long", Doc: "Long.", User: true}, got["long"])
 	assert.NotContains(t, got, "_private")
 	assert.NotContains(t, got, "bad-name")
 	for name := range boot.Shipped() {
