@@ -8,6 +8,7 @@ returns; every wait is bounded."""
 import os
 import random
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -208,7 +209,7 @@ class Binding(Fresh):
 
     def test_symbols(self):
         lib = systemd.libsystemd()
-        for name, (res, args) in systemd.SIGNATURES.items():
+        for name, (res, args) in systemd.sd.SIGNATURES.items():
             self.assertEqual(getattr(lib, name).argtypes, args, name)
 
     def test_no_bus(self):
@@ -233,8 +234,15 @@ class Binding(Fresh):
             p.wait(10)
         self.addCleanup(end)
         deadline = time.monotonic() + 10
-        while not os.path.exists(sock) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        while time.monotonic() < deadline:  # until it accepts: the file comes before listen()
+            s = socket.socket(socket.AF_UNIX)
+            try:
+                s.connect(sock)
+                break
+            except OSError:
+                time.sleep(0.02)
+            finally:
+                s.close()
         patch = mock.patch.dict(os.environ, {"DBUS_SESSION_BUS_ADDRESS": "unix:path=" + sock})
         patch.start()
         self.addCleanup(patch.stop)
