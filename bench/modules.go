@@ -24,6 +24,10 @@ func modulesRows(w *world, n int) ([]row, error) {
 	if err := os.WriteFile(filepath.Join(w.cwd, "plain_systemd.py"), src, 0o600); err != nil {
 		return nil, err
 	}
+	// What it imports, imported from the cwd too outside replhub.
+	if err := os.WriteFile(filepath.Join(w.cwd, "_libsystemd.py"), boot.Shipped()["_libsystemd"], 0o600); err != nil {
+		return nil, err
+	}
 	o := client.ExecOptions{Cwd: w.cwd, Env: w.env}
 	cell := func(name, code string) (time.Duration, error) {
 		t0 := time.Now()
