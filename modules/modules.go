@@ -96,7 +96,7 @@ func Load(dir, dotted string) (Module, error) {
 	if src, ok := boot.Shipped()[name]; ok {
 		return Module{Name: name, Src: string(src), File: "<replhub>/modules/" + name + ".py"}, nil
 	}
-	where := "the user's modules"
+	where := name + ".py in the modules folder"
 	if dir != "" {
 		where = filepath.Join(dir, name+".py")
 	}
