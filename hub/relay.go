@@ -113,9 +113,10 @@ func (h *Hub) serveRequest(from *Session, f *proto.Req) {
 	case "module":
 		h.serveModule(f, reply)
 	case "modules":
-		// The listing of modules(): Message is where the user's go.
-		reply.OK, reply.Message = true, h.paths.Modules()
-		reply.Data, _ = json.Marshal(modules.List(h.paths.Modules()))
+		// The listing of modules(): Data the list, Message its text.
+		list := modules.List(h.paths.Modules())
+		reply.OK, reply.Message = true, modules.Text(list, h.paths.Modules())
+		reply.Data, _ = json.Marshal(list)
 	case "put", "get", "call":
 		served, err := h.relayServe(from, f)
 		if err != nil {

@@ -245,3 +245,31 @@ func List(dir string) []Info {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
+
+// Text is the listing as modules() and `replhub modules` show it: a head
+// line that names where the user's go (dir), then a module a line.
+func Text(list []Info, dir string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "from replhub import NAME  (yours: %s)\n", filepath.Join(dir, "NAME.py"))
+	width := 4
+	for _, m := range list {
+		width = max(width, len(m.Name))
+	}
+	for _, m := range list {
+		who, about := "shipped", m.Doc
+		if m.User {
+			who = "yours"
+		}
+		switch {
+		case m.Error != "":
+			about = "cannot be imported: " + m.Error
+		case m.Shadows:
+			about = strings.TrimSpace(about + " (shadows the shipped one)")
+		}
+		fmt.Fprintf(&b, "  %-*s  %-7s  %s\n", width, m.Name, who, about)
+	}
+	if len(list) == 0 {
+		b.WriteString("  (none)\n")
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}

@@ -169,3 +169,18 @@ func FuzzLoad(f *testing.F) {
 		}
 	})
 }
+
+func TestText(t *testing.T) {
+	got := Text([]Info{
+		{Name: "cad", Doc: "Drawings.", User: true},
+		{Name: "systemd", Doc: "Units.", User: true, Shadows: true},
+		{Name: "bad", User: true, Error: "replhub.bad: it is not UTF-8"},
+		{Name: "git", Doc: "Repositories."},
+	}, "/m")
+	assert.Equal(t, `from replhub import NAME  (yours: /m/NAME.py)
+  cad      yours    Drawings.
+  systemd  yours    Units. (shadows the shipped one)
+  bad      yours    cannot be imported: replhub.bad: it is not UTF-8
+  git      shipped  Repositories.`, got)
+	assert.Equal(t, "from replhub import NAME  (yours: /m/NAME.py)\n  (none)", Text(nil, "/m"))
+}

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,6 +93,12 @@ func TestModulesList(t *testing.T) {
 	assert.Regexp(t, `(?m)^  cad +yours +Drawings for the lab\.$`, out)
 	assert.Regexp(t, `(?m)^  systemd +yours +My own systemd\. \(shadows the shipped one\)$`, out)
 	assert.Regexp(t, `(?m)^  broken +yours +cannot be imported: .*not UTF-8`, out)
+	// The command says the same without a session, and --json for programs.
+	cli := ok(t, e.Run("modules"))
+	assert.Contains(t, out, strings.TrimSpace(cli))
+	var list []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(ok(t, e.Run("modules", "--json"))), &list))
+	assert.Contains(t, list, map[string]any{"name": "cad", "doc": "Drawings for the lab.", "user": true})
 	out = ok(t, e.Run("exec", "s", "[(m.name, m.user) for m in modules() if m.name == 'cad']"))
 	assert.Contains(t, out, "[('cad', True)]", "a value, not only text")
 	out = ok(t, e.Run("exec", "s", "print(tkhelp())"))

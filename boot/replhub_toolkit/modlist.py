@@ -21,23 +21,12 @@ Module = collections.namedtuple("Module", "name doc user shadows error")
 
 
 class ModuleList(list):
-    """modules()'s answer: a list of Module, shown one a line."""
+    """modules()'s answer: a list of Module, shown as the hub words it."""
 
-    folder = ""
+    text = ""
 
     def __replhub_show__(self):
-        lines = ["from replhub import NAME  (yours: %s/NAME.py)" % self.folder]
-        width = max([len(m.name) for m in self] + [4])
-        for m in self:
-            about = m.doc
-            if m.error:
-                about = "cannot be imported: %s" % m.error
-            elif m.shadows:
-                about = "%s (shadows the shipped one)" % about if about else "(shadows the shipped one)"
-            lines.append("  %-*s  %-7s  %s" % (width, m.name, "yours" if m.user else "shipped", about))
-        if not self:
-            lines.append("  (none)")
-        return "\n".join(lines)
+        return self.text or "\n".join("%s  %s" % (m.name, m.doc) for m in self)
 
 
 def modules():
@@ -48,5 +37,5 @@ def modules():
     header, data = HUB_REQUEST("modules")
     out = ModuleList(Module(d.get("name", ""), d.get("doc", ""), bool(d.get("user")), bool(d.get("shadows")),
                             d.get("error", "")) for d in json.loads(bytes(data or b"[]").decode("utf-8")))
-    out.folder = header.get("message") or "~/.config/replhub/modules"
+    out.text = header.get("message") or ""
     return out
