@@ -797,6 +797,13 @@ class ReplhubFinder(object):
             raise cls(msg if name in msg else "%s: %s" % (name, msg), name=name) from None
         return bytes(data or b"").decode("utf-8"), header.get("message") or "<replhub>/%s.py" % name
 
+    def replhub_names(self):
+        """The names of replhub's modules, as the hub lists them (for
+        completions)."""
+        import json
+        _, data = self.request("modules")
+        return [m.get("name", "") for m in json.loads(bytes(data or b"[]").decode("utf-8"))]
+
     def create_module(self, spec):
         return None
 
