@@ -266,6 +266,16 @@ class Binding(Fresh):
                 systemd.call(bus_name, path, bus_name, "NoSuch", user=True)
             self.assertIn("NoSuch", str(cm.exception))
         systemd.BACKEND = "bus"
+        # What run() sends builds (sd-bus checks each value against the
+        # signature); the daemon refuses the method only.
+        props = [("Description", ("s", "x")), ("ExecStart", ("a(sasb)", [("/bin/true", ["true"], False)])),
+                 ("MemoryMax", ("t", 1 << 30))]
+        with self.assertRaises(systemd.BusCallError) as cm:
+            systemd.call(bus_name, path, bus_name, "StartTransientUnit", "ssa(sv)a(sa(sv))", "x.service", "fail",
+                         props, [], user=True)
+        self.assertEqual(cm.exception.name, "org.freedesktop.DBus.Error.UnknownMethod")
+        with self.assertRaises(TypeError):
+            systemd.call(bus_name, path, bus_name, "M", "a(sv)", [("k", 5)], user=True)
         with self.assertRaises(TypeError):
             systemd.call(bus_name, path, bus_name, "RequestName", "su", "x", "not a number", user=True)
         with self.assertRaises(systemd.SystemdError) as cm:
