@@ -32,6 +32,7 @@ import (
 	"path"
 	"path/filepath"
 	"sort"
+	"sync"
 )
 
 // Worker is the source of worker.py.
@@ -75,8 +76,9 @@ func ToolkitPackage() []ToolkitModule {
 //go:embed modules/*.py
 var shippedFS embed.FS
 
-// Shipped returns the shipped modules' sources by name (NAME.py is NAME).
-func Shipped() map[string][]byte {
+// Shipped returns the shipped modules' sources by name (NAME.py is NAME),
+// read once; callers must not change the map or its slices.
+var Shipped = sync.OnceValue(func() map[string][]byte {
 	ents, _ := fs.ReadDir(shippedFS, "modules")
 	mods := make(map[string][]byte, len(ents))
 	for _, e := range ents {
@@ -84,7 +86,7 @@ func Shipped() map[string][]byte {
 		mods[e.Name()[:len(e.Name())-len(".py")]] = b
 	}
 	return mods
-}
+})
 
 // Boot is the source of boot.py.
 //
