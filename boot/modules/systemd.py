@@ -271,7 +271,7 @@ def _mcall(bus, member, sig="", *args):
     try:
         return bus.call(SD1, SD1_PATH, MANAGER, member, sig, args)
     except SystemdError as e:
-        raise _manager_error(e)
+        raise _manager_error(e) from None
 
 
 def _unit_path(bus, unit):
@@ -282,7 +282,7 @@ def _getall(bus, path, iface):
     try:
         return bus.call(SD1, path, PROPERTIES, "GetAll", "s", (iface,))[0]
     except SystemdError as e:
-        raise _manager_error(e)
+        raise _manager_error(e) from None
 
 
 def _status_of(p, unit):
@@ -510,7 +510,7 @@ def _command(prog, argv, user, both=False, timeout=120):
         p = subprocess.run(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            timeout=timeout, env=dict(os.environ, SYSTEMD_PAGER="", SYSTEMD_COLORS="0", LC_ALL="C.UTF-8"))
     except subprocess.TimeoutExpired:
-        raise SystemdError("systemd: %s %s took over %d s" % (prog, " ".join(argv[:2]), timeout))
+        raise SystemdError("systemd: %s %s took over %d s" % (prog, " ".join(argv[:2]), timeout)) from None
     out = p.stdout.decode("utf-8", "replace")
     err = p.stderr.decode("utf-8", "replace")
     if p.returncode != 0:
@@ -630,7 +630,7 @@ def journal(unit=None, since="-1h", grep=None, lines=200, user=False, until=None
         try:
             rx = re.compile(grep, 0 if grep != grep.lower() else re.IGNORECASE)
         except (re.error, TypeError) as e:
-            raise ValueError("systemd: grep=%r is not a regular expression: %s" % (grep, e))
+            raise ValueError("systemd: grep=%r is not a regular expression: %s" % (grep, e)) from None
     if directory is not None and not os.path.isdir(directory):
         raise SystemdError("systemd: %s is not a folder" % directory)
     keep = collections.deque(maxlen=lines)
