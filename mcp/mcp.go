@@ -29,7 +29,7 @@ Before you start, call sessions and reuse a session whose names and cwd fit the 
 
 - exec runs code in a session, creating it on first use in the server's cwd and environment; the last expression's value comes back as Out[n]. Load big things once, then query them in later calls.
 - exec's host starts the session on an ssh host (nothing is installed there); sudo makes it root. Later calls reach it by name alone.
-- Past its timeout (default 30 s, at most 600) exec returns while the cell runs on: call wait to collect it. A call you cancel interrupts its cell, and the next wait or exec shows what it wrote. One cell at a time per session: use several sessions for parallel work.
+- Past its timeout (default 30 s, at most 600) exec returns while the cell runs on: call wait to collect it. A call you cancel interrupts its cell, and the next wait or exec shows what it wrote. One cell at a time per session: use several sessions for parallel work, or exec with queue true to line cells up behind a busy one.
 - A reply holds at most 40,000 characters (head and tail kept): print summaries, not whole data sets.
 - Code in a session drives others: s = session("db", host="h", sudo=True) opens or attaches; s.put(x=x); s.call(f, *args) runs f there and returns its value (into="name" keeps it there); s.get("y"); s.push(src, dest) and s.pull(path) move files; sessions() lists them. Functions travel by value.
 - Each NAME.py in ~/.config/replhub/modules/ imports as NAME in every session, on hosts too.
@@ -71,11 +71,18 @@ type ExecArgs struct {
 	Pythons []string `json:"pythons,omitempty" jsonschema:"interpreters to try first on the host: names, paths, folders or globs"`
 	Sudo    bool     `json:"sudo,omitempty" jsonschema:"run a new session as root through sudo; a password is asked with $SUDO_ASKPASS where the server runs"`
 	NoWait  bool     `json:"no_wait,omitempty" jsonschema:"return as soon as the cell has started, with its number; wait with that cell collects it"`
+	Queue   bool     `json:"queue,omitempty" jsonschema:"when the session is busy, queue the cell (at most 64) instead of failing: its number comes back at once; wait with that cell collects it, interrupt with that cell takes it out"`
 }
 
 // NameArgs name a session.
 type NameArgs struct {
 	Name string `json:"name" jsonschema:"session name"`
+}
+
+// InterruptArgs are the interrupt tool's arguments.
+type InterruptArgs struct {
+	Name string `json:"name" jsonschema:"session name"`
+	Cell int    `json:"cell,omitempty" jsonschema:"only this cell: a queued one is taken out of the queue, the running one interrupted, a finished one left alone"`
 }
 
 // WaitArgs are the wait tool's arguments.
@@ -112,7 +119,7 @@ func NewServer(c *client.Client, version string) *sdk.Server {
 	}, t.wait)
 	sdk.AddTool(s, &sdk.Tool{
 		Name:        "interrupt",
-		Description: "Raise KeyboardInterrupt in a session's running cell; the session and its state stay.",
+		Description: "Raise KeyboardInterrupt in a session's running cell; the session and its state stay. With cell, a queued cell is taken out of the queue instead.",
 		Annotations: &sdk.ToolAnnotations{Title: "Interrupt a cell", DestructiveHint: &no, OpenWorldHint: &no},
 	}, t.interrupt)
 	sdk.AddTool(s, &sdk.Tool{
@@ -201,6 +208,7 @@ func (t *tools) exec(ctx context.Context, req *sdk.CallToolRequest, a ExecArgs) 
 		Pythons:    a.Pythons,
 		Sudo:       a.Sudo,
 		NoWait:     a.NoWait,
+		Queue:      a.Queue,
 		OnProgress: progressFor(ctx, req),
 	}
 	if a.Jump != nil {
@@ -241,8 +249,8 @@ func (t *tools) wait(ctx context.Context, req *sdk.CallToolRequest, a WaitArgs) 
 	return result(res), nil, nil
 }
 
-func (t *tools) interrupt(ctx context.Context, req *sdk.CallToolRequest, a NameArgs) (*sdk.CallToolResult, any, error) {
-	msg, err := t.c.Interrupt(ctx, a.Name)
+func (t *tools) interrupt(ctx context.Context, req *sdk.CallToolRequest, a InterruptArgs) (*sdk.CallToolResult, any, error) {
+	msg, err := t.c.InterruptCell(ctx, a.Name, a.Cell)
 	if err != nil {
 		return failure(err)
 	}
