@@ -41,8 +41,10 @@ Before you start, call sessions and reuse a session whose names and cwd fit the 
 This is not a sandbox: code runs with the user's privileges.`
 
 // maxResultChars caps every reply, whatever comes before the cell's own
-// output (an earlier unread result, notes), and is declared on exec and
-// wait as _meta "anthropic/maxResultSizeChars".
+// output (an earlier unread result, notes), and is declared on every tool
+// as _meta "anthropic/maxResultSizeChars" (meta.go). Claude Code 2.1.332
+// saves a reply longer than the declared size to a file and hands the
+// model a 2 KB preview (tests/claudecode_test.go shows both sides).
 //
 // From Claude Code's documentation ("MCP output limits",
 // code.claude.com/docs/en/mcp): it shows a warning when a tool's output
@@ -109,28 +111,31 @@ func NewServer(c *client.Client, version string) *sdk.Server {
 		Name:        "exec",
 		Description: "Run Python code in a named persistent session (created on first use). Returns output, Out[n] value or traceback, and notes about other sessions.",
 		Annotations: &sdk.ToolAnnotations{Title: "Run Python in a session", DestructiveHint: &yes, OpenWorldHint: &yes},
-		Meta:        sdk.Meta{"anthropic/maxResultSizeChars": maxResultChars},
+		Meta:        metaFor("exec"),
 	}, t.exec)
 	sdk.AddTool(s, &sdk.Tool{
 		Name:        "wait",
 		Description: "Wait for a session's running cell (one that outlived exec's timeout) and collect its output and result.",
 		Annotations: &sdk.ToolAnnotations{Title: "Collect a running cell", ReadOnlyHint: true, OpenWorldHint: &no},
-		Meta:        sdk.Meta{"anthropic/maxResultSizeChars": maxResultChars},
+		Meta:        metaFor("wait"),
 	}, t.wait)
 	sdk.AddTool(s, &sdk.Tool{
 		Name:        "interrupt",
 		Description: "Raise KeyboardInterrupt in a session's running cell; the session and its state stay. With cell, a queued cell is taken out of the queue instead.",
 		Annotations: &sdk.ToolAnnotations{Title: "Interrupt a cell", DestructiveHint: &no, OpenWorldHint: &no},
+		Meta:        metaFor("interrupt"),
 	}, t.interrupt)
 	sdk.AddTool(s, &sdk.Tool{
 		Name:        "kill",
 		Description: "End a session and everything in it, and free its name.",
 		Annotations: &sdk.ToolAnnotations{Title: "Kill a session", DestructiveHint: &yes, IdempotentHint: true, OpenWorldHint: &no},
+		Meta:        metaFor("kill"),
 	}, t.kill)
 	sdk.AddTool(s, &sdk.Tool{
 		Name:        "sessions",
 		Description: "List live sessions (pid, python, age, idle time, cells, memory, cwd, state, top-level names) and recent deaths. Call this first and reuse a fitting session.",
 		Annotations: &sdk.ToolAnnotations{Title: "List sessions", ReadOnlyHint: true, OpenWorldHint: &no},
+		Meta:        metaFor("sessions"),
 	}, t.sessions)
 	addMemoryTool(s)
 	addQueryTools(s, t)
