@@ -774,8 +774,8 @@ func (h *Hub) othersLine(req wire.Request) string {
 		s.mu.Lock()
 		if r := s.cur; r != nil {
 			if !r.isFinished() {
-				parts = append(parts, fmt.Sprintf("%s running cell %d for %s", s.name, r.cell, wire.Duration(time.Since(r.start).Seconds())))
-			} else if !r.collected {
+				parts = append(parts, fmt.Sprintf("%s running cell %d for %s%s", s.name, r.cell, wire.Duration(time.Since(r.start).Seconds()), s.queuedLocked()))
+			} else if !r.collected || len(s.kept) > 0 {
 				parts = append(parts, fmt.Sprintf("%s has an unread result (%s)", s.name, adv.Wait(s.name)))
 			}
 		}

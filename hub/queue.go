@@ -256,6 +256,15 @@ func (s *Session) interruptCell(adv wire.Advice, n int) (string, error) {
 	return fmt.Sprintf("cell %d of session '%s' has finished: nothing to interrupt", n, s.name), nil
 }
 
+// queuedLocked says how many cells wait in the queue, for a line about
+// the session; s.mu is held.
+func (s *Session) queuedLocked() string {
+	if len(s.queue) == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d queued)", len(s.queue))
+}
+
 // queuedAfter says, after an interrupt, that the queued cells still run.
 func (s *Session) queuedAfter(adv wire.Advice) string {
 	s.mu.Lock()

@@ -3,10 +3,12 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode/utf16"
@@ -48,8 +50,8 @@ func claudeBin(t *testing.T) string {
 
 // runClaude runs `claude -p` once against the stand-in, with replhub's MCP
 // server as its only one (server holds extra keys for its entry). Nothing
-// leaves loopback: every base URL is the stand-in, and a proxy that is a
-// closed loopback port catches any other request. HOME and the config
+// leaves loopback: every base URL is the stand-in, and any other request
+// goes to a proxy on loopback that counts and drops it. HOME and the config
 // folder are the test's.
 func runClaude(t *testing.T, e *hubtest.Env, api *claudetest.Server, server map[string]any) string {
 	t.Helper()
@@ -66,6 +68,23 @@ func runClaude(t *testing.T, e *hubtest.Env, api *claudetest.Server, server map[
 	cfgPath := filepath.Join(e.Dir, "mcp.json")
 	require.NoError(t, os.WriteFile(cfgPath, cfg, 0o600))
 
+	// The proxy for everything but the stand-in counts and drops what
+	// reaches it: nothing should.
+	proxy, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer proxy.Close()
+	var strays atomic.Int32
+	go func() {
+		for {
+			c, err := proxy.Accept()
+			if err != nil {
+				return
+			}
+			strays.Add(1)
+			c.Close()
+		}
+	}()
+
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, claudeBin(t), "-p", "Use the tools as scripted.",
@@ -78,7 +97,7 @@ func runClaude(t *testing.T, e *hubtest.Env, api *claudetest.Server, server map[
 		"ANTHROPIC_API_KEY=sk-ant-fake-key-for-a-loopback-stand-in",
 		"ANTHROPIC_BASE_URL=" + api.URL, "CLAUDE_CODE_API_BASE_URL=" + api.URL,
 		"ANTHROPIC_BEDROCK_BASE_URL=" + api.URL, "ANTHROPIC_VERTEX_BASE_URL=" + api.URL, "ANTHROPIC_FOUNDRY_BASE_URL=" + api.URL,
-		"HTTPS_PROXY=http://127.0.0.1:9", "HTTP_PROXY=http://127.0.0.1:9", "NO_PROXY=127.0.0.1,localhost",
+		"HTTPS_PROXY=http://" + proxy.Addr().String(), "HTTP_PROXY=http://" + proxy.Addr().String(), "NO_PROXY=127.0.0.1,localhost",
 		"DISABLE_AUTOUPDATER=1", "DISABLE_TELEMETRY=1", "DISABLE_ERROR_REPORTING=1", "DISABLE_BUG_COMMAND=1",
 		"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 		// Against Anthropic's own API tool search is on by default; against
@@ -87,6 +106,7 @@ func runClaude(t *testing.T, e *hubtest.Env, api *claudetest.Server, server map[
 	}
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "claude: %s", out)
+	assert.Zero(t, strays.Load(), "the CLI tried to reach something other than the stand-in")
 	for _, r := range api.Requests() {
 		assert.True(t, strings.HasPrefix(r.Path, "/v1/messages"), "the CLI asked the stand-in for %s", r.Path)
 	}

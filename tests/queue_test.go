@@ -170,16 +170,24 @@ func TestQueueMCP(t *testing.T) {
 // is killed cannot, and the next one names the cells it lost.
 func TestQueueAcrossRestart(t *testing.T) {
 	e := hubtest.Start(t)
-	gate := blocker(t, e, "r")
-	for i := 1; i <= 3; i++ {
+	gate := blocker(t, e, "r") // cell 2
+	gate2 := gate + "-2"
+	ok(t, e.Run("exec", "r", "'kept'", "--queue")) // cell 3
+	ok(t, e.Run("exec", "r", fmt.Sprintf("while not os.path.exists(%q): time.sleep(0.02)", gate2), "--queue"))
+	for i := 1; i <= 3; i++ { // cells 5-7
 		ok(t, e.Run("exec", "r", fmt.Sprintf("%d", i*10), "--queue"))
 	}
+	// Cells 2 and 3 end unread; cell 4 runs, 5-7 wait.
+	openGate(t, gate)
+	waitFor(t, func() bool { l := sessionList(t, e); return len(l.Sessions) == 1 && l.Sessions[0].RunningCell == 4 })
 	r := e.Run("restart")
 	require.Equal(t, 0, r.Code, "%s", r)
-	assert.Contains(t, ok(t, e.Run("sessions", "r")), "(3 queued)")
-	openGate(t, gate)
+	out := ok(t, e.Run("sessions", "r"))
+	assert.Contains(t, out, "(3 queued)  (2 unread results)")
+	assert.Contains(t, ok(t, e.Run("wait", "r", "--cell", "3")), "Out[3]: 'kept'")
+	openGate(t, gate2)
 	for i := 1; i <= 3; i++ {
-		assert.Contains(t, ok(t, e.Run("wait", "r", "--cell", itoa(2+i), "-t", "20")), fmt.Sprintf("Out[%d]: %d", 2+i, i*10))
+		assert.Contains(t, ok(t, e.Run("wait", "r", "--cell", itoa(4+i), "-t", "20")), fmt.Sprintf("Out[%d]: %d", 4+i, i*10))
 	}
 
 	gate = blocker(t, e, "k") // cell 2
@@ -190,7 +198,7 @@ func TestQueueAcrossRestart(t *testing.T) {
 	require.True(t, hubtest.WaitGone(pid, 10*time.Second))
 	refused(t, e.Run("wait", "k", "--cell", "3"), fmt.Sprintf("cells 3-4 of session 'k' never ran: queued in the hub (pid %d) that ended without handing its queue over", pid))
 	openGate(t, gate)
-	out := ok(t, e.Run("wait", "k", "-t", "20"))
+	out = ok(t, e.Run("wait", "k", "-t", "20"))
 	assert.Contains(t, out, "never ran: queued in the hub")
 }
 
