@@ -40,24 +40,40 @@ func (s *Session) busyLocked() bool {
 	return (r != nil && !r.isFinished()) || s.serving != nil || len(s.queue) > 0
 }
 
-// enqueue runs code at once when the session is free, as exec does, and
-// otherwise puts it at the end of the queue and answers with its number.
+// enqueue puts code at the end of the queue. A cell that can start at
+// once does, and the call then collects it as exec does (or, with noWait,
+// says it started); one that must wait answers at once with its number.
+// Either way it is a queued cell: a later exec never takes its result
+// into its own reply, a wait with its number does.
 func (s *Session) enqueue(ctx context.Context, code string, timeout time.Duration, noWait bool, progress func(*wire.Progress), adv wire.Advice) (*wire.Result, error) {
-	for range 3 {
-		s.mu.Lock()
-		if s.state == stateDead || !s.busyLocked() {
-			s.mu.Unlock()
-			res, err := s.exec(ctx, code, timeout, noWait, progress, adv)
-			if wire.IsCode(err, wire.CodeBusy) {
-				continue // another exec took the free session first
-			}
-			return res, err
-		}
-		res, err := s.queueLocked(code, adv)
-		s.mu.Unlock()
-		return res, err
+	if err := s.awaitLink(ctx, timeout); err != nil {
+		return nil, err
 	}
-	return nil, &wire.Error{Code: wire.CodeBusy, Message: fmt.Sprintf("session '%s' is busy, and its queue kept changing: try again", s.name)}
+	s.mu.Lock()
+	if s.state == stateDead {
+		s.mu.Unlock()
+		return nil, &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' is dead: %s", s.name, s.death)}
+	}
+	res, err := s.queueLocked(code, adv)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	r := s.queue[len(s.queue)-1]
+	if !noWait {
+		r.collecting = 1 // counted before it can finish, as exec does
+	}
+	s.nextLocked()
+	if r != s.cur {
+		r.collecting = 0 // it waits its turn; a wait collects it
+		s.mu.Unlock()
+		return res, nil
+	}
+	s.mu.Unlock()
+	if noWait {
+		return &wire.Result{Session: s.name, Cell: r.cell, Status: wire.StatusStarted}, nil
+	}
+	return s.collect(ctx, r, timeout, progress, true), nil
 }
 
 // queueLocked puts code at the end of the queue; s.mu is held.

@@ -96,6 +96,18 @@ func TestQueueTenInOrder(t *testing.T) {
 	assert.Contains(t, ok(t, e.Run("wait", "q", "--cell", "17", "-t", "20")), "Out[17]: 'after'")
 }
 
+// On an idle session a queued cell runs at once, as exec would; its
+// result is still its number's: a later exec does not take it.
+func TestQueueIdleRunsAtOnce(t *testing.T) {
+	e := hubtest.Start(t)
+	ok(t, e.Run("exec", "i", "x = 1"))
+	assert.Equal(t, "Out[2]: 42\n", ok(t, e.Run("exec", "i", "6 * 7", "--queue")))
+	assert.Contains(t, ok(t, e.Run("exec", "i", "'a'", "--queue", "--no-wait")), "[cell 3 started")
+	waitFor(t, func() bool { l := sessionList(t, e); return len(l.Sessions) == 1 && l.Sessions[0].Unread })
+	assert.Equal(t, "Out[4]: 'b'\n", ok(t, e.Run("exec", "i", "'b'")))
+	assert.Equal(t, "Out[3]: 'a'\n", ok(t, e.Run("wait", "i", "--cell", "3")))
+}
+
 // The queue holds 64 cells and refuses the 65th in one line; a session
 // keeps 64 unread results and says which it dropped; a death reports
 // every queued cell to whoever waits on it and in the death note.
