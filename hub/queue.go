@@ -46,13 +46,8 @@ func (s *Session) busyLocked() bool {
 // Either way it is a queued cell: a later exec never takes its result
 // into its own reply, a wait with its number does.
 func (s *Session) enqueue(ctx context.Context, code string, timeout time.Duration, noWait bool, progress func(*wire.Progress), adv wire.Advice) (*wire.Result, error) {
-	if err := s.awaitLink(ctx, timeout); err != nil {
+	if err := s.lockLive(ctx, timeout); err != nil {
 		return nil, err
-	}
-	s.mu.Lock()
-	if s.state == stateDead {
-		s.mu.Unlock()
-		return nil, &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' is dead: %s", s.name, s.death)}
 	}
 	res, err := s.queueLocked(code, adv)
 	if err != nil {

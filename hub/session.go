@@ -682,15 +682,24 @@ func (e *BusyError) Error() string {
 		e.Name, e.Cell, wire.Duration(e.Running.Seconds()), e.Advice.Wait(e.Name), e.Advice.Interrupt(e.Name), e.Advice.ExecWith(e.Name, "queue"))
 }
 
-// exec runs code as the next cell and waits up to timeout for it.
-func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, noWait bool, progress func(*wire.Progress), adv wire.Advice) (*wire.Result, error) {
+// lockLive waits up to timeout for a remote session's link and takes s.mu,
+// unless the session is dead: then the error says how it died.
+func (s *Session) lockLive(ctx context.Context, timeout time.Duration) error {
 	if err := s.awaitLink(ctx, timeout); err != nil {
-		return nil, err
+		return err
 	}
 	s.mu.Lock()
 	if s.state == stateDead {
 		s.mu.Unlock()
-		return nil, &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' is dead: %s", s.name, s.death)}
+		return &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' is dead: %s", s.name, s.death)}
+	}
+	return nil
+}
+
+// exec runs code as the next cell and waits up to timeout for it.
+func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, noWait bool, progress func(*wire.Progress), adv wire.Advice) (*wire.Result, error) {
+	if err := s.lockLive(ctx, timeout); err != nil {
+		return nil, err
 	}
 	if r := s.cur; r != nil && !r.isFinished() {
 		s.mu.Unlock()
