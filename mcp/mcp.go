@@ -115,7 +115,7 @@ func NewServer(c *client.Client, version string) *sdk.Server {
 	}, t.exec)
 	sdk.AddTool(s, &sdk.Tool{
 		Name:        "wait",
-		Description: "Wait for a session's running cell (one that outlived exec's timeout) and collect its output and result.",
+		Description: "Wait for a session's running cell (one that outlived exec's timeout), or a queued cell by its number, and collect its output and result.",
 		Annotations: &sdk.ToolAnnotations{Title: "Collect a running cell", ReadOnlyHint: true, OpenWorldHint: &no},
 		Meta:        metaFor("wait"),
 	}, t.wait)

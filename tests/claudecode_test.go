@@ -85,7 +85,7 @@ func runClaude(t *testing.T, e *hubtest.Env, api *claudetest.Server, server map[
 		}
 	}()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, claudeBin(t), "-p", "Use the tools as scripted.",
 		"--mcp-config", cfgPath, "--strict-mcp-config", "--allowedTools", "mcp__replhub__exec",

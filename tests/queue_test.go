@@ -14,6 +14,7 @@ import (
 
 	"github.com/replhub/replhub/client"
 	"github.com/replhub/replhub/tests/hubtest"
+	"github.com/replhub/replhub/tests/sshtest"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -220,6 +221,39 @@ func refused(t *testing.T, r hubtest.Result, want string) {
 	t.Helper()
 	assert.Equal(t, 2, r.Code, "%s", r)
 	assert.Contains(t, r.Stderr, want)
+}
+
+// Unread results of queued cells go to disk with a swap, and the restore
+// shows them.
+func TestQueueUnreadSurviveSwap(t *testing.T) {
+	e := hubtest.Start(t)
+	gate := blocker(t, e, "sw")
+	ok(t, e.Run("exec", "sw", "'one'", "--queue"))
+	ok(t, e.Run("exec", "sw", "'two'", "--queue"))
+	openGate(t, gate)
+	waitFor(t, func() bool {
+		l := sessionList(t, e)
+		return len(l.Sessions) == 1 && l.Sessions[0].State == "idle" && len(l.Sessions[0].UnreadCells) == 2
+	})
+	ok(t, e.Run("swap", "sw"))
+	out := ok(t, e.Run("exec", "sw", "1"))
+	assert.Contains(t, out, "cell 3's reply, which nobody had read:\n    Out[3]: 'one'")
+	assert.Contains(t, out, "cell 4's reply, which nobody had read:\n    Out[4]: 'two'")
+}
+
+// A remote session queues as a local one does.
+func TestQueueRemote(t *testing.T) {
+	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
+	ok(t, w.Run("exec", "rq", "import time", "--host", "lab"))
+	r := w.Run("exec", "rq", "time.sleep(1); 'first'", "--no-wait")
+	require.Equal(t, 0, r.Code, "%s", r)
+	for i := 1; i <= 3; i++ {
+		assert.Contains(t, ok(t, w.Run("exec", "rq", fmt.Sprintf("print('n', %d); %d", i, i), "--queue")), fmt.Sprintf("[cell %d queued", 2+i))
+	}
+	assert.Contains(t, ok(t, w.Run("wait", "rq", "--cell", "2", "-t", "20")), "Out[2]: 'first'")
+	for i := 1; i <= 3; i++ {
+		assert.Equal(t, fmt.Sprintf("n %d\nOut[%d]: %d\n", i, 2+i, i), ok(t, w.Run("wait", "rq", "--cell", itoa(2+i), "-t", "20")))
+	}
 }
 
 func itoa(n int) string { return fmt.Sprint(n) }
