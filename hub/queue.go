@@ -34,12 +34,6 @@ const (
 	maxGone  = 256
 )
 
-// busyLocked reports whether a new cell would have to wait; s.mu is held.
-func (s *Session) busyLocked() bool {
-	r := s.cur
-	return (r != nil && !r.isFinished()) || s.serving != nil || len(s.queue) > 0
-}
-
 // enqueue puts code at the end of the queue. A cell that can start at
 // once does, and the call then collects it as exec does (or, with noWait,
 // says it started); one that must wait answers at once with its number.
@@ -120,9 +114,20 @@ func (s *Session) nextLocked() {
 	go s.sendCell(r, code)
 }
 
-// sendCell records and sends a cell that nextLocked started.
+// sendCell records and sends a cell that nextLocked started. imu orders
+// its frame with an interrupt's: an interrupt that came first parked the
+// cell (parkUnsent), which then ends without running.
 func (s *Session) sendCell(r *run, code string) {
 	s.hub.transcribe(s, r, code)
+	s.imu.Lock()
+	defer s.imu.Unlock()
+	s.mu.Lock()
+	if r.parked {
+		s.abandonLocked(r, "KeyboardInterrupt", fmt.Sprintf("cell %d was interrupted before it started, so it did not run", r.cell))
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
 	if err := s.send(&proto.Exec{Cell: r.cell, Code: code, Fence: string(r.fence)}); err != nil {
 		// The worker is dying; its waiter will finish the run as dead.
 		s.hub.log.Warn("exec frame not sent", "session", s.name, "err", err)
@@ -130,6 +135,17 @@ func (s *Session) sendCell(r *run, code string) {
 	s.mu.Lock()
 	r.sent = true
 	s.mu.Unlock()
+}
+
+// parkUnsent marks r, when its exec frame has not gone yet, to end as
+// interrupted instead of running; the caller holds imu.
+func (s *Session) parkUnsent(r *run) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.queued && !r.sent {
+		r.parked = true
+	}
+	return r.parked
 }
 
 // keepLocked keeps the finished, unread r for a later wait, when a new

@@ -130,6 +130,8 @@ type run struct {
 	queuedAt time.Time
 	code     string
 	sent     bool
+	// parked is set by an interrupt that came before the frame went.
+	parked bool
 }
 
 func (r *run) isFinished() bool {
@@ -915,6 +917,9 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 	}
 	if r == nil || r.isFinished() {
 		return fmt.Sprintf("session '%s' is idle: nothing to interrupt", s.name), nil
+	}
+	if s.parkUnsent(r) {
+		return fmt.Sprintf("cell %d of session '%s' had not started yet: it ends with KeyboardInterrupt as it starts, without running; %s shows it", r.cell, s.name, adv.WaitCell(s.name, r.cell)), nil
 	}
 	for len(s.interrupted) > 0 {
 		<-s.interrupted // answers to interrupts whose callers gave up
