@@ -29,9 +29,10 @@ import (
 // Bounds of one session's queue, of the unread results of cells that ran
 // from it, and of the reasons kept for results that are gone.
 const (
-	maxQueue = 64
-	maxKept  = 64
-	maxGone  = 256
+	maxQueue      = 64
+	maxQueueBytes = 64 << 20 // the queued cells' code, held by the hub
+	maxKept       = 64
+	maxGone       = 256
 )
 
 // enqueue puts code at the end of the queue. A cell that can start at
@@ -71,6 +72,15 @@ func (s *Session) queueLocked(code string, adv wire.Advice) (*wire.Result, error
 		return nil, &wire.Error{Code: wire.CodeBusy, Message: fmt.Sprintf(
 			"session '%s' has %d cells queued, the most it holds: %s collects them as they finish, %s takes one out",
 			s.name, maxQueue, adv.Wait(s.name), adv.InterruptCell(s.name, s.queue[0].cell))}
+	}
+	held := len(code)
+	for _, q := range s.queue {
+		held += len(q.code)
+	}
+	if held > maxQueueBytes && len(s.queue) > 0 {
+		return nil, &wire.Error{Code: wire.CodeBusy, Message: fmt.Sprintf(
+			"session '%s' has %d MB of code queued, and this cell would pass the %d MB it holds: %s collects the queued cells as they finish",
+			s.name, (held-len(code))>>20, maxQueueBytes>>20, adv.Wait(s.name))}
 	}
 	s.cells++
 	r := &run{cell: s.cells, code: code, queued: true, queuedAt: time.Now(), finished: make(chan struct{})}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -125,6 +126,15 @@ func TestQueueBoundAndDeath(t *testing.T) {
 	r := e.Run("exec", "b", "'one more'", "--queue")
 	assert.Equal(t, 2, r.Code)
 	assert.Equal(t, "replhub: session 'b' has 64 cells queued, the most it holds: `replhub wait b` collects them as they finish, `replhub interrupt b --cell 3` takes one out\n", r.Stderr)
+
+	// The code queued is bounded too.
+	blocker(t, e, "big")
+	comment := "#" + strings.Repeat("a", 40<<20)
+	_, err := c.Exec(ctx, "big", comment, client.ExecOptions{Queue: true})
+	require.NoError(t, err)
+	_, err = c.Exec(ctx, "big", comment, client.ExecOptions{Queue: true})
+	assert.EqualError(t, err, "session 'big' has 40 MB of code queued, and this cell would pass the 64 MB it holds: `replhub wait big` collects the queued cells as they finish")
+	ok(t, e.Run("kill", "big"))
 
 	// All run, nobody reads them; one more cell pushes the oldest out.
 	openGate(t, gate)
