@@ -448,6 +448,9 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	}
 	res.Previous = previous
 	res.Others = h.othersLine(req)
+	if n := s.unreadNote(wire.AdviceFor(req.Surface)); n != "" {
+		res.Notes = append(res.Notes, n)
+	}
 	h.mu.Lock()
 	res.Notes = append(h.warnings, res.Notes...)
 	h.warnings = nil

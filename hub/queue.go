@@ -293,6 +293,21 @@ func (s *Session) interruptCell(adv wire.Advice, n int) (string, error) {
 	return fmt.Sprintf("cell %d of session '%s' has finished: nothing to interrupt", n, s.name), nil
 }
 
+// unreadNote tells an exec's reply of the results of earlier cells that
+// wait unread, as the line about other sessions tells of theirs.
+func (s *Session) unreadNote(adv wire.Advice) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.kept) == 0 {
+		return ""
+	}
+	which := "the first"
+	if len(s.kept) == 1 {
+		which = "it"
+	}
+	return fmt.Sprintf("%s finished unread: %s collects %s", cellList(queuedCells(s.kept)), adv.WaitCell(s.name, s.kept[0].cell), which)
+}
+
 // queuedLocked says how many cells wait in the queue, for a line about
 // the session; s.mu is held.
 func (s *Session) queuedLocked() string {

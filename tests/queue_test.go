@@ -106,7 +106,7 @@ func TestQueueIdleRunsAtOnce(t *testing.T) {
 	assert.Equal(t, "Out[2]: 42\n", ok(t, e.Run("exec", "i", "6 * 7", "--queue")))
 	assert.Contains(t, ok(t, e.Run("exec", "i", "'a'", "--queue", "--no-wait")), "[cell 3 started")
 	waitFor(t, func() bool { l := sessionList(t, e); return len(l.Sessions) == 1 && l.Sessions[0].Unread })
-	assert.Equal(t, "Out[4]: 'b'\n", ok(t, e.Run("exec", "i", "'b'")))
+	assert.Equal(t, "[cell 3 finished unread: `replhub wait i --cell 3` collects it]\nOut[4]: 'b'\n", ok(t, e.Run("exec", "i", "'b'")))
 	assert.Equal(t, "Out[3]: 'a'\n", ok(t, e.Run("wait", "i", "--cell", "3")))
 }
 
