@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,7 +11,10 @@ import (
 	"github.com/replhub/replhub/client"
 )
 
-var modulesOnly = flag.Bool("modules", false, "measure only imports of replhub.NAME against a plain import of the same file")
+func init() {
+	measureAlone("modules", "measure only imports of replhub.NAME against a plain import of the same file",
+		func(w *world, n int) ([]row, error) { return modulesRows(w, n) })
+}
 
 // modulesRows measures what the import hook costs: a module of replhub,
 // its source asked of the hub at every import, against the same file

@@ -57,6 +57,9 @@ func (s *Session) busyWithLocked() string {
 	if op := s.serving; op != nil {
 		return fmt.Sprintf("it is serving a %s from '%s' (for %s)", op.kind, op.from, wire.Duration(time.Since(op.start).Seconds()))
 	}
+	if len(s.queue) > 0 {
+		return fmt.Sprintf("%d cells are queued", len(s.queue))
+	}
 	return ""
 }
 
@@ -191,6 +194,7 @@ func (h *Hub) endServe(target *Session, op *serveOp) string {
 			target.state = stateIdle
 		}
 		target.lastActive = time.Now()
+		target.nextLocked()
 	}
 	return target.death
 }
@@ -373,6 +377,11 @@ func (h *Hub) open(from *Session, f *proto.Req) (info *wire.SessionInfo, previou
 func (h *Hub) transcribeNote(s *Session, title, body string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	h.transcribeNoteLocked(s, title, body)
+}
+
+// transcribeNoteLocked is transcribeNote with s.mu held.
+func (h *Hub) transcribeNoteLocked(s *Session, title, body string) {
 	if err := s.openTranscriptLocked(); err != nil {
 		return
 	}
