@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,7 +16,10 @@ import (
 	"github.com/replhub/replhub/wire"
 )
 
-var fanoutOnly = flag.Bool("fanout", false, "measure only a cell on 32 hosts at once against one host and against 32 ssh processes")
+func init() {
+	measureAlone("fanout", "measure only a cell on 32 hosts at once, against one host and against 32 ssh processes",
+		func(w *world, n int) ([]row, error) { return fanoutRows(w, min(n, 5)) })
+}
 
 // fanHosts is how many hosts the fan-out figures use: two sshd's on
 // loopback, 16 ports each, every port a host of its own.

@@ -158,7 +158,7 @@ func fanEach(hosts []string, report func(done, failed int), do func(host string)
 			out[i] = r
 			mu.Lock()
 			done++
-			if r.Status != wire.StatusOK && r.Status != wire.StatusIdle && r.Status != wire.StatusStarted {
+			if wire.Failed(r.Status) {
 				failed++
 			}
 			if report != nil {

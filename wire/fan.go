@@ -20,7 +20,11 @@ type HostResult struct {
 // severity orders statuses from best to worst, for a group's Status and
 // exit code: a cell still running is pending, one that raised failed, a
 // host replhub could not run it on failed worse, a dead session worst.
-var severity = map[string]int{StatusOK: 0, StatusIdle: 0, StatusStarted: 0, StatusRunning: 1, StatusError: 2, StatusFailed: 3, StatusDead: 4}
+var severity = map[string]int{StatusOK: 0, StatusIdle: 0, StatusStarted: 0, StatusQueued: 0, StatusRunning: 1, StatusError: 2, StatusFailed: 3, StatusDead: 4}
+
+// Failed says whether a host's status is listed as a failure: it raised,
+// timed out, died, or could not run the cell.
+func Failed(status string) bool { return severity[status] > 0 }
 
 // Worst is the worst status of the hosts' results.
 func Worst(hosts []HostResult) string {
@@ -86,7 +90,7 @@ func (r *Result) fanText(surface string) string {
 		}
 		bl.hosts = append(bl.hosts, h.Host)
 		bl.cells[h.Cell] = true
-		if h.Status != StatusOK && h.Status != StatusIdle && h.Status != StatusStarted {
+		if Failed(h.Status) {
 			failed = append(failed, h)
 		}
 	}
@@ -125,7 +129,7 @@ func (r *Result) fanSummary() string {
 	}
 	var parts []string
 	for _, c := range []struct{ status, word string }{
-		{StatusOK, "ok"}, {StatusStarted, "started"}, {StatusIdle, "idle"}, {StatusError, "raised"},
+		{StatusOK, "ok"}, {StatusStarted, "started"}, {StatusQueued, "queued"}, {StatusIdle, "idle"}, {StatusError, "raised"},
 		{StatusRunning, "still running"}, {StatusDead, "dead"}, {StatusFailed, "could not run"},
 	} {
 		if n := counts[c.status]; n > 0 {
@@ -153,6 +157,8 @@ func (r *Result) hostBody(cell int, group, surface string) string {
 	switch r.Status {
 	case StatusStarted:
 		line(fmt.Sprintf("[cell started: %s collects its output and result]", adv.Wait(group)))
+	case StatusQueued:
+		line(fmt.Sprintf("[cell queued behind %d: %s collects its output and result]", r.Ahead, adv.Wait(group)))
 	case StatusRunning:
 		line(fmt.Sprintf("[still running after %s; it goes on: %s collects it]", Duration(float64(r.DurationMS)/1000), adv.Wait(group)))
 	case StatusDead:
