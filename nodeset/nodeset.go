@@ -14,6 +14,7 @@
 package nodeset
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -338,15 +339,8 @@ func FoldParts(hosts []string) []string {
 	for _, h := range slices.Compact(lone) {
 		parts = append(parts, part{h, -1, h})
 	}
-	sort.Slice(parts, func(i, j int) bool {
-		a, b := parts[i], parts[j]
-		if a.name != b.name {
-			return a.name < b.name
-		}
-		if a.first != b.first {
-			return a.first < b.first
-		}
-		return a.text < b.text
+	slices.SortFunc(parts, func(a, b part) int {
+		return cmp.Or(strings.Compare(a.name, b.name), cmp.Compare(a.first, b.first), strings.Compare(a.text, b.text))
 	})
 	out := make([]string, len(parts))
 	for i, p := range parts {
