@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/replhub/replhub/nodeset"
 	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/wire"
 )
@@ -350,20 +351,7 @@ func cellList(cells []int) string {
 	if len(cells) == 1 {
 		return fmt.Sprintf("cell %d", cells[0])
 	}
-	var parts []string
-	for i := 0; i < len(cells); {
-		j := i
-		for j+1 < len(cells) && cells[j+1] == cells[j]+1 {
-			j++
-		}
-		if j > i {
-			parts = append(parts, fmt.Sprintf("%d-%d", cells[i], cells[j]))
-		} else {
-			parts = append(parts, fmt.Sprint(cells[i]))
-		}
-		i = j + 1
-	}
-	return "cells " + strings.Join(parts, ", ")
+	return "cells " + strings.Join(nodeset.Ranges(cells, 0), ", ")
 }
 
 // queueInfoLocked fills what sessions shows of the queue; s.mu is held.

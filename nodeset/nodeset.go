@@ -316,19 +316,7 @@ func FoldParts(hosts []string) []string {
 	for k, vs := range nums {
 		sort.Ints(vs)
 		vs = slices.Compact(vs)
-		var rs []string
-		for i := 0; i < len(vs); {
-			j := i
-			for j+1 < len(vs) && vs[j+1] == vs[j]+1 {
-				j++
-			}
-			if j > i {
-				rs = append(rs, pad(vs[i], k.pad)+"-"+pad(vs[j], k.pad))
-			} else {
-				rs = append(rs, pad(vs[i], k.pad))
-			}
-			i = j + 1
-		}
+		rs := Ranges(vs, k.pad)
 		text := k.prefix + "[" + strings.Join(rs, ",") + "]" + k.suffix
 		if len(vs) == 1 {
 			text = k.prefix + rs[0] + k.suffix
@@ -347,6 +335,25 @@ func FoldParts(hosts []string) []string {
 		out[i] = p.text
 	}
 	return out
+}
+
+// Ranges writes sorted numbers as runs: 1 2 3 7 → "1-3", "7", each
+// number zero-padded to width digits.
+func Ranges(vs []int, width int) []string {
+	var rs []string
+	for i := 0; i < len(vs); {
+		j := i
+		for j+1 < len(vs) && vs[j+1] == vs[j]+1 {
+			j++
+		}
+		if j > i {
+			rs = append(rs, pad(vs[i], width)+"-"+pad(vs[j], width))
+		} else {
+			rs = append(rs, pad(vs[i], width))
+		}
+		i = j + 1
+	}
+	return rs
 }
 
 // lastNumber splits h around its last run of digits (of at most
