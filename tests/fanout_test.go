@@ -190,6 +190,11 @@ bad = g.call("int", "x")
 		b, err := os.ReadFile(w.Paths.Transcript("probe@lab-2"))
 		require.NoError(t, err)
 		assert.Contains(t, string(b), "call from 'driver'")
+		// From a session on a host: the group's side comes late over the
+		// link, and reach is checked for each host.
+		r = w.Run("exec", "probe@lab-3", `g = sessions_on("lab-[3-4]", name="far"); (repr(g), "may not reach" in str(g.get("k")["lab-4"]))`, "-t", "120")
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, `("<group 'far' on 1 host; 1 could not be opened: lab-4>", True)`)
 		// The group a session opened is the group of the command line too.
 		r = w.Run("exec", "probe", "k + 1")
 		assert.Contains(t, r.Stdout, "[group 'probe' on 4 hosts: 3 ok, 1 could not run]\n")

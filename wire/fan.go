@@ -106,7 +106,7 @@ func (r *Result) fanText(surface string) string {
 		b.WriteString(bl.first.hostBody(cell, r.Session, surface))
 	}
 	if len(failed) > 0 {
-		line(fmt.Sprintf("failed on %d of %d hosts:", len(failed), len(r.Fan)))
+		line(fmt.Sprintf("failed on %d of %d %s:", len(failed), len(r.Fan), plural(len(r.Fan), "host", "hosts")))
 		for _, f := range foldReasons(failed, r.Session, adv) {
 			line("  " + f)
 		}
@@ -136,9 +136,9 @@ func (r *Result) fanSummary() string {
 			parts = append(parts, fmt.Sprintf("%d %s", n, c.word))
 		}
 	}
-	s := fmt.Sprintf("group '%s' on %d hosts: %s", r.Session, len(r.Fan), strings.Join(parts, ", "))
+	s := fmt.Sprintf("group '%s' on %d %s: %s", r.Session, len(r.Fan), plural(len(r.Fan), "host", "hosts"), strings.Join(parts, ", "))
 	if created > 0 {
-		s += fmt.Sprintf("; created %d sessions %s@HOST", created, r.Session)
+		s += fmt.Sprintf("; created %d %s %s@HOST", created, plural(created, "session", "sessions"), r.Session)
 	}
 	return s
 }
@@ -217,3 +217,4 @@ func firstLine(s string) string {
 	}
 	return s
 }
+

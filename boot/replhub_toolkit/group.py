@@ -29,7 +29,8 @@ class GroupHandle(object):
                 self._failed[host] = relay.HubError(item.get("error") or "refused")
 
     def __repr__(self):
-        text = "<group %r on %d hosts" % (self.name, len(self._members))
+        n = len(self._members)
+        text = "<group %r on %d host%s" % (self.name, n, "" if n == 1 else "s")
         if self._failed:
             text += "; %d could not be opened: %s" % (len(self._failed), ", ".join(sorted(self._failed)))
         return text + ">"
