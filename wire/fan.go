@@ -217,4 +217,3 @@ func firstLine(s string) string {
 	}
 	return s
 }
-
