@@ -2,7 +2,7 @@
 // prints a table of medians and ratios. It builds the binary and runs a
 // private hub in a temporary folder; nothing of the user's is touched.
 //
-//	go run ./bench [-python PATH] [-n RUNS] [-remote=false] [-objects] [-swap] [-transfers K] [-durable] [-linger] [-toolkit] [-query]
+//	go run ./bench [-python PATH] [-n RUNS] [-remote=false] [-objects] [-swap] [-transfers K] [-durable] [-linger] [-toolkit] [-query] [-git]
 package main
 
 import (
@@ -142,6 +142,14 @@ func run(python string, n int) error {
 			return err
 		}
 		rows = append(rows, qr...)
+		*remoteFlag = false
+		*toolkitOnly = true // and none of the default rows
+	} else if *gitOnly {
+		gr, err := gitRows(w, n)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, gr...)
 		*remoteFlag = false
 		*toolkitOnly = true // and none of the default rows
 	} else if *toolkitOnly {

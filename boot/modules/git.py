@@ -30,6 +30,7 @@ and never allocates more than the object's headers allow within the file.
 import binascii
 import heapq
 import os
+import re
 import struct
 import sys
 import types
@@ -65,7 +66,8 @@ _TYPES = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
 _OFS_DELTA, _REF_DELTA = 6, 7
 _MAX_CHAIN = 5000      # git caps pack.depth at 4095
 _MAX_HOPS = 16         # REF_DELTA bases found in another pack or file
-_CACHE_BYTES = 32 << 20
+_CACHE_BYTES = 32 << 20   # delta bases kept per pack
+_COMMIT_CACHE = 20000     # parsed commits kept per repository (a few MB)
 _ZLIB_RATIO = 1032     # deflate's best ratio: no stream inflates further
 
 
@@ -79,8 +81,15 @@ def _inflate(buf, start, end, size, what):
         raise CorruptObject(what, "its header says %d bytes, more than the %d bytes left can hold"
                             % (size, end - start))
     d = zlib.decompressobj()
-    out, have, pos, pending = [], 0, start, b""
     step = size + (size >> 6) + 64
+    try:  # most objects: one step holds the whole stream
+        first = d.decompress(buf[start:min(end, start + step)], size + 1)
+    except zlib.error as e:
+        raise CorruptObject(what, "bad zlib data (%s)" % e)
+    if d.eof and len(first) == size:
+        return first
+    d = zlib.decompressobj()
+    out, have, pos, pending = [], 0, start, b""
     try:
         while not d.eof:
             if not pending:
@@ -206,7 +215,7 @@ class _Pack(object):
     def __init__(self, idx_path, hashlen, odb):
         self.idx_path, self.path = idx_path, idx_path[:-4] + ".pack"
         self.h, self.odb = hashlen, odb
-        self.idx = self.mm = None
+        self.idx = self.mm = self.broken = None
         self.cache, self.cached = {}, 0
 
     def _open(self):
@@ -236,10 +245,17 @@ class _Pack(object):
         self.end = size - h
         self.idx, self.mm = idx, mm
 
+    def usable(self):
+        """Whether the pack opens; the reason it does not is kept in .broken."""
+        if self.idx is None and self.broken is None:
+            try:
+                self._open()
+            except (GitError, OSError, ValueError) as e:
+                self.broken = e if isinstance(e, GitError) else CorruptObject(os.path.basename(self.path), str(e))
+        return self.broken is None
+
     def find(self, bid):
         """The offset of the object with binary id bid, or None."""
-        if self.idx is None:
-            self._open()
         idx, h, b = self.idx, self.h, bid[0]
         lo, hi = (self.fan[b - 1] if b else 0), self.fan[b]
         base = self.ids
@@ -268,8 +284,6 @@ class _Pack(object):
 
     def prefix(self, hexp, limit):
         """Up to limit ids (hex) in this pack that start with hexp."""
-        if self.idx is None:
-            self._open()
         pad = binascii.unhexlify(hexp + "0" * (len(hexp) % 2))
         lo, hi = (self.fan[pad[0] - 1] if pad[0] else 0), self.fan[pad[0]]
         idx, h, base = self.idx, self.h, self.ids
@@ -328,6 +342,12 @@ class _Pack(object):
 
     def read(self, off, what, hops=0):
         """(type, bytes) of the object at off, its delta chain resolved."""
+        hit = self.cache.get(off)
+        if hit is not None:
+            return _TYPES[hit[0]], hit[1]
+        kind, size, pos, base = self._header(off, what)
+        if kind in _TYPES:  # not a delta: most commits
+            return _TYPES[kind], _inflate(self.mm, pos, self.end, size, what)
         chain, seen, cur = [], set(), off
         while True:
             hit = self.cache.get(cur)
@@ -409,14 +429,17 @@ class _ObjectDB(object):
     def read(self, oid, hops=0):
         if hops > _MAX_HOPS:
             raise CorruptObject(oid, "its delta bases refer to each other across packs")
-        if len(oid) != 2 * self.h or not _is_hex(oid):
-            raise BadRevision("not an object id: %r" % oid)
-        bid = binascii.unhexlify(oid)
+        try:
+            bid = binascii.unhexlify(oid)
+        except (binascii.Error, TypeError, ValueError):
+            bid = b""
+        if len(bid) != self.h:
+            raise BadRevision("not an object id: %r" % (oid,))
         if self.sig is None:
             self._scan()
         for _ in range(2):
             for p in self.packs:
-                off = p.find(bid)
+                off = p.find(bid) if p.usable() else None
                 if off is not None:
                     return p.read(off, oid, hops)
             for d in self.dirs:
@@ -426,13 +449,17 @@ class _ObjectDB(object):
                     pass
             if not self._scan():  # a repack since the last look moves objects
                 break
+        for p in self.packs:
+            if p.broken is not None:  # it may have been there
+                raise CorruptObject(oid, "not found, and %s" % p.broken)
         raise BadRevision("object %s not found" % oid)
 
     def prefix(self, hexp, limit=2):
         self._scan()
         found = set()
         for p in self.packs:
-            found.update(p.prefix(hexp, limit))
+            if p.usable():
+                found.update(p.prefix(hexp, limit))
         for d in self.dirs:
             try:
                 names = os.listdir(os.path.join(d, hexp[:2]))
@@ -656,6 +683,7 @@ def _is_hex(s):
 
 # ---------------------------------------------------------------- values
 
+_PARENT = re.compile(br"^parent ([0-9a-f]{40,64})$", re.M)
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
@@ -704,28 +732,43 @@ def _datetime(t, tz):
 
 class Commit(object):
     """A commit: .id, .tree, .parents (ids), .author, .date (author date),
-    .committer, .committer_date, .message, .subject; .raw is the object."""
+    .committer, .committer_date, .message, .subject; .raw is the object.
+    Only what a walk needs (parents, committer time) is read up front."""
+
+    _LAZY = frozenset(("tree", "author", "author_time", "author_tz", "committer", "tz", "message"))
 
     def __init__(self, oid, raw):
         self.id, self.raw = oid, raw
-        head, _, body = raw.partition(b"\n\n")
-        self.tree, parents, enc = "", [], "utf-8"
-        author = committer = b""
+        end = raw.find(b"\n\n")
+        head = raw[:end] if end >= 0 else raw
+        self.parents = tuple(p.decode() for p in _PARENT.findall(head))
+        at = head.rfind(b"\ncommitter ")
+        line = head[at + 1:head.find(b"\n", at + 1) if head.find(b"\n", at + 1) > 0 else len(head)] if at >= 0 else b""
+        rest = line[line.rfind(b">") + 1:].split()
+        self.time = int(rest[0]) if rest and rest[0].isdigit() and len(rest[0]) < 20 else 0
+
+    def __getattr__(self, name):
+        if name not in Commit._LAZY:
+            raise AttributeError(name)
+        self._parse()
+        return self.__dict__[name]
+
+    def _parse(self):
+        head, _, body = self.raw.partition(b"\n\n")
+        tree, enc, author, committer = "", "utf-8", b"", b""
         for line in head.split(b"\n"):
             key, _, val = line.partition(b" ")
-            if key == b"parent":
-                parents.append(val.decode("ascii", "replace"))
-            elif key == b"tree":
-                self.tree = val.decode("ascii", "replace")
+            if key == b"tree":
+                tree = val.decode("ascii", "replace")
             elif key == b"author":
                 author = val
             elif key == b"committer":
                 committer = val
             elif key == b"encoding":
                 enc = val.decode("ascii", "replace")
-        self.parents = tuple(parents)
+        self.tree = tree
         self.author, self.author_time, self.author_tz = _person(author)
-        self.committer, self.time, self.tz = _person(committer)
+        self.committer, _, self.tz = _person(committer)
         try:
             self.message = body.decode(enc, "replace")
         except LookupError:
@@ -1025,6 +1068,7 @@ class Repo(object):
         else:
             self._odb, self._refs = _BatchDB(self), _BinaryRefs(self)
         self._shallow = None
+        self._commits = {}  # parsed commits: they never change; walks revisit them
 
     def close(self):
         """Ends the git process that serves reads of a SHA-256 or reftable
@@ -1090,10 +1134,16 @@ class Repo(object):
         return data
 
     def _commit(self, oid):
-        kind, data = self._read(oid)
-        if kind != "commit":
-            raise BadRevision("%s is a %s, not a commit" % (oid, kind))
-        return Commit(oid, data)
+        c = self._commits.get(oid)
+        if c is None:
+            kind, data = self._odb.read(oid)
+            if kind != "commit":
+                raise BadRevision("%s is a %s, not a commit" % (oid, kind))
+            c = Commit(oid, data)
+            if len(self._commits) >= _COMMIT_CACHE:
+                del self._commits[next(iter(self._commits))]
+            self._commits[oid] = c
+        return c
 
     def _tree(self, oid):
         kind, data = self._read(oid)

@@ -422,6 +422,15 @@ class DamagedRepositories(unittest.TestCase):
             f.write(data)
         self.assertCorrupt(git.Repo(d), first, "64-bit")
 
+    def test_a_broken_index_spares_other_objects(self):
+        d, want = synthetic(os.path.join(self.dir, "r"))
+        loose = g(d, "hash-object", "-w", "--stdin", input=b"loose\n").decode().strip()
+        with open(os.path.join(d, "objects/pack", "pack-" + "1" * 40 + ".idx"), "r+b") as f:
+            f.truncate(500)
+        r = git.Repo(d)
+        self.assertEqual(r._read(loose), ("blob", b"loose\n"))
+        self.assertCorrupt(r, sorted(want)[0], "not a version 2 pack index")
+
     def test_truncated_pack_and_huge_sizes(self):
         d, want = synthetic(os.path.join(self.dir, "r"))
         pk = os.path.join(d, "objects/pack", "pack-" + "1" * 40 + ".pack")

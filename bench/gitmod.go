@@ -1,0 +1,125 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+var gitOnly = flag.Bool("git", false, "measure only the git module: log(1000) and cat of 1000 blobs against git subprocesses")
+
+// gitDriver times modules/git.py under the bench's Python against the git
+// binary run as a subprocess, in the same process and run, and prints the
+// medians as JSON. argv: git.py, the repository, runs.
+const gitDriver = `
+import importlib.util, json, subprocess, sys, time
+spec = importlib.util.spec_from_file_location("replhub_git", sys.argv[1])
+git = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = git
+spec.loader.exec_module(git)
+path, runs = sys.argv[2], int(sys.argv[3])
+fmt = "--format=%H%x00%P%x00%an <%ae>%x00%at%x00%s"
+
+def median(f, n):
+    ds = []
+    for _ in range(n):
+        t = time.perf_counter()
+        f()
+        ds.append(time.perf_counter() - t)
+    return sorted(ds)[len(ds) // 2]
+
+def base_log():
+    out = subprocess.run(["git", "-C", path, "log", "-1000", fmt], stdout=subprocess.PIPE, check=True).stdout
+    return [l.split("\0") for l in out.decode().splitlines()]
+
+r = git.repo(path)
+assert [c.id for c in r.log(1000)] == [l[0] for l in base_log()], "log differs from git's"
+objs = subprocess.run(["git", "-C", path, "cat-file", "--batch-all-objects", "--batch-check"],
+                      stdout=subprocess.PIPE, check=True).stdout.decode().split("\n")
+blobs = [l.split()[0] for l in objs if l.split()[1:2] == ["blob"]][:1000]
+assert len(blobs) == 1000, len(blobs)
+
+def base_cat():
+    for b in blobs:
+        subprocess.run(["git", "-C", path, "cat-file", "-p", b], stdout=subprocess.PIPE, check=True)
+
+def cat():
+    for b in blobs:
+        r.cat(b)
+
+print(json.dumps({
+    "log_warm": median(lambda: r.log(1000), runs),
+    "log_cold": median(lambda: git.Repo(path).log(1000), runs),
+    "log_base": median(base_log, runs),
+    "cat_warm": median(cat, max(3, runs // 3)),
+    "cat_cold": median(lambda: [git.Repo(path).cat(b) for b in blobs[:1]] and cat(), max(3, runs // 3)),
+    "cat_base": median(base_cat, 3),
+}))
+`
+
+// gitRows measures modules/git.py where users feel it: log(1000) and cat
+// of 1000 blobs, each against the git binary as a subprocess, on a packed
+// repository of 1,500 commits (git gc: deltas and a commit-graph).
+func gitRows(w *world, n int) ([]row, error) {
+	dir := filepath.Join(w.root, "gitrepo")
+	if err := makeGitRepo(dir, 1500); err != nil {
+		return nil, err
+	}
+	out, err := exec.Command(w.py, "-c", gitDriver, "boot/modules/git.py", dir, fmt.Sprint(n)).Output()
+	if err != nil {
+		if ee, ok := err.(*exec.ExitError); ok {
+			return nil, fmt.Errorf("git driver: %v\n%s", err, ee.Stderr)
+		}
+		return nil, err
+	}
+	var m map[string]float64
+	if err := json.Unmarshal(out, &m); err != nil {
+		return nil, fmt.Errorf("git driver: %v: %s", err, out)
+	}
+	d := func(k string) time.Duration { return time.Duration(m[k] * float64(time.Second)) }
+	faster := func(a, b string) string { return fmt.Sprintf("%.1fx faster", m[b]/m[a]) }
+	return []row{
+		{"`git.log(1000)`, repository already open", ms(d("log_warm")), "`git log -1000 --format=...` subprocess " + ms(d("log_base")), faster("log_warm", "log_base"), "faster"},
+		{"`git.Repo(path).log(1000)`, opened anew", ms(d("log_cold")), "the same subprocess " + ms(d("log_base")), faster("log_cold", "log_base"), ""},
+		{"`git.cat(id)` of 1000 blobs", ms(d("cat_warm")), "one `git cat-file -p` per blob " + ms(d("cat_base")), faster("cat_warm", "cat_base"), "faster"},
+	}, nil
+}
+
+// makeGitRepo writes a repository of `commits` commits through git
+// fast-import, each changing one of 20 growing files, then packs it.
+func makeGitRepo(dir string, commits int) error {
+	git := func(stdin []byte, args ...string) error {
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1")
+		cmd.Stdin = bytes.NewReader(stdin)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("git %s: %v\n%s", args[0], err, out)
+		}
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	if err := git(nil, "init", "-q", "-b", "main"); err != nil {
+		return err
+	}
+	var b bytes.Buffer
+	files := make([]strings.Builder, 20)
+	for i := 0; i < commits; i++ {
+		f := &files[i%20]
+		fmt.Fprintf(f, "line %d: some text that a source file might hold, changed in commit %d\n", f.Len()/70, i)
+		msg := fmt.Sprintf("commit %d: change file %d\n", i, i%20)
+		fmt.Fprintf(&b, "commit refs/heads/main\ncommitter A U Thor <a@example.com> %d +0000\ndata %d\n%s", 1700000000+60*i, len(msg), msg)
+		fmt.Fprintf(&b, "M 100644 inline f%02d.txt\ndata %d\n%s\n", i%20, f.Len(), f.String())
+	}
+	if err := git(b.Bytes(), "fast-import", "--quiet"); err != nil {
+		return err
+	}
+	return git(nil, "gc", "-q")
+}
