@@ -469,22 +469,25 @@ class _ObjectDB(object):
         return sorted(found)
 
 
-def _alternates(objdir, depth=0):
-    dirs = [objdir]
-    if depth > 5:
-        return dirs
+def _alternates(objdir, seen=None):
+    """objdir and the object folders its info/alternates names, recursively:
+    each once, 64 at most, so a loop of alternates ends."""
+    seen = seen if seen is not None else []
+    seen.append(objdir)
+    if len(seen) > 64:
+        return seen
     try:
         with open(os.path.join(objdir, "info", "alternates"), "rb") as f:
-            lines = f.read(1 << 20).decode("utf-8", "surrogateescape").splitlines()
+            lines = f.read(1 << 16).decode("utf-8", "surrogateescape").splitlines()
     except OSError:
-        return dirs
+        return seen
     for line in lines:
         line = line.strip()
         if line and not line.startswith(("#", '"')):
             path = os.path.normpath(os.path.join(objdir, line))
-            if os.path.isdir(path):
-                dirs.extend(d for d in _alternates(path, depth + 1) if d not in dirs)
-    return dirs
+            if path not in seen and os.path.isdir(path) and len(seen) < 64:
+                _alternates(path, seen)
+    return seen
 
 
 class _BatchDB(object):
@@ -637,12 +640,13 @@ class _Refs(object):
             top = os.path.join(base, "refs")
             if not shared and base == self.common:
                 continue
+            linked = self.gitdir != self.common
             for dirpath, dirs, files in os.walk(top):
                 dirs.sort()
                 rel = os.path.relpath(dirpath, base).replace(os.sep, "/")
                 for f in files:
                     name = rel + "/" + f
-                    if _per_worktree(name) != (not shared) or not _check_refname(name):
+                    if linked and _per_worktree(name) == shared or not _check_refname(name):
                         continue
                     oid, target = self._loose(name)
                     if target:
@@ -1089,8 +1093,8 @@ class Repo(object):
         (so paths are relative to it, as in a shell), else the work tree."""
         if not self.workdir:
             return None
-        here = os.getcwd()
-        inside = here == self.workdir or here.startswith(self.workdir.rstrip(os.sep) + os.sep)
+        here, top = os.path.realpath(os.getcwd()), os.path.realpath(self.workdir)
+        inside = here == top or here.startswith(top.rstrip(os.sep) + os.sep)
         return here if inside else self.workdir
 
     def _git(self, args, input=None, check=True, show_stderr=False):
@@ -1251,7 +1255,7 @@ class Repo(object):
     def _path(self, oid, path, rev):
         """The id at path in the tree of oid (a commit, tag or tree)."""
         if path.startswith(("./", "../")) and self.workdir:
-            here = os.path.relpath(os.getcwd(), self.workdir)
+            here = os.path.relpath(os.path.realpath(os.getcwd()), os.path.realpath(self.workdir))
             path = os.path.normpath(os.path.join(here, path)).replace(os.sep, "/")
             if path.startswith(".."):
                 raise BadRevision("%r is outside the repository" % rev)

@@ -422,6 +422,18 @@ class DamagedRepositories(unittest.TestCase):
             f.write(data)
         self.assertCorrupt(git.Repo(d), first, "64-bit")
 
+    def test_alternates_that_loop(self):
+        a, b = os.path.join(self.dir, "a"), os.path.join(self.dir, "b")
+        for d, other in ((a, b), (b, a)):
+            g(self.dir, "init", "-q", "--bare", d)
+            with open(os.path.join(d, "objects/info/alternates"), "w") as f:
+                f.write("# a loop\n%s\n../../b/objects\n" % os.path.join(other, "objects"))
+        oid = g(b, "hash-object", "-w", "--stdin", input=b"in b\n").decode().strip()
+        r = git.Repo(a)
+        self.assertEqual(r._read(oid), ("blob", b"in b\n"))
+        self.assertEqual(len(r._odb.dirs), 2)
+        self.assertRaises(git.BadRevision, r._read, "0" * 40)
+
     def test_a_broken_index_spares_other_objects(self):
         d, want = synthetic(os.path.join(self.dir, "r"))
         loose = g(d, "hash-object", "-w", "--stdin", input=b"loose\n").decode().strip()
