@@ -26,6 +26,8 @@ func TestGitModule(t *testing.T) {
 		t.Fatalf("building the fixture repositories: %v\n%s", err, out)
 	}
 	eachPython(t, func(t *testing.T, py string) {
-		runUnittest(t, py, ".", append(env, "TMPDIR="+t.TempDir()), "modules/tests", "modules")
+		// A copy per Python: the subtests run in parallel.
+		own := append(env[:len(env):len(env)], "TMPDIR="+t.TempDir())
+		runUnittest(t, py, ".", own, "modules/tests", "modules")
 	})
 }

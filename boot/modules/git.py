@@ -360,6 +360,7 @@ class _Pack(object):
             kind, size, pos, base = self._header(cur, what)
             if kind in _TYPES:
                 data = _inflate(self.mm, pos, self.end, size, what)
+                self._remember(cur, kind, data)  # the base of others, likely
                 break
             chain.append((cur, pos, size))
             if kind == _REF_DELTA:
@@ -904,6 +905,9 @@ class Diff(object):
     def __len__(self):
         return len(self.changes)
 
+    def __getstate__(self):  # what it shows travels, not the repository it was read from
+        return {"_changes": self.changes, "_text": str(self), "_loader": None}
+
 
 class Show(object):
     """A commit (.commit) with its diff against its first parent (.diff)."""
@@ -1073,6 +1077,9 @@ class Repo(object):
             self._odb, self._refs = _BatchDB(self), _BinaryRefs(self)
         self._shallow = None
         self._commits = {}  # parsed commits: they never change; walks revisit them
+
+    def __reduce__(self):  # opened anew where it is unpickled
+        return (Repo, (self.workdir or self.gitdir,))
 
     def close(self):
         """Ends the git process that serves reads of a SHA-256 or reftable

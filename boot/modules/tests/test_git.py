@@ -310,6 +310,16 @@ class ThroughGit(unittest.TestCase):
         self.assertEqual(repr(git("status --porcelain")), "(no output)")
         self.assertEqual(repr(git.log(2)), "\n".join(g(self.r, "log", "-2", "--format=%h %s").decode().split("\n")[:2]))
 
+    def test_values_pickle(self):
+        import pickle
+        os.chdir(self.r)
+        with open("src/app.py", "a") as f:
+            f.write("# more\n")
+        for v in (git.log(3), git.show("HEAD~1"), git.status(), git.cat("HEAD:src"), git.branches(), git.diff(),
+                  git.blame("README.md"), git.repo()):
+            back = pickle.loads(pickle.dumps(v))
+            self.assertEqual(repr(back), repr(v))
+
     def test_not_a_repository(self):
         d = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, d)
