@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -10,20 +11,21 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/replhub/replhub/client"
 )
 
 var gitOnly = flag.Bool("git", false, "measure only the git module: log(1000) and cat of 1000 blobs against git subprocesses")
 
-// gitDriver times modules/git.py under the bench's Python against the git
-// binary run as a subprocess, in the same process and run, and prints the
-// medians as JSON. argv: git.py, the repository, runs.
+// gitDriver times modules/git.py inside a session against the git binary
+// run as a subprocess from the same session, and prints the medians as
+// JSON. It expects gitpy, path (the repository) and runs to be set.
 const gitDriver = `
 import importlib.util, json, subprocess, sys, time
-spec = importlib.util.spec_from_file_location("replhub_git", sys.argv[1])
+spec = importlib.util.spec_from_file_location("replhub_git", gitpy)
 git = importlib.util.module_from_spec(spec)
 sys.modules[spec.name] = git
 spec.loader.exec_module(git)
-path, runs = sys.argv[2], int(sys.argv[3])
 fmt = "--format=%H%x00%P%x00%an <%ae>%x00%at%x00%s"
 
 def median(f, n):
@@ -53,7 +55,7 @@ def cat():
     for b in blobs:
         r.cat(b)
 
-print(json.dumps({
+print("GITBENCH " + json.dumps({
     "log_warm": median(lambda: r.log(1000), runs),
     "log_cold": median(lambda: git.Repo(path).log(1000), runs),
     "log_base": median(base_log, runs),
@@ -63,29 +65,38 @@ print(json.dumps({
 }))
 `
 
-// gitRows measures modules/git.py where users feel it: log(1000) and cat
-// of 1000 blobs, each against the git binary as a subprocess, on a packed
-// repository of 1,500 commits (git gc: deltas and a commit-graph).
+// gitRows measures modules/git.py where users feel it, inside a session:
+// log(1000) and cat of 1000 blobs, each against the git binary as a
+// subprocess, on a packed repository of 1,500 commits (git gc: deltas and
+// a commit-graph).
 func gitRows(w *world, n int) ([]row, error) {
 	dir := filepath.Join(w.root, "gitrepo")
 	if err := makeGitRepo(dir, 1500); err != nil {
 		return nil, err
 	}
-	out, err := exec.Command(w.py, "-c", gitDriver, "boot/modules/git.py", dir, fmt.Sprint(n)).Output()
+	gitpy, err := filepath.Abs("boot/modules/git.py")
 	if err != nil {
-		if ee, ok := err.(*exec.ExitError); ok {
-			return nil, fmt.Errorf("git driver: %v\n%s", err, ee.Stderr)
-		}
 		return nil, err
 	}
+	code := fmt.Sprintf("gitpy, path, runs = %q, %q, %d\n%s", gitpy, dir, n, gitDriver)
+	res, err := w.c.Exec(context.Background(), "gitbench", code, client.ExecOptions{Cwd: w.cwd, Env: w.env})
+	if err != nil {
+		return nil, err
+	}
+	_, js, ok := strings.Cut(res.Output, "GITBENCH ")
 	var m map[string]float64
-	if err := json.Unmarshal(out, &m); err != nil {
-		return nil, fmt.Errorf("git driver: %v: %s", err, out)
+	if !ok || json.Unmarshal([]byte(strings.TrimSpace(js)), &m) != nil {
+		return nil, fmt.Errorf("git bench in a session: %s", res.Text())
 	}
 	d := func(k string) time.Duration { return time.Duration(m[k] * float64(time.Second)) }
-	faster := func(a, b string) string { return fmt.Sprintf("%.1fx faster", m[b]/m[a]) }
+	faster := func(a, b string) string {
+		if m[a] > m[b] {
+			return fmt.Sprintf("%.2fx slower", m[a]/m[b])
+		}
+		return fmt.Sprintf("%.1fx faster", m[b]/m[a])
+	}
 	return []row{
-		{"`git.log(1000)`, repository already open", ms(d("log_warm")), "`git log -1000 --format=...` subprocess " + ms(d("log_base")), faster("log_warm", "log_base"), "faster"},
+		{"`git.log(1000)` in a session, repository already open", ms(d("log_warm")), "`git log -1000 --format=...` subprocess " + ms(d("log_base")), faster("log_warm", "log_base"), "faster"},
 		{"`git.Repo(path).log(1000)`, opened anew", ms(d("log_cold")), "the same subprocess " + ms(d("log_base")), faster("log_cold", "log_base"), ""},
 		{"`git.cat(id)` of 1000 blobs", ms(d("cat_warm")), "one `git cat-file -p` per blob " + ms(d("cat_base")), faster("cat_warm", "cat_base"), "faster"},
 	}, nil

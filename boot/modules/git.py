@@ -1307,10 +1307,21 @@ class Repo(object):
         except UnicodeDecodeError:
             return data
 
+    def _is_commitish(self, oid):
+        try:
+            self._peel(oid, "commit")
+        except GitError:
+            return False
+        return True
+
     def _start(self, revs):
         ids = []
         for r in revs:
-            ids.append(self._peel(self.rev_parse(r), "commit"))
+            try:
+                ids.append(self._peel(self.rev_parse(r), "commit"))
+            except BadRevision:
+                if r != "HEAD" or not ids:  # --all in a repository whose HEAD is unborn
+                    raise
         return ids
 
     def _shallow_ids(self):
@@ -1324,8 +1335,12 @@ class Repo(object):
 
     def walk(self, rev="HEAD", path=None):
         """Commits reachable from rev (a name or list; "A..B" leaves out A's
-        history), newest commit date first as `git log` orders them."""
+        history; "--all" is every ref and HEAD), newest commit date first as
+        `git log` orders them."""
         revs = [rev] if isinstance(rev, str) else list(rev)
+        if "--all" in revs:  # refs to trees and blobs are left out, as git log does
+            revs.remove("--all")
+            revs += ["HEAD"] + [oid for _, oid in self._refs.listing() if self._is_commitish(oid)]
         hide = set()
         for r in list(revs):
             if ".." in r and "..." not in r:
