@@ -448,6 +448,8 @@ class _ObjectDB(object):
                     return _read_loose(os.path.join(d, oid[:2], oid[2:]), oid)
                 except (FileNotFoundError, NotADirectoryError):
                     pass
+                except OSError as e:
+                    raise CorruptObject(oid, "its file cannot be read (%s)" % (e.strerror or e))
             if not self._scan():  # a repack since the last look moves objects
                 break
         for p in self.packs:
@@ -679,15 +681,12 @@ class _BinaryRefs(object):
 
 
 def _is_hex(s):
-    try:
-        int(s, 16)
-    except ValueError:
-        return False
-    return s.isalnum()
+    return _HEX.match(s) is not None
 
 
 # ---------------------------------------------------------------- values
 
+_HEX = re.compile(r"[0-9a-fA-F]+\Z")
 _PARENT = re.compile(br"^parent ([0-9a-f]{40,64})$", re.M)
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")

@@ -538,6 +538,21 @@ class Fuzz(unittest.TestCase):
             if time.time() > deadline:
                 break
 
+    def test_revisions(self):
+        r = git.Repo(fx("loose"))
+        head = r.rev_parse("HEAD")
+        tokens = ["HEAD", "main", "v1-annotated", "~", "^", "2", "0", ":", "src", "/", "app.py", "{", "}", "@", "..",
+                  "-", "^{tree}", "^{}", ".", " ", "\u00e9", "\0", head[:5], head[:4], "A", "refs/", "heads/", "x" * 300]
+        for n in range(200):
+            rev = "".join(self.rng.choice(tokens) for _ in range(self.rng.randint(1, 6)))
+            try:
+                got = r.rev_parse(rev)
+            except git.GitError:
+                continue
+            except Exception as e:
+                self.fail("seed %d, %r: %r" % (self.seed, rev, e))
+            self.assertTrue(git._is_hex(got) and len(got) == 40, (rev, got))
+
     def test_deltas_loose_objects_and_texts(self):
         base = bytes(self.rng.randrange(256) for _ in range(300))
         good = packs.delta(300, 310, [("copy", 0, 100), ("insert", b"0123456789"), ("copy", 100, 200)])
