@@ -1188,10 +1188,9 @@ class Repo(object):
             got = self._parse(rev)
             if got is not None:
                 return got
-        out = self._git(["rev-parse", "--verify", rev], check=False)
-        oid = out.decode("ascii", "replace").strip()
-        if not oid:
-            raise BadRevision("unknown revision %r" % rev)
+        oid = self._git(["rev-parse", "--verify", rev], check=False).decode("ascii", "replace").strip()
+        if len(oid) != 2 * self.hashlen or not _is_hex(oid):  # nothing, or a range's two lines
+            raise BadRevision("unknown revision %r (not one object)" % rev)
         return oid
 
     def _parse(self, rev):
