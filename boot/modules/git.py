@@ -1386,6 +1386,8 @@ class Repo(object):
         if isinstance(n, str):
             n, rev = (rev if isinstance(rev, int) else 10), n
         out = Log()
+        if rev == "HEAD" and self._refs.resolve("HEAD") is None and self._refs.symref("HEAD"):
+            return out  # a branch with no commits yet
         if n is None or n > 0:
             for c in self.walk(rev, path):
                 out.append(c)

@@ -319,6 +319,23 @@ class ThroughGit(unittest.TestCase):
             back = pickle.loads(pickle.dumps(v))
             self.assertEqual(repr(back), repr(v))
 
+    def test_a_new_repository(self):
+        d = os.path.join(self.dir, "new")
+        g(self.dir, "init", "-q", "-b", "main", d)
+        r = git.Repo(d)
+        self.assertEqual(list(r.log()), [])
+        self.assertEqual(repr(r.log()), "(no commits)")
+        self.assertEqual(list(r.branches()), [])
+        self.assertEqual(r.status().branch, "main")
+        self.assertRaises(git.BadRevision, r.show)
+
+    def test_import_is_cheap(self):
+        code = ("import sys; sys.path.insert(0, %r); import git; "
+                "print(type(git).__name__, sorted(m for m in ('subprocess', 'difflib', 'datetime', 'mmap', 'shlex') "
+                "if m in sys.modules))" % os.path.dirname(HERE))
+        out = subprocess.run([sys.executable, "-S", "-E", "-c", code], stdout=subprocess.PIPE, check=True).stdout
+        self.assertEqual(out.decode().split(None, 1), ["_CallableModule", "[]\n"])
+
     def test_not_a_repository(self):
         d = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, d)
