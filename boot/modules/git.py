@@ -687,6 +687,7 @@ def _is_hex(s):
 # ---------------------------------------------------------------- values
 
 _HEX = re.compile(r"[0-9a-fA-F]+\Z")
+_DIGITS = re.compile(r"[0-9]{1,19}\Z")
 _PARENT = re.compile(br"^parent ([0-9a-f]{40,64})$", re.M)
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 _MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
@@ -702,15 +703,13 @@ class Output(str):
 def _person(raw):
     """(name <email>, unix time, tz offset in minutes) of an author line;
     a malformed line gives what can be read and time 0, as git does."""
-    text = raw.decode("utf-8", "replace")
-    gt = text.rfind(">")
-    who, rest = text[:gt + 1], text[gt + 1:].split()
-    t, tz = 0, 0
-    if rest:
-        t = _int(rest[0])
-    if len(rest) > 1 and len(rest[1]) == 5 and rest[1][0] in "+-" and _digits(rest[1][1:]):
-        tz = (int(rest[1][1:3]) * 60 + int(rest[1][3:])) * (-1 if rest[1][0] == "-" else 1)
-    return who, t, tz
+    gt = raw.rfind(b">")
+    rest = raw[gt + 1:].split()
+    t = int(rest[0]) if rest and rest[0].isdigit() and len(rest[0]) < 20 else 0  # bytes: ASCII digits only
+    tz = 0
+    if len(rest) > 1 and len(rest[1]) == 5 and rest[1][:1] in (b"+", b"-") and rest[1][1:].isdigit():
+        tz = (int(rest[1][1:3]) * 60 + int(rest[1][3:])) * (-1 if rest[1][:1] == b"-" else 1)
+    return raw[:gt + 1].decode("utf-8", "replace"), t, tz
 
 
 def _gitdate(t, tz):
@@ -1583,7 +1582,7 @@ def _split_suffix(rev):
 
 
 def _digits(s):
-    return bool(s) and len(s) < 20 and all(c in "0123456789" for c in s)
+    return _DIGITS.match(s) is not None
 
 
 def _int(s):
