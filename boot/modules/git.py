@@ -66,8 +66,8 @@ _TYPES = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
 _OFS_DELTA, _REF_DELTA = 6, 7
 _MAX_CHAIN = 5000      # git caps pack.depth at 4095
 _MAX_HOPS = 16         # REF_DELTA bases found in another pack or file
-_CACHE_BYTES = 32 << 20   # delta bases kept per pack
-_COMMIT_CACHE = 20000     # parsed commits kept per repository (a few MB)
+_CACHE_BYTES = 32 << 20   # delta bases kept per repository
+_COMMIT_BYTES = 16 << 20  # parsed commits kept per repository, by the size of their objects
 _ZLIB_RATIO = 1032     # deflate's best ratio: no stream inflates further
 
 
@@ -216,7 +216,7 @@ class _Pack(object):
         self.idx_path, self.path = idx_path, idx_path[:-4] + ".pack"
         self.h, self.odb = hashlen, odb
         self.idx = self.mm = self.broken = None
-        self.cache, self.cached = {}, 0
+        self.cache = odb.bases
 
     def _open(self):
         import mmap
@@ -342,7 +342,7 @@ class _Pack(object):
 
     def read(self, off, what, hops=0):
         """(type, bytes) of the object at off, its delta chain resolved."""
-        hit = self.cache.get(off)
+        hit = self.cache.get((self, off))
         if hit is not None:
             return _TYPES[hit[0]], hit[1]
         kind, size, pos, base = self._header(off, what)
@@ -350,7 +350,7 @@ class _Pack(object):
             return _TYPES[kind], _inflate(self.mm, pos, self.end, size, what)
         chain, seen, cur = [], set(), off
         while True:
-            hit = self.cache.get(cur)
+            hit = self.cache.get((self, cur))
             if hit is not None:
                 kind, data = hit
                 break
@@ -360,7 +360,7 @@ class _Pack(object):
             kind, size, pos, base = self._header(cur, what)
             if kind in _TYPES:
                 data = _inflate(self.mm, pos, self.end, size, what)
-                self._remember(cur, kind, data)  # the base of others, likely
+                self.cache.put((self, cur), (kind, data), len(data))  # the base of others, likely
                 break
             chain.append((cur, pos, size))
             if kind == _REF_DELTA:
@@ -373,17 +373,28 @@ class _Pack(object):
             cur = base
         for o, pos, size in reversed(chain):
             data = _patch(data, _inflate(self.mm, pos, self.end, size, what), what)
-            self._remember(o, kind, data)
+            self.cache.put((self, o), (kind, data), len(data))
         return _TYPES[kind], data
 
-    def _remember(self, off, kind, data):
-        if len(data) > _CACHE_BYTES // 8:
+
+class _Cache(object):
+    """A dict that forgets its oldest entries beyond a total size; an entry
+    larger than an eighth of it is not kept."""
+
+    def __init__(self, limit):
+        self.limit, self.size, self.items = limit, 0, {}
+
+    def get(self, key):
+        hit = self.items.get(key)
+        return hit[0] if hit is not None else None
+
+    def put(self, key, value, size):
+        if size > self.limit // 8 or key in self.items:
             return
-        while self.cached + len(data) > _CACHE_BYTES and self.cache:
-            old = next(iter(self.cache))
-            self.cached -= len(self.cache.pop(old)[1])
-        self.cache[off] = (kind, data)
-        self.cached += len(data)
+        while self.size + size > self.limit and self.items:
+            self.size -= self.items.pop(next(iter(self.items)))[1]
+        self.items[key] = (value, size)
+        self.size += size
 
 
 _NUMS = dict((v, k) for k, v in _TYPES.items())
@@ -400,6 +411,7 @@ class _ObjectDB(object):
 
     def __init__(self, objdir, hashlen):
         self.h = hashlen
+        self.bases = _Cache(_CACHE_BYTES)  # delta bases, by (pack, offset)
         self.dirs = _alternates(objdir)
         self.packs, self.sig = [], None
 
@@ -1074,7 +1086,7 @@ class Repo(object):
         else:
             self._odb, self._refs = _BatchDB(self), _BinaryRefs(self)
         self._shallow = None
-        self._commits = {}  # parsed commits: they never change; walks revisit them
+        self._commits = _Cache(_COMMIT_BYTES)  # parsed commits: they never change; walks revisit them
 
     def __reduce__(self):  # opened anew where it is unpickled
         return (Repo, (self.workdir or self.gitdir,))
@@ -1149,9 +1161,7 @@ class Repo(object):
             if kind != "commit":
                 raise BadRevision("%s is a %s, not a commit" % (oid, kind))
             c = Commit(oid, data)
-            if len(self._commits) >= _COMMIT_CACHE:
-                del self._commits[next(iter(self._commits))]
-            self._commits[oid] = c
+            self._commits.put(oid, c, 2 * len(data) + 200)  # the object and what is parsed of it
         return c
 
     def _tree(self, oid):

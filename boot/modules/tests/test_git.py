@@ -505,6 +505,28 @@ class DamagedRepositories(unittest.TestCase):
                 self.assertCorrupt(git.Repo(d), oid, word)
 
 
+class Caches(unittest.TestCase):
+
+    def test_bounded_by_size(self):
+        c = git._Cache(1000)
+        for i in range(100):
+            c.put(i, "v%d" % i, 60)
+            self.assertLessEqual(c.size, 1000)
+        self.assertIsNone(c.get(0))
+        self.assertEqual(c.get(99), "v99")
+        c.put("big", "x", 126)  # over an eighth: not kept
+        self.assertIsNone(c.get("big"))
+
+    def test_a_walk_fills_them_within_bounds(self):
+        r = git.Repo(fx("packed"))
+        r.log(None, "--all")
+        for line in g(fx("packed"), "rev-list", "--objects", "--all").decode().splitlines():
+            r._read(line.split()[0])
+        self.assertGreater(r._commits.size, 0)
+        self.assertGreater(r._odb.bases.size, 0)
+        self.assertLessEqual(r._odb.bases.size, git._CACHE_BYTES)
+
+
 class Fuzz(unittest.TestCase):
     """Mutated packs, indexes, deltas, loose objects and texts: a GitError
     or a value, nothing else, and quickly. Bounded; the seed is printed."""
