@@ -20,8 +20,9 @@ repositories and rev syntax this module does not parse (`@{u}`, `:/text`...).
 Where the output differs from git's: show() and diff() of two commits do no
 rename detection (a rename is a D and an A, as `git diff-tree` prints it);
 their hunks come from difflib, which can place a change differently from
-git's Myers diff where it fits in more than one place; paths are not quoted;
-a merge's show() prints no combined diff.
+git's Myers diff where it fits in more than one place; a merge's show()
+prints no combined diff; paths are always quoted as core.quotePath's
+default quotes them.
 
 A damaged repository raises CorruptObject naming the object, never hangs
 and never allocates more than the object's headers allow within the file.
@@ -724,6 +725,19 @@ def _person(raw):
     return raw[:gt + 1].decode("utf-8", "replace"), t, tz
 
 
+_ESCAPES = {7: "\\a", 8: "\\b", 9: "\\t", 10: "\\n", 11: "\\v", 12: "\\f", 13: "\\r", 34: '\\"', 92: "\\\\"}
+
+
+def _quote(path):
+    """A path as git prints it by default (core.quotePath): in double quotes
+    with C escapes when it holds a control character, a quote, a backslash or
+    anything beyond ASCII; as it is otherwise."""
+    raw = path.encode("utf-8", "surrogateescape")
+    if not any(b < 32 or b > 126 or b in (34, 92) for b in raw):
+        return path
+    return '"%s"' % "".join(_ESCAPES.get(b) or (chr(b) if 32 <= b < 127 else "\\%03o" % b) for b in raw)
+
+
 def _gitdate(t, tz):
     """A time as git log prints it: Thu Dec 3 09:44:08 2026 +0000."""
     import time
@@ -836,7 +850,7 @@ class TreeEntry(namedtuple("TreeEntry", "mode name id")):
         return "tree" if self[0] == 0o40000 else "commit" if self[0] == 0o160000 else "blob"
 
     def __repr__(self):
-        return "%06o %s %s\t%s" % (self[0], self.type, self[2], self[1])
+        return "%06o %s %s\t%s" % (self[0], self.type, self[2], _quote(self[1]))
 
 
 class Tree(list):
@@ -886,7 +900,7 @@ class Change(namedtuple("Change", "status path old_id new_id old_mode new_mode")
     __slots__ = ()
 
     def __repr__(self):
-        return "%s\t%s" % (self[0], self[1])
+        return "%s\t%s" % (self[0], _quote(self[1]))
 
 
 class Diff(object):
@@ -948,7 +962,7 @@ class StatusEntry(namedtuple("StatusEntry", "index worktree path orig_path")):
     __slots__ = ()
 
     def __repr__(self):
-        return "%s%s %s" % (self[0], self[1], self[2] if not self[3] else self[3] + " -> " + self[2])
+        return "%s%s %s" % (self[0], self[1], _quote(self[2]) if not self[3] else _quote(self[3]) + " -> " + _quote(self[2]))
 
 
 class Status(list):
@@ -1625,7 +1639,7 @@ def _file_patch(repo, c):
     status, path, old, new, omode, nmode = c
     a, b = _blob(repo, old, omode), _blob(repo, new, nmode)
     zero = "0" * 7
-    lines = ["diff --git a/%s b/%s" % (path, path)]
+    lines = ["diff --git %s %s" % (_quote("a/" + path), _quote("b/" + path))]
     if status == "A":
         lines += ["new file mode %06o" % nmode, "index %s..%s" % (zero, new[:7])]
     elif status == "D":
@@ -1638,7 +1652,7 @@ def _file_patch(repo, c):
         lines.append("index %s..%s %06o" % (old[:7], new[:7], omode))
     if old == new:
         return "\n".join(lines) + "\n"
-    src, dst = ("a/" + path) if old else "/dev/null", ("b/" + path) if new else "/dev/null"
+    src, dst = _quote("a/" + path) if old else "/dev/null", _quote("b/" + path) if new else "/dev/null"
     if b"\0" in a[:8000] or b"\0" in b[:8000]:
         lines.append("Binary files %s and %s differ" % (src, dst))
         return "\n".join(lines) + "\n"

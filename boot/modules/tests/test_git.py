@@ -319,6 +319,20 @@ class ThroughGit(unittest.TestCase):
             back = pickle.loads(pickle.dumps(v))
             self.assertEqual(repr(back), repr(v))
 
+    def test_odd_paths_are_quoted_as_git_quotes_them(self):
+        os.chdir(self.r)
+        for name in ("tab\there", "\u00e9.txt", 'q"uote', "back\\slash"):
+            with open(name, "w") as f:
+                f.write("x\n")
+        git.add()
+        c = git.commit("odd names")
+        self.assertEqual(repr(git.show()), g(self.r, "show", "--no-renames", "--no-color", c.id).decode())
+        self.assertEqual(repr(git.cat("HEAD^{tree}")), g(self.r, "cat-file", "-p", "HEAD^{tree}").decode().rstrip("\n"))
+        with open("\u00e9.txt", "a") as f:
+            f.write("y\n")
+        self.assertEqual(repr(git.status()).split("\n")[1], g(self.r, "status", "--short").decode().rstrip("\n"))
+        self.assertEqual(sorted(e.path for e in git.status()), ["\u00e9.txt"])
+
     def test_a_new_repository(self):
         d = os.path.join(self.dir, "new")
         g(self.dir, "init", "-q", "-b", "main", d)
