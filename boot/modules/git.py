@@ -530,7 +530,7 @@ class _BatchDB(object):
                     _end(p)
                     p = self.proc = subprocess.Popen(
                         self.repo._argv(["cat-file", "--batch"]), stdin=subprocess.PIPE, cwd=self.repo._cwd(),
-                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_env())
+                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_env(self.repo))
                     weakref.finalize(self, _end, p)
                 try:
                     p.stdin.write(oid.encode("ascii") + b"\n")
@@ -1016,9 +1016,18 @@ class Branches(list):
 
 # ---------------------------------------------------------------- finding a repository
 
-def _env():
-    env = dict(os.environ)
-    env.update(GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0")
+# Variables that would point git elsewhere than the repository read natively.
+_ELSEWHERE = ("GIT_DIR", "GIT_WORK_TREE", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY",
+              "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE", "GIT_CEILING_DIRECTORIES")
+
+
+def _env(repo):
+    """The environment git runs in: this repository's, named explicitly,
+    never a pager, a password prompt or an optional lock."""
+    env = dict((k, v) for k, v in os.environ.items() if k not in _ELSEWHERE)
+    env.update(GIT_PAGER="cat", GIT_TERMINAL_PROMPT="0", GIT_OPTIONAL_LOCKS="0", GIT_DIR=repo.gitdir)
+    if repo.workdir:
+        env["GIT_WORK_TREE"] = repo.workdir
     return env
 
 
@@ -1117,7 +1126,7 @@ class Repo(object):
     # -- the git binary
 
     def _argv(self, args):
-        return ["git"] + ([] if self.workdir else ["--git-dir=" + self.gitdir]) + list(args)
+        return ["git"] + list(args)
 
     def _cwd(self):
         """Where git runs: the current folder when it is in this work tree
@@ -1133,7 +1142,7 @@ class Repo(object):
         feed = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
         try:
             p = subprocess.run(self._argv(args), cwd=self._cwd(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               env=_env(), **feed)
+                               env=_env(self), **feed)
         except FileNotFoundError:
             raise GitError("git is not installed here (no git on PATH); reads of this repository need it")
         err = p.stderr.decode("utf-8", "replace")
