@@ -350,7 +350,7 @@ class ThroughGit(unittest.TestCase):
         code = ("import sys; sys.path.insert(0, %r); import git; "
                 "print(type(git).__name__, sorted(m for m in ('subprocess', 'difflib', 'datetime', 'mmap', 'shlex') "
                 "if m in sys.modules))" % os.path.dirname(HERE))
-        out = subprocess.run([sys.executable, "-S", "-E", "-c", code], stdout=subprocess.PIPE, check=True).stdout
+        out = subprocess.run([sys.executable, "-B", "-S", "-E", "-c", code], stdout=subprocess.PIPE, check=True).stdout
         self.assertEqual(out.decode().split(None, 1), ["_CallableModule", "[]\n"])
 
     def test_not_a_repository(self):
