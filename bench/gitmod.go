@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,17 +14,17 @@ import (
 	"github.com/replhub/replhub/client"
 )
 
-var gitOnly = flag.Bool("git", false, "measure only the git module: log(1000) and cat of 1000 blobs against git subprocesses")
+func init() {
+	measureAlone("git", "measure only the git module: log(1000) and cat of 1000 blobs, against git subprocesses", gitRows)
+}
 
-// gitDriver times modules/git.py inside a session against the git binary
-// run as a subprocess from the same session, and prints the medians as
-// JSON. It expects gitpy, path (the repository) and runs to be set.
+// gitDriver times replhub.git inside a session (imported as users import
+// it, from the hub) against the git binary run as a subprocess from the
+// same session, and prints the medians as JSON. It expects path (the
+// repository) and runs to be set.
 const gitDriver = `
-import importlib.util, json, subprocess, sys, time
-spec = importlib.util.spec_from_file_location("replhub_git", gitpy)
-git = importlib.util.module_from_spec(spec)
-sys.modules[spec.name] = git
-spec.loader.exec_module(git)
+import json, subprocess, time
+from replhub import git
 fmt = "--format=%H%x00%P%x00%an <%ae>%x00%at%x00%s"
 
 def median(f, n):
@@ -75,12 +74,8 @@ func gitRows(w *world, n int) ([]row, error) {
 	if err := makeGitRepo(dir, 1500); err != nil {
 		return nil, err
 	}
-	gitpy, err := filepath.Abs("boot/modules/git.py")
-	if err != nil {
-		return nil, err
-	}
-	code := fmt.Sprintf("gitpy, path, runs = %q, %q, %d\n%s", gitpy, dir, n, gitDriver)
-	res, err := w.c.Exec(context.Background(), "gitbench", code, client.ExecOptions{Cwd: w.cwd, Env: w.env})
+	code := fmt.Sprintf("path, runs = %q, %d\n%s", dir, n, gitDriver)
+	res, err := w.c.Exec(context.Background(), "gitbench", code, client.ExecOptions{Cwd: w.cwd, Env: w.env, Timeout: 10 * time.Minute})
 	if err != nil {
 		return nil, err
 	}

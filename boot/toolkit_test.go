@@ -19,35 +19,40 @@ var (
 )
 
 func TestToolkit(t *testing.T) {
+	unittests(t, "boot/replhub_toolkit/tests", "boot")
+}
+
+// The shipped modules' tests (modules/tests) import them as top-level
+// modules: import systemd.
+func TestShippedModules(t *testing.T) {
+	unittests(t, "boot/modules/tests", "boot/modules")
+}
+
+// unittests runs the Python unittest modules of folder dir, with top on
+// sys.path, under every Python found.
+func unittests(t *testing.T, dir, top string) {
 	eachPython(t, func(t *testing.T, py string) {
-		env := append(os.Environ(),
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, py, "-m", "unittest", "discover",
+			"-s", dir, "-t", top, "-v")
+		cmd.Dir = ".." // the repository's root: dir and top are below it
+		cmd.Env = append(os.Environ(),
 			"PYTHONDONTWRITEBYTECODE=1", // no __pycache__ in the tree
 			"TMPDIR="+t.TempDir(),       // whatever a test leaves goes with it
 		)
-		// From the repository's top, so that boot/ is the top: import replhub_toolkit.files
-		runUnittest(t, py, "..", env, "boot/replhub_toolkit/tests", "boot")
+		cmd.WaitDelay = 10 * time.Second
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", py, err, out)
+		}
+		m := ranTests.FindSubmatch(out)
+		if m == nil {
+			t.Fatalf("%s: no test summary in the output:\n%s", py, out)
+		}
+		if n, _ := strconv.Atoi(string(m[1])); n == 0 {
+			t.Fatalf("%s: no tests found:\n%s", py, out)
+		}
+		t.Logf("%s: %s tests, %s", py, m[1], verdict.Find(out))
 	})
-}
-
-// runUnittest runs `py -m unittest discover -s start -t top` in dir and
-// fails t unless it ran some tests and all passed.
-func runUnittest(t *testing.T, py, dir string, env []string, start, top string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, py, "-m", "unittest", "discover", "-s", start, "-t", top, "-v")
-	cmd.Dir, cmd.Env = dir, env
-	cmd.WaitDelay = 10 * time.Second
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", py, err, out)
-	}
-	m := ranTests.FindSubmatch(out)
-	if m == nil {
-		t.Fatalf("%s: no test summary in the output:\n%s", py, out)
-	}
-	if n, _ := strconv.Atoi(string(m[1])); n == 0 {
-		t.Fatalf("%s: no tests found:\n%s", py, out)
-	}
-	t.Logf("%s: %s tests, %s", py, m[1], verdict.Find(out))
 }

@@ -30,8 +30,12 @@ ROOT = None
 _tmp = None
 
 
+_saved = {}
+
+
 def setUpModule():
     global ROOT, _tmp
+    _saved.update((k, os.environ.get(k)) for k in ("GIT_CONFIG_NOSYSTEM", "HOME"))
     os.environ.update(GIT_CONFIG_NOSYSTEM="1", HOME=tempfile.mkdtemp(prefix="gitmod-home-"))
     fixtures.ENV["HOME"] = os.environ["HOME"]
     ROOT = os.environ.get("GITMOD_FIXTURES")
@@ -44,6 +48,11 @@ def tearDownModule():
     if _tmp:
         shutil.rmtree(_tmp, ignore_errors=True)
     shutil.rmtree(os.environ["HOME"], ignore_errors=True)
+    for k, v in _saved.items():  # the other modules' tests run in this process too
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
 
 
 def g(cwd, *args, **kw):
