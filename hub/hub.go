@@ -403,6 +403,14 @@ func timeoutOf(sec float64) time.Duration {
 	return min(d, MaxTimeout)
 }
 
+// checkMaxOutput refuses a per-call output cap out of range.
+func checkMaxOutput(n int) error {
+	if n < 0 || n > MaxReplyCap {
+		return &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("max output must be between 1 and %d characters (0: the default, %d)", MaxReplyCap, ReplyCap)}
+	}
+	return nil
+}
+
 var validName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // checkName refuses names that are not letters, digits and ._- up to 64,
@@ -424,11 +432,17 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	if req.Timeout < 0 || req.Timeout > MaxTimeout.Seconds() {
 		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("timeout must be between 0 and %d seconds", int(MaxTimeout.Seconds()))}
 	}
+	if err := checkMaxOutput(req.MaxOutput); err != nil {
+		return nil, err
+	}
+	if req.Private {
+		return h.run(ctx, req, progress)
+	}
 	s, created, previous, err := h.ensure(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.exec(ctx, req.Code, timeoutOf(req.Timeout), req.NoWait, progress, wire.AdviceFor(req.Surface))
+	res, err := s.exec(ctx, req.Code, timeoutOf(req.Timeout), req.NoWait, capOf(req.MaxOutput), progress, wire.AdviceFor(req.Surface))
 	if err != nil {
 		return nil, err
 	}
@@ -479,8 +493,13 @@ func (h *Hub) ensure(ctx context.Context, req wire.Request) (s *Session, created
 		h.mu.Unlock()
 		return nil, false, "", &wire.Error{Code: wire.CodeNeedEnv, Message: "hub: a new session needs the caller's environment; send it with the request"}
 	}
+	if req.Private && !created {
+		h.mu.Unlock()
+		return nil, false, "", &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("session '%s' exists: a private run needs a new name", req.Name)}
+	}
 	if created {
 		s = newSession(h, req.Name)
+		s.private, s.transcribe = req.Private, req.Transcript
 		s.origin = wire.Request{Cwd: req.Cwd, Env: req.Env, Jump: req.Jump}
 		h.sessions[req.Name] = s
 	}
@@ -510,7 +529,9 @@ func (h *Hub) ensure(ctx context.Context, req wire.Request) (s *Session, created
 			return nil, false, "", h.startFailure(req, err)
 		}
 		h.recordLive(s)
-		previous = h.takeDeathNote(req.Name)
+		if !s.private {
+			previous = h.takeDeathNote(req.Name)
+		}
 		if restored != "" {
 			previous, created = restored, false
 		}
@@ -586,7 +607,10 @@ func (h *Hub) Wait(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	if req.Cell < 0 {
 		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: "a cell number is 1 or more"}
 	}
-	res, err := s.wait(ctx, timeoutOf(req.Timeout), req.Cell, progress)
+	if err := checkMaxOutput(req.MaxOutput); err != nil {
+		return nil, err
+	}
+	res, err := s.wait(ctx, timeoutOf(req.Timeout), req.Cell, capOf(req.MaxOutput), progress)
 	if err != nil {
 		return nil, err
 	}
@@ -655,16 +679,8 @@ func (h *Hub) Kill(name string) (string, error) {
 		return "", &wire.Error{Code: wire.CodeNoSession, Message: fmt.Sprintf("no session '%s'", name)}
 	}
 	<-s.ready
-	s.mu.Lock()
-	s.killed = true
-	s.mu.Unlock()
-	if s.proc != nil {
-		s.proc.Kill()
-	}
-	select {
-	case <-s.exited:
-	case <-time.After(5 * time.Second):
-		return "", &wire.Error{Code: wire.CodeInternal, Message: fmt.Sprintf("session '%s' did not end within 5s of SIGKILL", name)}
+	if err := h.end(s); err != nil {
+		return "", err
 	}
 	// A swap or restore under way ends with its worker; then the name's
 	// swap, if the swap got as far as writing it or the restore had not
@@ -705,10 +721,12 @@ func (h *Hub) sessionExited(s *Session, ex Exit) {
 	} else {
 		s.death = how
 	}
-	last := s.out.take()
 	if len(s.pending) > 0 {
-		last.text += string(s.pending)
+		s.out.write(s.pending)
+		s.pending = nil
 	}
+	raw := s.out.takeOut()
+	last := render(raw.head, raw.tail, raw.dropped, ReplyCap)
 	if op := s.serving; op != nil {
 		op.done <- nil
 	}
@@ -723,11 +741,11 @@ func (h *Hub) sessionExited(s *Session, ex Exit) {
 			DurationMS: time.Since(r.start).Milliseconds()}
 		applyOutput(res, last)
 		res.Death = fmt.Sprintf("session '%s' died while running cell %d: %s", s.name, r.cell, s.death)
-		r.result = res
+		r.result, r.raw = res, &raw
 		close(r.finished)
 	}
-	if s.killed {
-		h.log.Info("session killed", "session", s.name)
+	if s.killed || s.private {
+		h.log.Info("session ended", "session", s.name, "how", s.death)
 		return
 	}
 	note := deathNote{
@@ -749,7 +767,7 @@ func (h *Hub) othersLine(req wire.Request) string {
 	h.mu.Lock()
 	all := make([]*Session, 0, len(h.sessions))
 	for name, s := range h.sessions {
-		if name != self {
+		if name != self && !s.private {
 			all = append(all, s)
 		}
 	}
@@ -795,7 +813,9 @@ func (h *Hub) List() *wire.SessionList {
 	h.mu.Lock()
 	all := make([]*Session, 0, len(h.sessions))
 	for _, s := range h.sessions {
-		all = append(all, s)
+		if !s.private {
+			all = append(all, s)
+		}
 	}
 	h.mu.Unlock()
 	l := &wire.SessionList{Hub: wire.HubInfo{

@@ -71,14 +71,17 @@ type Session struct {
 	names      []string
 	rss        int64
 	killed     bool // a deliberate kill: no death note
-	death      string
-	noise      bytes.Buffer                 // what came before ready
-	transcript *os.File                     // opened at the first cell, closed at exit
-	serving    *serveOp                     // a put/get/call served for another session
-	waitingOn  map[int64]*relayLink         // this session's requests by id, to cancel them
-	running    map[int64]context.CancelFunc // its sh requests on hosts, by id
-	origin     wire.Request                 // the creator's cwd and environment
-	watch      *sudo.Watcher                // sudo's stderr while a root worker starts
+	// private is a run's session (private.go): never listed nor named in
+	// another reply, no death note, a transcript only with transcribe.
+	private, transcribe bool
+	death               string
+	noise               bytes.Buffer                 // what came before ready
+	transcript          *os.File                     // opened at the first cell, closed at exit
+	serving             *serveOp                     // a put/get/call served for another session
+	waitingOn           map[int64]*relayLink         // this session's requests by id, to cancel them
+	running             map[int64]context.CancelFunc // its sh requests on hosts, by id
+	origin              wire.Request                 // the creator's cwd and environment
+	watch               *sudo.Watcher                // sudo's stderr while a root worker starts
 	// sock is a durable worker's socket (see adopt.go), workerStart its
 	// process's start time, so that a pid reused later is never signalled.
 	sock        string
@@ -103,7 +106,8 @@ type run struct {
 	fence    []byte
 	start    time.Time
 	done     *proto.Done
-	sealed   *rendered // output up to the fence
+	sealed   *rendered // output up to the fence, under ReplyCap
+	raw      *rawOut   // the same, kept for a reply under another cap
 	finished chan struct{}
 	result   *wire.Result
 	// collecting counts the callers inside collect for this run (its own
@@ -425,8 +429,7 @@ func (s *Session) takeCellOutputLocked(p []byte) {
 	}
 	if i := bytes.Index(data, r.fence); i >= 0 {
 		s.out.write(data[:i])
-		sealed := s.out.take()
-		r.sealed = &sealed
+		s.sealLocked(r)
 		s.out.write(data[i+len(r.fence):])
 		s.maybeFinishLocked(r)
 		return
@@ -590,8 +593,7 @@ func (s *Session) maybeFinishLocked(r *run) {
 				defer s.mu.Unlock()
 				if r.sealed == nil && !r.isFinished() {
 					s.notes = append(s.notes, fmt.Sprintf("cell %d's end-of-output marker never arrived (was fd 1 closed or redirected?); its output may continue in the next reply", r.cell))
-					sealed := s.out.take()
-					r.sealed = &sealed
+					s.sealLocked(r)
 					s.finishLocked(r)
 				}
 			})
@@ -622,6 +624,14 @@ func (s *Session) finishLocked(r *run) {
 	s.state = stateIdle
 	s.lastActive = time.Now()
 	close(r.finished)
+}
+
+// sealLocked takes the unread output as r's own, rendered under ReplyCap
+// and kept raw for a reply under another cap.
+func (s *Session) sealLocked(r *run) {
+	o := s.out.takeOut()
+	sealed := render(o.head, o.tail, o.dropped, ReplyCap)
+	r.sealed, r.raw = &sealed, &o
 }
 
 func applyOutput(res *wire.Result, out rendered) {
@@ -670,7 +680,8 @@ func (e *BusyError) Error() string {
 }
 
 // exec runs code as the next cell and waits up to timeout for it.
-func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, noWait bool, progress func(*wire.Progress), adv wire.Advice) (*wire.Result, error) {
+// limit caps the reply's output (capOf).
+func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, noWait bool, limit int, progress func(*wire.Progress), adv wire.Advice) (*wire.Result, error) {
 	if err := s.awaitLink(ctx, timeout); err != nil {
 		return nil, err
 	}
@@ -722,7 +733,7 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	if noWait {
 		res = &wire.Result{Session: s.name, Cell: r.cell, Status: wire.StatusStarted}
 	} else {
-		res = s.collect(ctx, r, timeout, progress, true)
+		res = s.collect(ctx, r, timeout, limit, progress, true)
 	}
 	if res == nil {
 		// The client went away; so did the earlier result it would have shown.
@@ -737,7 +748,7 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 
 // wait collects the running or unread cell, waiting up to timeout; with
 // cell, that cell only (an error says why it cannot be).
-func (s *Session) wait(ctx context.Context, timeout time.Duration, cell int, progress func(*wire.Progress)) (*wire.Result, error) {
+func (s *Session) wait(ctx context.Context, timeout time.Duration, cell, limit int, progress func(*wire.Progress)) (*wire.Result, error) {
 	s.mu.Lock()
 	r := s.cur
 	if cell != 0 && (r == nil || r.cell != cell || r.collected) {
@@ -754,7 +765,7 @@ func (s *Session) wait(ctx context.Context, timeout time.Duration, cell int, pro
 		if s.state == stateDead {
 			res.Status, res.Death = wire.StatusDead, s.death
 		}
-		applyOutput(res, s.out.take())
+		applyOutput(res, s.out.takeCap(limit))
 		res.Notes = append(s.notes, res.Notes...)
 		s.notes = nil
 		s.mu.Unlock()
@@ -762,7 +773,7 @@ func (s *Session) wait(ctx context.Context, timeout time.Duration, cell int, pro
 	}
 	r.collecting++
 	s.mu.Unlock()
-	return s.collect(ctx, r, timeout, progress, false), nil
+	return s.collect(ctx, r, timeout, limit, progress, false), nil
 }
 
 // cancelledNote says that the client cancelled the call that ran a cell.
@@ -778,7 +789,7 @@ func cancelledNote(cell int) string {
 // is set for the exec that started r: once its client has cancelled the
 // call (interrupt with Cancelled), it takes nothing, even if it has not
 // yet seen its connection close, so the result waits for the next reader.
-func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, progress func(*wire.Progress), own bool) *wire.Result {
+func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, limit int, progress func(*wire.Progress), own bool) *wire.Result {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var tick <-chan time.Time
@@ -796,7 +807,7 @@ func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, pr
 				r.collecting--
 				return nil
 			}
-			return s.takeLocked(r)
+			return s.takeLocked(r, limit)
 		case <-tick:
 			s.mu.Lock()
 			p := &wire.Progress{Session: s.name, Cell: r.cell, ElapsedMS: time.Since(r.start).Milliseconds(), OutputChars: s.out.len()}
@@ -814,12 +825,12 @@ func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, pr
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if r.isFinished() {
-			return s.takeLocked(r)
+			return s.takeLocked(r, limit)
 		}
 		r.collecting--
 		res := &wire.Result{Session: s.name, Cell: r.cell, Status: wire.StatusRunning,
 			DurationMS: time.Since(r.start).Milliseconds()}
-		applyOutput(res, s.out.take())
+		applyOutput(res, s.out.takeCap(limit))
 		res.Notes = append(s.notes, res.Notes...)
 		s.notes = nil
 		return res
@@ -827,8 +838,8 @@ func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, pr
 }
 
 // takeLocked counts a collector of the finished run r out and gives it r's
-// result, unless another collector took it first.
-func (s *Session) takeLocked(r *run) *wire.Result {
+// result, unless another collector took it first, its output under limit.
+func (s *Session) takeLocked(r *run, limit int) *wire.Result {
 	r.collecting--
 	if r.collected {
 		return &wire.Result{Session: s.name, Cell: r.cell, Status: wire.StatusIdle,
@@ -836,6 +847,11 @@ func (s *Session) takeLocked(r *run) *wire.Result {
 	}
 	r.collected = true
 	res := *r.result
+	if o := r.raw; o != nil && limit != ReplyCap {
+		out := render(o.head, o.tail, o.dropped, limit)
+		res.Output, res.Truncated, res.TruncatedChars = out.text, out.truncated, out.truncatedChars
+	}
+	r.raw = nil
 	res.Notes = append(append([]string(nil), s.notes...), res.Notes...)
 	if r.cancelled {
 		res.Notes = append([]string{cancelledNote(r.cell)}, res.Notes...)
@@ -943,8 +959,7 @@ func (s *Session) abandonLocked(r *run, typ, msg string) {
 		r.fenceTimer.Stop()
 	}
 	if r.sealed == nil {
-		sealed := s.out.take()
-		r.sealed = &sealed
+		s.sealLocked(r)
 	}
 	s.finishLocked(r)
 }

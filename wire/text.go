@@ -55,6 +55,8 @@ func (r *Result) TextFor(surface string) string {
 	case StatusRunning:
 		line(fmt.Sprintf("[cell %d still running after %s; it goes on: %s collects its output and result, %s stops it]",
 			r.Cell, Duration(float64(r.DurationMS)/1000), adv.Wait(r.Session), adv.Interrupt(r.Session)))
+	case StatusTimeout:
+		line(fmt.Sprintf("[cell still running after %s, so the run stopped it and ended its session; -t gives it longer]", Duration(float64(r.DurationMS)/1000)))
 	case StatusDead:
 		line("[" + r.Death + "]")
 	case StatusIdle:

@@ -100,6 +100,16 @@ type Request struct {
 	All bool `json:"all,omitempty"`
 	// KeepImports keeps the names bound to modules (OpReset).
 	KeepImports bool `json:"keep_imports,omitempty"`
+	// MaxOutput caps the output characters of this exec's or wait's reply
+	// (head and tail kept); zero means the hub's default (30,000), and it
+	// may be at most 2,000,000, all a session keeps.
+	MaxOutput int `json:"max_output,omitempty"`
+	// Private, on an exec, runs the cell in a session of its own that
+	// ends with the call (replhub run): it is never listed nor named in
+	// another reply, leaves no death note, and keeps a transcript only
+	// with Transcript. Its name must be new.
+	Private    bool `json:"private,omitempty"`
+	Transcript bool `json:"transcript,omitempty"`
 	// Limit bounds the names or completions listed; zero means the
 	// worker's default (500 names, 200 completions).
 	Limit int `json:"limit,omitempty"`
@@ -199,6 +209,9 @@ const (
 	StatusStarted = "started"
 	StatusDead    = "dead"
 	StatusIdle    = "idle" // wait on a session with nothing to collect
+	// StatusTimeout is a run's cell that outlived its timeout: the run
+	// stopped it with its session.
+	StatusTimeout = "timeout"
 )
 
 // Result is the outcome of exec or wait.
