@@ -102,6 +102,7 @@ starts on first use. This is not a sandbox: code runs with your privileges.`,
 		newSwapCmd(e), newRunCmd(e),
 		newVarsCmd(e), newInspectCmd(e), newCompleteCmd(e), newResetCmd(e),
 	)
+	addCompletions(e, root)
 	return root
 }
 
