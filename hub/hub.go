@@ -77,6 +77,8 @@ type Hub struct {
 	restarting atomic.Bool
 
 	pool *remote.Pool
+	// memory is the hub's cgroup memory ceiling (memory.go).
+	memory *ceiling
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -116,7 +118,7 @@ func New(o Options) (*Hub, error) {
 		paths: o.Paths, version: o.Version, supervisor: o.Supervisor, log: o.Log,
 		startTimeout: o.StartTimeout, frameStall: o.FrameStall, workerPath: wp,
 		stop: make(chan struct{}), sessions: map[string]*Session{},
-		dead: loadDeadNames(o.Paths.DeadDir()),
+		dead: loadDeadNames(o.Paths.DeadDir()), memory: findCeiling(),
 	}
 	// Find this machine's cloudpickle now, not at the first session start.
 	go payload.CloudpickleDir()
@@ -713,6 +715,11 @@ func (h *Hub) sessionExited(s *Session, ex Exit) {
 	}
 	s.state = stateDead
 	how := ex.String()
+	// A SIGKILL nobody here sent, near the cgroup's ceiling: the OOM
+	// killer's, most likely.
+	if !s.killed && s.death == "" && ex.Signal == "SIGKILL" && h.memory.nearAt() {
+		how += "; " + h.memory.deathAdvice()
+	}
 	if s.death != "" {
 		how = s.death + " (" + how + ")"
 	}
@@ -825,6 +832,7 @@ func (h *Hub) List() *wire.SessionList {
 	if h.supervisor == "systemd" {
 		l.Hub.MemoryLimit = "MemoryHigh=2G MemoryMax=3G over the hub and all its sessions"
 	}
+	h.memory.describe(&l.Hub)
 	for _, s := range all {
 		l.Sessions = append(l.Sessions, s.snapshot())
 	}

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/sudo"
 	"github.com/replhub/replhub/wire"
@@ -971,8 +972,20 @@ func (s *Session) deathText() string {
 	return s.death
 }
 
-// snapshot describes the session for the sessions op.
+// snapshot describes the session for the sessions op. A local session's
+// memory is read from /proc, its worker's and its children's; a remote
+// one's is what its last done frame said.
 func (s *Session) snapshot() wire.SessionInfo {
+	info := s.snapshotOf()
+	if info.Host == config.Local && info.State != stateDead {
+		if rss := treeRSS(info.Pid); rss > 0 {
+			info.RSS = rss
+		}
+	}
+	return info
+}
+
+func (s *Session) snapshotOf() wire.SessionInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -1004,10 +1017,7 @@ func (s *Session) snapshot() wire.SessionInfo {
 		}
 	}
 	if info.Host == "" {
-		info.Host = "local"
-		if rss := procRSS(info.Pid); rss > 0 {
-			info.RSS = rss
-		}
+		info.Host = config.Local
 	}
 	return info
 }

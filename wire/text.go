@@ -112,6 +112,9 @@ func (l *SessionList) TextFor(detail bool, surface string) string {
 			fmt.Fprintf(&b, "    names: %s\n    swap: %s\n", strings.Join(s.Names, ", "), s.Path)
 		}
 	}
+	if h := l.Hub; h.MemoryMax > 0 {
+		fmt.Fprintf(&b, "memory ceiling: %s in use of %s (the hub's cgroup, shared by the hub and its local sessions)\n", MB(h.MemoryUsed), MB(h.MemoryMax))
+	}
 	if detail {
 		h := l.Hub
 		fmt.Fprintf(&b, "hub: pid %d, %s, memory limit %s, %s\n    socket %s\n    log %s\n",

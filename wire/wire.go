@@ -287,9 +287,15 @@ type HubInfo struct {
 	// unit under a memory ceiling, else "detached" (no limit).
 	Supervisor  string `json:"supervisor"`
 	MemoryLimit string `json:"memory_limit"`
-	Socket      string `json:"socket"`
-	Log         string `json:"log"`
-	RSS         int64  `json:"rss"`
+	// MemoryMax is the ceiling of the hub's cgroup in bytes (memory.max),
+	// which its local sessions share, and MemoryUsed what the cgroup holds;
+	// zero when no ceiling applies. MemoryCgroup is the cgroup's folder.
+	MemoryMax    int64  `json:"memory_max,omitempty"`
+	MemoryUsed   int64  `json:"memory_used,omitempty"`
+	MemoryCgroup string `json:"memory_cgroup,omitempty"`
+	Socket       string `json:"socket"`
+	Log          string `json:"log"`
+	RSS          int64  `json:"rss"`
 }
 
 // SessionList answers the sessions op.
