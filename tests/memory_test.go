@@ -13,7 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replhub/replhub/tests/hubtest")
+	"github.com/replhub/replhub/tests/hubtest"
+)
 
 func sessionRSS(t *testing.T, e *hubtest.Env, name string) int64 {
 	t.Helper()
