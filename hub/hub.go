@@ -715,9 +715,9 @@ func (h *Hub) sessionExited(s *Session, ex Exit) {
 	}
 	s.state = stateDead
 	how := ex.String()
-	// A SIGKILL nobody here sent, near the cgroup's ceiling: the OOM
-	// killer's, most likely.
-	if !s.killed && s.death == "" && ex.Signal == "SIGKILL" && h.memory.nearAt() {
+	// A local worker's SIGKILL nobody here sent, near the cgroup's
+	// ceiling: the OOM killer's, most likely.
+	if !s.killed && s.death == "" && ex.Signal == "SIGKILL" && s.info.Host == config.Local && h.memory.nearAt() {
 		how += "; " + h.memory.deathAdvice()
 	}
 	if s.death != "" {

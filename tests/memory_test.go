@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replhub/replhub/tests/hubtest"
+	"github.com/replhub/replhub/tests/sshtest"
 )
 
 func sessionRSS(t *testing.T, e *hubtest.Env, name string) int64 {
@@ -99,4 +100,21 @@ func TestMemoryCeilingInSessionsAndDeathNotes(t *testing.T) {
 	set("memory.events", "low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\noom_group_kill 0")
 	note = killed("oom", oom)
 	assert.Contains(t, note, "it is the likely cause")
+}
+
+// TestRemoteRunAndMemory runs a cell over ssh with replhub run (nothing
+// left on either side) and reads a remote session's memory, its child's
+// included, from its worker's done frame.
+func TestRemoteRunAndMemory(t *testing.T) {
+	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
+	r := w.Run("run", "import os; os.getppid() > 1", "--host", "lab")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Equal(t, "Out[1]: True\n", r.Stdout)
+	waitNoWorkers(t, w.servers["lab"])
+	nothingLeft(t, w.Env, 0)
+
+	r = w.Run("exec", "rem", `import subprocess, sys; p = subprocess.Popen([sys.executable, "-c", "import time; b = b'x' * (100 << 20); print('ok', flush=True); time.sleep(60)"], stdout=subprocess.PIPE); p.stdout.readline()`, "--host", "lab")
+	require.Contains(t, r.Stdout, "b'ok\\n'", "%s", r)
+	assert.Greater(t, sessionRSS(t, w.Env, "rem"), int64(100<<20), "the child's memory counts")
+	require.Equal(t, 0, w.Run("kill", "rem").Code)
 }
