@@ -284,7 +284,17 @@ func (c *Client) Kill(ctx context.Context, name string) (string, error) {
 
 // Sessions lists the sessions and describes the hub.
 func (c *Client) Sessions(ctx context.Context) (*wire.SessionList, error) {
-	rep, err := c.Do(ctx, wire.Request{Op: wire.OpSessions}, nil)
+	return c.sessions(ctx, false)
+}
+
+// SessionNames lists the sessions as Sessions does, but for what takes the
+// hub time to measure (their memory): enough to complete a name.
+func (c *Client) SessionNames(ctx context.Context) (*wire.SessionList, error) {
+	return c.sessions(ctx, true)
+}
+
+func (c *Client) sessions(ctx context.Context, brief bool) (*wire.SessionList, error) {
+	rep, err := c.Do(ctx, wire.Request{Op: wire.OpSessions, Brief: brief}, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -367,6 +367,9 @@ func (h *Hub) handle(ctx context.Context, req wire.Request, send func(wire.Reply
 		}
 		return wire.Reply{Message: msg}
 	case wire.OpSessions:
+		if req.Brief {
+			return wire.Reply{Sessions: h.list(true)}
+		}
 		return wire.Reply{Sessions: h.List()}
 	case wire.OpPush, wire.OpPull:
 		return h.clientTransfer(req, next, send)
@@ -816,7 +819,11 @@ func deathsLine(dead []string, adv wire.Advice) string {
 }
 
 // List describes the hub and every session.
-func (h *Hub) List() *wire.SessionList {
+func (h *Hub) List() *wire.SessionList { return h.list(false) }
+
+// list is List; brief leaves out each session's memory, which takes a
+// few reads of /proc a session to measure.
+func (h *Hub) list(brief bool) *wire.SessionList {
 	h.mu.Lock()
 	all := make([]*Session, 0, len(h.sessions))
 	for _, s := range h.sessions {
@@ -834,7 +841,11 @@ func (h *Hub) List() *wire.SessionList {
 	}
 	h.memory.describe(&l.Hub)
 	for _, s := range all {
-		l.Sessions = append(l.Sessions, s.snapshot())
+		if brief {
+			l.Sessions = append(l.Sessions, s.snapshotOf())
+		} else {
+			l.Sessions = append(l.Sessions, s.snapshot())
+		}
 	}
 	sort.Slice(l.Sessions, func(i, j int) bool { return l.Sessions[i].Name < l.Sessions[j].Name })
 	for _, d := range h.deadNames("") {

@@ -98,6 +98,9 @@ type Request struct {
 	Text string `json:"text,omitempty"`
 	// All lists names that start with _ too (OpVars).
 	All bool `json:"all,omitempty"`
+	// Brief asks OpSessions for the list without what takes time to
+	// measure (each session's memory): a shell completing a name.
+	Brief bool `json:"brief,omitempty"`
 	// KeepImports keeps the names bound to modules (OpReset).
 	KeepImports bool `json:"keep_imports,omitempty"`
 	// MaxOutput caps the output characters of this exec's or wait's reply

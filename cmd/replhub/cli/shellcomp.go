@@ -88,7 +88,7 @@ func (e *env) completeSession(cmd *cobra.Command, args []string, toComplete stri
 		c := client.New(paths)
 		c.AutoStart = false
 		defer c.Close()
-		l, err := c.Sessions(ctx)
+		l, err := c.SessionNames(ctx)
 		if err != nil {
 			return nil
 		}
