@@ -32,6 +32,8 @@ func findCeiling() *ceiling {
 	c := &ceiling{dir: os.Getenv("REPLHUB_CGROUP")}
 	if c.dir == "" {
 		c.dir, c.v1 = ownCgroup()
+	} else if _, err := os.Stat(filepath.Join(c.dir, "memory.max")); err != nil {
+		c.v1 = true // a v1 controller's folder has memory.limit_in_bytes
 	}
 	if c.dir == "" {
 		return c
@@ -55,23 +57,37 @@ func ownCgroup() (string, bool) {
 	var v1 string
 	sc := bufio.NewScanner(f)
 	for n := 0; sc.Scan() && n < 64; n++ {
-		parts := strings.SplitN(sc.Text(), ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		if parts[0] == "0" && parts[1] == "" {
-			dir := filepath.Join(cgroupRoot, parts[2])
+		unified, memory := cgroupLine(sc.Text())
+		if unified != "" {
+			dir := filepath.Join(cgroupRoot, unified)
 			if _, err := os.Stat(filepath.Join(dir, "memory.max")); err == nil {
 				return dir, false
 			}
 		}
-		for _, ctl := range strings.Split(parts[1], ",") {
-			if ctl == "memory" {
-				v1 = filepath.Join(cgroupRoot, "memory", parts[2])
-			}
+		if memory != "" {
+			v1 = filepath.Join(cgroupRoot, "memory", memory)
 		}
 	}
 	return v1, v1 != ""
+}
+
+// cgroupLine reads one line of /proc/self/cgroup: the path of the v2
+// unified hierarchy ("0::/path"), or of the v1 memory controller
+// ("4:memory:/path"); paths are absolute and clean, else ignored.
+func cgroupLine(line string) (unified, memory string) {
+	parts := strings.SplitN(line, ":", 3)
+	if len(parts) != 3 || !strings.HasPrefix(parts[2], "/") || filepath.Clean(parts[2]) != parts[2] {
+		return "", ""
+	}
+	if parts[0] == "0" && parts[1] == "" {
+		return parts[2], ""
+	}
+	for _, ctl := range strings.Split(parts[1], ",") {
+		if ctl == "memory" {
+			return "", parts[2]
+		}
+	}
+	return "", ""
 }
 
 // read returns the number in the cgroup file v2 (or v1, for a v1 cgroup);
@@ -106,9 +122,17 @@ func (c *ceiling) oomKills() int64 {
 	if err != nil || len(b) > 4096 {
 		return 0
 	}
+	return oomKillsIn(b)
+}
+
+// oomKillsIn reads the "oom_kill N" line of a memory.events file.
+func oomKillsIn(b []byte) int64 {
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			if err != nil || n < 0 {
+				return 0
+			}
 			return n
 		}
 	}

@@ -18,22 +18,31 @@ import (
 )
 
 // nothingLeft checks that a world holds no session, death note,
-// transcript, live record or swap, and that pid (when set) has ended.
+// transcript, live record or swap, and that pid (when set) has ended. A
+// run whose client went away is ended by the hub after the client exits:
+// its files go within a few seconds.
 func nothingLeft(t *testing.T, e *hubtest.Env, pid int) {
 	t.Helper()
-	r := e.Run("sessions")
-	assert.Equal(t, "no sessions\n", r.Stdout, "%s", r)
-	var files []string
-	filepath.Walk(e.State, func(p string, fi os.FileInfo, err error) error {
-		if err == nil && !fi.IsDir() {
-			files = append(files, p)
-		}
-		return nil
-	})
-	assert.Empty(t, files, "a run leaves no file behind")
 	if pid > 0 {
 		assert.True(t, hubtest.WaitGone(pid, 5*time.Second), "the run's worker %d ended", pid)
 	}
+	r := e.Run("sessions")
+	assert.Equal(t, "no sessions\n", r.Stdout, "%s", r)
+	var files []string
+	for i := 0; i < 100; i++ {
+		files = nil
+		filepath.Walk(e.State, func(p string, fi os.FileInfo, err error) error {
+			if err == nil && !fi.IsDir() {
+				files = append(files, p)
+			}
+			return nil
+		})
+		if len(files) == 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	assert.Empty(t, files, "a run leaves no file behind")
 }
 
 func TestRunLeavesNothing(t *testing.T) {
@@ -87,13 +96,40 @@ func TestRunCtrlCInterruptsAndEnds(t *testing.T) {
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
 	require.Equal(t, 0, e.Run("start").Code)
+
+	// A cell that a first Ctrl-C interrupts.
+	code, out, errText, pid := runUntilInterrupted(t, e, "time.sleep(60)", 1)
+	assert.Equal(t, 1, code, "stdout %s stderr %s", out, errText)
+	assert.Contains(t, out, "started\n")
+	assert.Contains(t, out, "KeyboardInterrupt")
+	assert.Contains(t, errText, "[interrupting the cell")
+	nothingLeft(t, e, pid)
+
+	// A cell that swallows it: the second Ctrl-C ends the run, and still
+	// its session.
+	code, _, errText, pid = runUntilInterrupted(t, e, `while True:
+    try:
+        time.sleep(60)
+    except KeyboardInterrupt:
+        print("not now", flush=True)`, 2)
+	assert.Equal(t, 2, code, "%s", errText)
+	assert.Contains(t, errText, "replhub: stopped at the second Ctrl-C; the run's session ended with it")
+	nothingLeft(t, e, pid)
+}
+
+// runUntilInterrupted starts `replhub run` on a cell that writes its pid
+// to a file and then runs body, sends the CLI n SIGINTs once the cell
+// runs, and returns the exit code, stdout, stderr and the worker's pid.
+func runUntilInterrupted(t *testing.T, e *hubtest.Env, body string, n int) (int, string, string, int) {
+	t.Helper()
 	mark := filepath.Join(e.Dir, "pid")
+	os.Remove(mark)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, e.Bin, "run", `import os, time
 open(`+strconv.Quote(mark)+`, "w").write(str(os.getpid()))
 print("started", flush=True)
-time.sleep(60)`, "-t", "120")
+`+body, "-t", "120")
 	cmd.Env, cmd.Dir = e.Vars, e.Cwd
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -105,13 +141,12 @@ time.sleep(60)`, "-t", "120")
 		time.Sleep(20 * time.Millisecond)
 	}
 	require.NotZero(t, pid, "the cell started")
-	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
-	err := cmd.Wait()
-	var ee *exec.ExitError
-	require.ErrorAs(t, err, &ee, "stdout %s stderr %s", out.String(), errb.String())
-	assert.Equal(t, 1, ee.ExitCode())
-	assert.Contains(t, out.String(), "started\n")
-	assert.Contains(t, out.String(), "KeyboardInterrupt")
-	assert.Contains(t, errb.String(), "[interrupting the cell")
-	nothingLeft(t, e, pid)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			time.Sleep(500 * time.Millisecond) // the first has reached the cell
+		}
+		require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	}
+	cmd.Wait()
+	return cmd.ProcessState.ExitCode(), out.String(), errb.String(), pid
 }

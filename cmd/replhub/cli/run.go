@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -65,11 +66,15 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 		return err
 	}
 	o.name = runName()
+	cmdCtx := ctx
 	ctx, stop := interruptOnSignal(ctx, c, o.name, "[interrupting the cell; Ctrl-C again ends the run at once]", e.io.Err)
 	defer stop()
 	eo := o.execOptions.client()
 	eo.Private, eo.Transcript = true, o.transcript
 	res, err := c.Exec(ctx, o.name, o.code, eo)
+	if err != nil && ctx.Err() != nil && cmdCtx.Err() == nil {
+		return errors.New("stopped at the second Ctrl-C; the run's session ended with it")
+	}
 	if err != nil {
 		return err
 	}
