@@ -193,6 +193,20 @@ func treeRSS(pid int) int64 {
 	return total
 }
 
+// procRSS reads a local process's resident memory from /proc.
+func procRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(fields[1], 10, 64)
+	return pages * int64(os.Getpagesize())
+}
+
 // childrenOf lists a process's children (/proc/PID/task/*/children).
 func childrenOf(pid int) []int {
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))

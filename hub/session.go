@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -72,17 +71,17 @@ type Session struct {
 	names      []string
 	rss        int64
 	killed     bool // a deliberate kill: no death note
+	death      string
+	noise      bytes.Buffer                 // what came before ready
+	transcript *os.File                     // opened at the first cell, closed at exit
+	serving    *serveOp                     // a put/get/call served for another session
+	waitingOn  map[int64]*relayLink         // this session's requests by id, to cancel them
+	running    map[int64]context.CancelFunc // its sh requests on hosts, by id
+	origin     wire.Request                 // the creator's cwd and environment
+	watch      *sudo.Watcher                // sudo's stderr while a root worker starts
 	// private is a run's session (private.go): never listed nor named in
 	// another reply, no death note, a transcript only with transcribe.
 	private, transcribe bool
-	death               string
-	noise               bytes.Buffer                 // what came before ready
-	transcript          *os.File                     // opened at the first cell, closed at exit
-	serving             *serveOp                     // a put/get/call served for another session
-	waitingOn           map[int64]*relayLink         // this session's requests by id, to cancel them
-	running             map[int64]context.CancelFunc // its sh requests on hosts, by id
-	origin              wire.Request                 // the creator's cwd and environment
-	watch               *sudo.Watcher                // sudo's stderr while a root worker starts
 	// sock is a durable worker's socket (see adopt.go), workerStart its
 	// process's start time, so that a pid reused later is never signalled.
 	sock        string
@@ -1020,20 +1019,6 @@ func (s *Session) snapshotOf() wire.SessionInfo {
 		info.Host = config.Local
 	}
 	return info
-}
-
-// procRSS reads a local process's resident memory from /proc.
-func procRSS(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
-	if err != nil {
-		return 0
-	}
-	fields := strings.Fields(string(b))
-	if len(fields) < 2 {
-		return 0
-	}
-	pages, _ := strconv.ParseInt(fields[1], 10, 64)
-	return pages * int64(os.Getpagesize())
 }
 
 func newFence() []byte {
