@@ -60,7 +60,7 @@ Exit status: 0 ok, 1 the cell raised, 2 replhub failed, 3 still running,
 	}
 	o.sessionFlags(cmd)
 	cmd.Flags().Lookup("timeout").Usage = "seconds to wait before returning (at most 600); the cell keeps running"
-	cmd.Flags().BoolVar(&o.noWait, "no-wait", false, "return the cell's number once it has started; `replhub wait NAME --cell N` collects it")
+	cmd.Flags().BoolVar(&o.noWait, "no-wait", false, "return the cell's number once it has started; replhub wait NAME --cell N collects it")
 	return cmd
 }
 
