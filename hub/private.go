@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/replhub/replhub/wire"
@@ -45,6 +46,40 @@ func (h *Hub) run(ctx context.Context, req wire.Request, progress func(*wire.Pro
 	h.warnings = nil
 	h.mu.Unlock()
 	return res, nil
+}
+
+// endAdoptedRuns ends the runs among the sessions just adopted from
+// recs: their callers went with the previous hub, and nobody else may
+// reach them. Like any run, they leave no death note.
+func (h *Hub) endAdoptedRuns(recs []liveRecord) {
+	for _, rec := range recs {
+		if !rec.Private {
+			continue
+		}
+		h.mu.Lock()
+		s := h.sessions[rec.Name]
+		h.mu.Unlock()
+		if s == nil {
+			continue
+		}
+		s.mu.Lock()
+		s.private = true
+		s.mu.Unlock()
+		if err := h.end(s); err != nil {
+			h.log.Warn("a run left by the previous hub did not end", "session", rec.Name, "err", err)
+			continue
+		}
+		h.log.Info("ended a run left by the previous hub", "session", rec.Name)
+	}
+}
+
+// dropRunRecord removes the record of a run that could not be adopted: it
+// leaves no death note.
+func (h *Hub) dropRunRecord(rec liveRecord) {
+	os.Remove(h.livePath(rec.Name))
+	if rec.Sock != "" {
+		os.Remove(rec.Sock)
+	}
 }
 
 // end kills a started session on purpose (no death note) and waits a

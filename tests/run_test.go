@@ -117,36 +117,72 @@ func TestRunCtrlCInterruptsAndEnds(t *testing.T) {
 	nothingLeft(t, e, pid)
 }
 
-// runUntilInterrupted starts `replhub run` on a cell that writes its pid
-// to a file and then runs body, sends the CLI n SIGINTs once the cell
-// runs, and returns the exit code, stdout, stderr and the worker's pid.
-func runUntilInterrupted(t *testing.T, e *hubtest.Env, body string, n int) (int, string, string, int) {
+// startedRun is `replhub run` on a cell that has written its worker's pid
+// to a file and runs on.
+type startedRun struct {
+	cmd       *exec.Cmd
+	out, errb strings.Builder
+	pid       int
+}
+
+// startRun starts `replhub run` on a cell that writes its pid, prints
+// "started", then runs body, and returns once the cell runs.
+func startRun(t *testing.T, e *hubtest.Env, body string) *startedRun {
 	t.Helper()
 	mark := filepath.Join(e.Dir, "pid")
 	os.Remove(mark)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, e.Bin, "run", `import os, time
+	t.Cleanup(cancel)
+	r := &startedRun{cmd: exec.CommandContext(ctx, e.Bin, "run", `import os, time
 open(`+strconv.Quote(mark)+`, "w").write(str(os.getpid()))
 print("started", flush=True)
-`+body, "-t", "120")
-	cmd.Env, cmd.Dir = e.Vars, e.Cwd
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	require.NoError(t, cmd.Start())
-	var pid int
-	for i := 0; i < 300 && pid == 0; i++ {
+`+body, "-t", "120")}
+	r.cmd.Env, r.cmd.Dir = e.Vars, e.Cwd
+	r.cmd.Stdout, r.cmd.Stderr = &r.out, &r.errb
+	require.NoError(t, r.cmd.Start())
+	for i := 0; i < 300 && r.pid == 0; i++ {
 		b, _ := os.ReadFile(mark)
-		pid, _ = strconv.Atoi(string(b))
+		r.pid, _ = strconv.Atoi(string(b))
 		time.Sleep(20 * time.Millisecond)
 	}
-	require.NotZero(t, pid, "the cell started")
+	require.NotZero(t, r.pid, "the cell started")
+	return r
+}
+
+// wait waits for the CLI and returns its exit code.
+func (r *startedRun) wait() int {
+	r.cmd.Wait()
+	return r.cmd.ProcessState.ExitCode()
+}
+
+// runUntilInterrupted starts a run of body, sends the CLI n SIGINTs once
+// the cell runs, and returns the exit code, stdout, stderr and the
+// worker's pid.
+func runUntilInterrupted(t *testing.T, e *hubtest.Env, body string, n int) (int, string, string, int) {
+	t.Helper()
+	r := startRun(t, e, body)
 	for i := 0; i < n; i++ {
 		if i > 0 {
 			time.Sleep(500 * time.Millisecond) // the first has reached the cell
 		}
-		require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+		require.NoError(t, r.cmd.Process.Signal(syscall.SIGINT))
 	}
-	cmd.Wait()
-	return cmd.ProcessState.ExitCode(), out.String(), errb.String(), pid
+	code := r.wait()
+	return code, r.out.String(), r.errb.String(), r.pid
+}
+
+// TestRunEndsWithItsHub restarts the hub under a running run: its caller
+// hears that the hub went, and the new hub ends the run's worker instead
+// of adopting it, with no trace.
+func TestRunEndsWithItsHub(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	require.Equal(t, 0, e.Run("start").Code)
+	run := startRun(t, e, "time.sleep(60)")
+	r := e.Run("restart")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Equal(t, 2, run.wait(), "%s%s", run.out.String(), run.errb.String())
+	assert.NotContains(t, r.Stdout, "1 of 1", "the run was not adopted")
+	nothingLeft(t, e, run.pid)
 }
