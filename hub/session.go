@@ -705,7 +705,7 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	var earlier *wire.Result
 	earlierNote := ""
 	if r := s.cur; r != nil && !r.collected && r.collecting == 0 {
-		earlier = r.result
+		earlier = r.resultUnder(limit)
 		r.collected = true
 		earlierNote = fmt.Sprintf("cell %d finished while nobody waited; its reply comes first", r.cell)
 		if r.cancelled {
@@ -846,17 +846,25 @@ func (s *Session) takeLocked(r *run, limit int) *wire.Result {
 			Notes: []string{fmt.Sprintf("cell %d's output and result went to another reply, which collected them first", r.cell)}}
 	}
 	r.collected = true
+	res := r.resultUnder(limit)
+	res.Notes = append(append([]string(nil), s.notes...), res.Notes...)
+	if r.cancelled {
+		res.Notes = append([]string{cancelledNote(r.cell)}, res.Notes...)
+	}
+	s.notes = nil
+	return res
+}
+
+// resultUnder is a copy of r's finished result with its output under
+// limit; the raw output it was rendered from is let go, for a result goes
+// to one reply.
+func (r *run) resultUnder(limit int) *wire.Result {
 	res := *r.result
 	if o := r.raw; o != nil && limit != ReplyCap {
 		out := render(o.head, o.tail, o.dropped, limit)
 		res.Output, res.Truncated, res.TruncatedChars = out.text, out.truncated, out.truncatedChars
 	}
 	r.raw = nil
-	res.Notes = append(append([]string(nil), s.notes...), res.Notes...)
-	if r.cancelled {
-		res.Notes = append([]string{cancelledNote(r.cell)}, res.Notes...)
-	}
-	s.notes = nil
 	return &res
 }
 

@@ -43,6 +43,18 @@ func TestMaxOutputPerCall(t *testing.T) {
 	assert.Contains(t, r.Stdout, `"truncated": true`)
 	assert.Contains(t, r.Stdout, `"truncated_chars": 1001`)
 
+	// A result nobody collected comes first in the next reply, under that
+	// reply's cap too.
+	r = e.Run("exec", "m", `time.sleep(0.5); print("f" * 5000)`, "-t", "0.1")
+	assert.Equal(t, 3, r.Code, "%s", r)
+	for i := 0; i < 200 && !sessionInfo(t, e, "m").Unread; i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+	res, r = execJSON(t, e, "m", "2", "--max-output", "100")
+	assert.Contains(t, res.Notes[0], "finished while nobody waited", "%s", r)
+	assert.Contains(t, res.Output, "[... 4901 characters left out ...]")
+	assert.Less(t, len(res.Output), 300)
+
 	for _, bad := range []string{"-1", "2000001"} {
 		r = e.Run("exec", "m", "1", "--max-output", bad)
 		assert.Equal(t, 2, r.Code, "%s", r)
