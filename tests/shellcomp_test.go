@@ -138,3 +138,53 @@ func TestShellCompletionHostsAndPythons(t *testing.T) {
 	assert.Empty(t, got)
 	assert.Less(t, time.Since(t0), 5*time.Second)
 }
+
+// TestShellCompletionAtATab types a command line into a real interactive
+// bash in tmux and presses TAB: the line is completed on the screen.
+func TestShellCompletionAtATab(t *testing.T) {
+	const bc = "/usr/share/bash-completion/bash_completion"
+	if _, err := os.Stat(bc); err != nil {
+		t.Skip("needs the bash-completion package")
+	}
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("needs tmux")
+	}
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	require.Equal(t, 0, e.Run("exec", "unique-name", "1").Code)
+	r := e.Run("completion", "bash")
+	require.Equal(t, 0, r.Code)
+	rc := filepath.Join(e.Dir, "rc")
+	require.NoError(t, os.WriteFile(rc, []byte("PS1='$ '\nsource "+bc+"\n"+r.Stdout), 0o600))
+
+	sock := filepath.Join(e.Dir, "tmux.sock")
+	tmux := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("tmux", append([]string{"-S", sock}, args...)...).CombinedOutput()
+		require.NoError(t, err, "tmux %v: %s", args, out)
+		return string(out)
+	}
+	env := []string{"env", "-i"}
+	for _, kv := range e.Vars {
+		if strings.HasPrefix(kv, "XDG_") || strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "REPLHUB_") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "PATH="+filepath.Dir(e.Bin)+":/usr/bin:/bin", "TERM=xterm")
+	tmux(append([]string{"new-session", "-d", "-x", "200", "-y", "20"}, append(env, "bash", "--rcfile", rc, "-i")...)...)
+	t.Cleanup(func() { exec.Command("tmux", "-S", sock, "kill-server").Run() })
+	screen := func(want string) string {
+		var s string
+		for i := 0; i < 200; i++ {
+			if s = tmux("capture-pane", "-p"); strings.Contains(s, want) {
+				break
+			}
+			time.Sleep(25 * time.Millisecond)
+		}
+		return s
+	}
+	require.Contains(t, screen("$"), "$", "bash started") // tmux trims the prompt's space
+	tmux("send-keys", "replhub wait uni", "Tab")
+	assert.Contains(t, screen("replhub wait unique-name"), "$ replhub wait unique-name")
+}
