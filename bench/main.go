@@ -2,7 +2,7 @@
 // prints a table of medians and ratios. It builds the binary and runs a
 // private hub in a temporary folder; nothing of the user's is touched.
 //
-//	go run ./bench [-python PATH] [-n RUNS] [-remote=false] [-objects] [-swap] [-transfers K] [-durable] [-linger] [-toolkit] [-query] [-completion]
+//	go run ./bench [-python PATH] [-n RUNS] [-remote=false] [-objects] [-swap] [-transfers K] [-durable] [-linger] [-toolkit] [-query] [-modules] [-completion]
 package main
 
 import (
@@ -136,23 +136,26 @@ func run(python string, n int) error {
 	var rows []row
 	fmt.Printf("python %s, %d runs per whole-process figure\n\n", w.py, n)
 
-	if *completionOnly {
-		cr, err := completionRows(w, n)
+	// Modes that measure one thing and none of the default rows.
+	only := []struct {
+		on   *bool
+		rows func(*world, int) ([]row, error)
+	}{{completionOnly, completionRows}, {modulesOnly, modulesRows}, {queryOnly, queryRows}}
+	alone := false
+	for _, m := range only {
+		if !*m.on {
+			continue
+		}
+		r, err := m.rows(w, n)
 		if err != nil {
 			return err
 		}
-		rows = append(rows, cr...)
+		rows, alone = append(rows, r...), true
 		*remoteFlag = false
 		*toolkitOnly = true // and none of the default rows
-	} else if *queryOnly {
-		qr, err := queryRows(w, n)
-		if err != nil {
-			return err
-		}
-		rows = append(rows, qr...)
-		*remoteFlag = false
-		*toolkitOnly = true // and none of the default rows
-	} else if *toolkitOnly {
+		break
+	}
+	if !alone && *toolkitOnly {
 		tr, err := toolkitRows(w, min(n, 7))
 		if err != nil {
 			return err

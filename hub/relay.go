@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/modules"
 	"github.com/replhub/replhub/payload"
 	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/sudo"
@@ -109,12 +111,12 @@ func (h *Hub) serveRequest(from *Session, f *proto.Req) {
 	case "sh":
 		h.runSh(from, f, reply)
 	case "module":
-		// A remote session imports a module the payload sent late.
-		if src, ok := payload.Source(f.Name); ok {
-			reply.OK, reply.Data = true, []byte(src)
-		} else {
-			fail("no module %q is sent late", f.Name)
-		}
+		h.serveModule(f, reply)
+	case "modules":
+		// The listing of modules(): Data the list, Message its text.
+		list := modules.List(h.paths.Modules())
+		reply.OK, reply.Message = true, modules.Text(list, h.paths.Modules())
+		reply.Data, _ = json.Marshal(list)
 	case "put", "get", "call":
 		served, err := h.relayServe(from, f)
 		if err != nil {
@@ -132,6 +134,25 @@ func (h *Hub) serveRequest(from *Session, f *proto.Req) {
 	if err := from.send(reply); err != nil {
 		h.log.Warn("reply not delivered", "session", from.name, "err", err)
 	}
+}
+
+// serveModule answers a session's import: a module of replhub (read anew
+// at every import, see package modules), or one the payload sent late.
+func (h *Hub) serveModule(f *proto.Req, reply *proto.Reply) {
+	if f.Name == "replhub" || strings.HasPrefix(f.Name, modules.Prefix) {
+		m, err := modules.Load(h.paths.Modules(), f.Name)
+		if err != nil {
+			reply.Error = err.Error()
+			return
+		}
+		reply.OK, reply.Data, reply.Message = true, []byte(m.Src), m.File
+		return
+	}
+	if src, ok := payload.Source(f.Name); ok {
+		reply.OK, reply.Data = true, []byte(src)
+		return
+	}
+	reply.Error = fmt.Sprintf("no module %q is sent late", f.Name)
 }
 
 func errorMessage(err error) string {

@@ -18,21 +18,23 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/modules"
 	"github.com/replhub/replhub/wire"
 )
 
 // Instructions tell an agent how to use the tools; the essentials come first
-// because clients may cut them. Keep them under 2 KB.
+// because clients may cut them. The line {modules} becomes the list of
+// modules (see instructions); the whole stays under 2 KB.
 const Instructions = `replhub keeps named Python sessions alive between calls: imports, data, open connections and functions persist until the session is killed.
 
-Before you start, call sessions and reuse a session whose names and cwd fit the task instead of creating a new one and redoing its work.
+Before you start, call sessions and reuse a session whose names and cwd fit the task rather than redo its work.
 
 - exec runs code in a session, creating it on first use in the server's cwd and environment; the last expression's value comes back as Out[n]. Load big things once, then query them in later calls.
 - exec's host starts the session on an ssh host (nothing is installed there); sudo makes it root. Later calls reach it by name alone.
 - Past its timeout (default 30 s, at most 600) exec returns while the cell runs on: call wait to collect it. A call you cancel interrupts its cell, and the next wait or exec shows what it wrote. One cell at a time per session: use several sessions for parallel work.
 - A reply holds at most 40,000 characters (head and tail kept): print summaries, not whole data sets.
 - Code in a session drives others: s = session("db", host="h", sudo=True) opens or attaches; s.put(x=x); s.call(f, *args) runs f there and returns its value (into="name" keeps it there); s.get("y"); s.push(src, dest) and s.pull(path) move files; sessions() lists them. Functions travel by value.
-- Each NAME.py in ~/.config/replhub/modules/ imports as NAME in every session, on hosts too.
+{modules}
 - The toolkit is preloaded everywhere, on hosts and as root: tkhelp() lists it (read, edit, grep, glob, diff, sh, bg, sudo, fetch, memory, ...). Prefer it to shelling out.
 - A session idle for a day goes to disk; the next exec restores it, noting what did not survive. A death is told once, with how.
 - vars, inspect and complete look into a session without running a cell; reset clears its names.
@@ -96,7 +98,7 @@ type SessionsArgs struct {
 // c.Surface: the hub words its advice in terms of the tools.
 func NewServer(c *client.Client, version string) *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: "replhub", Version: version},
-		&sdk.ServerOptions{Instructions: Instructions})
+		&sdk.ServerOptions{Instructions: instructions(modules.List(modulesDir(c)))})
 	c.Surface = wire.SurfaceMCP
 	t := &tools{c: c}
 	yes, no := true, false
