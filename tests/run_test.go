@@ -27,7 +27,7 @@ func nothingLeft(t *testing.T, e *hubtest.Env, pid int) {
 		assert.True(t, hubtest.WaitGone(pid, 5*time.Second), "the run's worker %d ended", pid)
 	}
 	r := e.Run("sessions")
-	assert.Equal(t, "no sessions\n", r.Stdout, "%s", r)
+	assert.True(t, strings.HasPrefix(r.Stdout, "no sessions\n"), "%s", r) // a memory ceiling line may follow
 	var files []string
 	for i := 0; i < 100; i++ {
 		files = nil
@@ -88,7 +88,7 @@ func TestRunLeavesNothing(t *testing.T) {
 	b, err := os.ReadFile(path)
 	require.NoError(t, err, "%s", r)
 	assert.Contains(t, string(b), "'kept'")
-	assert.Equal(t, "no sessions\n", e.Run("sessions").Stdout)
+	assert.True(t, strings.HasPrefix(e.Run("sessions").Stdout, "no sessions\n"))
 }
 
 func TestRunCtrlCInterruptsAndEnds(t *testing.T) {
