@@ -10,8 +10,8 @@ import (
 	"github.com/replhub/replhub/wire"
 )
 
-// errNoTranscript is a private session's answer to a transcript it keeps
-// no transcript of.
+// errNoTranscript says that a run's session keeps no transcript: it was
+// not asked to (--transcript).
 var errNoTranscript = errors.New("hub: a run keeps no transcript")
 
 // run answers a private exec (replhub run): a new session that nobody else
