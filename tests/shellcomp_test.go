@@ -30,6 +30,8 @@ func TestShellCompletionSessions(t *testing.T) {
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
+	// A loaded machine under -race may take longer than a shell's 100 ms.
+	e.Setenv("REPLHUB_COMPLETION_WAIT", "10s")
 
 	// No hub: nothing offered, and none started.
 	got, dir := completions(t, e, "exec", "")
@@ -108,6 +110,7 @@ func TestShellCompletionHostsAndPythons(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(ssh, "config"), []byte("Include more/*.conf\nHost lab-7 *.corp !gw9\n  HostName 10.0.0.7\nHost gw1\n"), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(ssh, "more", "x.conf"), []byte("Host lab-inc\n"), 0o600))
 	e.Setenv("HOME", home)
+	e.Setenv("REPLHUB_COMPLETION_WAIT", "10s")
 
 	got, dir := completions(t, e, "exec", "x", "1", "--host", "lab")
 	assert.Equal(t, []string{"lab-7", "lab-inc"}, got)
@@ -130,9 +133,10 @@ func TestShellCompletionHostsAndPythons(t *testing.T) {
 	_, err := os.Stat(ran)
 	assert.True(t, os.IsNotExist(err), "no interpreter ran")
 
-	// A completion that cannot answer in time offers nothing: an Include
-	// of a FIFO nobody writes blocks its reader for ever.
+	// A completion that cannot answer in time (100 ms) offers nothing: an
+	// Include of a FIFO nobody writes blocks its reader for ever.
 	require.NoError(t, syscall.Mkfifo(filepath.Join(ssh, "more", "stuck.conf"), 0o600))
+	e.Setenv("REPLHUB_COMPLETION_WAIT", "100ms") // a shell's
 	t0 := time.Now()
 	got, _ = completions(t, e, "exec", "x", "1", "--host", "")
 	assert.Empty(t, got)
@@ -152,6 +156,7 @@ func TestShellCompletionAtATab(t *testing.T) {
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
+	e.Setenv("REPLHUB_COMPLETION_WAIT", "10s")
 	require.Equal(t, 0, e.Run("exec", "unique-name", "1").Code)
 	r := e.Run("completion", "bash")
 	require.Equal(t, 0, r.Code)

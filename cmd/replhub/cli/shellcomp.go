@@ -17,8 +17,17 @@ import (
 )
 
 // completionDeadline bounds every shell completion: past it, the shell is
-// offered nothing rather than kept waiting.
+// offered nothing rather than kept waiting. REPLHUB_COMPLETION_WAIT (a Go
+// duration) sets another, for tests on a loaded machine.
 const completionDeadline = 100 * time.Millisecond
+
+// deadline is completionDeadline, or REPLHUB_COMPLETION_WAIT's.
+func (e *env) deadline() time.Duration {
+	if d, err := time.ParseDuration(e.getenv("REPLHUB_COMPLETION_WAIT")); err == nil && d > 0 && d <= time.Minute {
+		return d
+	}
+	return completionDeadline
+}
 
 // sessionArgs are the commands whose first argument is a session name.
 var sessionArgs = map[string]bool{
@@ -45,9 +54,9 @@ func addCompletions(e *env, root *cobra.Command) {
 }
 
 // withDeadline runs find, and offers nothing when it takes longer than
-// completionDeadline.
-func withDeadline(ctx context.Context, find func(context.Context) []string) []string {
-	ctx, cancel := context.WithTimeout(ctx, completionDeadline)
+// the deadline.
+func (e *env) withDeadline(ctx context.Context, find func(context.Context) []string) []string {
+	ctx, cancel := context.WithTimeout(ctx, e.deadline())
 	defer cancel()
 	ch := make(chan []string, 1)
 	go func() { ch <- find(ctx) }()
@@ -80,7 +89,7 @@ func (e *env) completeSession(cmd *cobra.Command, args []string, toComplete stri
 		}
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	names := withDeadline(cmd.Context(), func(ctx context.Context) []string {
+	names := e.withDeadline(cmd.Context(), func(ctx context.Context) []string {
 		paths, err := config.FromEnv(e.getenv)
 		if err != nil {
 			return nil
@@ -112,7 +121,7 @@ func (e *env) completeHost(cmd *cobra.Command, args []string, toComplete string)
 	if home == "" {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
-	hosts := withDeadline(cmd.Context(), func(context.Context) []string { return remote.Aliases(home) })
+	hosts := e.withDeadline(cmd.Context(), func(context.Context) []string { return remote.Aliases(home) })
 	return matching(hosts, toComplete), cobra.ShellCompDirectiveNoFileComp
 }
 
@@ -125,7 +134,7 @@ func (e *env) completePython(cmd *cobra.Command, args []string, toComplete strin
 	if strings.Contains(toComplete, "/") {
 		return nil, cobra.ShellCompDirectiveDefault
 	}
-	found := withDeadline(cmd.Context(), func(context.Context) []string { return localPythons(e.getenv) })
+	found := e.withDeadline(cmd.Context(), func(context.Context) []string { return localPythons(e.getenv) })
 	return matching(found, toComplete), cobra.ShellCompDirectiveNoFileComp
 }
 
