@@ -35,7 +35,7 @@ func TestMaxOutputPerCall(t *testing.T) {
 	assert.Len(t, res.Output, 50001)
 
 	// wait takes its own cap, for the running cell and the finished one.
-	r = e.Run("exec", "m", `import time; print("c" * 3000, flush=True); time.sleep(1.5); print("d" * 3000)`, "-t", "0.5", "--max-output", "10")
+	r = e.Run("exec", "m", `import time; print("c" * 3000, flush=True); time.sleep(2.5); print("d" * 3000)`, "-t", "1", "--max-output", "10")
 	assert.Equal(t, 3, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "[... 2991 characters left out ...]")
 	r = e.Run("wait", "m", "--json", "--max-output", "2000")
