@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -127,6 +128,17 @@ func TestModulesRemoteAndRoot(t *testing.T) {
 		assert.Contains(t, out, "<replhub>/modules/systemd.py")
 		out = ok(t, w.Run("exec", "far", "modules()"))
 		assert.Regexp(t, `(?m)^  lab +yours`, out)
+
+		// The shipped git module reads a repository natively on the host.
+		repo := t.TempDir()
+		for _, argv := range [][]string{{"init", "-q"}, {"-c", "user.name=T", "-c", "user.email=t@e", "commit", "-q", "--allow-empty", "-m", "first"}} {
+			b, err := exec.Command("git", append([]string{"-C", repo}, argv...)...).CombinedOutput()
+			require.NoError(t, err, "%s", b)
+		}
+		head, err := exec.Command("git", "-C", repo, "rev-parse", "HEAD").Output()
+		require.NoError(t, err)
+		out = ok(t, w.Run("exec", "far", "from replhub import git; c = git.repo("+strconv.Quote(repo)+").log(1)[0]; (c.id, c.message.strip())"))
+		assert.Contains(t, out, "('"+strings.TrimSpace(string(head))+"', 'first')")
 	})
 	t.Run("root", func(t *testing.T) {
 		sudoUser(t, "rhnp", true)
