@@ -230,6 +230,9 @@ type Result struct {
 	Created *SessionInfo `json:"created,omitempty"`
 	// Death says how the session died, when Status is dead.
 	Death string `json:"death,omitempty"`
+	// Display is what the cell showed beyond its text (images and
+	// formatted text), in order.
+	Display []Display `json:"display,omitempty"`
 }
 
 // CellError is an exception raised by a cell.
