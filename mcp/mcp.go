@@ -36,6 +36,7 @@ Before you start, call sessions and reuse a session whose names and cwd fit the 
 - The toolkit is preloaded everywhere, on hosts and as root: tkhelp() lists it (read, edit, grep, glob, diff, sh, bg, sudo, fetch, memory, ...). Prefer it to shelling out.
 - A session idle for a day goes to disk; the next exec restores it, noting what did not survive. A death is told once, with how.
 - vars, inspect and complete look into a session without running a cell; reset clears its names.
+- Plots and display(obj) come back as images; cells may use top-level await.
 - memory reads and maintains Claude Code's auto memory (MEMORY.md) without a session.
 
 This is not a sandbox: code runs with the user's privileges.`
