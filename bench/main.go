@@ -2,7 +2,7 @@
 // prints a table of medians and ratios. It builds the binary and runs a
 // private hub in a temporary folder; nothing of the user's is touched.
 //
-//	go run ./bench [-python PATH] [-n RUNS] [-remote=false] [-objects] [-swap] [-transfers K] [-durable] [-linger] [-toolkit] [-query]
+//	go run ./bench [-python PATH] [-n RUNS] [-remote=false] [-objects] [-swap] [-transfers K] [-durable] [-linger] [-toolkit] [-query] [-display]
 package main
 
 import (
@@ -136,7 +136,15 @@ func run(python string, n int) error {
 	var rows []row
 	fmt.Printf("python %s, %d runs per whole-process figure\n\n", w.py, n)
 
-	if *queryOnly {
+	if *displayOnly {
+		dr, err := displayRows(w, n)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, dr...)
+		*remoteFlag = false
+		*toolkitOnly = true // and none of the default rows
+	} else if *queryOnly {
 		qr, err := queryRows(w, n)
 		if err != nil {
 			return err
