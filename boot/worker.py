@@ -479,7 +479,7 @@ _PARKED = {"type": "KeyboardInterrupt", "message": "interrupted before it starte
 
 def _compile(code, fname):
     """The cell's code and, if it ends with an expression, that expression's
-    code apart, so that its value can be shown.
+    code apart, so that its value can be shown: (body, last, named).
 
     Python 3.6-3.10 crash in C (the stack overflows) on a tree some 60,000
     levels deep, a chain like 1+1+...+1, in ast.parse or in compiling the
@@ -488,21 +488,29 @@ def _compile(code, fname):
     a thread with a stack big enough for any tree its length allows.
 
     Where Python allows it (3.8+), a cell may await at top level: its code
-    then has CO_COROUTINE set, and runs on the session's event loop."""
+    then has CO_COROUTINE set, and runs whole on the session's event loop,
+    its last expression's value assigned to VALUE_NAME (named is True)."""
     def work():
         import ast
         flags = getattr(ast, "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0)
         tree = ast.parse(code, fname, "exec")
-        last = None
+        last = expr = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = compile(ast.Expression(tree.body.pop().value), fname, "eval", flags)
-        return compile(tree, fname, "exec", flags), last
+            expr = tree.body.pop()
+            last = compile(ast.Expression(expr.value), fname, "eval", flags)
+        body = compile(tree, fname, "exec", flags)
+        if expr is None or not (body.co_flags | last.co_flags) & CO_COROUTINE:
+            return body, last, False
+        store = ast.Assign(targets=[ast.Name(id=VALUE_NAME, ctx=ast.Store())], value=expr.value)
+        tree.body.append(ast.fix_missing_locations(ast.copy_location(store, expr)))
+        return compile(tree, fname, "exec", flags), None, True
     if sys.version_info >= (3, 11) or len(code) < 100000:
         return work()
     return _on_big_stack(work, min(160 * len(code), 4 << 30))
 
 
 CO_COROUTINE = 0x80  # inspect.CO_COROUTINE, without importing inspect
+VALUE_NAME = "__replhub_value__"
 
 
 def _await_too_old(e, code):
@@ -1308,7 +1316,7 @@ class Session(object):
             else:
                 linecache.cache[fname] = (len(code), None, code.splitlines(True), fname)
                 try:
-                    body, last = _compile(code, fname)
+                    body, last, named = _compile(code, fname)
                 except Exception:
                     # The cell does not compile (a syntax error, or a tree too
                     # deep or too big): there are no frames worth showing.
@@ -1324,10 +1332,8 @@ class Session(object):
                                 self._await(eval(body, self.ns))
                             else:
                                 exec(body, self.ns)
-                            if last is not None:
-                                v = eval(last, self.ns)
-                                if last.co_flags & CO_COROUTINE:
-                                    v = self._await(v)
+                            if last is not None or named:
+                                v = self.ns.pop(VALUE_NAME, None) if named else eval(last, self.ns)
                                 if v is not None:
                                     self.ns["_"] = v
                                     value = self.show_value(v)
