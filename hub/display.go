@@ -32,6 +32,8 @@ const (
 	// maxDisplayText caps one text item (Markdown, HTML as text, JSON, an
 	// SVG shown as its source).
 	maxDisplayText = 20000
+	// maxSVGBytes bounds an SVG, which goes as it came.
+	maxSVGBytes = 4 << 20
 )
 
 // displayItems turns a done frame's display list and payload into the
@@ -69,6 +71,9 @@ func displayItem(mime string, b []byte) (*wire.Display, string) {
 	case "image/png", "image/jpeg":
 		return boundImage(mime, b)
 	case "image/svg+xml":
+		if len(b) > maxSVGBytes {
+			return nil, fmt.Sprintf("an SVG of %d KB was dropped: replhub shows SVGs of at most %d MB", len(b)>>10, maxSVGBytes>>20)
+		}
 		d := &wire.Display{MIME: mime, Data: b, Bytes: len(b)}
 		if len(b) <= maxDisplayText && utf8.Valid(b) {
 			d.Text = string(b)
