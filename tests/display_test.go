@@ -101,14 +101,15 @@ func TestDisplayCLI(t *testing.T) {
 	checkImageFile(t, e, m[0][6], "image/png")
 	assert.Contains(t, r.Stdout, "Out[1]: False")
 
-	// plt.show() shows the figure; a figure as the value shows once.
+	// plt.show() shows the figure; a figure shown, as the value and left
+	// open shows once.
 	r = e.Run("exec", "plots", "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()")
 	require.Equal(t, 0, r.Code, "%s", r)
 	m = imageLine.FindAllStringSubmatch(r.Stdout, -1)
 	require.Len(t, m, 1, "%s", r)
 	cfg := checkImageFile(t, e, m[0][6], "image/png")
 	assert.Greater(t, cfg.Width, 300)
-	r = e.Run("exec", "plots", "fig, ax = plt.subplots()\nax.plot([3, 1])\nfig")
+	r = e.Run("exec", "plots", "fig, ax = plt.subplots()\nax.plot([3, 1])\nfig.show()\nfig")
 	m = imageLine.FindAllStringSubmatch(r.Stdout, -1)
 	require.Len(t, m, 1, "%s", r)
 	assert.Contains(t, r.Stdout, "Out[3]: <Figure size 640x480 with 1 Axes>")

@@ -232,7 +232,10 @@ def display(*objs, **kwargs):
 
 def value(obj):
     """A cell's last value: queue its representation; True if that stands
-    for the value (a text form), so that no Out[n] repeats it."""
+    for the value (a text form), so that no Out[n] repeats it. A figure
+    the cell showed already is not shown again."""
+    if id(obj) in _shown:
+        return False
     got = richest(obj)
     if got is None:
         return False

@@ -49,9 +49,19 @@ def active():
         return False
 
 
+def show_one(fig):
+    """fig as an image of the cell, once a cell."""
+    from replhub_toolkit import display
+    if id(fig) in display._shown:
+        return
+    display._shown.add(id(fig))
+    data = png(fig)
+    if data is not None:
+        display.add("image/png", data)
+
+
 def show(*args, **kwargs):
     """plt.show(): every open figure, shown once, then closed."""
-    from replhub_toolkit import display
     plt = sys.modules.get("matplotlib.pyplot")
     if plt is None:
         return
@@ -61,12 +71,7 @@ def show(*args, **kwargs):
     except Exception:
         return
     for fig in figs:
-        if id(fig) in display._shown:
-            continue
-        display._shown.add(id(fig))
-        data = png(fig)
-        if data is not None:
-            display.add("image/png", data)
+        show_one(fig)
     plt.close("all")
 
 
@@ -81,14 +86,25 @@ def draw_if_interactive(*args, **kwargs):
 
 
 # The backend's parts, for matplotlib's pyplot (2.x asks for the
-# functions, 3.x for the classes).
+# functions, 3.x for the classes): Agg's canvas, and a manager whose show()
+# (fig.show()) shows its figure.
 try:
-    from matplotlib.backends import backend_agg as _agg
-    from matplotlib.backend_bases import FigureManagerBase as FigureManager  # noqa: F401
-
-    FigureCanvas = _agg.FigureCanvasAgg
-    if hasattr(_agg, "new_figure_manager"):
-        new_figure_manager = _agg.new_figure_manager
-        new_figure_manager_given_figure = _agg.new_figure_manager_given_figure
+    from matplotlib.backends.backend_agg import FigureCanvasAgg as _Canvas
+    from matplotlib.backend_bases import FigureManagerBase as _Manager
 except ImportError:  # imported without matplotlib: png(), show(), flush() only
     pass
+else:
+    class FigureManager(_Manager):
+        def show(self, *args, **kwargs):
+            show_one(self.canvas.figure)
+
+    class FigureCanvas(_Canvas):
+        manager_class = FigureManager
+
+    def new_figure_manager(num, *args, **kwargs):
+        from matplotlib.figure import Figure
+        cls = kwargs.pop("FigureClass", Figure)
+        return new_figure_manager_given_figure(num, cls(*args, **kwargs))
+
+    def new_figure_manager_given_figure(num, figure):
+        return FigureManager(FigureCanvas(figure), num)
