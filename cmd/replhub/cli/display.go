@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
+	"time"
 
 	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/wire"
@@ -14,6 +16,10 @@ import (
 var extensions = map[string]string{"image/png": ".png", "image/jpeg": ".jpg", "image/svg+xml": ".svg"}
 
 var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]`)
+
+// keepDisplay is how long an image file is kept: older ones go when new
+// ones are written.
+const keepDisplay = 7 * 24 * time.Hour
 
 // saveDisplay writes each image of r to a file of its own in the state
 // folder's display/ (0600 in a 0700 folder; names never collide), sets its
@@ -30,6 +36,7 @@ func (e *env) saveDisplay(r *wire.Result) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("display: %w", err)
 	}
+	prune(dir, time.Now().Add(-keepDisplay))
 	session := unsafeName.ReplaceAllString(r.Session, "_")
 	for i := range r.Display {
 		d := &r.Display[i]
@@ -52,4 +59,26 @@ func (e *env) saveDisplay(r *wire.Result) error {
 		d.Path, d.Data, d.Text = filepath.Clean(f.Name()), nil, ""
 	}
 	return nil
+}
+
+// prune removes the image files in dir older than before.
+func prune(dir string, before time.Time) {
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if !e.Type().IsRegular() || extensions[mimeOf(e.Name())] == "" {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && fi.ModTime().Before(before) {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+func mimeOf(name string) string {
+	for mime, ext := range extensions {
+		if strings.HasSuffix(name, ext) {
+			return mime
+		}
+	}
+	return ""
 }
