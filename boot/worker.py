@@ -38,9 +38,14 @@ Frames, protocol 2 (hub -> worker):
                     vars, inspect, complete or reset, between cells, on a
                     thread of its own; see replhub_toolkit/query.py
 Worker -> hub: ready, done {cell, status, value, error, duration, names,
-rss?}, served {sid, ok, error?, py, ...}, req {id, kind, py, ...}, chunk,
-ack, interrupted, pong, answer, out (output, once adopted), detached,
-error {id?, error}.
+rss?, display?: [{mime, size}], dropped?, len?} (the display items' bytes,
+one after another, are its payload: replhub_toolkit/display.py), served
+{sid, ok, error?, py, ...}, req {id, kind, py, ...}, chunk, ack,
+interrupted, pong, answer, out (output, once adopted), detached, error
+{id?, error}.
+
+A cell that awaits at top level (3.8+) runs on the session's event loop,
+which the main thread also runs between cells (Session._await, _spin).
 
 SIGINT (see Sigint) is raised as KeyboardInterrupt only while user code runs,
 and never inside a frame write, so no frame is ever torn.  A session whose

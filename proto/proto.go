@@ -11,8 +11,9 @@
 // bug.
 //
 // Bounds: a header line is at most MaxHeader bytes; a chunk's payload at
-// most ChunkSize; a req's or served's blob at most the Reader's MaxBlob;
-// every other op carries no payload. A header that breaks a bound is a
+// most ChunkSize; a req's or served's blob at most the Reader's MaxBlob; a
+// done frame's display items at most DisplaySize; every other op carries
+// no payload. A header that breaks a bound is a
 // *Violation: the stream cannot be trusted past it, and the hub ends that
 // session alone. A line that is not a well-formed frame of a known op, but
 // leaves the stream in step, is *Malformed: dropped, and the stream goes on.
