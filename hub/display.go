@@ -121,7 +121,7 @@ func boundImage(mime string, b []byte) (*wire.Display, string) {
 	tw, th := target(w, h)
 	for range 6 {
 		dst := image.NewRGBA(image.Rect(0, 0, tw, th))
-		draw.CatmullRom.Scale(dst, dst.Bounds(), src, src.Bounds(), draw.Src, nil)
+		draw.BiLinear.Scale(dst, dst.Bounds(), src, src.Bounds(), draw.Src, nil)
 		out, outMime := encode(dst)
 		if len(out) <= MaxImageBytes {
 			d.MIME, d.Data, d.Bytes = outMime, out, len(out)

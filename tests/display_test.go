@@ -122,7 +122,8 @@ func TestDisplayCLI(t *testing.T) {
 	assert.Equal(t, "Out[5]: 0\n", r.Stdout, "%s", r)
 
 	// Bigger images are scaled; SVG is a file too; HTML and Markdown are text.
-	r = e.Run("exec", "plots", "display(Big(), Vec(), Page(), Note())", "--json")
+	// (Scaling a big image is slow under -race on a busy machine.)
+	r = e.Run("exec", "plots", "display(Big(), Vec(), Page(), Note())", "--json", "-t", "300")
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.NotContains(t, r.Stdout, `"data"`, "the bytes are in files")
 	var res wire.Result
@@ -137,7 +138,7 @@ func TestDisplayCLI(t *testing.T) {
 	checkImageFile(t, e, svg.Path, svg.MIME)
 	assert.Equal(t, wire.Display{MIME: "text/html", Text: "a | b\n1 | 2"}, res.Display[2])
 	assert.Equal(t, wire.Display{MIME: "text/markdown", Text: "# Title"}, res.Display[3])
-	r = e.Run("exec", "plots", "Big()")
+	r = e.Run("exec", "plots", "Big()", "-t", "300")
 	assert.Regexp(t, `\[image/png 1238x928 \(scaled from 4000x3000\), [\d.]+ KB: \S+\]\nOut\[7\]: <__main__.Big object at`, r.Stdout)
 
 	// A root session's images come through the hub like any other.
@@ -156,9 +157,9 @@ func TestDisplayCLI(t *testing.T) {
 // decoded images.
 func mcpImages(t *testing.T, cs *sdk.ClientSession, name, code string) (string, []*sdk.ImageContent) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 330*time.Second)
 	defer cancel()
-	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "exec", Arguments: map[string]any{"name": name, "code": code}})
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "exec", Arguments: map[string]any{"name": name, "code": code, "timeout": 300}})
 	require.NoError(t, err)
 	require.False(t, res.IsError, "%v", res.Content)
 	var text strings.Builder
@@ -223,7 +224,7 @@ func TestDisplayRemote(t *testing.T) {
 	checkImageFile(t, w.Env, m[0][6], "image/png")
 
 	// An old Python on a host shows images too.
-	r = w.Run("exec", "rold", richClasses+"display(Small())\nBig()", "--host", "lab", "--python", older)
+	r = w.Run("exec", "rold", richClasses+"display(Small())\nBig()", "--host", "lab", "--python", older, "-t", "300")
 	require.Equal(t, 0, r.Code, "%s", r)
 	m = imageLine.FindAllStringSubmatch(r.Stdout, -1)
 	require.Len(t, m, 2, "%s", r)

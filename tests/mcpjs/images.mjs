@@ -12,7 +12,8 @@ const fail = (msg) => {
 const transport = new StdioClientTransport({ command: process.env.REPLHUB_BIN, args: ["mcp"], env: process.env, stderr: "inherit" });
 const client = new Client({ name: "replhub-test", version: "1" });
 await client.connect(transport);
-const exec = (code) => client.callTool({ name: "exec", arguments: { name: "img", code } });
+// (Scaling a big image is slow under -race on a busy machine.)
+const exec = (code) => client.callTool({ name: "exec", arguments: { name: "img", code, timeout: 300 } }, undefined, { timeout: 330000 });
 
 const png = `import struct, zlib
 def png(w, h, shade=64):
