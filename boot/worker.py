@@ -535,11 +535,11 @@ def _await_too_old(e, code):
 
 
 def _from_cell(tb):
-    """tb without the event loop's frames that lead to a cell's own."""
-    t = tb
-    while t is not None and not t.tb_frame.f_code.co_filename.startswith("<cell-"):
-        t = t.tb_next
-    return t or tb
+    """tb from the first frame of a cell's: without the event loop's frames
+    that lead there, or none at all (an interrupt in the loop's select)."""
+    while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell-"):
+        tb = tb.tb_next
+    return tb
 
 
 def _noop():
@@ -1413,11 +1413,7 @@ class Session(object):
                 raise
         except BaseException as e:
             if not task.done():
-                task.cancel()
-                try:
-                    loop.run_until_complete(task)
-                except BaseException:
-                    pass
+                task.cancel()  # it unwinds as the loop runs on
             raise e.with_traceback(_from_cell(e.__traceback__))
         finally:
             self.cell_task = None
@@ -1426,9 +1422,10 @@ class Session(object):
     def _cancel_await(self):
         """On SIGINT, with the main thread in user code: True if a cell's
         task awaits and was cancelled; False when code runs (a task's step,
-        a cell's synchronous part), which KeyboardInterrupt then stops."""
+        a cell's synchronous part), which KeyboardInterrupt then stops, and
+        for a second interrupt (a task that ignored the cancel)."""
         task, loop = self.cell_task, self.aloop
-        if task is None or task.done():
+        if task is None or task.done() or self.await_cancelled:
             return False
         import asyncio
         if asyncio.current_task(loop) is not None:

@@ -93,6 +93,22 @@ await asyncio.sleep(0.05)`)
 			assert.Contains(t, r.Stdout+r.Stderr, "a background job runs: asyncio task 'Task-2'", "%s", r)
 			r = run("task.cancel()")
 			assert.Contains(t, r.Stdout, "Out[10]: True", "%s", r)
+
+			// A task that ignores the cancel: a second interrupt ends the
+			// cell, and the task unwinds as the loop runs on.
+			r = run("async def stubborn():\n    try:\n        await asyncio.sleep(60)\n    except asyncio.CancelledError:\n        print('ignored', flush=True)\n        try:\n            await asyncio.sleep(60)\n        finally:\n            print('unwound', flush=True)\nawait stubborn()", "--no-wait")
+			require.Equal(t, 0, r.Code, "%s", r)
+			time.Sleep(300 * time.Millisecond)
+			e.Run("interrupt", name)
+			time.Sleep(300 * time.Millisecond)
+			e.Run("interrupt", name)
+			r = e.Run("wait", name, "-t", "20")
+			assert.Equal(t, 1, r.Code, "%s", r)
+			assert.Regexp(t, `ignored\n(.*\n)*KeyboardInterrupt\n`, r.Stdout)
+			assert.NotContains(t, r.Stdout, "base_events", "%s", r)
+			r = run("await asyncio.sleep(0.05); 5")
+			assert.Contains(t, r.Stdout+r.Stderr, "unwound", "%s", r)
+			assert.Contains(t, r.Stdout, "Out[12]: 5", "%s", r)
 		})
 	}
 	if found == 0 {
