@@ -1257,6 +1257,7 @@ class Session(object):
                     finally:
                         self.cond.acquire()
                         self.spinning = False
+                        self.idle_cond.notify_all()  # a query waits for it (query.py)
                 header, data = self.queue.pop(0)
                 op = header.get("op")
                 # From here an interrupt or a cancel finds it taken.

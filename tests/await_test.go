@@ -87,12 +87,19 @@ await asyncio.sleep(0.05)`)
 			assert.Equal(t, 1, r.Code, "%s", r)
 			assert.Contains(t, r.Stdout, "Traceback (most recent call last):\n  File \"<cell-9>\", line 3, in <module>\n", "%s", r)
 			assert.NotContains(t, r.Stdout, "asyncio", "%s", r)
+			// A query pauses the loop: no task's step runs beside it.
+			r = run("class Probe:\n    def __repr__(self):\n        before = n\n        time.sleep(0.3)\n        self.delta = n - before\n        return 'probe'\np = Probe()")
+			require.Equal(t, 0, r.Code, "%s", r)
+			r = e.Run("inspect", name, "p")
+			assert.Contains(t, r.Stdout, "probe", "%s", r)
+			r = run("p.delta, n > before")
+			assert.Contains(t, r.Stdout, "Out[11]: (0, True)", "%s", r)
 			// A task that runs is a background job: swap leaves the session be.
 			r = e.Run("swap", name)
 			assert.Equal(t, 2, r.Code, "%s", r)
 			assert.Contains(t, r.Stdout+r.Stderr, "a background job runs: asyncio task 'Task-2'", "%s", r)
 			r = run("task.cancel()")
-			assert.Contains(t, r.Stdout, "Out[10]: True", "%s", r)
+			assert.Contains(t, r.Stdout, "Out[12]: True", "%s", r)
 
 			// A task that ignores the cancel: a second interrupt ends the
 			// cell, and the task unwinds as the loop runs on.
@@ -108,7 +115,7 @@ await asyncio.sleep(0.05)`)
 			assert.NotContains(t, r.Stdout, "base_events", "%s", r)
 			r = run("await asyncio.sleep(0.05); 5")
 			assert.Contains(t, r.Stdout+r.Stderr, "unwound", "%s", r)
-			assert.Contains(t, r.Stdout, "Out[12]: 5", "%s", r)
+			assert.Contains(t, r.Stdout, "Out[14]: 5", "%s", r)
 		})
 	}
 	if found == 0 {
