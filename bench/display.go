@@ -14,7 +14,10 @@ import (
 	"github.com/replhub/replhub/client"
 )
 
-var displayOnly = flag.Bool("display", false, "measure only rich results and await: a trivial cell in a session whose loop runs between cells, a figure through MCP (needs matplotlib for -mpl-python)")
+func init() {
+	measureAlone("display", "measure only rich results and await: a trivial cell in a session whose loop runs between cells, a figure through MCP (needs matplotlib for -mpl-python)", displayRows)
+}
+
 var mplPython = flag.String("mpl-python", "/usr/bin/python3", "interpreter with matplotlib, for -display")
 
 // displayRows measures what rich results and top-level await cost: a

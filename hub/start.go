@@ -116,9 +116,6 @@ func (h *Hub) launchLocal(req wire.Request, withPassword bool, prompt string) (P
 	if d := payload.CloudpickleDir(); d != "" {
 		argv = append(argv, "--cloudpickle", d)
 	}
-	if fi, err := os.Stat(h.paths.Modules()); err == nil && fi.IsDir() {
-		argv = append(argv, "--modules", h.paths.Modules())
-	}
 	if noToolkit(req) {
 		argv = append(argv, "--no-tk")
 	}
@@ -211,7 +208,7 @@ func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, se
 	if noToolkit(req) {
 		argv = append(argv, "--no-tk")
 	}
-	pl, err := payload.WithUserModules(h.paths.Modules(), argv...)
+	pl, err := payload.Build(nil, argv...)
 	if err != nil {
 		conn.Release()
 		return nil, err

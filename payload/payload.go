@@ -16,7 +16,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -102,46 +101,11 @@ func Build(extra map[string]Module, argv ...string) ([]byte, error) {
 }
 
 // Default is the payload with the standard modules and, where this
-// machine has it, cloudpickle.
+// machine has it, cloudpickle. The modules of replhub (package modules)
+// never travel in it: a session asks for each at its import.
 func Default() ([]byte, error) {
-	return WithUserModules("")
+	return Build(nil)
 }
-
-// WithUserModules is Default plus the user's modules: every NAME.py in dir
-// (config's modules folder), importable as NAME in the session, so that
-// their functions travel by reference. dir is read at every call, so edits
-// need no restart; "" or a missing folder adds nothing. argv is the
-// worker's, as for Build.
-func WithUserModules(dir string, argv ...string) ([]byte, error) {
-	user, err := UserModules(dir)
-	if err != nil {
-		return nil, err
-	}
-	return Build(user, argv...)
-}
-
-// UserModules reads the top-level NAME.py files of dir.
-func UserModules(dir string) (map[string]Module, error) {
-	if dir == "" {
-		return nil, nil
-	}
-	files, _ := filepath.Glob(filepath.Join(dir, "*.py"))
-	mods := map[string]Module{}
-	for _, f := range files {
-		name := strings.TrimSuffix(filepath.Base(f), ".py")
-		if !validModule.MatchString(name) {
-			continue
-		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("payload: user module: %w", err)
-		}
-		mods[name] = Module{Src: string(b)}
-	}
-	return mods, nil
-}
-
-var validModule = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 var (
 	cpOnce sync.Once
