@@ -81,59 +81,54 @@ func displayRows(w *world, n int) ([]row, error) {
 	if _, _, err := call("import time, matplotlib.pyplot as plt\nplt.plot([1, 2]); plt.show()"); err != nil {
 		return nil, err
 	}
+	// number runs code and reads the float it prints.
+	number := func(code string) (float64, error) {
+		res, _, err := call(code)
+		if err != nil || len(res.Content) == 0 {
+			return 0, fmt.Errorf("%q: %v", code, err)
+		}
+		return strconv.ParseFloat(strings.TrimSpace(res.Content[0].(*sdk.TextContent).Text), 64)
+	}
 	// endToReply is the time from the end of code's last line to the MCP
 	// reply, read on the same clock; the image's bytes with it.
 	endToReply := func(code string) (time.Duration, int, error) {
-		var ds []time.Duration
-		size := 0
-		for i := 0; i < max(n/2, 10); i++ {
-			res, got, err := call(code + "\n_t_end = time.time()")
-			if err != nil {
-				return 0, 0, err
-			}
-			for _, c := range res.Content {
-				if img, ok := c.(*sdk.ImageContent); ok {
-					size = len(img.Data)
-				}
-			}
-			res, _, err = call("print(repr(_t_end))")
-			if err != nil || len(res.Content) == 0 {
-				return 0, 0, fmt.Errorf("reading the end time: %v", err)
-			}
-			end, err := strconv.ParseFloat(strings.TrimSpace(res.Content[0].(*sdk.TextContent).Text), 64)
-			if err != nil {
-				return 0, 0, err
-			}
-			ds = append(ds, got.Sub(time.Unix(0, int64(end*1e9))))
+		res, got, err := call(code + "\n_t_end = time.time()")
+		if err != nil {
+			return 0, 0, err
 		}
-		return median(ds), size, nil
-	}
-	fig, size, err := endToReply("plt.plot(range(100), [i * i for i in range(100)])")
-	if err != nil {
-		return nil, err
-	}
-	none, _, err := endToReply("x = list(range(100))")
-	if err != nil {
-		return nil, err
+		size := 0
+		for _, c := range res.Content {
+			if img, ok := c.(*sdk.ImageContent); ok {
+				size = len(img.Data)
+			}
+		}
+		end, err := number("print(repr(_t_end))")
+		return got.Sub(time.Unix(0, int64(end*1e9))), size, err
 	}
 	// The figure's own rendering, in the session, as the inline backend
-	// renders it (a new figure each time, as in the cell): what replhub
-	// adds is the rest.
-	res, _, err := call(`import io
-ts = []
-for _ in range(9):
-    f = plt.figure(); plt.plot(range(100), [i * i for i in range(100)])
-    t0 = time.perf_counter(); f.savefig(io.BytesIO(), format="png", bbox_inches="tight"); ts.append(time.perf_counter() - t0)
-    plt.close(f)
-print(sorted(ts)[4])`)
-	if err != nil || len(res.Content) == 0 {
-		return nil, fmt.Errorf("timing savefig: %v", err)
+	// renders it (a new figure, as in the cell): what replhub adds is the
+	// rest. Measured in turn with the figure cells, against drift.
+	const plot = "plt.plot(range(100), [i * i for i in range(100)])"
+	const savefig = "import io\nf = plt.figure(); " + plot + "\nt0 = time.perf_counter(); f.savefig(io.BytesIO(), format='png', bbox_inches='tight'); print(time.perf_counter() - t0); plt.close(f)"
+	var figs, nones, renders []time.Duration
+	size := 0
+	for i := 0; i < max(n/2, 10); i++ {
+		fig, sz, err := endToReply(plot)
+		if err != nil {
+			return nil, err
+		}
+		none, _, err := endToReply("x = list(range(100))")
+		if err != nil {
+			return nil, err
+		}
+		render, err := number(savefig)
+		if err != nil {
+			return nil, err
+		}
+		figs, nones, renders = append(figs, fig), append(nones, none), append(renders, time.Duration(render*float64(time.Second)))
+		size = sz
 	}
-	render, err := strconv.ParseFloat(strings.TrimSpace(res.Content[0].(*sdk.TextContent).Text), 64)
-	if err != nil {
-		return nil, err
-	}
-	rd := time.Duration(render * float64(time.Second))
+	fig, none, rd := median(figs), median(nones), median(renders)
 	rows = append(rows,
 		row{fmt.Sprintf("end of a cell to its MCP reply with the figure it left open (PNG %.1f KB)", float64(size)/1000),
 			ms(fig), "matplotlib's savefig of it alone " + ms(rd), fmt.Sprintf("%.2fx (%+.1f ms)", float64(fig)/float64(rd), float64((fig-rd).Microseconds())/1000), "replhub adds under 10 ms"},
