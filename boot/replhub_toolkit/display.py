@@ -115,10 +115,11 @@ def _note(what, e):
     sys.stderr.write("[display: %s raised %s: %s]\n" % (what, type(e).__name__, str(e)[:200]))
 
 
-def bundle(obj, include=None, exclude=None):
-    """obj's representations as {mime: bytes}, among IMAGES and TEXTS."""
+def bundle(obj, include=None, exclude=None, only=IMAGES + TEXTS):
+    """obj's representations as {mime: bytes}, among those of only (its
+    _repr_*_ methods of other types are not called)."""
     import sys
-    wanted = [m for m in IMAGES + TEXTS
+    wanted = [m for m in only
               if (include is None or m in include) and (exclude is None or m not in exclude)]
     out = {}
     m = _real_method(obj, "_repr_mimebundle_")
@@ -166,17 +167,14 @@ def _says_nothing(obj):
 
 
 def richest(obj, include=None, exclude=None):
-    """(mime, bytes) of obj's one representation to show, or None."""
-    reps = bundle(obj, include, exclude)
-    for mime in IMAGES:
+    """(mime, bytes) of obj's one representation to show, or None. An
+    object whose repr says something is not asked for HTML or JSON (a
+    DataFrame's HTML table costs, and would be thrown away)."""
+    only = IMAGES + TEXTS if _says_nothing(obj) else IMAGES + ("text/markdown",)
+    reps = bundle(obj, include, exclude, only)
+    for mime in only:
         if mime in reps:
             return mime, reps[mime]
-    if "text/markdown" in reps:
-        return "text/markdown", reps["text/markdown"]
-    if reps and _says_nothing(obj):
-        for mime in TEXTS:
-            if mime in reps:
-                return mime, reps[mime]
     return None
 
 

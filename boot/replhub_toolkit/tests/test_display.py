@@ -106,6 +106,19 @@ class RichTest(unittest.TestCase):
         finally:
             sys.stderr = err
 
+    def test_html_is_not_asked_of_an_object_whose_repr_says_something(self):
+        asked = []
+
+        class Frame(object):
+            def _repr_html_(self):
+                asked.append(1)
+                return "<table></table>"
+
+            def __repr__(self):
+                return "Frame()"
+        self.assertIsNone(d.richest(Frame()))
+        self.assertEqual(asked, [])
+
     def test_html_stands_in_only_for_a_repr_that_says_nothing(self):
         self.assertEqual(d.richest(Html()), ("text/html", b"<i>h</i>"))
         self.assertIsNone(d.richest(HtmlWithRepr()))
