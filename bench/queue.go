@@ -38,7 +38,7 @@ func queueRows(w *world) ([]row, error) {
 			nums = append(nums, res.Cell)
 		}
 		for _, n := range nums {
-			res, err := w.c.WaitCell(ctx, "qb", n, time.Minute, nil)
+			res, err := w.c.WaitCell(ctx, "qb", n, time.Minute, 0, nil)
 			if err != nil {
 				return 0, err
 			}

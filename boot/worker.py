@@ -575,9 +575,12 @@ def _on_big_stack(fn, size):
 
 
 def _rss():
+    """Resident memory of the worker and of the processes its cells started
+    (Linux /proc; at most 1000 processes), else the worker's peak."""
     try:
         with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            total = int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        return total + _children_rss(os.getpid())
     except Exception:
         try:
             import resource
@@ -585,6 +588,34 @@ def _rss():
             return r if sys.platform == "darwin" else r * 1024
         except Exception:
             return 0
+
+
+def _children_rss(pid):
+    page, total, seen = os.sysconf("SC_PAGE_SIZE"), 0, set()
+    todo = _children(pid)
+    while todo and len(seen) < 1000:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            with open("/proc/%d/statm" % p) as f:
+                total += int(f.read().split()[1]) * page
+        except (OSError, ValueError, IndexError):
+            continue
+        todo.extend(_children(p))
+    return total
+
+
+def _children(pid):
+    out = []
+    try:
+        for t in os.listdir("/proc/%d/task" % pid):
+            with open("/proc/%d/task/%s/children" % (pid, t)) as f:
+                out.extend(int(c) for c in f.read().split())
+    except (OSError, ValueError):
+        pass
+    return out
 
 
 def _flush():

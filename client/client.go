@@ -214,6 +214,12 @@ type ExecOptions struct {
 	// OnProgress, when non-nil, is called about once a second while the
 	// cell runs.
 	OnProgress func(*wire.Progress)
+	// MaxOutput caps the reply's output characters (see wire.Request);
+	// zero means the hub's default.
+	MaxOutput int
+	// Private runs the cell in a session of its own that ends with the
+	// call (see wire.Request); Transcript keeps its transcript.
+	Private, Transcript bool
 }
 
 // Exec runs code in session name, creating it on first use.
@@ -225,7 +231,8 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*w
 		o.Env = os.Environ()
 	}
 	req := wire.Request{Op: wire.OpExec, Name: name, Code: code, Timeout: o.Timeout.Seconds(), Python: o.Python, Cwd: o.Cwd,
-		Host: o.Host, Jump: o.Jump, Pythons: o.Pythons, Sudo: o.Sudo, NoWait: o.NoWait, Queue: o.Queue}
+		Host: o.Host, Jump: o.Jump, Pythons: o.Pythons, Sudo: o.Sudo, NoWait: o.NoWait, Queue: o.Queue,
+		MaxOutput: o.MaxOutput, Private: o.Private, Transcript: o.Transcript}
 	rep, err := c.Do(ctx, req, o.OnProgress)
 	if wire.IsCode(err, wire.CodeNeedEnv) {
 		req.Env = o.Env
@@ -249,12 +256,13 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*w
 
 // Wait collects the running or unread cell of session name.
 func (c *Client) Wait(ctx context.Context, name string, timeout time.Duration, onProgress func(*wire.Progress)) (*wire.Result, error) {
-	return c.WaitCell(ctx, name, 0, timeout, onProgress)
+	return c.WaitCell(ctx, name, 0, timeout, 0, onProgress)
 }
 
-// WaitCell is Wait for cell n of session name only (0: whichever).
-func (c *Client) WaitCell(ctx context.Context, name string, n int, timeout time.Duration, onProgress func(*wire.Progress)) (*wire.Result, error) {
-	rep, err := c.Do(ctx, wire.Request{Op: wire.OpWait, Name: name, Timeout: timeout.Seconds(), Cell: n}, onProgress)
+// WaitCell is Wait for cell n of session name only (0: whichever), its
+// reply's output capped at maxOutput characters (0: the hub's default).
+func (c *Client) WaitCell(ctx context.Context, name string, n int, timeout time.Duration, maxOutput int, onProgress func(*wire.Progress)) (*wire.Result, error) {
+	rep, err := c.Do(ctx, wire.Request{Op: wire.OpWait, Name: name, Timeout: timeout.Seconds(), Cell: n, MaxOutput: maxOutput}, onProgress)
 	if err != nil {
 		return nil, err
 	}
@@ -287,7 +295,17 @@ func (c *Client) Kill(ctx context.Context, name string) (string, error) {
 
 // Sessions lists the sessions and describes the hub.
 func (c *Client) Sessions(ctx context.Context) (*wire.SessionList, error) {
-	rep, err := c.Do(ctx, wire.Request{Op: wire.OpSessions}, nil)
+	return c.sessions(ctx, false)
+}
+
+// SessionNames lists the sessions as Sessions does, but for what takes the
+// hub time to measure (their memory): enough to complete a name.
+func (c *Client) SessionNames(ctx context.Context) (*wire.SessionList, error) {
+	return c.sessions(ctx, true)
+}
+
+func (c *Client) sessions(ctx context.Context, brief bool) (*wire.SessionList, error) {
+	rep, err := c.Do(ctx, wire.Request{Op: wire.OpSessions, Brief: brief}, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -77,6 +77,8 @@ type Hub struct {
 	restarting atomic.Bool
 
 	pool *remote.Pool
+	// memory is the hub's cgroup memory ceiling (memory.go).
+	memory *ceiling
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -116,7 +118,7 @@ func New(o Options) (*Hub, error) {
 		paths: o.Paths, version: o.Version, supervisor: o.Supervisor, log: o.Log,
 		startTimeout: o.StartTimeout, frameStall: o.FrameStall, workerPath: wp,
 		stop: make(chan struct{}), sessions: map[string]*Session{},
-		dead: loadDeadNames(o.Paths.DeadDir()),
+		dead: loadDeadNames(o.Paths.DeadDir()), memory: findCeiling(),
 	}
 	// Find this machine's cloudpickle now, not at the first session start.
 	go payload.CloudpickleDir()
@@ -365,6 +367,9 @@ func (h *Hub) handle(ctx context.Context, req wire.Request, send func(wire.Reply
 		}
 		return wire.Reply{Message: msg}
 	case wire.OpSessions:
+		if req.Brief {
+			return wire.Reply{Sessions: h.list(true)}
+		}
 		return wire.Reply{Sessions: h.List()}
 	case wire.OpPush, wire.OpPull:
 		return h.clientTransfer(req, next, send)
@@ -403,6 +408,14 @@ func timeoutOf(sec float64) time.Duration {
 	return min(d, MaxTimeout)
 }
 
+// checkMaxOutput refuses a per-call output cap out of range.
+func checkMaxOutput(n int) error {
+	if n < 0 || n > MaxReplyCap {
+		return &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("max output must be between 1 and %d characters (0: the default, %d)", MaxReplyCap, ReplyCap)}
+	}
+	return nil
+}
+
 var validName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // checkName refuses names that are not letters, digits and ._- up to 64,
@@ -424,6 +437,12 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	if req.Timeout < 0 || req.Timeout > MaxTimeout.Seconds() {
 		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("timeout must be between 0 and %d seconds", int(MaxTimeout.Seconds()))}
 	}
+	if err := checkMaxOutput(req.MaxOutput); err != nil {
+		return nil, err
+	}
+	if req.Private {
+		return h.run(ctx, req, progress)
+	}
 	s, created, previous, err := h.ensure(ctx, req)
 	if err != nil {
 		return nil, err
@@ -432,7 +451,7 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	if req.Queue {
 		exec = s.enqueue
 	}
-	res, err := exec(ctx, req.Code, timeoutOf(req.Timeout), req.NoWait, progress, wire.AdviceFor(req.Surface))
+	res, err := exec(ctx, req.Code, timeoutOf(req.Timeout), req.NoWait, capOf(req.MaxOutput), progress, wire.AdviceFor(req.Surface))
 	if err != nil {
 		return nil, err
 	}
@@ -486,8 +505,13 @@ func (h *Hub) ensure(ctx context.Context, req wire.Request) (s *Session, created
 		h.mu.Unlock()
 		return nil, false, "", &wire.Error{Code: wire.CodeNeedEnv, Message: "hub: a new session needs the caller's environment; send it with the request"}
 	}
+	if req.Private && !created {
+		h.mu.Unlock()
+		return nil, false, "", &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("session '%s' exists: a private run needs a new name", req.Name)}
+	}
 	if created {
 		s = newSession(h, req.Name)
+		s.private, s.transcribe = req.Private, req.Transcript
 		s.origin = wire.Request{Cwd: req.Cwd, Env: req.Env, Jump: req.Jump}
 		h.sessions[req.Name] = s
 	}
@@ -517,7 +541,9 @@ func (h *Hub) ensure(ctx context.Context, req wire.Request) (s *Session, created
 			return nil, false, "", h.startFailure(req, err)
 		}
 		h.recordLive(s)
-		previous = h.takeDeathNote(req.Name)
+		if !s.private {
+			previous = h.takeDeathNote(req.Name)
+		}
 		if restored != "" {
 			previous, created = restored, false
 		}
@@ -593,7 +619,10 @@ func (h *Hub) Wait(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	if req.Cell < 0 {
 		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: "a cell number is 1 or more"}
 	}
-	res, err := s.wait(ctx, timeoutOf(req.Timeout), req.Cell, progress)
+	if err := checkMaxOutput(req.MaxOutput); err != nil {
+		return nil, err
+	}
+	res, err := s.wait(ctx, timeoutOf(req.Timeout), req.Cell, capOf(req.MaxOutput), progress)
 	if err != nil {
 		return nil, err
 	}
@@ -668,16 +697,8 @@ func (h *Hub) Kill(name string) (string, error) {
 		return "", &wire.Error{Code: wire.CodeNoSession, Message: fmt.Sprintf("no session '%s'", name)}
 	}
 	<-s.ready
-	s.mu.Lock()
-	s.killed = true
-	s.mu.Unlock()
-	if s.proc != nil {
-		s.proc.Kill()
-	}
-	select {
-	case <-s.exited:
-	case <-time.After(5 * time.Second):
-		return "", &wire.Error{Code: wire.CodeInternal, Message: fmt.Sprintf("session '%s' did not end within 5s of SIGKILL", name)}
+	if err := h.end(s); err != nil {
+		return "", err
 	}
 	// A swap or restore under way ends with its worker; then the name's
 	// swap, if the swap got as far as writing it or the restore had not
@@ -710,6 +731,11 @@ func (h *Hub) sessionExited(s *Session, ex Exit) {
 	}
 	s.state = stateDead
 	how := ex.String()
+	// A local worker's SIGKILL nobody here sent, near the cgroup's
+	// ceiling: the OOM killer's, most likely.
+	if !s.killed && s.death == "" && ex.Signal == "SIGKILL" && s.info.Host == config.Local && h.memory.nearAt() {
+		how += "; " + h.memory.deathAdvice()
+	}
 	if s.death != "" {
 		how = s.death + " (" + how + ")"
 	}
@@ -718,10 +744,12 @@ func (h *Hub) sessionExited(s *Session, ex Exit) {
 	} else {
 		s.death = how
 	}
-	last := s.out.take()
 	if len(s.pending) > 0 {
-		last.text += string(s.pending)
+		s.out.write(s.pending)
+		s.pending = nil
 	}
+	raw := s.out.takeOut()
+	last := render(raw.head, raw.tail, raw.dropped, ReplyCap)
 	if op := s.serving; op != nil {
 		op.done <- nil
 	}
@@ -739,12 +767,12 @@ func (h *Hub) sessionExited(s *Session, ex Exit) {
 		if len(s.queue) > 0 {
 			res.Death += fmt.Sprintf("; %s, queued after it, will not run", cellList(queuedCells(s.queue)))
 		}
-		r.result = res
+		r.result, r.raw = res, &raw
 		close(r.finished)
 	}
 	never, unread := s.queueDiedLocked()
-	if s.killed {
-		h.log.Info("session killed", "session", s.name)
+	if s.killed || s.private {
+		h.log.Info("session ended", "session", s.name, "how", s.death)
 		return
 	}
 	note := deathNote{
@@ -767,7 +795,7 @@ func (h *Hub) othersLine(req wire.Request) string {
 	h.mu.Lock()
 	all := make([]*Session, 0, len(h.sessions))
 	for name, s := range h.sessions {
-		if name != self {
+		if name != self && !s.private {
 			all = append(all, s)
 		}
 	}
@@ -809,11 +837,17 @@ func deathsLine(dead []string, adv wire.Advice) string {
 }
 
 // List describes the hub and every session.
-func (h *Hub) List() *wire.SessionList {
+func (h *Hub) List() *wire.SessionList { return h.list(false) }
+
+// list is List; brief leaves out each session's memory, which takes a
+// few reads of /proc a session to measure.
+func (h *Hub) list(brief bool) *wire.SessionList {
 	h.mu.Lock()
 	all := make([]*Session, 0, len(h.sessions))
 	for _, s := range h.sessions {
-		all = append(all, s)
+		if !s.private {
+			all = append(all, s)
+		}
 	}
 	h.mu.Unlock()
 	l := &wire.SessionList{Hub: wire.HubInfo{
@@ -823,8 +857,13 @@ func (h *Hub) List() *wire.SessionList {
 	if h.supervisor == "systemd" {
 		l.Hub.MemoryLimit = "MemoryHigh=2G MemoryMax=3G over the hub and all its sessions"
 	}
+	h.memory.describe(&l.Hub)
 	for _, s := range all {
-		l.Sessions = append(l.Sessions, s.snapshot())
+		if brief {
+			l.Sessions = append(l.Sessions, s.snapshotOf())
+		} else {
+			l.Sessions = append(l.Sessions, s.snapshot())
+		}
 	}
 	sort.Slice(l.Sessions, func(i, j int) bool { return l.Sessions[i].Name < l.Sessions[j].Name })
 	for _, d := range h.deadNames("") {

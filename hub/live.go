@@ -50,6 +50,9 @@ type liveRecord struct {
 	// know of it that the worker does not say.
 	Sock        string `json:"sock,omitempty"`
 	WorkerStart string `json:"worker_start,omitempty"`
+	// Private is a run's session (private.go): its caller went with the
+	// hub, so the next hub ends it rather than adopt it.
+	Private bool `json:"private,omitempty"`
 	// Handover is what a hub that restarts on request leaves for the
 	// next: unread output, a result nobody collected, pending notes.
 	Handover *handover `json:"handover,omitempty"`
@@ -81,7 +84,7 @@ func (h *Hub) liveRecordLocked(s *Session) liveRecord {
 		Name: s.name, Host: s.info.Host, Root: s.info.Root, Pid: s.info.Pid, Python: s.info.Python,
 		Started: s.started, Cells: s.cells, Seen: time.Now(),
 		HubPid: os.Getpid(), HubStart: selfStart(),
-		Sock: s.sock, WorkerStart: s.workerStart,
+		Sock: s.sock, WorkerStart: s.workerStart, Private: s.private,
 	}
 }
 
@@ -187,6 +190,10 @@ func (h *Hub) reclaimLive() {
 			adoptable = append(adoptable, rec)
 			continue
 		}
+		if readable && rec.Private {
+			h.dropRunRecord(rec)
+			continue
+		}
 		if !readable {
 			rec = liveRecord{Name: name}
 			if fi, err := e.Info(); err == nil {
@@ -197,8 +204,13 @@ func (h *Hub) reclaimLive() {
 	}
 	// A record adopted is rewritten by this hub; one that is not, lost.
 	for _, rec := range h.adoptAll(adoptable) {
+		if rec.Private {
+			h.dropRunRecord(rec)
+			continue
+		}
 		h.loseLive(rec, true)
 	}
+	h.endAdoptedRuns(adoptable)
 }
 
 // loseLive turns a record left by a dead hub into a death note, unless

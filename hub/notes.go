@@ -223,6 +223,9 @@ func (s *Session) openTranscriptLocked() error {
 	if s.transcript != nil {
 		return nil
 	}
+	if s.private && !s.transcribe {
+		return errNoTranscript
+	}
 	f, err := os.OpenFile(s.hub.paths.Transcript(s.name), os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
 	if err != nil {
 		s.hub.log.Error("transcript", "session", s.name, "err", err)

@@ -14,6 +14,9 @@ const (
 	// UnreadCap is the most unread output kept per session; older output
 	// beyond the head is dropped and counted.
 	UnreadCap = 2_000_000
+	// MaxReplyCap is the most a caller may ask one reply to carry
+	// (exec --max-output): all a session keeps.
+	MaxReplyCap = UnreadCap
 	// headKeep is how much of the start of unread output is always kept, so
 	// that a reply after a flood still shows how it began.
 	headKeep = ReplyCap / 2
@@ -68,17 +71,42 @@ func (b *outBuf) takeRaw() ([]byte, int64) {
 	return out, dropped
 }
 
-// take renders the unread output for a reply and empties the buffer.
-func (b *outBuf) take() rendered {
-	head, tail, dropped := b.head, b.tail[b.start:], b.dropped
+// rawOut is unread output taken out of a buffer, not yet rendered: a
+// reply renders it under its caller's cap.
+type rawOut struct {
+	head, tail []byte
+	dropped    int64
+}
+
+// takeOut empties the buffer and returns what it held.
+func (b *outBuf) takeOut() rawOut {
+	o := rawOut{b.head, b.tail[b.start:], b.dropped}
 	*b = outBuf{}
-	return render(head, tail, dropped)
+	return o
+}
+
+// take renders the unread output for a reply under ReplyCap and empties
+// the buffer.
+func (b *outBuf) take() rendered { return b.takeCap(ReplyCap) }
+
+// takeCap is take under a cap of limit characters.
+func (b *outBuf) takeCap(limit int) rendered {
+	o := b.takeOut()
+	return render(o.head, o.tail, o.dropped, limit)
+}
+
+// capOf is the output cap of a request's max_output: ReplyCap when unset.
+func capOf(maxOutput int) int {
+	if maxOutput <= 0 {
+		return ReplyCap
+	}
+	return min(maxOutput, MaxReplyCap)
 }
 
 // render turns raw output into reply text: invalid UTF-8 becomes U+FFFD, NUL
-// bytes become ␀, and more than ReplyCap characters keep head and tail with
+// bytes become ␀, and more than limit characters keep head and tail with
 // a line saying how much was left out.
-func render(head, tail []byte, dropped int64) rendered {
+func render(head, tail []byte, dropped int64, limit int) rendered {
 	var r rendered
 	var bad, nuls int
 	clean := func(p []byte) string {
@@ -113,24 +141,23 @@ func render(head, tail []byte, dropped int64) rendered {
 		r.notes = append(r.notes, fmt.Sprintf("%d characters of unread output were dropped (a session keeps at most %d)", dropped, UnreadCap))
 	}
 	hn, tn := utf8.RuneCountInString(h), utf8.RuneCountInString(t)
-	if dropped == 0 && hn+tn <= ReplyCap {
+	if dropped == 0 && hn+tn <= limit {
 		r.text = h + t
 		return r
 	}
-	// Keep ReplyCap/2 characters from each end.
-	keep := ReplyCap / 2
-	all := h
+	// Keep half the cap from each end; after a drop the head holds at
+	// most headKeep, and the tail gets the rest of the cap.
 	if dropped == 0 {
-		all = h + t
-		h, t = all, all
-		hn, tn = hn+tn, hn+tn
+		h, hn, t, tn = h+t, hn+tn, "", 0
 	}
-	first := prefixRunes(h, keep)
-	last := suffixRunes(t, keep)
-	left := hn + tn - utf8.RuneCountInString(first) - utf8.RuneCountInString(last) + int(dropped)
+	first := prefixRunes(h, limit/2)
+	fn := utf8.RuneCountInString(first)
+	rest := t
 	if dropped == 0 {
-		left = hn - utf8.RuneCountInString(first) - utf8.RuneCountInString(last)
+		rest = h[len(first):]
 	}
+	last := suffixRunes(rest, limit-fn)
+	left := hn + tn - fn - utf8.RuneCountInString(last) + int(dropped)
 	r.truncated = true
 	r.truncatedChars = left
 	nl := ""

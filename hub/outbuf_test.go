@@ -79,3 +79,36 @@ func TestFenceAcrossChunks(t *testing.T) {
 		assert.Equal(t, " after", s.out.take().text+string(s.pending), "chunk size %d", size)
 	}
 }
+
+func TestRenderUnderACallersCap(t *testing.T) {
+	in := strings.Repeat("a", 500) + strings.Repeat("z", 500)
+	for _, limit := range []int{1, 10, 999, 1000, ReplyCap} {
+		var b outBuf
+		b.write([]byte(in))
+		r := b.takeCap(limit)
+		if limit >= 1000 {
+			assert.Equal(t, in, r.text, "limit %d", limit)
+			assert.False(t, r.truncated)
+			continue
+		}
+		assert.True(t, r.truncated, "limit %d", limit)
+		assert.Equal(t, 1000-limit, r.truncatedChars, "limit %d", limit)
+		first, last, ok := strings.Cut(r.text, "[... ")
+		assert.True(t, ok)
+		assert.Equal(t, strings.Repeat("a", limit/2)+"\n", first, "the head keeps half")
+		_, last, _ = strings.Cut(last, "...]\n")
+		assert.Equal(t, strings.Repeat("z", limit-limit/2), last, "the tail keeps the rest")
+	}
+	// After a drop, a cap above the default shows the whole tail.
+	var b outBuf
+	b.write(bytes.Repeat([]byte("h"), headKeep))
+	for i := 0; i < 25; i++ {
+		b.write(bytes.Repeat([]byte{'0' + byte(i%10)}, 100_000))
+	}
+	r := b.takeCap(MaxReplyCap)
+	assert.True(t, r.truncated)
+	assert.EqualValues(t, headKeep+2_500_000-UnreadCap, r.truncatedChars, "only what was dropped is left out")
+	assert.Equal(t, UnreadCap+len("\n[... 515000 characters left out ...]\n"), len(r.text))
+	assert.Equal(t, ReplyCap, capOf(0))
+	assert.Equal(t, MaxReplyCap, capOf(MaxReplyCap+1))
+}

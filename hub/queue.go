@@ -40,7 +40,7 @@ const (
 // says it started); one that must wait answers at once with its number.
 // Either way it is a queued cell: a later exec never takes its result
 // into its own reply, a wait with its number does.
-func (s *Session) enqueue(ctx context.Context, code string, timeout time.Duration, noWait bool, progress func(*wire.Progress), adv wire.Advice) (*wire.Result, error) {
+func (s *Session) enqueue(ctx context.Context, code string, timeout time.Duration, noWait bool, limit int, progress func(*wire.Progress), adv wire.Advice) (*wire.Result, error) {
 	if err := s.lockLive(ctx, timeout); err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func (s *Session) enqueue(ctx context.Context, code string, timeout time.Duratio
 	if noWait {
 		return &wire.Result{Session: s.name, Cell: r.cell, Status: wire.StatusStarted}, nil
 	}
-	return s.collect(ctx, r, timeout, progress, true), nil
+	return s.collect(ctx, r, timeout, limit, progress, true), nil
 }
 
 // queueLocked puts code at the end of the queue; s.mu is held.

@@ -9,11 +9,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/sudo"
 	"github.com/replhub/replhub/wire"
@@ -84,6 +84,9 @@ type Session struct {
 	running    map[int64]context.CancelFunc // its sh requests on hosts, by id
 	origin     wire.Request                 // the creator's cwd and environment
 	watch      *sudo.Watcher                // sudo's stderr while a root worker starts
+	// private is a run's session (private.go): never listed nor named in
+	// another reply, no death note, a transcript only with transcribe.
+	private, transcribe bool
 	// sock is a durable worker's socket (see adopt.go), workerStart its
 	// process's start time, so that a pid reused later is never signalled.
 	sock        string
@@ -110,7 +113,8 @@ type run struct {
 	done     *proto.Done
 	display  []wire.Display // the done frame's items, bounded
 	dnotes   []string       // what became of the others
-	sealed   *rendered      // output up to the fence
+	sealed   *rendered      // output up to the fence, under ReplyCap
+	raw      *rawOut        // the same, kept for a reply under another cap
 	finished chan struct{}
 	result   *wire.Result
 	// collecting counts the callers inside collect for this run (its own
@@ -441,8 +445,7 @@ func (s *Session) takeCellOutputLocked(p []byte) {
 	}
 	if i := bytes.Index(data, r.fence); i >= 0 {
 		s.out.write(data[:i])
-		sealed := s.out.take()
-		r.sealed = &sealed
+		s.sealLocked(r)
 		s.out.write(data[i+len(r.fence):])
 		s.maybeFinishLocked(r)
 		return
@@ -609,8 +612,7 @@ func (s *Session) maybeFinishLocked(r *run) {
 				defer s.mu.Unlock()
 				if r.sealed == nil && !r.isFinished() {
 					s.notes = append(s.notes, fmt.Sprintf("cell %d's end-of-output marker never arrived (was fd 1 closed or redirected?); its output may continue in the next reply", r.cell))
-					sealed := s.out.take()
-					r.sealed = &sealed
+					s.sealLocked(r)
 					s.finishLocked(r)
 				}
 			})
@@ -644,6 +646,14 @@ func (s *Session) finishLocked(r *run) {
 	s.lastActive = time.Now()
 	close(r.finished)
 	s.nextLocked()
+}
+
+// sealLocked takes the unread output as r's own, rendered under ReplyCap
+// and kept raw for a reply under another cap.
+func (s *Session) sealLocked(r *run) {
+	o := s.out.takeOut()
+	sealed := render(o.head, o.tail, o.dropped, ReplyCap)
+	r.sealed, r.raw = &sealed, &o
 }
 
 func applyOutput(res *wire.Result, out rendered) {
@@ -706,7 +716,8 @@ func (s *Session) lockLive(ctx context.Context, timeout time.Duration) error {
 }
 
 // exec runs code as the next cell and waits up to timeout for it.
-func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, noWait bool, progress func(*wire.Progress), adv wire.Advice) (*wire.Result, error) {
+// limit caps the reply's output (capOf).
+func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, noWait bool, limit int, progress func(*wire.Progress), adv wire.Advice) (*wire.Result, error) {
 	if err := s.lockLive(ctx, timeout); err != nil {
 		return nil, err
 	}
@@ -725,7 +736,7 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	var earlier *wire.Result
 	earlierNote := ""
 	if r := s.cur; r != nil && !r.collected && r.collecting == 0 && !r.queued {
-		earlier = r.result
+		earlier = r.resultUnder(limit)
 		r.collected = true
 		earlierNote = fmt.Sprintf("cell %d finished while nobody waited; its reply comes first", r.cell)
 		if r.cancelled {
@@ -754,7 +765,7 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	if noWait {
 		res = &wire.Result{Session: s.name, Cell: r.cell, Status: wire.StatusStarted}
 	} else {
-		res = s.collect(ctx, r, timeout, progress, true)
+		res = s.collect(ctx, r, timeout, limit, progress, true)
 	}
 	if res == nil {
 		// The client went away; so did the earlier result it would have shown.
@@ -769,7 +780,7 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 
 // wait collects the running or unread cell, waiting up to timeout; with
 // cell, that cell only (an error says why it cannot be).
-func (s *Session) wait(ctx context.Context, timeout time.Duration, cell int, progress func(*wire.Progress)) (*wire.Result, error) {
+func (s *Session) wait(ctx context.Context, timeout time.Duration, cell, limit int, progress func(*wire.Progress)) (*wire.Result, error) {
 	s.mu.Lock()
 	r, err := s.toCollectLocked(cell)
 	if err != nil {
@@ -781,7 +792,7 @@ func (s *Session) wait(ctx context.Context, timeout time.Duration, cell int, pro
 		if s.state == stateDead {
 			res.Status, res.Death = wire.StatusDead, s.death
 		}
-		applyOutput(res, s.out.take())
+		applyOutput(res, s.out.takeCap(limit))
 		res.Notes = append(s.notes, res.Notes...)
 		s.notes = nil
 		s.mu.Unlock()
@@ -789,7 +800,7 @@ func (s *Session) wait(ctx context.Context, timeout time.Duration, cell int, pro
 	}
 	r.collecting++
 	s.mu.Unlock()
-	return s.collect(ctx, r, timeout, progress, false), nil
+	return s.collect(ctx, r, timeout, limit, progress, false), nil
 }
 
 // cancelledNote says that the client cancelled the call that ran a cell.
@@ -805,7 +816,7 @@ func cancelledNote(cell int) string {
 // is set for the exec that started r: once its client has cancelled the
 // call (interrupt with Cancelled), it takes nothing, even if it has not
 // yet seen its connection close, so the result waits for the next reader.
-func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, progress func(*wire.Progress), own bool) *wire.Result {
+func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, limit int, progress func(*wire.Progress), own bool) *wire.Result {
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	var tick <-chan time.Time
@@ -823,7 +834,7 @@ func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, pr
 				r.collecting--
 				return nil
 			}
-			return s.takeLocked(r)
+			return s.takeLocked(r, limit)
 		case <-tick:
 			s.mu.Lock()
 			p := &wire.Progress{Session: s.name, Cell: r.cell}
@@ -844,7 +855,7 @@ func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, pr
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if r.isFinished() {
-			return s.takeLocked(r)
+			return s.takeLocked(r, limit)
 		}
 		r.collecting--
 		if r.start.IsZero() {
@@ -852,7 +863,7 @@ func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, pr
 		}
 		res := &wire.Result{Session: s.name, Cell: r.cell, Status: wire.StatusRunning,
 			DurationMS: time.Since(r.start).Milliseconds()}
-		applyOutput(res, s.out.take())
+		applyOutput(res, s.out.takeCap(limit))
 		res.Notes = append(s.notes, res.Notes...)
 		s.notes = nil
 		return res
@@ -860,8 +871,8 @@ func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, pr
 }
 
 // takeLocked counts a collector of the finished run r out and gives it r's
-// result, unless another collector took it first.
-func (s *Session) takeLocked(r *run) *wire.Result {
+// result, unless another collector took it first, its output under limit.
+func (s *Session) takeLocked(r *run, limit int) *wire.Result {
 	r.collecting--
 	if r.collected {
 		return &wire.Result{Session: s.name, Cell: r.cell, Status: wire.StatusIdle,
@@ -869,12 +880,25 @@ func (s *Session) takeLocked(r *run) *wire.Result {
 	}
 	r.collected = true
 	s.unkeepLocked(r)
-	res := *r.result
+	res := r.resultUnder(limit)
 	res.Notes = append(append([]string(nil), s.notes...), res.Notes...)
 	if r.cancelled {
 		res.Notes = append([]string{cancelledNote(r.cell)}, res.Notes...)
 	}
 	s.notes = nil
+	return res
+}
+
+// resultUnder is a copy of r's finished result with its output under
+// limit; the raw output it was rendered from is let go, for a result goes
+// to one reply.
+func (r *run) resultUnder(limit int) *wire.Result {
+	res := *r.result
+	if o := r.raw; o != nil && limit != ReplyCap {
+		out := render(o.head, o.tail, o.dropped, limit)
+		res.Output, res.Truncated, res.TruncatedChars = out.text, out.truncated, out.truncatedChars
+	}
+	r.raw = nil
 	return &res
 }
 
@@ -984,8 +1008,7 @@ func (s *Session) abandonLocked(r *run, typ, msg string) {
 		r.fenceTimer.Stop()
 	}
 	if r.sealed == nil {
-		sealed := s.out.take()
-		r.sealed = &sealed
+		s.sealLocked(r)
 	}
 	s.finishLocked(r)
 }
@@ -997,8 +1020,20 @@ func (s *Session) deathText() string {
 	return s.death
 }
 
-// snapshot describes the session for the sessions op.
+// snapshot describes the session for the sessions op. A local session's
+// memory is read from /proc, its worker's and its children's; a remote
+// one's is what its last done frame said.
 func (s *Session) snapshot() wire.SessionInfo {
+	info := s.snapshotOf()
+	if info.Host == config.Local && info.State != stateDead {
+		if rss := treeRSS(info.Pid); rss > 0 {
+			info.RSS = rss
+		}
+	}
+	return info
+}
+
+func (s *Session) snapshotOf() wire.SessionInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -1031,26 +1066,9 @@ func (s *Session) snapshot() wire.SessionInfo {
 		}
 	}
 	if info.Host == "" {
-		info.Host = "local"
-		if rss := procRSS(info.Pid); rss > 0 {
-			info.RSS = rss
-		}
+		info.Host = config.Local
 	}
 	return info
-}
-
-// procRSS reads a local process's resident memory from /proc.
-func procRSS(pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/statm", pid))
-	if err != nil {
-		return 0
-	}
-	fields := strings.Fields(string(b))
-	if len(fields) < 2 {
-		return 0
-	}
-	pages, _ := strconv.ParseInt(fields[1], 10, 64)
-	return pages * int64(os.Getpagesize())
 }
 
 func newFence() []byte {

@@ -578,7 +578,7 @@ func (h *Hub) swapRecordOf(s *Session, ans *proto.Swapped, why string) *swapReco
 	if rec.Cwd == "" {
 		rec.Cwd = s.info.Cwd
 	}
-	unread := render(s.out.head, s.out.tail[s.out.start:], s.out.dropped)
+	unread := render(s.out.head, s.out.tail[s.out.start:], s.out.dropped, ReplyCap)
 	rec.Output = unread.text + string(s.pending)
 	rec.Notes = append(rec.Notes, unread.notes...)
 	if r := s.cur; r != nil && r.isFinished() && !r.collected && r.collecting == 0 && r.result != nil {
@@ -629,12 +629,14 @@ func (h *Hub) swapMany(ctx context.Context, list []*Session, force bool, why fun
 	return out
 }
 
-// liveSessions lists the hub's sessions by name.
+// liveSessions lists the hub's sessions by name, but for runs' own.
 func (h *Hub) liveSessions() []*Session {
 	h.mu.Lock()
 	all := make([]*Session, 0, len(h.sessions))
 	for _, s := range h.sessions {
-		all = append(all, s)
+		if !s.private { // a run's session ends with its call
+			all = append(all, s)
+		}
 	}
 	h.mu.Unlock()
 	sort.Slice(all, func(i, j int) bool { return all[i].name < all[j].name })

@@ -66,16 +66,17 @@ const maxErrorChars = 10000
 
 // ExecArgs are the exec tool's arguments.
 type ExecArgs struct {
-	Name    string   `json:"name" jsonschema:"session name: letters, digits and ._- (at most 64); created on first use"`
-	Code    string   `json:"code" jsonschema:"Python source to run; the last expression's value is returned"`
-	Timeout float64  `json:"timeout,omitempty" jsonschema:"seconds to wait before returning (default 30, at most 600); the cell keeps running after it"`
-	Python  string   `json:"python,omitempty" jsonschema:"interpreter for a new session (default $REPLHUB_PYTHON, else python3 on PATH; on a host: that exact interpreter)"`
-	Host    string   `json:"host,omitempty" jsonschema:"run a new session on this host over ssh: [user@]host[:port] or an ssh_config alias"`
-	Jump    []string `json:"jump,omitempty" jsonschema:"jump hosts in order; an empty list turns configured ones off"`
-	Pythons []string `json:"pythons,omitempty" jsonschema:"interpreters to try first on the host: names, paths, folders or globs"`
-	Sudo    bool     `json:"sudo,omitempty" jsonschema:"run a new session as root through sudo; a password is asked with $SUDO_ASKPASS where the server runs"`
-	NoWait  bool     `json:"no_wait,omitempty" jsonschema:"return as soon as the cell has started, with its number; wait with that cell collects it"`
-	Queue   bool     `json:"queue,omitempty" jsonschema:"when the session is busy, queue the cell (at most 64) instead of failing: its number comes back at once; wait with that cell collects it, interrupt with that cell takes it out"`
+	Name      string   `json:"name" jsonschema:"session name: letters, digits and ._- (at most 64); created on first use"`
+	Code      string   `json:"code" jsonschema:"Python source to run; the last expression's value is returned"`
+	Timeout   float64  `json:"timeout,omitempty" jsonschema:"seconds to wait before returning (default 30, at most 600); the cell keeps running after it"`
+	Python    string   `json:"python,omitempty" jsonschema:"interpreter for a new session (default $REPLHUB_PYTHON, else python3 on PATH; on a host: that exact interpreter)"`
+	Host      string   `json:"host,omitempty" jsonschema:"run a new session on this host over ssh: [user@]host[:port] or an ssh_config alias"`
+	Jump      []string `json:"jump,omitempty" jsonschema:"jump hosts in order; an empty list turns configured ones off"`
+	Pythons   []string `json:"pythons,omitempty" jsonschema:"interpreters to try first on the host: names, paths, folders or globs"`
+	Sudo      bool     `json:"sudo,omitempty" jsonschema:"run a new session as root through sudo; a password is asked with $SUDO_ASKPASS where the server runs"`
+	NoWait    bool     `json:"no_wait,omitempty" jsonschema:"return as soon as the cell has started, with its number; wait with that cell collects it"`
+	MaxOutput int      `json:"max_output,omitempty" jsonschema:"cap this reply's output at this many characters, head and tail kept (default 30000, at most 40000)"`
+	Queue     bool     `json:"queue,omitempty" jsonschema:"when the session is busy, queue the cell (at most 64) instead of failing: its number comes back at once; wait with that cell collects it, interrupt with that cell takes it out"`
 }
 
 // NameArgs name a session.
@@ -91,9 +92,10 @@ type InterruptArgs struct {
 
 // WaitArgs are the wait tool's arguments.
 type WaitArgs struct {
-	Name    string  `json:"name" jsonschema:"session name"`
-	Timeout float64 `json:"timeout,omitempty" jsonschema:"seconds to wait (default 30, at most 600)"`
-	Cell    int     `json:"cell,omitempty" jsonschema:"collect this cell only (the number exec with no_wait returned)"`
+	Name      string  `json:"name" jsonschema:"session name"`
+	Timeout   float64 `json:"timeout,omitempty" jsonschema:"seconds to wait (default 30, at most 600)"`
+	Cell      int     `json:"cell,omitempty" jsonschema:"collect this cell only (the number exec with no_wait returned)"`
+	MaxOutput int     `json:"max_output,omitempty" jsonschema:"cap this reply's output at this many characters, head and tail kept (default 30000, at most 40000)"`
 }
 
 // SessionsArgs are the sessions tool's arguments.
@@ -207,8 +209,20 @@ func progressFor(ctx context.Context, req *sdk.CallToolRequest) func(*wire.Progr
 	}
 }
 
+// checkMaxOutput keeps a call's output cap within what one reply holds.
+func checkMaxOutput(n int) error {
+	if n < 0 || n > maxResultChars {
+		return fmt.Errorf("max_output must be between 1 and %d (a reply holds at most %d characters)", maxResultChars, maxResultChars)
+	}
+	return nil
+}
+
 func (t *tools) exec(ctx context.Context, req *sdk.CallToolRequest, a ExecArgs) (*sdk.CallToolResult, any, error) {
+	if err := checkMaxOutput(a.MaxOutput); err != nil {
+		return failure(err)
+	}
 	o := client.ExecOptions{
+		MaxOutput:  a.MaxOutput,
 		Timeout:    time.Duration(a.Timeout * float64(time.Second)),
 		Python:     a.Python,
 		Host:       a.Host,
@@ -245,7 +259,10 @@ func (t *tools) cancelled(name string) *sdk.CallToolResult {
 }
 
 func (t *tools) wait(ctx context.Context, req *sdk.CallToolRequest, a WaitArgs) (*sdk.CallToolResult, any, error) {
-	res, err := t.c.WaitCell(t.withID(ctx, req), a.Name, a.Cell, time.Duration(a.Timeout*float64(time.Second)), progressFor(ctx, req))
+	if err := checkMaxOutput(a.MaxOutput); err != nil {
+		return failure(err)
+	}
+	res, err := t.c.WaitCell(t.withID(ctx, req), a.Name, a.Cell, time.Duration(a.Timeout*float64(time.Second)), a.MaxOutput, progressFor(ctx, req))
 	if err != nil {
 		if ctx.Err() != nil {
 			// Never sent (cancelTransport); the cell's output stays unread.

@@ -173,10 +173,18 @@ func TestSelfTest(t *testing.T) {
 		r := e.Run("self-test", "--python", py)
 		require.Equal(t, 0, r.Code, "%s", r)
 		assert.Equal(t, 7, strings.Count(r.Stdout, "PASS "))
-		assert.Contains(t, r.Stdout, "self-test: 7 of 7 checks passed")
+		assert.Contains(t, r.Stdout, "self-test: PASS, all 7 checks passed")
 		// It used a private hub, not this world's.
 		assert.Equal(t, 0, e.HubPid())
 	})
+}
+
+func TestSelfTestSaysWhatToDo(t *testing.T) {
+	e := hubtest.Start(t)
+	r := e.Run("self-test", "--python", filepath.Join(e.Dir, "no-such-python"))
+	assert.Equal(t, 1, r.Code, "%s", r)
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	assert.Equal(t, "self-test: FAIL, 7 of 7 checks failed; no Python could start: install python3 (Debian: sudo apt-get install -y python3; macOS: brew install python) or pass --python PATH", lines[len(lines)-1])
 }
 
 // TestMCPReplies checks what a reply says through MCP: failures marked

@@ -31,16 +31,22 @@ func answerJSON(t *testing.T, e *hubtest.Env, args ...string) (wire.Answer, hubt
 // cells counts the session's cells, as sessions --json says.
 func cells(t *testing.T, e *hubtest.Env, name string) int {
 	t.Helper()
+	return sessionInfo(t, e, name).Cells
+}
+
+// sessionInfo is what sessions --json says of a live session.
+func sessionInfo(t *testing.T, e *hubtest.Env, name string) wire.SessionInfo {
+	t.Helper()
 	r := e.Run("sessions", "--json")
 	var l wire.SessionList
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &l), "%s", r)
 	for _, s := range l.Sessions {
 		if s.Name == name {
-			return s.Cells
+			return s
 		}
 	}
-	t.Fatalf("no session %q", name)
-	return 0
+	t.Fatalf("no session %q: %s", name, r)
+	return wire.SessionInfo{}
 }
 
 // busyCell starts a cell that runs for secs in the background of the

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	osuser "os/user"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -419,6 +420,15 @@ root.push(b"new", %q)
 		require.Equal(t, 0, r.Code, "%s", r)
 		assert.Contains(t, r.Stdout, "Out[1]: 0")
 		assert.Equal(t, 0, countLines(calls), "auto on a NOPASSWD rule never calls the askpass program")
+
+		// A run as root ends its root worker and leaves nothing.
+		r = e.Run("run", "import os; (os.geteuid(), os.getpid())", "--sudo")
+		require.Equal(t, 0, r.Code, "%s", r)
+		m := regexp.MustCompile(`Out\[1\]: \(0, (\d+)\)`).FindStringSubmatch(r.Stdout)
+		require.NotNil(t, m, "%s", r)
+		pid, _ := strconv.Atoi(m[1])
+		assert.True(t, hubtest.WaitGone(pid, 5*time.Second), "the root worker ended")
+		assert.NotContains(t, e.Run("sessions", "--json").Stdout, `"run-`)
 	})
 	t.Run("over ssh", func(t *testing.T) {
 		sshtest.Need(t)

@@ -59,6 +59,8 @@ func (r *Result) TextFor(surface string) string {
 	case StatusRunning:
 		line(fmt.Sprintf("[cell %d still running after %s; it goes on: %s collects its output and result, %s stops it]",
 			r.Cell, Duration(float64(r.DurationMS)/1000), adv.Wait(r.Session), adv.Interrupt(r.Session)))
+	case StatusTimeout:
+		line(fmt.Sprintf("[cell still running after %s, so the run stopped it and ended its session; -t gives it longer]", Duration(float64(r.DurationMS)/1000)))
 	case StatusDead:
 		line("[" + r.Death + "]")
 	case StatusIdle:
@@ -119,6 +121,9 @@ func (l *SessionList) TextFor(detail bool, surface string) string {
 		if detail {
 			fmt.Fprintf(&b, "    names: %s\n    swap: %s\n", strings.Join(s.Names, ", "), s.Path)
 		}
+	}
+	if h := l.Hub; h.MemoryMax > 0 {
+		fmt.Fprintf(&b, "memory ceiling: %s in use of %s (the hub's cgroup, shared by the hub and its local sessions)\n", MB(h.MemoryUsed), MB(h.MemoryMax))
 	}
 	if detail {
 		h := l.Hub

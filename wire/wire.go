@@ -104,8 +104,21 @@ type Request struct {
 	Text string `json:"text,omitempty"`
 	// All lists names that start with _ too (OpVars).
 	All bool `json:"all,omitempty"`
+	// Brief asks OpSessions for the list without what takes time to
+	// measure (each session's memory): a shell completing a name.
+	Brief bool `json:"brief,omitempty"`
 	// KeepImports keeps the names bound to modules (OpReset).
 	KeepImports bool `json:"keep_imports,omitempty"`
+	// MaxOutput caps the output characters of this exec's or wait's reply
+	// (head and tail kept); zero means the hub's default (30,000), and it
+	// may be at most 2,000,000, all a session keeps.
+	MaxOutput int `json:"max_output,omitempty"`
+	// Private, on an exec, runs the cell in a session of its own that
+	// ends with the call (replhub run): it is never listed nor named in
+	// another reply, leaves no death note, and keeps a transcript only
+	// with Transcript. Its name must be new.
+	Private    bool `json:"private,omitempty"`
+	Transcript bool `json:"transcript,omitempty"`
 	// Limit bounds the names or completions listed; zero means the
 	// worker's default (500 names, 200 completions).
 	Limit int `json:"limit,omitempty"`
@@ -209,6 +222,9 @@ const (
 	// that timed out before the cell started); Ahead says how many wait
 	// before it.
 	StatusQueued = "queued"
+	// StatusTimeout is a run's cell that outlived its timeout: the run
+	// stopped it with its session.
+	StatusTimeout = "timeout"
 )
 
 // Result is the outcome of exec or wait.
@@ -302,9 +318,15 @@ type HubInfo struct {
 	// unit under a memory ceiling, else "detached" (no limit).
 	Supervisor  string `json:"supervisor"`
 	MemoryLimit string `json:"memory_limit"`
-	Socket      string `json:"socket"`
-	Log         string `json:"log"`
-	RSS         int64  `json:"rss"`
+	// MemoryMax is the ceiling of the hub's cgroup in bytes (memory.max),
+	// which its local sessions share, and MemoryUsed what the cgroup holds;
+	// zero when no ceiling applies. MemoryCgroup is the cgroup's folder.
+	MemoryMax    int64  `json:"memory_max,omitempty"`
+	MemoryUsed   int64  `json:"memory_used,omitempty"`
+	MemoryCgroup string `json:"memory_cgroup,omitempty"`
+	Socket       string `json:"socket"`
+	Log          string `json:"log"`
+	RSS          int64  `json:"rss"`
 }
 
 // SessionList answers the sessions op.

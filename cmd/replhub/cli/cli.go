@@ -99,10 +99,11 @@ starts on first use. This is not a sandbox: code runs with your privileges.`,
 		newExecCmd(e), newWaitCmd(e), newInterruptCmd(e), newKillCmd(e),
 		newSessionsCmd(e), newStartCmd(e), newStopCmd(e), newRestartCmd(e), newHubCmd(e),
 		newMCPCmd(e), newSelfTestCmd(e), newPushCmd(e), newPullCmd(e),
-		newSwapCmd(e),
+		newSwapCmd(e), newRunCmd(e),
 		newVarsCmd(e), newInspectCmd(e), newCompleteCmd(e), newResetCmd(e),
 		newModulesCmd(e),
 	)
+	addCompletions(e, root)
 	return root
 }
 
@@ -131,7 +132,7 @@ func resultCode(r *wire.Result) int {
 	switch r.Status {
 	case wire.StatusError:
 		return ExitCellError
-	case wire.StatusRunning:
+	case wire.StatusRunning, wire.StatusTimeout:
 		return ExitRunning
 	case wire.StatusDead:
 		return ExitDead

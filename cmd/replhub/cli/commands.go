@@ -28,6 +28,8 @@ type execOptions struct {
 	sudo    bool
 	noWait  bool
 	queue   bool
+	// maxOutput caps the reply's output; 0 is the hub's default.
+	maxOutput int
 }
 
 func newExecCmd(e *env) *cobra.Command {
@@ -49,28 +51,81 @@ Exit status: 0 ok, 1 the cell raised, 2 replhub failed, 3 still running,
   replhub exec ops 'import os; os.geteuid()' --sudo`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			o.name, o.code = args[0], args[1]
+			o.name = args[0]
 			o.jumpSet = cmd.Flags().Changed("jump")
-			if o.code == "-" {
-				b, err := io.ReadAll(e.io.In)
-				if err != nil {
-					return fmt.Errorf("reading code from stdin: %w", err)
-				}
-				o.code = string(b)
+			var err error
+			if o.code, err = e.readCode(args[1]); err != nil {
+				return err
 			}
 			return runExec(cmd.Context(), e, o)
 		},
 	}
-	cmd.Flags().Float64VarP(&o.timeout, "timeout", "t", 30, "seconds to wait before returning (at most 600); the cell keeps running")
+	o.sessionFlags(cmd)
+	cmd.Flags().Lookup("timeout").Usage = "seconds to wait before returning (at most 600); the cell keeps running"
+	cmd.Flags().BoolVar(&o.noWait, "no-wait", false, "return the cell's number once it has started; replhub wait NAME --cell N collects it")
+	cmd.Flags().BoolVar(&o.queue, "queue", false, "on a busy session, queue the cell instead of failing: its number comes at once, replhub wait NAME --cell N collects it")
+	return cmd
+}
+
+// readCode is code, or standard input for "-".
+func (e *env) readCode(code string) (string, error) {
+	if code != "-" {
+		return code, nil
+	}
+	b, err := io.ReadAll(e.io.In)
+	if err != nil {
+		return "", fmt.Errorf("reading code from stdin: %w", err)
+	}
+	return string(b), nil
+}
+
+// sessionFlags adds the flags that exec and run share: where a new
+// session runs, how long to wait, how to print.
+func (o *execOptions) sessionFlags(cmd *cobra.Command) {
+	cmd.Flags().Float64VarP(&o.timeout, "timeout", "t", 30, "seconds the cell may run (at most 600)")
 	cmd.Flags().StringVar(&o.python, "python", "", "interpreter for a new session (default $REPLHUB_PYTHON, else python3 on PATH)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
 	cmd.Flags().StringVar(&o.host, "host", "", "run a new session on this host over ssh: [user@]host[:port] or an ssh_config alias")
 	cmd.Flags().StringSliceVar(&o.jump, "jump", nil, "jump hosts, in order (J1,J2); --jump none turns configured ones off")
 	cmd.Flags().StringSliceVar(&o.pythons, "pythons", nil, "interpreters to try first on the host: names, paths, folders or globs")
 	cmd.Flags().BoolVar(&o.sudo, "sudo", false, "run a new session as root through sudo (a password is asked with $SUDO_ASKPASS)")
-	cmd.Flags().BoolVar(&o.noWait, "no-wait", false, "return the cell's number once it has started; `replhub wait NAME --cell N` collects it")
-	cmd.Flags().BoolVar(&o.queue, "queue", false, "on a busy session, queue the cell instead of failing: its number comes at once, `replhub wait NAME --cell N` collects it")
-	return cmd
+	maxOutputFlag(cmd, &o.maxOutput)
+}
+
+// client is o as the client's options.
+func (o *execOptions) client() client.ExecOptions {
+	eo := client.ExecOptions{
+		Timeout:   time.Duration(o.timeout * float64(time.Second)),
+		Python:    o.python,
+		Host:      o.host,
+		Pythons:   o.pythons,
+		Sudo:      o.sudo,
+		NoWait:    o.noWait,
+		Queue:     o.queue,
+		MaxOutput: o.maxOutput,
+	}
+	if o.jumpSet {
+		jump := []string{}
+		for _, j := range o.jump {
+			if j != "" && j != "none" {
+				jump = append(jump, j)
+			}
+		}
+		eo.Jump = &jump
+	}
+	return eo
+}
+
+// maxOutputFlag adds --max-output, the reply's own output cap.
+func maxOutputFlag(cmd *cobra.Command, p *int) {
+	cmd.Flags().IntVar(p, "max-output", 0, fmt.Sprintf("cap this reply's output at this many characters, head and tail kept (default %d, at most %d)", hub.ReplyCap, hub.MaxReplyCap))
+}
+
+func checkMaxOutput(n int) error {
+	if n < 0 || n > hub.MaxReplyCap {
+		return fmt.Errorf("--max-output must be between 1 and %d characters", hub.MaxReplyCap)
+	}
+	return nil
 }
 
 func checkTimeout(t float64) error {
@@ -90,35 +145,20 @@ func (e *env) blocking(ctx context.Context, timeout float64, name string) (conte
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ctx, stop := interruptOnSignal(ctx, c, name, e.io.Err)
+	ctx, stop := interruptOnSignal(ctx, c, name, fmt.Sprintf("[interrupting session '%s'; Ctrl-C again stops waiting]", name), e.io.Err)
 	return ctx, c, stop, nil
 }
 
 func runExec(ctx context.Context, e *env, o *execOptions) error {
+	if err := checkMaxOutput(o.maxOutput); err != nil {
+		return err
+	}
 	ctx, c, stop, err := e.blocking(ctx, o.timeout, o.name)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	eo := client.ExecOptions{
-		Timeout: time.Duration(o.timeout * float64(time.Second)),
-		Python:  o.python,
-		Host:    o.host,
-		Pythons: o.pythons,
-		Sudo:    o.sudo,
-		NoWait:  o.noWait,
-		Queue:   o.queue,
-	}
-	if o.jumpSet {
-		jump := []string{}
-		for _, j := range o.jump {
-			if j != "" && j != "none" {
-				jump = append(jump, j)
-			}
-		}
-		eo.Jump = &jump
-	}
-	res, err := c.Exec(ctx, o.name, o.code, eo)
+	res, err := c.Exec(ctx, o.name, o.code, o.client())
 	if err != nil {
 		return err
 	}
@@ -126,9 +166,9 @@ func runExec(ctx context.Context, e *env, o *execOptions) error {
 }
 
 // interruptOnSignal makes a first Ctrl-C interrupt the session's running
-// cell (the reply then shows the KeyboardInterrupt), and a second one stop
-// waiting.
-func interruptOnSignal(ctx context.Context, c *client.Client, name string, errw io.Writer) (context.Context, func()) {
+// cell (the reply then shows the KeyboardInterrupt), saying so with msg,
+// and a second one stop waiting.
+func interruptOnSignal(ctx context.Context, c *client.Client, name, msg string, errw io.Writer) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt)
@@ -143,7 +183,7 @@ func interruptOnSignal(ctx context.Context, c *client.Client, name string, errw 
 					cancel()
 					return
 				}
-				fmt.Fprintf(errw, "[interrupting session '%s'; Ctrl-C again stops waiting]\n", name)
+				fmt.Fprintln(errw, msg)
 				go c.Interrupt(context.Background(), name)
 			case <-done:
 				return
@@ -158,10 +198,11 @@ func interruptOnSignal(ctx context.Context, c *client.Client, name string, errw 
 }
 
 type waitOptions struct {
-	name    string
-	timeout float64
-	json    bool
-	cell    int
+	name      string
+	timeout   float64
+	json      bool
+	cell      int
+	maxOutput int
 }
 
 func newWaitCmd(e *env) *cobra.Command {
@@ -180,16 +221,20 @@ func newWaitCmd(e *env) *cobra.Command {
 	cmd.Flags().Float64VarP(&o.timeout, "timeout", "t", 30, "seconds to wait (at most 600)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
 	cmd.Flags().IntVar(&o.cell, "cell", 0, "collect this cell only (as exec --no-wait numbered it)")
+	maxOutputFlag(cmd, &o.maxOutput)
 	return cmd
 }
 
 func runWait(ctx context.Context, e *env, o *waitOptions) error {
+	if err := checkMaxOutput(o.maxOutput); err != nil {
+		return err
+	}
 	ctx, c, stop, err := e.blocking(ctx, o.timeout, o.name)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	res, err := c.WaitCell(ctx, o.name, o.cell, time.Duration(o.timeout*float64(time.Second)), nil)
+	res, err := c.WaitCell(ctx, o.name, o.cell, time.Duration(o.timeout*float64(time.Second)), o.maxOutput, nil)
 	if err != nil {
 		return err
 	}

@@ -181,6 +181,7 @@ func runSelfTest(ctx context.Context, e *env, python string) error {
 		c.Stop(sctx)
 	}()
 	o := client.ExecOptions{Python: python, Timeout: 20 * time.Second}
+	var first error
 	failed := 0
 	for _, chk := range selfChecks {
 		cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
@@ -189,14 +190,32 @@ func runSelfTest(ctx context.Context, e *env, python string) error {
 		cancel()
 		if err != nil {
 			failed++
+			if first == nil {
+				first = err
+			}
 			fmt.Fprintf(e.io.Out, "FAIL  %s (%s): %v\n", chk.name, wire.Duration(time.Since(t0).Seconds()), err)
 		} else {
 			fmt.Fprintf(e.io.Out, "PASS  %s (%s)\n", chk.name, wire.Duration(time.Since(t0).Seconds()))
 		}
 	}
-	fmt.Fprintf(e.io.Out, "self-test: %d of %d checks passed\n", len(selfChecks)-failed, len(selfChecks))
-	if failed > 0 {
-		e.code = ExitCellError
+	if failed == 0 {
+		fmt.Fprintf(e.io.Out, "self-test: PASS, all %d checks passed: replhub works on this machine\n", len(selfChecks))
+		return nil
 	}
+	fmt.Fprintf(e.io.Out, "self-test: FAIL, %d of %d checks failed; %s\n", failed, len(selfChecks), selfTestAdvice(first))
+	e.code = ExitCellError
 	return nil
+}
+
+// selfTestAdvice says what to try after a failed self-test, from the
+// first failure.
+func selfTestAdvice(err error) string {
+	msg := errorText(err)
+	switch {
+	case strings.Contains(msg, "python3") || strings.Contains(msg, "python \"") || strings.Contains(msg, "did not start"):
+		return "no Python could start: install python3 (Debian: sudo apt-get install -y python3; macOS: brew install python) or pass --python PATH"
+	case strings.Contains(msg, "hub"):
+		return "the hub did not answer: see the FAIL lines above, and run `replhub hub` in a terminal to see why it cannot start"
+	}
+	return "see the FAIL lines above; `replhub self-test --python PATH` tries another interpreter"
 }
