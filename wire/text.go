@@ -46,6 +46,7 @@ func (r *Result) TextFor(surface string) string {
 			line(e.Type + ": " + e.Message)
 		}
 	}
+	r.displayText(line)
 	if r.Value != nil {
 		line(fmt.Sprintf("Out[%d]: %s", r.Cell, *r.Value))
 	}
@@ -67,7 +68,7 @@ func (r *Result) TextFor(surface string) string {
 			line(fmt.Sprintf("[session '%s' is idle: nothing to collect]", r.Session))
 		}
 	case StatusOK:
-		if surface == SurfaceMCP && r.Output == "" && r.Value == nil && r.Error == nil {
+		if surface == SurfaceMCP && r.Output == "" && r.Value == nil && r.Error == nil && len(r.Display) == 0 {
 			line(fmt.Sprintf("[cell %d ran: no output, no value]", r.Cell))
 		}
 	}

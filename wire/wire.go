@@ -256,6 +256,9 @@ type Result struct {
 	Created *SessionInfo `json:"created,omitempty"`
 	// Death says how the session died, when Status is dead.
 	Death string `json:"death,omitempty"`
+	// Display is what the cell showed beyond its text (images and
+	// formatted text), in order.
+	Display []Display `json:"display,omitempty"`
 	// Ahead is, for status queued, how many cells run before this one
 	// (the running one included).
 	Ahead int `json:"ahead,omitempty"`

@@ -143,6 +143,9 @@ func resultCode(r *wire.Result) int {
 // printResult writes a result as text or JSON and sets the exit code.
 func (e *env) printResult(r *wire.Result, asJSON bool) error {
 	e.code = resultCode(r)
+	if err := e.saveDisplay(r); err != nil {
+		return err
+	}
 	if asJSON {
 		return writeJSON(e.io.Out, r)
 	}
