@@ -38,9 +38,14 @@ Frames, protocol 2 (hub -> worker):
                     vars, inspect, complete or reset, between cells, on a
                     thread of its own; see replhub_toolkit/query.py
 Worker -> hub: ready, done {cell, status, value, error, duration, names,
-rss?}, served {sid, ok, error?, py, ...}, req {id, kind, py, ...}, chunk,
-ack, interrupted, pong, answer, out (output, once adopted), detached,
-error {id?, error}.
+rss?, display?: [{mime, size}], dropped?, len?} (the display items' bytes,
+one after another, are its payload: replhub_toolkit/display.py), served
+{sid, ok, error?, py, ...}, req {id, kind, py, ...}, chunk, ack,
+interrupted, pong, answer, out (output, once adopted), detached, error
+{id?, error}.
+
+A cell that awaits at top level (3.8+) runs on the session's event loop,
+which the main thread also runs between cells (Session._await, _spin).
 
 SIGINT (see Sigint) is raised as KeyboardInterrupt only while user code runs,
 and never inside a frame write, so no frame is ever torn.  A session whose
@@ -133,6 +138,9 @@ class Sigint(object):
         self.sent = False
         self.depth = 0
         self.pending = False
+        # cancel() -> bool: a cell that awaits is interrupted by cancelling
+        # its task (Session._cancel_await), not by raising in the loop.
+        self.cancel = None
 
     def handler(self, signum, frame):
         if not self.live:
@@ -140,7 +148,12 @@ class Sigint(object):
         if self.depth:
             self.pending = True
             return
+        self._fire()
+
+    def _fire(self):
         self.sent = False
+        if self.cancel is not None and self.cancel():
+            return
         raise KeyboardInterrupt
 
     def __enter__(self):
@@ -155,8 +168,7 @@ class Sigint(object):
             self.pending = False
             self.depth = 0
             if self.live and etype is None:
-                self.sent = False
-                raise KeyboardInterrupt
+                self._fire()
             return False
         self.depth -= 1
         return False
@@ -176,7 +188,7 @@ class Channel(object):
         self._pool = []
         # A durable worker outlives its hub: a frame that finds the hub gone
         # is dropped (down), but a cell's done frame is held for the next
-        # hub (held: its header line).
+        # hub (held: its header line and payload).
         self.durable = False
         self.down = False
         self.down_at = 0.0
@@ -224,14 +236,14 @@ class Channel(object):
                         if data:
                             self._write(data)
                         if header.get("op") == "done":
-                            self.last_done = line
+                            self.last_done = line + bytes(data or b"")
                         return
                     except OSError:
                         if not self.durable:
                             raise
                         self._lost_locked()
                 if header.get("op") == "done":
-                    self.held = self.last_done = line
+                    self.held = self.last_done = line + bytes(data or b"")
                     return
         raise OSError(32, "the hub went away")
 
@@ -472,23 +484,66 @@ _PARKED = {"type": "KeyboardInterrupt", "message": "interrupted before it starte
 
 def _compile(code, fname):
     """The cell's code and, if it ends with an expression, that expression's
-    code apart, so that its value can be shown.
+    code apart, so that its value can be shown: (body, last, named).
 
     Python 3.6-3.10 crash in C (the stack overflows) on a tree some 60,000
     levels deep, a chain like 1+1+...+1, in ast.parse or in compiling the
     tree; 3.11 and later raise RecursionError. Such a tree needs at least two
     characters of source a level, so a cell that could hold one is parsed on
-    a thread with a stack big enough for any tree its length allows."""
+    a thread with a stack big enough for any tree its length allows.
+
+    Where Python allows it (3.8+), a cell may await at top level: its code
+    then has CO_COROUTINE set, and runs whole on the session's event loop,
+    its last expression's value assigned to VALUE_NAME (named is True)."""
     def work():
         import ast
+        flags = getattr(ast, "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0)
         tree = ast.parse(code, fname, "exec")
-        last = None
+        last = expr = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = compile(ast.Expression(tree.body.pop().value), fname, "eval")
-        return compile(tree, fname, "exec"), last
+            expr = tree.body.pop()
+            last = compile(ast.Expression(expr.value), fname, "eval", flags)
+        body = compile(tree, fname, "exec", flags)
+        if expr is None or not (body.co_flags | last.co_flags) & CO_COROUTINE:
+            return body, last, False
+        store = ast.Assign(targets=[ast.Name(id=VALUE_NAME, ctx=ast.Store())], value=expr.value)
+        tree.body.append(ast.fix_missing_locations(ast.copy_location(store, expr)))
+        return compile(tree, fname, "exec", flags), None, True
     if sys.version_info >= (3, 11) or len(code) < 100000:
         return work()
     return _on_big_stack(work, min(160 * len(code), 4 << 30))
+
+
+CO_COROUTINE = 0x80  # inspect.CO_COROUTINE, without importing inspect
+VALUE_NAME = "__replhub_value__"
+
+
+def _await_too_old(e, code):
+    """A cell's SyntaxError on Python 3.6 or 3.7 at a line that awaits: the
+    one-line error that says why."""
+    import re
+    if sys.version_info >= (3, 8) or not isinstance(e, SyntaxError):
+        return None
+    text = e.text
+    if not text and isinstance(e.lineno, int) and 0 < e.lineno <= code.count("\n") + 1:
+        text = code.splitlines()[e.lineno - 1]
+    if not re.search(r"\bawait\b", text or ""):
+        return None
+    msg = ("top-level await needs Python 3.8 or newer and this session runs %s: put the code in an "
+           "async def main() and run asyncio.get_event_loop().run_until_complete(main())" % PY)
+    return {"type": "SyntaxError", "message": msg, "traceback": "SyntaxError: %s\n" % msg}
+
+
+def _from_cell(tb):
+    """tb from the first frame of a cell's: without the event loop's frames
+    that lead there, or none at all (an interrupt in the loop's select)."""
+    while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell-"):
+        tb = tb.tb_next
+    return tb
+
+
+def _noop():
+    pass
 
 
 def _on_big_stack(fn, size):
@@ -889,12 +944,20 @@ class Session(object):
         self.cell_t0 = 0.0  # when the last cell started (time.time())
         self.has_cloudpickle = False
         self.rss_at = 0.0
+        # The event loop of cells that await (_await), made at the first
+        # one; spinning says that the main thread runs it between cells.
+        self.aloop = None
+        self.spinning = False
+        self.cell_task = None
+        self.await_cancelled = False
+        self.sigint.cancel = self._cancel_await
         main = types.ModuleType("__main__")
         main.__dict__["__builtins__"] = __builtins__
         sys.modules["__main__"] = main
         self.ns = main.__dict__
         for helper in RELAY_HELPERS:
             self.ns[helper] = self._lazy(helper)
+        self.ns["display"] = _display
         if toolkit is not None:
             toolkit.preload(self.ns, self._sh_on_host, _reaper_group, self._hub_request)
         if IMPORTER is not None:
@@ -1135,6 +1198,8 @@ class Session(object):
             with self.cond:
                 self.queue.append((header, data))
                 self.cond.notify()
+                if self.spinning:
+                    self.aloop.call_soon_threadsafe(self._stop_spin)
 
     def query(self, header):
         """Answer a query frame on a thread of its own (a repr may hang,
@@ -1262,18 +1327,32 @@ class Session(object):
         """Take the next frame and answer it, whatever happens."""
         header = None
         try:
-            with self.cond:
+            self.cond.acquire()
+            try:
                 while True:
                     held = self.querying and _monotonic() < self.query_until
                     if self.queue and not held:
                         break
-                    self.cond.wait(max(0.01, self.query_until - _monotonic()) if held else None)
+                    if held or self.aloop is None:
+                        self.cond.wait(max(0.01, self.query_until - _monotonic()) if held else None)
+                        continue
+                    # Tasks of cells that awaited run on while we wait.
+                    self.spinning = True
+                    self.cond.release()
+                    try:
+                        self._spin()
+                    finally:
+                        self.cond.acquire()
+                        self.spinning = False
+                        self.idle_cond.notify_all()  # a query waits for it (query.py)
                 header, data = self.queue.pop(0)
                 op = header.get("op")
                 # From here an interrupt or a cancel finds it taken.
                 self.key = ("cell", header.get("cell", 0)) if op == "exec" else ("sid", header.get("sid"))
                 self.phase = PARSING
                 self.sigint.sent = self.sigint.pending = False
+            finally:
+                self.cond.release()
             if op == "exec":
                 self.run_cell(header)
             elif op == "serve":
@@ -1330,28 +1409,29 @@ class Session(object):
             else:
                 linecache.cache[fname] = (len(code), None, code.splitlines(True), fname)
                 try:
-                    body, last = _compile(code, fname)
+                    body, last, named = _compile(code, fname)
                 except Exception:
                     # The cell does not compile (a syntax error, or a tree too
                     # deep or too big): there are no frames worth showing.
                     etype, evalue = sys.exc_info()[:2]
-                    status, error = "error", _error_dict(etype, evalue, None)
+                    status, error = "error", _await_too_old(evalue, code) or _error_dict(etype, evalue, None)
                 else:
                     if not self._run():
                         status, error = "error", _PARKED
                     else:
                         late = False
                         try:
-                            exec(body, self.ns)
-                            if last is not None:
-                                v = eval(last, self.ns)
+                            if body.co_flags & CO_COROUTINE:
+                                self._await(eval(body, self.ns))
+                            else:
+                                exec(body, self.ns)
+                            if last is not None or named:
+                                v = self.ns.pop(VALUE_NAME, None) if named else eval(last, self.ns)
                                 if v is not None:
                                     self.ns["_"] = v
-                                    shown = _shown(v)
-                                    if shown is None:
-                                        value = self.safe_repr(v)
-                                    else:
-                                        sys.stdout.write(shown if shown.endswith("\n") else shown + "\n")
+                                    value = self.show_value(v)
+                            if "matplotlib.pyplot" in sys.modules:
+                                _load_module("mplinline").flush()
                         finally:
                             late = self._stop()
                         if late:
@@ -1369,9 +1449,97 @@ class Session(object):
         self._stop()
         done = {"op": "done", "cell": cell, "status": status, "value": value,
                 "error": error, "duration": time.time() - t0}
-        self.finish(header.get("fence", ""), done)
+        self.finish(header.get("fence", ""), done, self.display_items(done))
 
-    def finish(self, fence, done):
+    def show_value(self, v):
+        """A cell's last value v as Out's text (None when it has none):
+        the text its type shows as (printed), or its repr; its richest
+        representation, if it has one, goes with the cell's display items
+        (replhub_toolkit/display.py)."""
+        shown = _shown(v)
+        if shown is not None:
+            sys.stdout.write(shown if shown.endswith("\n") else shown + "\n")
+            return None
+        if type(v) not in _PLAIN and ("matplotlib.figure" in sys.modules or any(
+                hasattr(type(v), m) for m in _RICH_METHODS)):
+            try:
+                if _load_module("display").value(v):
+                    return None
+            except Exception as e:
+                sys.stderr.write("[display: %s: %s]\n" % (type(e).__name__, str(e)[:200]))
+        return self.safe_repr(v)
+
+    def display_items(self, done):
+        """The display items shown since the last cell, into done's header;
+        their bytes, one after the other, are the frame's payload."""
+        mod = sys.modules.get("replhub_toolkit.display")
+        if mod is None or not (mod._items or mod._size[1]):
+            return None
+        items, dropped = mod.take()
+        done["display"] = [{"mime": m, "size": len(d)} for m, d in items]
+        if dropped:
+            done["dropped"] = dropped
+        return b"".join(d for _, d in items)
+
+    def _await(self, coro):
+        """Run a cell's coroutine to its end on the session's event loop,
+        made at the first cell that awaits; between cells the loop runs on
+        (serve_one), so tasks a cell starts keep running. An interrupt
+        cancels the cell's task while it awaits (_cancel_await), and ends
+        the cell with KeyboardInterrupt."""
+        import asyncio
+        loop = self.aloop
+        if loop is None or loop.is_closed():
+            loop = self.aloop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+        task = loop.create_task(coro)
+        self.cell_task, self.await_cancelled = task, False
+        try:
+            return loop.run_until_complete(task)
+        except asyncio.CancelledError:
+            if not self.await_cancelled:
+                raise
+        except BaseException as e:
+            if not task.done():
+                task.cancel()  # it unwinds as the loop runs on
+            raise e.with_traceback(_from_cell(e.__traceback__))
+        finally:
+            self.cell_task = None
+        raise KeyboardInterrupt  # the interrupt cancelled it
+
+    def _cancel_await(self):
+        """On SIGINT, with the main thread in user code: True if a cell's
+        task awaits and was cancelled; False when code runs (a task's step,
+        a cell's synchronous part), which KeyboardInterrupt then stops, and
+        for a second interrupt (a task that ignored the cancel)."""
+        task, loop = self.cell_task, self.aloop
+        if task is None or task.done() or self.await_cancelled:
+            return False
+        import asyncio
+        if asyncio.current_task(loop) is not None:
+            return False
+        self.await_cancelled = True
+        task.cancel()
+        loop.call_soon_threadsafe(_noop)  # wake the loop from its select
+        return True
+
+    def _stop_spin(self):
+        # On the loop, from dispatch: a call that comes late (the main
+        # thread left the loop already) must not stop a cell's run.
+        if self.spinning:
+            self.aloop.stop()
+
+    def _spin(self):
+        """Between cells, run the session's event loop until a frame comes
+        (dispatch stops it), so that tasks go on while no cell runs."""
+        loop = self.aloop
+        try:
+            loop.run_forever()
+        except BaseException:
+            if loop.is_closed():
+                self.aloop = None
+
+    def finish(self, fence, done, data=None):
         """Flush, then the fence and the done frame. SIGINT is dropped from
         here on (phase FINISHING), so neither can be lost or doubled.
         Background jobs that ended are mentioned first."""
@@ -1386,9 +1554,16 @@ class Session(object):
         if now - self.rss_at > 1.0:
             self.rss_at = now
             done["rss"] = _rss()
-        self._write_done(fence, done)
+        try:
+            self._write_done(fence, done, data)
+        except ValueError:
+            # A header over the bound (a display list too long): the items
+            # go, the cell's end does not.
+            done.pop("display", None)
+            done["dropped"] = done.get("dropped", 0) + 1
+            self._write_done(fence, done)
 
-    def _write_done(self, fence, done):
+    def _write_done(self, fence, done, data=None):
         with self.sigint:
             try:
                 view = memoryview(fence.encode("utf-8"))
@@ -1396,7 +1571,7 @@ class Session(object):
                     view = view[os.write(1, view):]
             except OSError:
                 pass
-            self.chan.send(done)
+            self.chan.send(done, data)
 
     def run_serve(self, header, data):
         """Serve a put/get/call or a file's read or write for another
@@ -1497,6 +1672,19 @@ class Session(object):
         return _cap(text, VALUE_CAP)[0]
 
 
+# A value of these types shows as its repr, without a look at richer forms.
+_PLAIN = (type(None), bool, int, float, complex, str, bytes, list, tuple, dict, set, frozenset, range)
+_RICH_METHODS = ("_repr_mimebundle_", "_repr_png_", "_repr_jpeg_", "_repr_svg_", "_repr_markdown_",
+                 "_repr_html_", "_repr_json_")
+
+
+def _display(*objs, **kwargs):
+    """Show each object by its richest representation: an image, or
+    Markdown, HTML or JSON text; else its repr. include= and exclude= (MIME
+    types) choose among them; raw=True takes {mime: data} bundles."""
+    return _load_module("display").display(*objs, **kwargs)
+
+
 def _shown(v):
     """The text a value shows as, when its type says (__replhub_show__:
     the toolkit's results print as plain text and stay usable as values);
@@ -1509,6 +1697,50 @@ def _shown(v):
     except Exception:
         return None
     return text if isinstance(text, str) else None
+
+
+class _MatplotlibHook(object):
+    """First on sys.meta_path, it finds nothing itself: it only notices
+    matplotlib's import, to make replhub's inline backend matplotlib's
+    default once matplotlib has loaded (replhub_toolkit/mplinline.py). A
+    session that never imports matplotlib pays one call per import."""
+
+    def __init__(self):
+        self.busy = False
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "matplotlib" or self.busy:
+            return None
+        import importlib.util
+        self.busy = True
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self.busy = False
+        if spec is None or not hasattr(spec.loader, "exec_module"):
+            return None
+        spec.loader = _ThenSelect(spec.loader)
+        return spec
+
+
+class _ThenSelect(object):
+    """matplotlib's own loader, and then the backend's choice."""
+
+    def __init__(self, loader):
+        self.loader = loader
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module):
+        self.loader.exec_module(module)
+        try:
+            _load_module("mplinline").select(module)
+        except Exception:
+            pass
 
 
 def _job_notes():
@@ -1864,6 +2096,7 @@ def main(argv):
             t.start()
         os._exit = session.pump.exit_after_drain(os._exit)
     signal.signal(signal.SIGINT, chan.sigint.handler)
+    sys.meta_path.insert(0, _MatplotlibHook())
     t = threading.Thread(target=session.read_loop, args=(chan._r, chan.gen), name="replhub-reader")
     t.daemon = True
     t.start()

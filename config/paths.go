@@ -104,6 +104,9 @@ func (p Paths) LiveDir() string { return filepath.Join(p.State, "live") }
 // folder of mode 0700.
 func (p Paths) SwapDir() string { return filepath.Join(p.State, "swap") }
 
+// DisplayDir holds the images that cells showed, as the CLI wrote them.
+func (p Paths) DisplayDir() string { return filepath.Join(p.State, "display") }
+
 // Hostname is this machine's host name, made safe for a path component, so
 // that a shared home keeps each machine's state apart.
 func Hostname() string {

@@ -111,8 +111,10 @@ type run struct {
 	fence    []byte
 	start    time.Time
 	done     *proto.Done
-	sealed   *rendered // output up to the fence, under ReplyCap
-	raw      *rawOut   // the same, kept for a reply under another cap
+	display  []wire.Display // the done frame's items, bounded
+	dnotes   []string       // what became of the others
+	sealed   *rendered      // output up to the fence, under ReplyCap
+	raw      *rawOut        // the same, kept for a reply under another cap
 	finished chan struct{}
 	result   *wire.Result
 	// collecting counts the callers inside collect for this run (its own
@@ -493,11 +495,14 @@ func (s *Session) readFrames() {
 		}
 		switch f := m.(type) {
 		case *proto.Done:
+			// Images are scaled here, on the frame reader, not under mu.
+			display, dnotes := displayItems(f)
+			f.Data = nil
 			s.mu.Lock()
 			// A reattached worker sends its last done frame again, which
 			// the old link may have lost: one already had is ignored.
 			if r := s.cur; r != nil && r.cell == f.Cell && r.done == nil && !r.isFinished() {
-				r.done = f
+				r.done, r.display, r.dnotes = f, display, dnotes
 				if f.Names != nil {
 					s.names = f.Names
 				}
@@ -629,6 +634,8 @@ func (s *Session) finishLocked(r *run) {
 		Value:      f.Value,
 		Error:      f.Error,
 		DurationMS: int64(f.Duration * 1000),
+		Display:    r.display,
+		Notes:      r.dnotes,
 	}
 	if res.Status != wire.StatusOK && res.Status != wire.StatusError {
 		res.Status = wire.StatusError

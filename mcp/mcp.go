@@ -189,7 +189,7 @@ func text(s string, isErr bool) *sdk.CallToolResult {
 // died, as the CLI's exit codes 1 and 4 say.
 func result(res *wire.Result) *sdk.CallToolResult {
 	failed := res.Status == wire.StatusError || res.Status == wire.StatusDead || res.Status == wire.StatusFailed
-	return text(res.TextFor(wire.SurfaceMCP), failed)
+	return withImages(text(res.TextFor(wire.SurfaceMCP), failed), res)
 }
 
 func failure(err error) (*sdk.CallToolResult, any, error) {

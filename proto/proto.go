@@ -11,8 +11,9 @@
 // bug.
 //
 // Bounds: a header line is at most MaxHeader bytes; a chunk's payload at
-// most ChunkSize; a req's or served's blob at most the Reader's MaxBlob;
-// every other op carries no payload. A header that breaks a bound is a
+// most ChunkSize; a req's or served's blob at most the Reader's MaxBlob; a
+// done frame's display items at most DisplaySize; every other op carries
+// no payload. A header that breaks a bound is a
 // *Violation: the stream cannot be trusted past it, and the hub ends that
 // session alone. A line that is not a well-formed frame of a known op, but
 // leaves the stream in step, is *Malformed: dropped, and the stream goes on.
@@ -40,6 +41,11 @@ const (
 	// DefaultMaxBlob bounds a pickled object (a put, get or call) when the
 	// Reader's MaxBlob is zero.
 	DefaultMaxBlob = 1 << 30
+	// DisplaySize bounds a done frame's payload: the display items of one
+	// cell, which the worker keeps to MaxDisplayItems and this size.
+	DisplaySize = 32 << 20
+	// MaxDisplayItems bounds a done frame's display list.
+	MaxDisplayItems = 16
 )
 
 // Ops, as the "op" key spells them.
@@ -123,6 +129,21 @@ type Done struct {
 	Names    []string        `json:"names,omitempty"`
 	// RSS is the worker's resident memory; zero when not measured.
 	RSS int64 `json:"rss,omitempty"`
+	// Display lists what the cell showed beyond its text (images,
+	// Markdown, HTML, JSON), in order; their bytes follow one another in
+	// Data. Dropped counts the items the worker left out (over its
+	// bounds).
+	Display []DisplayItem `json:"display,omitempty"`
+	Dropped int           `json:"dropped,omitempty"`
+
+	Data []byte `json:"-"`
+}
+
+// DisplayItem is one thing a cell showed: its MIME type and its size in
+// the done frame's payload.
+type DisplayItem struct {
+	MIME string `json:"mime"`
+	Size int64  `json:"size"`
 }
 
 // How an interrupt went, in an Interrupted frame.
@@ -390,6 +411,8 @@ func payload(m Msg) *[]byte {
 	case *Chunk:
 		return &m.Data
 	case *Out:
+		return &m.Data
+	case *Done:
 		return &m.Data
 	}
 	return nil

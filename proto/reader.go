@@ -154,6 +154,8 @@ func (r *Reader) maxLen(m Msg) int64 {
 		return ChunkSize
 	case *Out:
 		return OutSize
+	case *Done:
+		return DisplaySize
 	case *Req, *Served, *Reply, *Serve:
 		if r.MaxBlob > 0 {
 			return r.MaxBlob

@@ -40,11 +40,14 @@ func Worst(hosts []HostResult) string {
 // fanKey is what makes two hosts' replies one block: the same output,
 // value, exception, notes and status.
 type fanKey struct {
-	status, output, value, err, notes, death string
+	status, output, value, err, notes, death, display string
 }
 
 func keyOf(r *Result) fanKey {
 	k := fanKey{status: r.Status, output: r.Output, notes: strings.Join(r.Notes, "\n"), death: r.Death}
+	var display strings.Builder
+	r.displayText(func(s string) { display.WriteString(s + "\n") })
+	k.display = display.String()
 	if r.Previous != "" {
 		k.notes = r.Previous + "\n" + k.notes
 	}

@@ -50,7 +50,7 @@ func (r *Result) TextFor(surface string) string {
 			line(fmt.Sprintf("[session '%s' is idle: nothing to collect]", r.Session))
 		}
 	case StatusOK:
-		if surface == SurfaceMCP && r.Output == "" && r.Value == nil && r.Error == nil {
+		if surface == SurfaceMCP && r.Output == "" && r.Value == nil && r.Error == nil && len(r.Display) == 0 {
 			line(fmt.Sprintf("[cell %d ran: no output, no value]", r.Cell))
 		}
 	}
@@ -87,6 +87,7 @@ func (r *Result) writeOutcome(b *lines, cell int) {
 			b.line(e.Type + ": " + e.Message)
 		}
 	}
+	r.displayText(b.line)
 	if r.Value != nil {
 		if cell < 0 {
 			b.line("Out: " + *r.Value)

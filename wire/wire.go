@@ -272,6 +272,9 @@ type Result struct {
 	Created *SessionInfo `json:"created,omitempty"`
 	// Death says how the session died, when Status is dead.
 	Death string `json:"death,omitempty"`
+	// Display is what the cell showed beyond its text (images and
+	// formatted text), in order.
+	Display []Display `json:"display,omitempty"`
 	// Fan is a group's answer (exec with Hosts, or a later exec or wait
 	// of the group's name): one result per host. Session is then the
 	// group's name and Status the worst of its hosts' (fan.go).

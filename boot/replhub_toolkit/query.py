@@ -172,6 +172,7 @@ def answer(sess, header):
             sess.idle_cond.wait(left)
         sess.querying += 1
         sess.query_until = max(sess.query_until, _now() + BUDGET + GRACE)
+        _pause_loop(sess)
     waited = _now() - t0
     try:
         out = fn(sess, header, Deadline(BUDGET))
@@ -183,6 +184,18 @@ def answer(sess, header):
     if waited_for:
         out["cell"], out["waited"] = waited_for, waited
     return out
+
+
+def _pause_loop(sess, most=1.0):
+    """With sess.cond held: stop the event loop that the main thread runs
+    between cells (tasks of cells that awaited), so that no task's step runs
+    beside the query; a step that holds on past most seconds is let be."""
+    if not getattr(sess, "spinning", False):
+        return
+    sess.aloop.call_soon_threadsafe(sess._stop_spin)
+    until = _now() + most
+    while sess.spinning and _now() < until:
+        sess.idle_cond.wait(until - _now())
 
 
 # -- vars -------------------------------------------------------------------

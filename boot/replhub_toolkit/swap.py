@@ -100,10 +100,21 @@ def children():
     return sorted(out)
 
 
-def background_job():
+def tasks(loop):
+    """The asyncio tasks not done on loop (the session's, where a cell
+    awaited), as "asyncio task NAME"."""
+    if loop is None or loop.is_closed():
+        return []
+    import asyncio
+    return sorted("asyncio task %r" % (t.get_name() if hasattr(t, "get_name") else "?")
+                  for t in asyncio.all_tasks(loop) if not t.done())
+
+
+def background_job(loop=None):
     """What would keep a script from exiting: a thread that is not a daemon,
-    or a child process still running; "" when there is none."""
-    jobs = ["thread %r" % name for name, daemon in threads() if not daemon] + children()
+    a child process still running, or a task on the session's event loop
+    (loop); "" when there is none."""
+    jobs = ["thread %r" % name for name, daemon in threads() if not daemon] + children() + tasks(loop)
     return ", ".join(jobs)
 
 
@@ -309,7 +320,7 @@ def swap(session, header, chan, tk):
     header["sid"]; return the swapped frame's fields."""
     ns = session.ns
     force = bool(header.get("force"))
-    job = background_job()
+    job = background_job(getattr(session, "aloop", None))
     if job and not force:
         return {"op": "swapped", "ok": False, "job": job}
     path = header.get("path")

@@ -148,6 +148,9 @@ func resultCode(r *wire.Result) int {
 // group's JSON is one object per host, a line each.
 func (e *env) printResult(r *wire.Result, asJSON bool) error {
 	e.code = resultCode(r)
+	if err := e.saveDisplay(r); err != nil {
+		return err
+	}
 	if asJSON && r.Fan != nil {
 		return writeJSONLines(e.io.Out, r.Fan)
 	}
