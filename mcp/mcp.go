@@ -25,20 +25,20 @@ import (
 // Instructions tell an agent how to use the tools; the essentials come first
 // because clients may cut them. The line {modules} becomes the list of
 // modules (see instructions); the whole stays under 2 KB.
-const Instructions = `replhub keeps named Python sessions alive between calls: imports, data, open connections and functions persist until the session is killed.
+const Instructions = `replhub keeps named Python sessions alive between calls: imports, data, connections and functions persist until the session is killed.
 
-Before you start, call sessions and reuse a session whose names and cwd fit the task rather than redo its work.
+Before you start, call sessions and reuse a session that fits the task rather than redo its work.
 
-- exec runs code in a session, creating it on first use in the server's cwd and environment; the last expression's value comes back as Out[n]. Load big things once, then query them in later calls.
-- exec's host starts the session on an ssh host (nothing is installed there); sudo makes it root. Later calls reach it by name alone.
-- Past its timeout (default 30 s, at most 600) exec returns while the cell runs on: call wait to collect it. A call you cancel interrupts its cell, and the next wait or exec shows what it wrote. One cell at a time per session: use several sessions for parallel work, or exec with queue true to line cells up behind a busy one.
-- A reply holds at most 40,000 characters (head and tail kept): print summaries, not whole data sets.
-- Code in a session drives others: s = session("db", host="h", sudo=True) opens or attaches; s.put(x=x); s.call(f, *args) runs f there and returns its value (into="name" keeps it there); s.get("y"); s.push(src, dest) and s.pull(path) move files; sessions() lists them. Functions travel by value.
+- exec runs code in a session (created on first use, in the server's cwd and environment); the last expression's value comes back as Out[n], a figure or image as an image. Cells may await. Load big things once, query them later.
+- host starts it on an ssh host (nothing is installed there); sudo makes it root; later calls use the name alone.
+- Past its timeout (default 30 s, at most 600) exec returns and the cell runs on: wait collects it. A cancelled call interrupts its cell; the next reply shows what it wrote. One cell at a time per session: use more sessions, or queue true to line cells up.
+- A reply holds at most 40,000 characters: print summaries, not whole data.
+- Code in a session drives others: s = session("db", host="h", sudo=True); s.put(x=x); s.call(f, *args) returns f's value from there (into="name" keeps it there); s.get("y"); s.push(src, dest), s.pull(path) move files; sessions() lists them.
 {modules}
-- The toolkit is preloaded everywhere, on hosts and as root: tkhelp() lists it (read, edit, grep, glob, diff, sh, bg, sudo, fetch, memory, ...). Prefer it to shelling out.
-- A session idle for a day goes to disk; the next exec restores it, noting what did not survive. A death is told once, with how.
+- The toolkit is preloaded everywhere: tkhelp() lists it (read, edit, grep, glob, diff, sh, bg, sudo, fetch, ...). Prefer it to shelling out.
+- An idle session goes to disk after a day; the next exec restores it. A death is told once.
 - vars, inspect and complete look into a session without running a cell; reset clears its names.
-- memory reads and maintains Claude Code's auto memory (MEMORY.md) without a session.
+- memory maintains Claude Code's auto memory (MEMORY.md) without a session.
 
 This is not a sandbox: code runs with the user's privileges.`
 
