@@ -9,8 +9,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
+
+	"github.com/replhub/replhub/internal/lazyre"
 )
 
 // Paths are the folders replhub uses. A zero Paths is not usable; call
@@ -114,4 +115,4 @@ func Hostname() string {
 	return unsafePath.ReplaceAllString(h, "_")
 }
 
-var unsafePath = regexp.MustCompile(`[^A-Za-z0-9._-]`)
+var unsafePath = lazyre.New(`[^A-Za-z0-9._-]`)

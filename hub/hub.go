@@ -17,7 +17,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/replhub/replhub/boot"
 	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/internal/lazyre"
 	"github.com/replhub/replhub/payload"
 	"github.com/replhub/replhub/remote"
 	"github.com/replhub/replhub/safesock"
@@ -403,7 +403,7 @@ func timeoutOf(sec float64) time.Duration {
 	return min(d, MaxTimeout)
 }
 
-var validName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+var validName = lazyre.New(`^[A-Za-z0-9._-]{1,64}$`)
 
 // checkName refuses names that are not letters, digits and ._- up to 64,
 // and the two that would be folders.

@@ -16,13 +16,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/replhub/replhub/boot"
+	"github.com/replhub/replhub/internal/lazyre"
 )
 
 // Module is one Python module in the bundle. A late one travels without
@@ -141,7 +141,7 @@ func UserModules(dir string) (map[string]Module, error) {
 	return mods, nil
 }
 
-var validModule = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var validModule = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 var (
 	cpOnce sync.Once

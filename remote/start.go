@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/replhub/replhub/boot"
+	"github.com/replhub/replhub/internal/lazyre"
 	"github.com/replhub/replhub/sudo"
 )
 
@@ -29,9 +29,9 @@ var DefaultPythons = []string{
 // validPython is what a python entry may look like before it goes into the
 // finder script: a name, a path, a folder or a glob; no quotes, spaces or
 // shell syntax beyond glob characters.
-var validPython = regexp.MustCompile(`^(~/)?[A-Za-z0-9._/*?\[\]+-]{1,255}$`)
+var validPython = lazyre.New(`^(~/)?[A-Za-z0-9._/*?\[\]+-]{1,255}$`)
 
-var validMinor = regexp.MustCompile(`^3\.[0-9]{1,2}$`)
+var validMinor = lazyre.New(`^3\.[0-9]{1,2}$`)
 
 // StartSpec says how to start a worker.
 type StartSpec struct {
@@ -58,7 +58,7 @@ const (
 	SudoPassword = "S"
 )
 
-var validPrompt = regexp.MustCompile(`^[][A-Za-z0-9 :._-]{1,80}$`)
+var validPrompt = lazyre.New(`^[][A-Za-z0-9 :._-]{1,80}$`)
 
 // Script renders the finder script for spec with marker token.
 func Script(spec StartSpec, token string) (string, error) {
