@@ -105,6 +105,10 @@ func (p Paths) LiveDir() string { return filepath.Join(p.State, "live") }
 // folder of mode 0700.
 func (p Paths) SwapDir() string { return filepath.Join(p.State, "swap") }
 
+// PythonCache holds what interpreters said of themselves when asked (their
+// version, where their cloudpickle is), keyed by path, size and mtime.
+func (p Paths) PythonCache() string { return filepath.Join(p.State, "pythons.json") }
+
 // Hostname is this machine's host name, made safe for a path component, so
 // that a shared home keeps each machine's state apart.
 func Hostname() string {

@@ -107,12 +107,16 @@ func (h *Hub) launchLocal(req wire.Request, withPassword bool, prompt string) (P
 	if err != nil {
 		return nil, err
 	}
+	env := req.Env
+	if len(python.Env) > 0 {
+		env = append(append([]string(nil), req.Env...), python.Env...)
+	}
 	dir := req.Cwd
 	if dir == "" {
 		dir = "/"
 	}
 	sock := h.workerSocket()
-	argv := []string{python, "-c", workerLauncher(h.workerPath), "--stdio", "--durable", sock}
+	argv := []string{python.Path, "-c", workerLauncher(h.workerPath), "--stdio", "--durable", sock}
 	if d := payload.CloudpickleDir(); d != "" {
 		argv = append(argv, "--cloudpickle", d)
 	}
@@ -135,7 +139,7 @@ func (h *Hub) launchLocal(req wire.Request, withPassword bool, prompt string) (P
 		argv = append(sudo.Args(bin, withPassword, prompt), argv...)
 		root = true
 	}
-	p, err := startLocal(argv, dir, req.Env)
+	p, err := startLocal(argv, dir, env)
 	if err != nil {
 		return nil, fmt.Errorf("cannot start %s: %w", argv[0], err)
 	}
@@ -199,6 +203,13 @@ func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, se
 	s.mu.Lock()
 	s.info.Route = route.String()
 	s.mu.Unlock()
+	// The local minor is told while the connection is made.
+	minor := make(chan string, 1)
+	if req.Python == "" {
+		go func() { minor <- h.localMinor(req) }()
+	} else {
+		minor <- ""
+	}
 	conn, err := h.pool.Get(ctx, route, env)
 	if err != nil {
 		return nil, err
@@ -219,7 +230,7 @@ func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, se
 	spec := remote.StartSpec{
 		Pythons: append(append([]string(nil), req.Pythons...), settings.Pythons...),
 		Python:  req.Python,
-		Prefer:  h.localMinor(req),
+		Prefer:  <-minor,
 		Payload: pl,
 	}
 	if req.Sudo {
