@@ -2,7 +2,7 @@
 // prints a table of medians and ratios. It builds the binary and runs a
 // private hub in a temporary folder; nothing of the user's is touched.
 //
-//	go run ./bench [-python PATH] [-n RUNS] [-remote=false] [-objects] [-swap] [-transfers K] [-durable] [-linger] [-toolkit] [-query]
+//	go run ./bench [-python PATH] [-n RUNS] [-remote=false] [-objects] [-swap] [-transfers K] [-durable] [-linger] [-toolkit] [-query] [-speed]
 package main
 
 import (
@@ -29,6 +29,7 @@ var (
 	durableOnly *bool
 	lingerOnly  *bool
 	toolkitOnly *bool
+	speedOnly   *bool
 )
 
 func main() {
@@ -41,6 +42,7 @@ func main() {
 	durableOnly = flag.Bool("durable", false, "measure only the adoption of live sessions by a new hub")
 	lingerOnly = flag.Bool("linger", false, "measure only a remote session's reattach after its link drops")
 	toolkitOnly = flag.Bool("toolkit", false, "measure only the toolkit: grep against rg, edit of a 10 MB file")
+	speedOnly = flag.Bool("speed", false, "measure only start-up: a CLI call, a warm exec, new sessions, pyenv shims here and on a host")
 	flag.Parse()
 	if err := run(*python, *n); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -136,7 +138,15 @@ func run(python string, n int) error {
 	var rows []row
 	fmt.Printf("python %s, %d runs per whole-process figure\n\n", w.py, n)
 
-	if *queryOnly {
+	if *speedOnly {
+		sr, err := speedRows(w, n)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+		}
+		rows = append(rows, sr...)
+		*remoteFlag = false
+		*toolkitOnly = true // and none of the default rows
+	} else if *queryOnly {
 		qr, err := queryRows(w, n)
 		if err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -70,4 +71,24 @@ func TestStubRunsTheWorkerFromMemory(t *testing.T) {
 	assert.Contains(t, lines[1], `"op":"ready"`)
 	assert.Contains(t, lines[2], `"value":"6"`)
 	assert.Equal(t, "FENCE", stderr.String())
+}
+
+// A payload is compressed once for the same argv and user modules, and
+// anew when a module changes.
+func TestPayloadIsKeptUntilModulesChange(t *testing.T) {
+	dir := t.TempDir()
+	mod := filepath.Join(dir, "helpers.py")
+	require.NoError(t, os.WriteFile(mod, []byte("X = 1\n"), 0o600))
+	a, err := WithUserModules(dir, "--stdio")
+	require.NoError(t, err)
+	b, err := WithUserModules(dir, "--stdio")
+	require.NoError(t, err)
+	assert.Same(t, &a[0], &b[0], "the same payload is not compressed again")
+	c, err := WithUserModules(dir, "--stdio", "--no-tk")
+	require.NoError(t, err)
+	assert.NotEqual(t, a, c, "another argv is another payload")
+	require.NoError(t, os.WriteFile(mod, []byte("X = 2\n"), 0o600))
+	d, err := WithUserModules(dir, "--stdio")
+	require.NoError(t, err)
+	assert.NotEqual(t, a, d, "an edited module is sent as it is now")
 }

@@ -10,8 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"testing"
 )
+
+// TB is the part of testing.TB the tree needs (the benchmarks have their
+// own).
+type TB interface {
+	Helper()
+	Fatal(args ...any)
+}
 
 // Tree is a fake pyenv root.
 type Tree struct {
@@ -24,7 +30,7 @@ type Tree struct {
 // whose python3 and python3.N link to the real interpreter given, shims
 // for python3 and for every python3.N, and global as the pyenv global
 // version.
-func New(t testing.TB, dir string, versions map[string]string, global string) *Tree {
+func New(t TB, dir string, versions map[string]string, global string) *Tree {
 	t.Helper()
 	tr := &Tree{Root: filepath.Join(dir, ".pyenv")}
 	tr.Shims = filepath.Join(tr.Root, "shims")
@@ -51,7 +57,7 @@ func New(t testing.TB, dir string, versions map[string]string, global string) *T
 }
 
 // SetGlobal writes the pyenv global version.
-func (tr *Tree) SetGlobal(t testing.TB, v string) {
+func (tr *Tree) SetGlobal(t TB, v string) {
 	t.Helper()
 	must(t, os.WriteFile(filepath.Join(tr.Root, "version"), []byte(v+"\n"), 0o644))
 }
@@ -62,7 +68,7 @@ func (tr *Tree) Runs() string {
 	return string(b)
 }
 
-func must(t testing.TB, err error) {
+func must(t TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
