@@ -244,6 +244,11 @@ func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, se
 		conn.Release()
 		return nil, err
 	}
+	if spec.Prefer != "" && w.Version != spec.Prefer && w.Version != "pinned" {
+		s.mu.Lock()
+		s.notes = append(s.notes, fmt.Sprintf("%s has no python %s (this machine's); the session runs python %s", req.Host, spec.Prefer, w.Version))
+		s.mu.Unlock()
+	}
 	if linger == 0 {
 		return &remoteProc{w: w}, nil
 	}

@@ -79,4 +79,23 @@ func TestRemoteFinderReadsPyenv(t *testing.T) {
 		assert.Contains(t, r.Stdout, "python "+c.want+".", "%s", r)
 	}
 	assert.Empty(t, tr.Runs(), "no shim may run")
+
+	// A local minor the host has nowhere: another is taken, and the reply
+	// says so.
+	for v, p := range hubtest.Pythons() {
+		if v == vn || v == vo || exists("/usr/bin/python"+v) || exists("/usr/local/bin/python"+v) {
+			continue
+		}
+		w.Setenv("REPLHUB_PYTHON", p)
+		r := w.Run("exec", "other", "1", "--host", "lab")
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "lab has no python "+v+" (this machine's)", "%s", r)
+		break
+	}
+	assert.Empty(t, tr.Runs(), "no shim may run")
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

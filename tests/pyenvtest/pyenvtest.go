@@ -62,6 +62,9 @@ func (tr *Tree) SetGlobal(t TB, v string) {
 	must(t, os.WriteFile(filepath.Join(tr.Root, "version"), []byte(v+"\n"), 0o644))
 }
 
+// Reset forgets the shims that ran so far.
+func (tr *Tree) Reset() { os.Remove(tr.ran) }
+
 // Runs lists the shims that ran, one a line.
 func (tr *Tree) Runs() string {
 	b, _ := os.ReadFile(tr.ran)
