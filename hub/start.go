@@ -203,8 +203,25 @@ func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, se
 	s.mu.Lock()
 	s.info.Route = route.String()
 	s.mu.Unlock()
-	// The local minor is told while the connection is made.
-	minor := make(chan string, 1)
+	linger := settings.LingerFor()
+	argv := []string{"--stdio"}
+	if linger > 0 {
+		argv = append(argv, "--linger", strconv.FormatFloat(linger.Seconds(), 'f', -1, 64))
+	}
+	if noToolkit(req) {
+		argv = append(argv, "--no-tk")
+	}
+	// The payload and the local minor are made while the connection is:
+	// each can cost a first start tens of milliseconds.
+	type built struct {
+		pl  []byte
+		err error
+	}
+	pch, minor := make(chan built, 1), make(chan string, 1)
+	go func() {
+		pl, err := payload.WithUserModules(h.paths.Modules(), argv...)
+		pch <- built{pl, err}
+	}()
 	if req.Python == "" {
 		go func() { minor <- h.localMinor(req) }()
 	} else {
@@ -214,19 +231,12 @@ func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, se
 	if err != nil {
 		return nil, err
 	}
-	linger := settings.LingerFor()
-	argv := []string{"--stdio"}
-	if linger > 0 {
-		argv = append(argv, "--linger", strconv.FormatFloat(linger.Seconds(), 'f', -1, 64))
-	}
-	if noToolkit(req) {
-		argv = append(argv, "--no-tk")
-	}
-	pl, err := payload.WithUserModules(h.paths.Modules(), argv...)
-	if err != nil {
+	b := <-pch
+	if b.err != nil {
 		conn.Release()
-		return nil, err
+		return nil, b.err
 	}
+	pl := b.pl
 	spec := remote.StartSpec{
 		Pythons: append(append([]string(nil), req.Pythons...), settings.Pythons...),
 		Python:  req.Python,
