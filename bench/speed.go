@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -46,7 +48,12 @@ func speedRows(w *world, n int) (rows []row, err error) {
 	rows = append(rows, row{"`replhub exec s '1+1'`, warm", ms(rh), fmt.Sprintf("`%s -c 'print(1+1)'` %s", sysPy, ms(py)),
 		fmt.Sprintf("%.2fx faster", float64(py)/float64(rh)), "at least 4x faster"})
 
+	// The session runs the same interpreter as the baseline: the start's
+	// own cost, not one interpreter's site-packages against another's.
 	var news []time.Duration
+	saved := w.env
+	w.env = withEnv(w.env, "REPLHUB_PYTHON="+sysPy)
+	defer func() { w.env = saved }()
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("cli-new-%d", i)
 		d, err := timeOnce(w, w.bin, "exec", name, "pass")
@@ -56,6 +63,7 @@ func speedRows(w *world, n int) (rows []row, err error) {
 		news = append(news, d)
 		w.c.Kill(ctx, name)
 	}
+	w.env = saved
 	pass, err := w.timeCmd(n, sysPy, "-c", "pass")
 	if err != nil {
 		return nil, err
@@ -104,7 +112,11 @@ func speedRows(w *world, n int) (rows []row, err error) {
 	rr, err := pyenvHostRows(w, n, tb, tr, global, other)
 	rows = append(rows, rr...)
 	if runs += tr.Runs(); runs != "" {
-		rows = append(rows, row{"shims run", fmt.Sprint(strings.Count(runs, "\n")), strings.ReplaceAll(strings.TrimSpace(runs), "\n", ", "), "", "none"})
+		names := map[string]bool{}
+		for _, l := range strings.Fields(runs) {
+			names[filepath.Base(l)] = true
+		}
+		rows = append(rows, row{"shims run", fmt.Sprint(strings.Count(runs, "\n")), strings.Join(slices.Sorted(maps.Keys(names)), ", "), "", "none"})
 	}
 	return rows, err
 }
