@@ -13,7 +13,7 @@ PREFER=@PREFER@
 PINNED=@PINNED@
 SUDO_MODE=@SUDO@
 SUDO_PROMPT=@PROMPT@
-found= foundv= first= firstv= tried= seen=
+found= foundv= first= firstv= tried= seen= later= shimok=
 # minor P: sets v to the 3.N that P's name or folders tell, after its
 # symlinks; empty when they tell nothing.
 minor() {
@@ -56,7 +56,7 @@ find_up() {
 }
 # resolve SHIM: sets r to what a pyenv or asdf shim would exec.
 resolve() {
-  root=${1%/shims/*} prog=${1##*/} r=
+  root=${1%/shims/*} prog=${1##*/} r= unknown=
   if [ -d "$root/versions" ]; then
     n=$PYENV_VERSION
     if [ -z "$n" ]; then
@@ -93,6 +93,8 @@ resolve() {
       case "$name" in system|*..*|*/*) continue ;; esac
       [ -x "$root/installs/python/$name/bin/$prog" ] && { r="$root/installs/python/$name/bin/$prog"; return 0; }
     done
+  else
+    unknown=1
   fi
   return 1
 }
@@ -102,7 +104,15 @@ consider() {
   case " $seen " in *" $p "*) return 1 ;; esac
   seen="$seen $p"
   case "$p" in
-    */shims/*) tried="$tried $p"; resolve "$p" && consider "$r"; return ;;
+    */shims/*)
+      if [ -z "$shimok" ]; then
+        tried="$tried $p"
+        resolve "$p" && { consider "$r"; return; }
+        # A manager this script does not know: its shim is run, but only
+        # when nothing else is found.
+        [ -n "$unknown" ] && later="$later $p"
+        return 1
+      fi ;;
   esac
   tried="$tried $p"
   minor "$p"
@@ -171,6 +181,10 @@ if [ -n "$PINNED" ]; then
   fi
 else
   each @CANDIDATES@ || each @PREFERRED@ || managed || each @DEFAULTS@
+  if [ -z "$first" ] && [ -n "$later" ]; then
+    shimok=1 seen=
+    for p in $later; do consider "$p"; [ -n "$first" ] && break; done
+  fi
 fi
 py=${found:-$first}
 v=${foundv:-$firstv}
