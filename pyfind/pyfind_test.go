@@ -64,6 +64,10 @@ func TestResolvePyenv(t *testing.T) {
 			}
 		})
 	}
+	os.WriteFile(filepath.Join(dir, "proj", ".python-version"), []byte("3.12\n"), 0o644)
+	if c, _ := Resolve(shim, envOf(map[string]string{"PATH": path}), proj); c.Env[1] != "PYENV_VERSION=3.12.10" {
+		t.Fatalf("pyenv exec exports the names as resolved: %q", c.Env)
+	}
 	if runs := tr.Runs(); runs != "" {
 		t.Fatalf("a shim ran: %s", runs)
 	}

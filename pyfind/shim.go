@@ -100,19 +100,27 @@ func pyenv(root, prog, shim string, getenv func(string) string, cwd string) (Cho
 		names = "system"
 	}
 	versions := filepath.Join(root, "versions")
+	// pyenv exec exports the names as it resolved them (3.12 → 3.12.10).
+	var resolved []string
 	for _, name := range strings.Split(names, ":") {
 		name = strings.TrimPrefix(name, "python-")
+		if v := latest(versions, name); v != "" {
+			name = v
+		}
+		resolved = append(resolved, name)
+	}
+	names = strings.Join(resolved, ":")
+	for _, name := range resolved {
 		if name == "system" {
 			if p := lookPathWithout(prog, getenv("PATH"), filepath.Dir(shim)); p != "" {
 				return Choice{Path: p, Shim: shim, Env: []string{"PYENV_VERSION=" + names}}, true
 			}
 			continue
 		}
-		v := latest(versions, name)
-		if v == "" {
+		if !isDir(filepath.Join(versions, name)) || !safeName(name) {
 			continue
 		}
-		bin := filepath.Join(versions, v, "bin")
+		bin := filepath.Join(versions, name, "bin")
 		if p := filepath.Join(bin, prog); isExec(p) {
 			return Choice{Path: p, Shim: shim, Env: []string{
 				"PATH=" + bin + string(filepath.ListSeparator) + getenv("PATH"), "PYENV_VERSION=" + names}}, true
