@@ -2,7 +2,9 @@
 // prints a table of medians and ratios. It builds the binary and runs a
 // private hub in a temporary folder; nothing of the user's is touched.
 //
-//	go run ./bench [-python PATH] [-n RUNS] [-remote=false] [-objects] [-swap] [-transfers K] [-durable] [-linger] [-toolkit] [-query] [-speed]
+//	go run ./bench [-python PATH] [-n RUNS] [-remote=false] [-objects] [-transfers K] [-swap] [-durable] [-linger] [-toolkit] [-query] [-modules] [-queue] ...
+//
+// `go run ./bench -h` lists every measurement that runs alone.
 package main
 
 import (
@@ -25,11 +27,6 @@ var (
 	remoteFlag  *bool
 	objectsOnly *bool
 	transfers   *int
-	swapOnly    *bool
-	durableOnly *bool
-	lingerOnly  *bool
-	toolkitOnly *bool
-	speedOnly   *bool
 )
 
 func main() {
@@ -38,11 +35,6 @@ func main() {
 	remoteFlag = flag.Bool("remote", true, "also measure remote sessions against OpenSSH (needs sshd)")
 	objectsOnly = flag.Bool("objects", false, "measure only what sessions hand each other (files, objects, calls)")
 	transfers = flag.Int("transfers", 3, "rounds of the 1 GiB push/pull and its baselines")
-	swapOnly = flag.Bool("swap", false, "measure only swap and restore of a 100 MB namespace")
-	durableOnly = flag.Bool("durable", false, "measure only the adoption of live sessions by a new hub")
-	lingerOnly = flag.Bool("linger", false, "measure only a remote session's reattach after its link drops")
-	toolkitOnly = flag.Bool("toolkit", false, "measure only the toolkit: grep against rg, edit of a 10 MB file")
-	speedOnly = flag.Bool("speed", false, "measure only start-up: a CLI call, a warm exec, new sessions, pyenv shims here and on a host")
 	flag.Parse()
 	if err := run(*python, *n); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -138,70 +130,38 @@ func run(python string, n int) error {
 	var rows []row
 	fmt.Printf("python %s, %d runs per whole-process figure\n\n", w.py, n)
 
-	if *speedOnly {
-		sr, err := speedRows(w, n)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
+	if picked := pickedAlone(); len(picked) > 0 {
+		for _, a := range picked {
+			ar, err := a.rows(w, n)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, ar...)
 		}
-		rows = append(rows, sr...)
 		*remoteFlag = false
-		*toolkitOnly = true // and none of the default rows
-	} else if *queryOnly {
-		qr, err := queryRows(w, n)
-		if err != nil {
-			return err
+	} else {
+		if !*objectsOnly {
+			sr, err := swapRows(w, 5)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, sr...)
 		}
-		rows = append(rows, qr...)
-		*remoteFlag = false
-		*toolkitOnly = true // and none of the default rows
-	} else if *toolkitOnly {
-		tr, err := toolkitRows(w, min(n, 7))
-		if err != nil {
-			return err
+		var localRT time.Duration
+		if !*objectsOnly {
+			lr, rt, err := localRows(w, n)
+			if err != nil {
+				return err
+			}
+			rows, localRT = append(rows, lr...), rt
 		}
-		rows = append(rows, tr...)
-		*remoteFlag = false
-	}
-	if *lingerOnly {
-		lr, err := lingerRows(w, min(n, 10))
-		if err != nil {
-			return err
+		if *remoteFlag {
+			rr, err := remoteRows(w, n, localRT)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "bench:", err)
+			}
+			rows = append(rows, rr...)
 		}
-		rows = append(rows, lr...)
-		*remoteFlag = false
-	}
-	if *swapOnly || (!*objectsOnly && !*durableOnly && !*lingerOnly && !*toolkitOnly) {
-		sr, err := swapRows(w, 5)
-		if err != nil {
-			return err
-		}
-		rows = append(rows, sr...)
-	}
-	if *durableOnly {
-		dr, err := durableRows(w)
-		if err != nil {
-			return err
-		}
-		rows = append(rows, dr...)
-	}
-	if *swapOnly || *durableOnly {
-		*remoteFlag = false
-	}
-	var localRT time.Duration
-	if !*objectsOnly && !*durableOnly && !*swapOnly && !*lingerOnly && !*toolkitOnly {
-		lr, rt, err := localRows(w, n)
-		if err != nil {
-			return err
-		}
-		rows, localRT = append(rows, lr...), rt
-	}
-
-	if *remoteFlag {
-		rr, err := remoteRows(w, n, localRT)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-		}
-		rows = append(rows, rr...)
 	}
 
 	fmt.Println("| measurement | replhub (median) | baseline (median) | ratio | goal |")

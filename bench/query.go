@@ -3,14 +3,16 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"time"
 
 	"github.com/replhub/replhub/client"
 )
 
-var queryOnly = flag.Bool("query", false, "measure only the queries: vars on 10,000 names, complete and inspect on an idle session")
+func init() {
+	measureAlone("query", "measure only the queries: vars on 10,000 names, complete and inspect on an idle session",
+		func(w *world, n int) ([]row, error) { return queryRows(w, n) })
+}
 
 // queryRows measures asking a session without running a cell, end to end
 // through the client package: complete and inspect on an idle session,

@@ -18,6 +18,18 @@ import (
 	"github.com/replhub/replhub/tests/sshtest"
 )
 
+func init() {
+	measureAlone("speed", "measure only start-up: a CLI call, a warm exec, new sessions, pyenv shims here and on a host",
+		func(w *world, n int) ([]row, error) {
+			rows, err := speedRows(w, n)
+			if err != nil {
+				// What was measured before the failure is still shown.
+				fmt.Fprintln(os.Stderr, "bench:", err)
+			}
+			return rows, nil
+		})
+}
+
 // speedRows measures what every user feels: a CLI call's own cost, a warm
 // exec and a new session through the CLI against the system python, the
 // first session after a hub start when python3 is a pyenv shim, and

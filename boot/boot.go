@@ -14,6 +14,10 @@
 //     helpers every session starts with: files, shell, memory, display.
 //     Each has its tests; the Python unit tests in replhub_toolkit/tests
 //     run under every Python found (toolkit_test.go).
+//   - modules/NAME.py are the shipped modules, `from replhub import NAME`
+//     in a session: not preloaded, sent by the hub at their import (see
+//     package modules). Every file there is one; their tests (modules/tests)
+//     do not travel.
 //
 // The Python must run on 3.6 through 3.13 with the standard library only.
 package boot
@@ -66,6 +70,23 @@ func ToolkitPackage() []ToolkitModule {
 	sort.Slice(mods, func(i, j int) bool { return mods[i].Pkg || (!mods[j].Pkg && mods[i].Name < mods[j].Name) })
 	return mods
 }
+
+// shippedFS holds the shipped modules (see the package doc).
+//
+//go:embed modules/*.py
+var shippedFS embed.FS
+
+// Shipped returns the shipped modules' sources by name (NAME.py is NAME),
+// read once; callers must not change the map or its slices.
+var Shipped = sync.OnceValue(func() map[string][]byte {
+	ents, _ := fs.ReadDir(shippedFS, "modules")
+	mods := make(map[string][]byte, len(ents))
+	for _, e := range ents {
+		b, _ := shippedFS.ReadFile(path.Join("modules", e.Name()))
+		mods[e.Name()[:len(e.Name())-len(".py")]] = b
+	}
+	return mods
+})
 
 // Boot is the source of boot.py.
 //

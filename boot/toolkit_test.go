@@ -19,12 +19,24 @@ var (
 )
 
 func TestToolkit(t *testing.T) {
+	unittests(t, "boot/replhub_toolkit/tests", "boot")
+}
+
+// The shipped modules' tests (modules/tests) import them as top-level
+// modules: import systemd.
+func TestShippedModules(t *testing.T) {
+	unittests(t, "boot/modules/tests", "boot/modules")
+}
+
+// unittests runs the Python unittest modules of folder dir, with top on
+// sys.path, under every Python found.
+func unittests(t *testing.T, dir, top string) {
 	eachPython(t, func(t *testing.T, py string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, py, "-m", "unittest", "discover",
-			"-s", "boot/replhub_toolkit/tests", "-t", "boot", "-v")
-		cmd.Dir = ".." // so that boot/ is the top: import replhub_toolkit.files
+			"-s", dir, "-t", top, "-v")
+		cmd.Dir = ".." // the repository's root: dir and top are below it
 		cmd.Env = append(os.Environ(),
 			"PYTHONDONTWRITEBYTECODE=1", // no __pycache__ in the tree
 			"TMPDIR="+t.TempDir(),       // whatever a test leaves goes with it

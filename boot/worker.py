@@ -766,6 +766,57 @@ def _listen(path):
     return ln
 
 
+class ReplhubFinder(object):
+    """Owns the package name replhub, first on sys.meta_path: replhub.NAME
+    is a shipped module or the user's NAME.py, its source asked of the hub
+    at every import and reload (fetch(name) -> (source, file)), so nothing
+    on sys.path (a replhub.py in the cwd) stands in for it, and an edit or
+    a new file is seen without a restart."""
+
+    def __init__(self, request):
+        self.request = request  # request(kind, **fields) -> (header, data)
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "replhub" and not name.startswith("replhub."):
+            return None
+        from importlib.machinery import ModuleSpec
+        if name == "replhub":
+            return ModuleSpec(name, self, origin="<replhub>", is_package=True)
+        spec = ModuleSpec(name, self, origin=None)
+        spec.loader_state = self.fetch(name)
+        spec.origin, spec.has_location = spec.loader_state[1], True
+        return spec
+
+    def fetch(self, name):
+        """Module name's source and the file its tracebacks show."""
+        try:
+            header, data = self.request("module", name=name)
+        except Exception as e:
+            msg = "%s" % e
+            cls = ModuleNotFoundError if msg.startswith("No module named") else ImportError
+            raise cls(msg if name in msg else "%s: %s" % (name, msg), name=name) from None
+        return bytes(data or b"").decode("utf-8"), header.get("message") or "<replhub>/%s.py" % name
+
+    def replhub_names(self):
+        """The names of replhub's modules, as the hub lists them (for
+        completions)."""
+        import json
+        _, data = self.request("modules")
+        return [m.get("name", "") for m in json.loads(bytes(data or b"[]").decode("utf-8"))]
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        if module.__name__ == "replhub":
+            module.__doc__ = "replhub's modules: from replhub import NAME; modules() lists them."
+            return
+        import linecache
+        src, fname = module.__spec__.loader_state
+        linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
+        exec(compile(src, fname, "exec", dont_inherit=True), module.__dict__)
+
+
 class Session(object):
     """The cell loop: runs exec and serve frames one at a time, on the main
     thread, in a real __main__; the reader thread queues them.
@@ -814,9 +865,10 @@ class Session(object):
         self.ns["session"] = self._lazy("session")
         self.ns["sessions"] = self._lazy("sessions")
         if toolkit is not None:
-            toolkit.preload(self.ns, self._sh_on_host, _reaper_group)
+            toolkit.preload(self.ns, self._sh_on_host, _reaper_group, self._hub_request)
         if IMPORTER is not None:
             IMPORTER.fetch = self._fetch_module
+        sys.meta_path.insert(0, ReplhubFinder(self._hub_request))
         self.base_names = set(self.ns)
         # What the namespace held at start, which reset puts back.
         self.base_values = dict(self.ns)
@@ -844,6 +896,10 @@ class Session(object):
         except Exception as e:
             raise ImportError("replhub: %s could not be fetched from the hub: %s" % (name, e))
         return bytes(data or b"").decode("utf-8")
+
+    def _hub_request(self, kind, **fields):
+        """One request to the hub: (header, data); HubError if refused."""
+        return self.tk._link.request(kind, **fields)
 
     def _sh_on_host(self, host, argv, input=None, cwd=None, env=None, timeout=None):
         """sh(cmd, host=h): the hub runs argv on host h (see hub/shrun.go)
@@ -1722,9 +1778,6 @@ def main(argv):
     cloudpickle_dir = None
     if "--cloudpickle" in argv:
         cloudpickle_dir = argv[argv.index("--cloudpickle") + 1]
-    if "--modules" in argv:
-        # The user's modules, after everything else on the path.
-        sys.path.append(argv[argv.index("--modules") + 1])
     sock = sock_alt = linger = None
     ready_extra = ()
     if "--durable" in argv:

@@ -193,6 +193,10 @@ type ExecOptions struct {
 	// NoWait returns as soon as the cell has started (status started):
 	// WaitCell collects it.
 	NoWait bool
+	// Queue puts the cell in the session's queue when it is busy, instead
+	// of failing: the result (status queued) comes at once, with the
+	// cell's number for WaitCell.
+	Queue bool
 	// Python for a new session; empty means $REPLHUB_PYTHON, else python3.
 	Python string
 	// Cwd and Env for a new session; empty means this process's own.
@@ -221,7 +225,7 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*w
 		o.Env = os.Environ()
 	}
 	req := wire.Request{Op: wire.OpExec, Name: name, Code: code, Timeout: o.Timeout.Seconds(), Python: o.Python, Cwd: o.Cwd,
-		Host: o.Host, Jump: o.Jump, Pythons: o.Pythons, Sudo: o.Sudo, NoWait: o.NoWait}
+		Host: o.Host, Jump: o.Jump, Pythons: o.Pythons, Sudo: o.Sudo, NoWait: o.NoWait, Queue: o.Queue}
 	rep, err := c.Do(ctx, req, o.OnProgress)
 	if wire.IsCode(err, wire.CodeNeedEnv) {
 		req.Env = o.Env
@@ -260,6 +264,13 @@ func (c *Client) WaitCell(ctx context.Context, name string, n int, timeout time.
 // Interrupt raises KeyboardInterrupt in session name's running cell.
 func (c *Client) Interrupt(ctx context.Context, name string) (string, error) {
 	return c.message(ctx, wire.Request{Op: wire.OpInterrupt, Name: name})
+}
+
+// InterruptCell aims an interrupt at cell n of session name: a queued
+// cell is taken out of the queue, the running one interrupted, and a cell
+// that has finished is left alone (the message says so).
+func (c *Client) InterruptCell(ctx context.Context, name string, n int) (string, error) {
+	return c.message(ctx, wire.Request{Op: wire.OpInterrupt, Name: name, Cell: n})
 }
 
 // CancelCell interrupts the running cell of session name for a caller

@@ -83,8 +83,8 @@ func (p Paths) Log() string { return filepath.Join(p.Runtime, "hub.log") }
 func (p Paths) PidFile() string { return filepath.Join(p.Runtime, "hub.pid") }
 
 // Modules is the folder of the user's modules: each NAME.py there is
-// importable as NAME in every session (locally from this folder, remotely
-// shipped in the payload), so that functions in it travel by reference.
+// replhub.NAME in every session, sent by the hub at its import (package
+// modules), so that functions in it travel by reference.
 func (p Paths) Modules() string { return filepath.Join(p.Config, "modules") }
 
 // Transcript is the file every cell of session name is appended to.

@@ -54,6 +54,10 @@ type handover struct {
 	Result *wire.Result `json:"result,omitempty"`
 	Notes  []string     `json:"notes,omitempty"`
 	At     time.Time    `json:"at"`
+	// Queue and Kept are the session's queue and the unread results of
+	// its earlier cells (queue.go).
+	Queue []queuedCode   `json:"queue,omitempty"`
+	Kept  []*wire.Result `json:"kept,omitempty"`
 }
 
 // socketProc is an adopted worker: frames and output on its socket. It is
@@ -191,9 +195,11 @@ func (h *Hub) adopt(rec liveRecord) error {
 			close(r.finished)
 			s.cur = r
 		}
+		s.takeQueueOver(ho, ready.Cell)
 	} else {
 		s.notes = append(s.notes, fmt.Sprintf("a new hub adopted this session at %s: its names and cells are intact; output the previous hub (pid %d) had read but not shown is lost with it",
 			now.Format("15:04:05"), rec.HubPid))
+		s.queueLost(ready.Cell, rec)
 	}
 	if ready.Running {
 		start := now.Add(-time.Duration(ready.Elapsed * float64(time.Second)))
@@ -214,6 +220,9 @@ func (h *Hub) adopt(rec liveRecord) error {
 	go s.readFrames()
 	go s.waitExit()
 	h.recordLive(s)
+	s.mu.Lock()
+	s.nextLocked() // the queue goes on where the last hub left it
+	s.mu.Unlock()
 	h.log.Info("session adopted", "session", s.name, "pid", ready.Pid, "cell", ready.Cell, "running", ready.Running)
 	return nil
 }
@@ -263,6 +272,7 @@ func (h *Hub) handOver() []*Session {
 		if r := s.cur; r != nil && r.isFinished() && !r.collected && r.result != nil {
 			ho.Result = r.result
 		}
+		s.handQueueOverLocked(ho)
 		rec := h.liveRecordLocked(s)
 		rec.Handover = ho
 		h.rewriteLiveLocked(s, rec)

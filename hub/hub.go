@@ -430,7 +430,11 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	if err != nil {
 		return nil, err
 	}
-	res, err := s.exec(ctx, req.Code, timeoutOf(req.Timeout), req.NoWait, progress, wire.AdviceFor(req.Surface))
+	exec := s.exec
+	if req.Queue {
+		exec = s.enqueue
+	}
+	res, err := exec(ctx, req.Code, timeoutOf(req.Timeout), req.NoWait, progress, wire.AdviceFor(req.Surface))
 	if err != nil {
 		return nil, err
 	}
@@ -446,6 +450,9 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	}
 	res.Previous = previous
 	res.Others = h.othersLine(req)
+	if n := s.unreadNote(wire.AdviceFor(req.Surface)); n != "" {
+		res.Notes = append(res.Notes, n)
+	}
 	h.mu.Lock()
 	res.Notes = append(h.warnings, res.Notes...)
 	h.warnings = nil
@@ -586,7 +593,13 @@ func (h *Hub) Interrupt(req wire.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return s.interrupt(adv, req.Cancelled)
+	if req.Cell < 0 {
+		return "", &wire.Error{Code: wire.CodeBadRequest, Message: "a cell number is 1 or more"}
+	}
+	if req.Cell > 0 {
+		return s.interruptCell(adv, req.Cell)
+	}
+	return s.interrupt(adv, req.Cancelled, 0)
 }
 
 // Kill ends session name and frees its name. No death note is written: the
@@ -676,9 +689,13 @@ func (h *Hub) sessionExited(s *Session, ex Exit) {
 			DurationMS: time.Since(r.start).Milliseconds()}
 		applyOutput(res, last)
 		res.Death = fmt.Sprintf("session '%s' died while running cell %d: %s", s.name, r.cell, s.death)
+		if len(s.queue) > 0 {
+			res.Death += fmt.Sprintf("; %s, queued after it, will not run", cellList(queuedCells(s.queue)))
+		}
 		r.result = res
 		close(r.finished)
 	}
+	never, unread := s.queueDiedLocked()
 	if s.killed {
 		h.log.Info("session killed", "session", s.name)
 		return
@@ -687,6 +704,7 @@ func (h *Hub) sessionExited(s *Session, ex Exit) {
 		Name: s.name, When: time.Now(), How: how, Cells: s.cells,
 		LastOutput: tailLines(strings.TrimSpace(last.text), 10),
 		Transcript: h.paths.Transcript(s.name), Host: s.info.Host, Root: s.info.Root,
+		NeverRan: never, Unread: unread,
 	}
 	h.log.Warn("session died", "session", s.name, "how", how, "cells", s.cells)
 	if err := h.writeDeathNote(note); err != nil {
@@ -712,8 +730,8 @@ func (h *Hub) othersLine(req wire.Request) string {
 		s.mu.Lock()
 		if r := s.cur; r != nil {
 			if !r.isFinished() {
-				parts = append(parts, fmt.Sprintf("%s running cell %d for %s", s.name, r.cell, wire.Duration(time.Since(r.start).Seconds())))
-			} else if !r.collected {
+				parts = append(parts, fmt.Sprintf("%s running cell %d for %s%s", s.name, r.cell, wire.Duration(time.Since(r.start).Seconds()), s.queuedLocked()))
+			} else if !r.collected || len(s.kept) > 0 {
 				parts = append(parts, fmt.Sprintf("%s has an unread result (%s)", s.name, adv.Wait(s.name)))
 			}
 		}

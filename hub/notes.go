@@ -25,6 +25,10 @@ type deathNote struct {
 	Transcript string    `json:"transcript"`
 	Host       string    `json:"host"`
 	Root       bool      `json:"root,omitempty"`
+	// NeverRan are the cells that were queued when it died; Unread those
+	// whose results nobody had read.
+	NeverRan []int `json:"never_ran,omitempty"`
+	Unread   []int `json:"unread,omitempty"`
 }
 
 func (n deathNote) text() string {
@@ -34,6 +38,12 @@ func (n deathNote) text() string {
 	}
 	s := fmt.Sprintf("session '%s' died at %s (%s ago): %s, after %d %s; transcript %s",
 		n.Name, n.When.Local().Format("15:04:05"), wire.Duration(time.Since(n.When).Seconds()), n.How, n.Cells, cells, n.Transcript)
+	if len(n.NeverRan) > 0 {
+		s += fmt.Sprintf("; %s, queued, never ran", cellList(n.NeverRan))
+	}
+	if len(n.Unread) > 0 {
+		s += fmt.Sprintf("; the results of %s were never read", cellList(n.Unread))
+	}
 	if n.LastOutput != "" {
 		s += "\nits last output:\n    " + strings.ReplaceAll(n.LastOutput, "\n", "\n    ")
 	}

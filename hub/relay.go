@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/modules"
 	"github.com/replhub/replhub/payload"
 	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/sudo"
@@ -54,6 +56,9 @@ func (s *Session) busyWithLocked() string {
 	}
 	if op := s.serving; op != nil {
 		return fmt.Sprintf("it is serving a %s from '%s' (for %s)", op.kind, op.from, wire.Duration(time.Since(op.start).Seconds()))
+	}
+	if len(s.queue) > 0 {
+		return fmt.Sprintf("%d cells are queued", len(s.queue))
 	}
 	return ""
 }
@@ -109,12 +114,12 @@ func (h *Hub) serveRequest(from *Session, f *proto.Req) {
 	case "sh":
 		h.runSh(from, f, reply)
 	case "module":
-		// A remote session imports a module the payload sent late.
-		if src, ok := payload.Source(f.Name); ok {
-			reply.OK, reply.Data = true, []byte(src)
-		} else {
-			fail("no module %q is sent late", f.Name)
-		}
+		h.serveModule(f, reply)
+	case "modules":
+		// The listing of modules(): Data the list, Message its text.
+		list := modules.List(h.paths.Modules())
+		reply.OK, reply.Message = true, modules.Text(list, h.paths.Modules())
+		reply.Data, _ = json.Marshal(list)
 	case "put", "get", "call":
 		served, err := h.relayServe(from, f)
 		if err != nil {
@@ -132,6 +137,25 @@ func (h *Hub) serveRequest(from *Session, f *proto.Req) {
 	if err := from.send(reply); err != nil {
 		h.log.Warn("reply not delivered", "session", from.name, "err", err)
 	}
+}
+
+// serveModule answers a session's import: a module of replhub (read anew
+// at every import, see package modules), or one the payload sent late.
+func (h *Hub) serveModule(f *proto.Req, reply *proto.Reply) {
+	if f.Name == "replhub" || strings.HasPrefix(f.Name, modules.Prefix) {
+		m, err := modules.Load(h.paths.Modules(), f.Name)
+		if err != nil {
+			reply.Error = err.Error()
+			return
+		}
+		reply.OK, reply.Data, reply.Message = true, []byte(m.Src), m.File
+		return
+	}
+	if src, ok := payload.Source(f.Name); ok {
+		reply.OK, reply.Data = true, []byte(src)
+		return
+	}
+	reply.Error = fmt.Sprintf("no module %q is sent late", f.Name)
 }
 
 func errorMessage(err error) string {
@@ -170,6 +194,7 @@ func (h *Hub) endServe(target *Session, op *serveOp) string {
 			target.state = stateIdle
 		}
 		target.lastActive = time.Now()
+		target.nextLocked()
 	}
 	return target.death
 }
@@ -352,6 +377,11 @@ func (h *Hub) open(from *Session, f *proto.Req) (info *wire.SessionInfo, previou
 func (h *Hub) transcribeNote(s *Session, title, body string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	h.transcribeNoteLocked(s, title, body)
+}
+
+// transcribeNoteLocked is transcribeNote with s.mu held.
+func (h *Hub) transcribeNoteLocked(s *Session, title, body string) {
 	if err := s.openTranscriptLocked(); err != nil {
 		return
 	}

@@ -65,6 +65,11 @@ type Session struct {
 	lastActive time.Time
 	cells      int  // cells started; the next is cells+1
 	cur        *run // the running cell, or the last one while unread
+	// queue holds the cells waiting their turn, kept the finished ones
+	// nobody has read, gone why a cell's result cannot be (queue.go).
+	queue      []*run
+	kept       []*run
+	gone       map[int]string
 	out        outBuf
 	pending    []byte   // output bytes that may be the start of a fence
 	notes      []string // remarks for the next reply (malformed frames …)
@@ -118,6 +123,15 @@ type run struct {
 	// cell (an interrupt with Cancelled): the reply that shows it says so.
 	cancelled  bool
 	fenceTimer *time.Timer
+	// queued marks a cell that came through the queue: its code waits in
+	// code until it starts (start is zero until then); sent is set once
+	// its exec frame went.
+	queued   bool
+	queuedAt time.Time
+	code     string
+	sent     bool
+	// parked is set by an interrupt that came before the frame went.
+	parked bool
 }
 
 func (r *run) isFinished() bool {
@@ -622,6 +636,7 @@ func (s *Session) finishLocked(r *run) {
 	s.state = stateIdle
 	s.lastActive = time.Now()
 	close(r.finished)
+	s.nextLocked()
 }
 
 func applyOutput(res *wire.Result, out rendered) {
@@ -665,19 +680,28 @@ type BusyError struct {
 }
 
 func (e *BusyError) Error() string {
-	return fmt.Sprintf("session '%s' is busy: cell %d has run for %s; %s waits for it, %s stops it",
-		e.Name, e.Cell, wire.Duration(e.Running.Seconds()), e.Advice.Wait(e.Name), e.Advice.Interrupt(e.Name))
+	return fmt.Sprintf("session '%s' is busy: cell %d has run for %s; %s waits for it, %s stops it, %s runs yours after it",
+		e.Name, e.Cell, wire.Duration(e.Running.Seconds()), e.Advice.Wait(e.Name), e.Advice.Interrupt(e.Name), e.Advice.ExecWith(e.Name, "queue"))
 }
 
-// exec runs code as the next cell and waits up to timeout for it.
-func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, noWait bool, progress func(*wire.Progress), adv wire.Advice) (*wire.Result, error) {
+// lockLive waits up to timeout for a remote session's link and takes s.mu,
+// unless the session is dead: then the error says how it died.
+func (s *Session) lockLive(ctx context.Context, timeout time.Duration) error {
 	if err := s.awaitLink(ctx, timeout); err != nil {
-		return nil, err
+		return err
 	}
 	s.mu.Lock()
 	if s.state == stateDead {
 		s.mu.Unlock()
-		return nil, &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' is dead: %s", s.name, s.death)}
+		return &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' is dead: %s", s.name, s.death)}
+	}
+	return nil
+}
+
+// exec runs code as the next cell and waits up to timeout for it.
+func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, noWait bool, progress func(*wire.Progress), adv wire.Advice) (*wire.Result, error) {
+	if err := s.lockLive(ctx, timeout); err != nil {
+		return nil, err
 	}
 	if r := s.cur; r != nil && !r.isFinished() {
 		s.mu.Unlock()
@@ -693,7 +717,7 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	// exec gave up) comes first in this reply.
 	var earlier *wire.Result
 	earlierNote := ""
-	if r := s.cur; r != nil && !r.collected && r.collecting == 0 {
+	if r := s.cur; r != nil && !r.collected && r.collecting == 0 && !r.queued {
 		earlier = r.result
 		r.collected = true
 		earlierNote = fmt.Sprintf("cell %d finished while nobody waited; its reply comes first", r.cell)
@@ -708,6 +732,7 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	if noWait {
 		r.collecting = 0
 	}
+	s.keepLocked(s.cur)
 	s.cur = r
 	s.state = stateRunning
 	s.lastActive = r.start
@@ -739,15 +764,10 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 // cell, that cell only (an error says why it cannot be).
 func (s *Session) wait(ctx context.Context, timeout time.Duration, cell int, progress func(*wire.Progress)) (*wire.Result, error) {
 	s.mu.Lock()
-	r := s.cur
-	if cell != 0 && (r == nil || r.cell != cell || r.collected) {
-		last := s.cells
+	r, err := s.toCollectLocked(cell)
+	if err != nil {
 		s.mu.Unlock()
-		msg := fmt.Sprintf("cell %d of session '%s' has not started: the last cell is %d", cell, s.name, last)
-		if cell <= last {
-			msg = fmt.Sprintf("cell %d of session '%s' was collected already: a result goes to one reply", cell, s.name)
-		}
-		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: msg}
+		return nil, err
 	}
 	if r == nil || r.collected {
 		res := &wire.Result{Session: s.name, Cell: s.cells, Status: wire.StatusIdle}
@@ -799,7 +819,10 @@ func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, pr
 			return s.takeLocked(r)
 		case <-tick:
 			s.mu.Lock()
-			p := &wire.Progress{Session: s.name, Cell: r.cell, ElapsedMS: time.Since(r.start).Milliseconds(), OutputChars: s.out.len()}
+			p := &wire.Progress{Session: s.name, Cell: r.cell}
+			if !r.start.IsZero() {
+				p.ElapsedMS, p.OutputChars = time.Since(r.start).Milliseconds(), s.out.len()
+			}
 			s.mu.Unlock()
 			progress(p)
 			continue
@@ -817,6 +840,9 @@ func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, pr
 			return s.takeLocked(r)
 		}
 		r.collecting--
+		if r.start.IsZero() {
+			return s.queuedResultLocked(r) // its output, if any, is another cell's
+		}
 		res := &wire.Result{Session: s.name, Cell: r.cell, Status: wire.StatusRunning,
 			DurationMS: time.Since(r.start).Milliseconds()}
 		applyOutput(res, s.out.take())
@@ -835,6 +861,7 @@ func (s *Session) takeLocked(r *run) *wire.Result {
 			Notes: []string{fmt.Sprintf("cell %d's output and result went to another reply, which collected them first", r.cell)}}
 	}
 	r.collected = true
+	s.unkeepLocked(r)
 	res := *r.result
 	res.Notes = append(append([]string(nil), s.notes...), res.Notes...)
 	if r.cancelled {
@@ -849,7 +876,8 @@ const interruptWait = 2 * time.Second
 
 // interrupt raises KeyboardInterrupt in the running cell, or stops what the
 // session serves for another, and says truthfully what came of it.
-func (s *Session) interrupt(adv wire.Advice, cancelled bool) (string, error) {
+// With cell, only that cell: one that has finished is left alone.
+func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, error) {
 	s.imu.Lock()
 	defer s.imu.Unlock()
 	s.mu.Lock()
@@ -858,6 +886,9 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool) (string, error) {
 	s.mu.Unlock()
 	if state == stateDead {
 		return "", &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' is dead: %s", s.name, death)}
+	}
+	if cell != 0 && (r == nil || r.cell != cell || r.isFinished()) {
+		return fmt.Sprintf("cell %d of session '%s' has finished: nothing to interrupt", cell, s.name), nil
 	}
 	if op != nil {
 		if err := s.send(&proto.Cancel{Sid: op.sid}); err != nil {
@@ -887,6 +918,9 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool) (string, error) {
 	if r == nil || r.isFinished() {
 		return fmt.Sprintf("session '%s' is idle: nothing to interrupt", s.name), nil
 	}
+	if s.parkUnsent(r) {
+		return fmt.Sprintf("cell %d of session '%s' had not started yet: it ends with KeyboardInterrupt as it starts, without running; %s shows it", r.cell, s.name, adv.WaitCell(s.name, r.cell)), nil
+	}
 	for len(s.interrupted) > 0 {
 		<-s.interrupted // answers to interrupts whose callers gave up
 	}
@@ -903,7 +937,7 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool) (string, error) {
 			}
 			switch a.How {
 			case proto.HowDelivered:
-				return fmt.Sprintf("interrupted cell %d of session '%s' (KeyboardInterrupt raised in it); %s shows how it ended", r.cell, s.name, adv.Wait(s.name)), nil
+				return fmt.Sprintf("interrupted cell %d of session '%s' (KeyboardInterrupt raised in it); %s shows how it ended%s", r.cell, s.name, adv.WaitCell(s.name, r.cell), s.queuedAfter(adv)), nil
 			case proto.HowParked:
 				return fmt.Sprintf("cell %d of session '%s' had not started yet: it ends with KeyboardInterrupt as it starts, without running; %s shows it", r.cell, s.name, adv.Wait(s.name)), nil
 			default:
@@ -978,6 +1012,7 @@ func (s *Session) snapshot() wire.SessionInfo {
 			info.Unread = true
 		}
 	}
+	s.queueInfoLocked(&info, now)
 	if op := s.serving; op != nil {
 		info.State = stateRunning
 		info.Serving = fmt.Sprintf("%s from '%s'", op.kind, op.from)

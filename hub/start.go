@@ -120,9 +120,6 @@ func (h *Hub) launchLocal(req wire.Request, withPassword bool, prompt string) (P
 	if d := payload.CloudpickleDir(); d != "" {
 		argv = append(argv, "--cloudpickle", d)
 	}
-	if fi, err := os.Stat(h.paths.Modules()); err == nil && fi.IsDir() {
-		argv = append(argv, "--modules", h.paths.Modules())
-	}
 	if noToolkit(req) {
 		argv = append(argv, "--no-tk")
 	}
@@ -219,7 +216,7 @@ func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, se
 	}
 	pch, minor := make(chan built, 1), make(chan string, 1)
 	go func() {
-		pl, err := payload.WithUserModules(h.paths.Modules(), argv...)
+		pl, err := payload.Build(nil, argv...)
 		pch <- built{pl, err}
 	}()
 	if req.Python == "" {

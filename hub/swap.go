@@ -98,6 +98,8 @@ type swapRecord struct {
 	Output string       `json:"output,omitempty"`
 	Notes  []string     `json:"notes,omitempty"`
 	Result *wire.Result `json:"result,omitempty"`
+	// Kept are the results of earlier cells nobody had read (queue.go).
+	Kept []*wire.Result `json:"kept,omitempty"`
 }
 
 // swapState is the hub's swaps and restores under way. Its lock is taken
@@ -583,6 +585,11 @@ func (h *Hub) swapRecordOf(s *Session, ans *proto.Swapped, why string) *swapReco
 		res := *r.result
 		rec.Result = &res
 	}
+	for _, r := range s.kept {
+		if !r.collected && r.result != nil {
+			rec.Kept = append(rec.Kept, r.result)
+		}
+	}
 	return rec
 }
 
@@ -914,7 +921,7 @@ func (h *Hub) listSwapped() []wire.SwappedInfo {
 			pickle, _ := h.swapPaths(name)
 			info = wire.SwappedInfo{Name: name, Host: rec.Host, Route: rec.Route, Python: rec.Python, Cwd: rec.Cwd,
 				When: rec.When, Cells: rec.Cells, Bytes: rec.Bytes, Names: rec.Names, Path: pickle,
-				Unread: rec.Output != "" || rec.Result != nil}
+				Unread: rec.Output != "" || rec.Result != nil || len(rec.Kept) > 0}
 			if cfg != nil && cfg.SwapKeep() > 0 {
 				info.Expires = rec.When.Add(cfg.SwapKeep())
 			}

@@ -242,7 +242,10 @@ func (r *swapRecord) note(now wire.SessionInfo, ans *proto.Restored, kept string
 	if out := strings.TrimRight(r.Output, "\n"); out != "" {
 		b.WriteString("\noutput nobody had read:\n    " + strings.ReplaceAll(out, "\n", "\n    "))
 	}
-	if res := r.Result; res != nil {
+	for _, res := range append(append([]*wire.Result(nil), r.Kept...), r.Result) {
+		if res == nil {
+			continue
+		}
 		fmt.Fprintf(&b, "\ncell %d's reply, which nobody had read:\n    %s", res.Cell,
 			strings.ReplaceAll(strings.TrimRight(res.Text(), "\n"), "\n", "\n    "))
 	}

@@ -18,21 +18,23 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/modules"
 	"github.com/replhub/replhub/wire"
 )
 
 // Instructions tell an agent how to use the tools; the essentials come first
-// because clients may cut them. Keep them under 2 KB.
+// because clients may cut them. The line {modules} becomes the list of
+// modules (see instructions); the whole stays under 2 KB.
 const Instructions = `replhub keeps named Python sessions alive between calls: imports, data, open connections and functions persist until the session is killed.
 
-Before you start, call sessions and reuse a session whose names and cwd fit the task instead of creating a new one and redoing its work.
+Before you start, call sessions and reuse a session whose names and cwd fit the task rather than redo its work.
 
 - exec runs code in a session, creating it on first use in the server's cwd and environment; the last expression's value comes back as Out[n]. Load big things once, then query them in later calls.
 - exec's host starts the session on an ssh host (nothing is installed there); sudo makes it root. Later calls reach it by name alone.
-- Past its timeout (default 30 s, at most 600) exec returns while the cell runs on: call wait to collect it. A call you cancel interrupts its cell, and the next wait or exec shows what it wrote. One cell at a time per session: use several sessions for parallel work.
+- Past its timeout (default 30 s, at most 600) exec returns while the cell runs on: call wait to collect it. A call you cancel interrupts its cell, and the next wait or exec shows what it wrote. One cell at a time per session: use several sessions for parallel work, or exec with queue true to line cells up behind a busy one.
 - A reply holds at most 40,000 characters (head and tail kept): print summaries, not whole data sets.
 - Code in a session drives others: s = session("db", host="h", sudo=True) opens or attaches; s.put(x=x); s.call(f, *args) runs f there and returns its value (into="name" keeps it there); s.get("y"); s.push(src, dest) and s.pull(path) move files; sessions() lists them. Functions travel by value.
-- Each NAME.py in ~/.config/replhub/modules/ imports as NAME in every session, on hosts too.
+{modules}
 - The toolkit is preloaded everywhere, on hosts and as root: tkhelp() lists it (read, edit, grep, glob, diff, sh, bg, sudo, fetch, memory, ...). Prefer it to shelling out.
 - A session idle for a day goes to disk; the next exec restores it, noting what did not survive. A death is told once, with how.
 - vars, inspect and complete look into a session without running a cell; reset clears its names.
@@ -41,8 +43,10 @@ Before you start, call sessions and reuse a session whose names and cwd fit the 
 This is not a sandbox: code runs with the user's privileges.`
 
 // maxResultChars caps every reply, whatever comes before the cell's own
-// output (an earlier unread result, notes), and is declared on exec and
-// wait as _meta "anthropic/maxResultSizeChars".
+// output (an earlier unread result, notes), and is declared on every tool
+// as _meta "anthropic/maxResultSizeChars" (meta.go). Claude Code 2.1.332
+// saves a reply longer than the declared size to a file and hands the
+// model a 2 KB preview (tests/claudecode_test.go shows both sides).
 //
 // From Claude Code's documentation ("MCP output limits",
 // code.claude.com/docs/en/mcp): it shows a warning when a tool's output
@@ -71,11 +75,18 @@ type ExecArgs struct {
 	Pythons []string `json:"pythons,omitempty" jsonschema:"interpreters to try first on the host: names, paths, folders or globs"`
 	Sudo    bool     `json:"sudo,omitempty" jsonschema:"run a new session as root through sudo; a password is asked with $SUDO_ASKPASS where the server runs"`
 	NoWait  bool     `json:"no_wait,omitempty" jsonschema:"return as soon as the cell has started, with its number; wait with that cell collects it"`
+	Queue   bool     `json:"queue,omitempty" jsonschema:"when the session is busy, queue the cell (at most 64) instead of failing: its number comes back at once; wait with that cell collects it, interrupt with that cell takes it out"`
 }
 
 // NameArgs name a session.
 type NameArgs struct {
 	Name string `json:"name" jsonschema:"session name"`
+}
+
+// InterruptArgs are the interrupt tool's arguments.
+type InterruptArgs struct {
+	Name string `json:"name" jsonschema:"session name"`
+	Cell int    `json:"cell,omitempty" jsonschema:"only this cell: a queued one is taken out of the queue, the running one interrupted, a finished one left alone"`
 }
 
 // WaitArgs are the wait tool's arguments.
@@ -94,7 +105,7 @@ type SessionsArgs struct {
 // c.Surface: the hub words its advice in terms of the tools.
 func NewServer(c *client.Client, version string) *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: "replhub", Version: version},
-		&sdk.ServerOptions{Instructions: Instructions})
+		&sdk.ServerOptions{Instructions: instructions(modules.List(modulesDir(c)))})
 	c.Surface = wire.SurfaceMCP
 	t := &tools{c: c}
 	yes, no := true, false
@@ -102,28 +113,31 @@ func NewServer(c *client.Client, version string) *sdk.Server {
 		Name:        "exec",
 		Description: "Run Python code in a named persistent session (created on first use). Returns output, Out[n] value or traceback, and notes about other sessions.",
 		Annotations: &sdk.ToolAnnotations{Title: "Run Python in a session", DestructiveHint: &yes, OpenWorldHint: &yes},
-		Meta:        sdk.Meta{"anthropic/maxResultSizeChars": maxResultChars},
+		Meta:        metaFor("exec"),
 	}, t.exec)
 	sdk.AddTool(s, &sdk.Tool{
 		Name:        "wait",
-		Description: "Wait for a session's running cell (one that outlived exec's timeout) and collect its output and result.",
+		Description: "Wait for a session's running cell (one that outlived exec's timeout), or a queued cell by its number, and collect its output and result.",
 		Annotations: &sdk.ToolAnnotations{Title: "Collect a running cell", ReadOnlyHint: true, OpenWorldHint: &no},
-		Meta:        sdk.Meta{"anthropic/maxResultSizeChars": maxResultChars},
+		Meta:        metaFor("wait"),
 	}, t.wait)
 	sdk.AddTool(s, &sdk.Tool{
 		Name:        "interrupt",
-		Description: "Raise KeyboardInterrupt in a session's running cell; the session and its state stay.",
+		Description: "Raise KeyboardInterrupt in a session's running cell; the session and its state stay. With cell, a queued cell is taken out of the queue instead.",
 		Annotations: &sdk.ToolAnnotations{Title: "Interrupt a cell", DestructiveHint: &no, OpenWorldHint: &no},
+		Meta:        metaFor("interrupt"),
 	}, t.interrupt)
 	sdk.AddTool(s, &sdk.Tool{
 		Name:        "kill",
 		Description: "End a session and everything in it, and free its name.",
 		Annotations: &sdk.ToolAnnotations{Title: "Kill a session", DestructiveHint: &yes, IdempotentHint: true, OpenWorldHint: &no},
+		Meta:        metaFor("kill"),
 	}, t.kill)
 	sdk.AddTool(s, &sdk.Tool{
 		Name:        "sessions",
 		Description: "List live sessions (pid, python, age, idle time, cells, memory, cwd, state, top-level names) and recent deaths. Call this first and reuse a fitting session.",
 		Annotations: &sdk.ToolAnnotations{Title: "List sessions", ReadOnlyHint: true, OpenWorldHint: &no},
+		Meta:        metaFor("sessions"),
 	}, t.sessions)
 	addMemoryTool(s)
 	addQueryTools(s, t)
@@ -201,6 +215,7 @@ func (t *tools) exec(ctx context.Context, req *sdk.CallToolRequest, a ExecArgs) 
 		Pythons:    a.Pythons,
 		Sudo:       a.Sudo,
 		NoWait:     a.NoWait,
+		Queue:      a.Queue,
 		OnProgress: progressFor(ctx, req),
 	}
 	if a.Jump != nil {
@@ -241,8 +256,8 @@ func (t *tools) wait(ctx context.Context, req *sdk.CallToolRequest, a WaitArgs) 
 	return result(res), nil, nil
 }
 
-func (t *tools) interrupt(ctx context.Context, req *sdk.CallToolRequest, a NameArgs) (*sdk.CallToolResult, any, error) {
-	msg, err := t.c.Interrupt(ctx, a.Name)
+func (t *tools) interrupt(ctx context.Context, req *sdk.CallToolRequest, a InterruptArgs) (*sdk.CallToolResult, any, error) {
+	msg, err := t.c.InterruptCell(ctx, a.Name, a.Cell)
 	if err != nil {
 		return failure(err)
 	}

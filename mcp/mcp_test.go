@@ -2,9 +2,12 @@ package mcp
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/assert"
@@ -13,6 +16,7 @@ import (
 	"github.com/replhub/replhub/client"
 	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/memory"
+	"github.com/replhub/replhub/modules"
 )
 
 // connect serves s over in-memory transports to an SDK client; both end
@@ -30,7 +34,7 @@ func connect(t *testing.T, s *sdk.Server) *sdk.ClientSession {
 }
 
 func TestInstructionsFit(t *testing.T) {
-	assert.Less(t, len(Instructions), 2048)
+	assert.Less(t, len(instructions(modules.List(""))), 2048)
 }
 
 func TestToolsAndAFailedCall(t *testing.T) {
@@ -125,4 +129,39 @@ func TestMemoryTool(t *testing.T) {
 	}
 	out, _ = call(map[string]any{"op": "delete", "name": "testing"})
 	assert.Equal(t, "deleted testing.md and its MEMORY.md line", out)
+}
+
+func TestInstructionsListModules(t *testing.T) {
+	shipped := modules.List("")
+	s := instructions(shipped)
+	assert.LessOrEqual(t, len(s), 2047)
+	assert.NotContains(t, s, "{modules}")
+	assert.Contains(t, s, "from replhub import NAME; modules() lists them")
+	for _, m := range shipped {
+		assert.Contains(t, s, m.Name)
+	}
+	assert.Contains(t, s, "systemd: units")
+
+	// However many the user has, the instructions stay under 2 KB.
+	many := append([]modules.Info(nil), shipped...)
+	for i := 0; i < 200; i++ {
+		many = append(many, modules.Info{Name: fmt.Sprintf("mod%03d", i), Doc: strings.Repeat("ü", 90), User: true})
+	}
+	s = instructions(many)
+	assert.LessOrEqual(t, len(s), 2047)
+	assert.True(t, utf8.ValidString(s))
+	assert.Contains(t, s, "mod000 (yours)")
+	assert.Contains(t, s, "; and more")
+	assert.True(t, strings.HasSuffix(s, "user's privileges."))
+
+	// The server reads the user's folder when it starts.
+	dir := t.TempDir()
+	p, err := config.FromEnv(func(k string) string {
+		return map[string]string{"XDG_CONFIG_HOME": dir, "XDG_RUNTIME_DIR": dir, "HOME": dir}[k]
+	})
+	require.NoError(t, err)
+	require.NoError(t, os.MkdirAll(p.Modules(), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(p.Modules(), "cad.py"), []byte(`"""Drawings."""`), 0o600))
+	cs := connect(t, NewServer(&client.Client{Paths: p}, "test"))
+	assert.Contains(t, cs.InitializeResult().Instructions, "cad (yours): Drawings.")
 }

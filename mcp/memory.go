@@ -31,6 +31,7 @@ func addMemoryTool(s *sdk.Server) {
 		Name:        "memory",
 		Description: memoryDescription,
 		Annotations: &sdk.ToolAnnotations{Title: "Claude Code project memory", DestructiveHint: &no, OpenWorldHint: &no},
+		Meta:        metaFor("memory"),
 	}, memoryTool)
 }
 

@@ -50,21 +50,25 @@ func addQueryTools(s *sdk.Server, t *tools) {
 		Name:        "vars",
 		Description: "List a session's names with type and short repr, one a line, without running a cell (no cell counted, _ unchanged). Waits up to 2 s for a running cell. A repr runs the session's code, bounded in time.",
 		Annotations: &sdk.ToolAnnotations{Title: "List a session's names", ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &no},
+		Meta:        metaFor("vars"),
 	}, t.vars)
 	sdk.AddTool(s, &sdk.Tool{
 		Name:        "inspect",
 		Description: "Describe the value of a Python expression in a session without running a cell: type, capped repr, len, shape/dtype, signature and doc of callables, where it was defined, public attributes. Evaluating it runs the session's code, bounded in time.",
 		Annotations: &sdk.ToolAnnotations{Title: "Inspect a value", ReadOnlyHint: true, OpenWorldHint: &no},
+		Meta:        metaFor("inspect"),
 	}, t.inspect)
 	sdk.AddTool(s, &sdk.Tool{
 		Name:        "complete",
 		Description: "Complete a name, attribute, dict key or import path in a session without running a cell; each completion is the whole text completed (callables end with '('). Imports nothing.",
 		Annotations: &sdk.ToolAnnotations{Title: "Complete in a session", ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: &no},
+		Meta:        metaFor("complete"),
 	}, t.complete)
 	sdk.AddTool(s, &sdk.Tool{
 		Name:        "reset",
 		Description: "Clear a session's user names, keeping its process, cwd, the toolkit and, with keep_imports, its modules. Refused while a cell runs.",
 		Annotations: &sdk.ToolAnnotations{Title: "Reset a session's names", DestructiveHint: &yes, IdempotentHint: true, OpenWorldHint: &no},
+		Meta:        metaFor("reset"),
 	}, t.reset)
 }
 

@@ -9,20 +9,17 @@ package payload
 import (
 	"bytes"
 	"compress/zlib"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/replhub/replhub/boot"
-	"github.com/replhub/replhub/internal/lazyre"
 	"github.com/replhub/replhub/pyfind"
 )
 
@@ -72,7 +69,41 @@ const WorkerModule = "replhub_worker"
 // Build returns the framed payload (length line + zlib bytes) for the
 // worker and extra modules; argv, when given, is the worker's (else
 // --stdio).
+//
+// A build without extra modules is kept, by argv: compressing the bundle
+// costs a remote start 10 to 25 ms, and it changes only with the worker's
+// argv. Callers must not change the bytes.
 func Build(extra map[string]Module, argv ...string) ([]byte, error) {
+	if len(extra) > 0 {
+		return build(extra, argv)
+	}
+	key := strings.Join(argv, "\x00")
+	built.mu.Lock()
+	b, ok := built.m[key]
+	built.mu.Unlock()
+	if ok {
+		return b, nil
+	}
+	b, err := build(nil, argv)
+	if err != nil {
+		return nil, err
+	}
+	built.mu.Lock()
+	if len(built.m) >= 16 {
+		clear(built.m)
+	}
+	built.m[key] = b
+	built.mu.Unlock()
+	return b, nil
+}
+
+// built holds the payloads Build made without extra modules, by argv.
+var built = struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}{m: map[string][]byte{}}
+
+func build(extra map[string]Module, argv []string) ([]byte, error) {
 	mods := maps.Clone(builtin())
 	for k, v := range extra {
 		mods[k] = v
@@ -103,84 +134,11 @@ func Build(extra map[string]Module, argv ...string) ([]byte, error) {
 }
 
 // Default is the payload with the standard modules and, where this
-// machine has it, cloudpickle.
+// machine has it, cloudpickle. The modules of replhub (package modules)
+// never travel in it: a session asks for each at its import.
 func Default() ([]byte, error) {
-	return WithUserModules("")
+	return Build(nil)
 }
-
-// WithUserModules is Default plus the user's modules: every NAME.py in dir
-// (config's modules folder), importable as NAME in the session, so that
-// their functions travel by reference. dir is read at every call, so edits
-// need no restart; "" or a missing folder adds nothing. argv is the
-// worker's, as for Build.
-func WithUserModules(dir string, argv ...string) ([]byte, error) {
-	user, err := UserModules(dir)
-	if err != nil {
-		return nil, err
-	}
-	key := buildKey(user, argv)
-	built.mu.Lock()
-	b, ok := built.m[key]
-	built.mu.Unlock()
-	if ok {
-		return b, nil
-	}
-	if b, err = Build(user, argv...); err != nil {
-		return nil, err
-	}
-	built.mu.Lock()
-	if len(built.m) >= 16 {
-		clear(built.m)
-	}
-	built.m[key] = b
-	built.mu.Unlock()
-	return b, nil
-}
-
-// built keeps the last payloads WithUserModules made: compressing the
-// bundle costs a remote start 10 to 25 ms, and it changes only with the
-// worker's argv and the user's modules. Callers must not change the bytes.
-var built = struct {
-	mu sync.Mutex
-	m  map[string][]byte
-}{m: map[string][]byte{}}
-
-// buildKey names a payload by a digest of its argv and user modules.
-func buildKey(user map[string]Module, argv []string) string {
-	h := sha256.New()
-	names := slices.Sorted(maps.Keys(user))
-	for _, n := range names {
-		fmt.Fprintf(h, "%d:%s%d:%s%t", len(n), n, len(user[n].Src), user[n].Src, user[n].Pkg)
-	}
-	h.Write([]byte{0})
-	for _, a := range argv {
-		fmt.Fprintf(h, "%d:%s", len(a), a)
-	}
-	return string(h.Sum(nil))
-}
-
-// UserModules reads the top-level NAME.py files of dir.
-func UserModules(dir string) (map[string]Module, error) {
-	if dir == "" {
-		return nil, nil
-	}
-	files, _ := filepath.Glob(filepath.Join(dir, "*.py"))
-	mods := map[string]Module{}
-	for _, f := range files {
-		name := strings.TrimSuffix(filepath.Base(f), ".py")
-		if !validModule.MatchString(name) {
-			continue
-		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			return nil, fmt.Errorf("payload: user module: %w", err)
-		}
-		mods[name] = Module{Src: string(b)}
-	}
-	return mods, nil
-}
-
-var validModule = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 var (
 	cacheMu sync.Mutex

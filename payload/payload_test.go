@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -73,22 +72,20 @@ func TestStubRunsTheWorkerFromMemory(t *testing.T) {
 	assert.Equal(t, "FENCE", stderr.String())
 }
 
-// A payload is compressed once for the same argv and user modules, and
-// anew when a module changes.
-func TestPayloadIsKeptUntilModulesChange(t *testing.T) {
-	dir := t.TempDir()
-	mod := filepath.Join(dir, "helpers.py")
-	require.NoError(t, os.WriteFile(mod, []byte("X = 1\n"), 0o600))
-	a, err := WithUserModules(dir, "--stdio")
+// A payload is compressed once for the same argv; one with extra modules
+// is built anew.
+func TestPayloadIsKeptByArgv(t *testing.T) {
+	a, err := Build(nil, "--stdio")
 	require.NoError(t, err)
-	b, err := WithUserModules(dir, "--stdio")
+	b, err := Build(nil, "--stdio")
 	require.NoError(t, err)
 	assert.Same(t, &a[0], &b[0], "the same payload is not compressed again")
-	c, err := WithUserModules(dir, "--stdio", "--no-tk")
+	c, err := Build(nil, "--stdio", "--no-tk")
 	require.NoError(t, err)
 	assert.NotEqual(t, a, c, "another argv is another payload")
-	require.NoError(t, os.WriteFile(mod, []byte("X = 2\n"), 0o600))
-	d, err := WithUserModules(dir, "--stdio")
+	d, err := Build(map[string]Module{"x": {Src: "X = 1\n"}}, "--stdio")
 	require.NoError(t, err)
-	assert.NotEqual(t, a, d, "an edited module is sent as it is now")
+	e, err := Build(map[string]Module{"x": {Src: "X = 2\n"}}, "--stdio")
+	require.NoError(t, err)
+	assert.NotEqual(t, d, e, "extra modules are sent as they are now")
 }

@@ -253,9 +253,9 @@ func TestObjectsUserModulesByReference(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(mods, "mytools.py"), []byte("def triple(x):\n    return 3 * x\n"), 0o600))
 	ok(t, w.Run("exec", "p36", "1", "--python", py(t, "3.6")))
 	ok(t, w.Run("exec", "far", "1", "--host", "lab", "--python", py(t, "3.12")))
-	out := ok(t, w.Run("exec", "p311", `import mytools
+	out := ok(t, w.Run("exec", "p311", `from replhub import mytools
 session("p36").call(mytools.triple, 2), session("far").call(mytools.triple, 5)`, "--python", py(t, "3.11")))
 	assert.Contains(t, out, "(6, 15)")
-	out = ok(t, w.Run("exec", "far", "import mytools, sys; mytools.__file__"))
-	assert.Contains(t, out, "<replhub>/mytools.py", "shipped from this machine, nothing installed there")
+	out = ok(t, w.Run("exec", "far", "import replhub.mytools, sys; replhub.mytools.__file__"))
+	assert.Contains(t, out, filepath.Join(mods, "mytools.py"), "sent from this machine, nothing installed there")
 }

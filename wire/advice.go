@@ -52,6 +52,22 @@ func (a Advice) WaitCell(name string, n int) string {
 // Interrupt stops the running cell of session name.
 func (a Advice) Interrupt(name string) string { return a.op("interrupt", name) }
 
+// InterruptCell stops cell n of session name, or takes it out of the queue.
+func (a Advice) InterruptCell(name string, n int) string {
+	if a.mcp {
+		return fmt.Sprintf("call interrupt with name '%s' and cell %d", name, n)
+	}
+	return fmt.Sprintf("`replhub interrupt %s --cell %d`", name, n)
+}
+
+// ExecWith runs code in session name with a boolean option set.
+func (a Advice) ExecWith(name, option string) string {
+	if a.mcp {
+		return fmt.Sprintf("exec with %s true", option)
+	}
+	return fmt.Sprintf("`replhub exec %s --%s CODE`", name, option)
+}
+
 // Kill ends session name.
 func (a Advice) Kill(name string) string { return a.op("kill", name) }
 

@@ -52,6 +52,9 @@ func (r *Result) TextFor(surface string) string {
 	switch r.Status {
 	case StatusStarted:
 		line(fmt.Sprintf("[cell %d started: %s collects its output and result]", r.Cell, adv.WaitCell(r.Session, r.Cell)))
+	case StatusQueued:
+		line(fmt.Sprintf("[cell %d queued, %d %s ahead of it: %s collects its output and result, %s takes it out]",
+			r.Cell, r.Ahead, plural(r.Ahead, "cell", "cells"), adv.WaitCell(r.Session, r.Cell), adv.InterruptCell(r.Session, r.Cell)))
 	case StatusRunning:
 		line(fmt.Sprintf("[cell %d still running after %s; it goes on: %s collects its output and result, %s stops it]",
 			r.Cell, Duration(float64(r.DurationMS)/1000), adv.Wait(r.Session), adv.Interrupt(r.Session)))
@@ -99,6 +102,12 @@ func (l *SessionList) TextFor(detail bool, surface string) string {
 			if s.Unread {
 				fmt.Fprintf(&b, "    an unread result waits: %s\n", adv.Wait(s.Name))
 			}
+			for _, q := range s.Queued {
+				fmt.Fprintf(&b, "    queued: cell %d (waiting %s): %s\n", q.Cell, Duration(q.WaitedS), q.Code)
+			}
+			for _, c := range s.UnreadCells {
+				fmt.Fprintf(&b, "    unread: cell %d (%s)\n", c, adv.WaitCell(s.Name, c))
+			}
 		}
 	}
 	for _, d := range l.Dead {
@@ -144,6 +153,12 @@ func (s *SessionInfo) Line() string {
 	unread := ""
 	if s.Unread {
 		unread = "  (unread result)"
+	}
+	if n := len(s.Queued); n > 0 {
+		unread += fmt.Sprintf("  (%d queued)", n)
+	}
+	if n := len(s.UnreadCells); n > 0 {
+		unread += fmt.Sprintf("  (%d unread %s)", n, plural(n, "result", "results"))
 	}
 	if s.LinkDownS > 0 {
 		unread += fmt.Sprintf("  (link down for %s, reconnecting)", Duration(s.LinkDownS))

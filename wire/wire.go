@@ -55,6 +55,12 @@ type Request struct {
 	// started); Cell makes wait collect that cell, and no other.
 	NoWait bool `json:"no_wait,omitempty"`
 	Cell   int  `json:"cell,omitempty"`
+	// Queue makes exec on a busy session wait its turn in the session's
+	// queue instead of being refused: the reply comes at once, with status
+	// queued and the cell's number, for wait with Cell to collect. On an
+	// idle session it runs as any exec. Cell on an interrupt aims it at
+	// that cell: a queued one is taken out, the running one interrupted.
+	Queue bool `json:"queue,omitempty"`
 	// Python is the interpreter for a new session; empty means the
 	// caller's $REPLHUB_PYTHON, else the first python3 on the caller's PATH.
 	Python string `json:"python,omitempty"`
@@ -199,6 +205,10 @@ const (
 	StatusStarted = "started"
 	StatusDead    = "dead"
 	StatusIdle    = "idle" // wait on a session with nothing to collect
+	// StatusQueued is a cell waiting its turn (exec with Queue, or a wait
+	// that timed out before the cell started); Ahead says how many wait
+	// before it.
+	StatusQueued = "queued"
 )
 
 // Result is the outcome of exec or wait.
@@ -230,6 +240,9 @@ type Result struct {
 	Created *SessionInfo `json:"created,omitempty"`
 	// Death says how the session died, when Status is dead.
 	Death string `json:"death,omitempty"`
+	// Ahead is, for status queued, how many cells run before this one
+	// (the running one included).
+	Ahead int `json:"ahead,omitempty"`
 }
 
 // CellError is an exception raised by a cell.
@@ -264,6 +277,18 @@ type SessionInfo struct {
 	Unread      bool    `json:"unread,omitempty"`
 	Transcript  string  `json:"transcript"`
 	Cloudpickle bool    `json:"cloudpickle"`
+	// Queued are the cells waiting their turn, in order; UnreadCells the
+	// cells that ran from a queue and whose results nobody has read.
+	Queued      []QueuedCell `json:"queued,omitempty"`
+	UnreadCells []int        `json:"unread_cells,omitempty"`
+}
+
+// QueuedCell is a cell waiting in a session's queue.
+type QueuedCell struct {
+	Cell int `json:"cell"`
+	// Code is the cell's first line, capped at 80 characters.
+	Code    string  `json:"code"`
+	WaitedS float64 `json:"waited_s"`
 }
 
 // HubInfo describes the hub itself.

@@ -1,7 +1,8 @@
 """replhub's toolkit: helpers every session starts with (tkhelp() lists
 them). Each module does one job: files (read, edit, grep ...), shell (sh,
-bg, sudo, fetch, cd), memory (Claude Code's auto-memory), display (how
-results print).
+bg, sudo, fetch, cd), memory (Claude Code's auto-memory), modlist
+(modules(): what `from replhub import NAME` finds), display (how results
+print).
 
 A session gets a small stand-in for each helper, which imports the
 helper's module at first use and then steps aside: a session that never
@@ -16,6 +17,7 @@ HELPERS = {
     "diff": "files",
     "sh": "shell", "bg": "shell", "sudo": "shell", "fetch": "shell", "cd": "shell",
     "memory": "memory",
+    "modules": "modlist",
 }
 
 
@@ -38,12 +40,19 @@ HOST_RUNNER = None
 GROUP_HOOK = None
 
 
+# hub_request(kind, **fields) -> (header, data): one request to the hub
+# (modules() asks it for the list); set by preload.
+HUB_REQUEST = None
+
+
 def module(name):
     """The module of helper name, imported on first use."""
     import importlib
     mod = importlib.import_module("replhub_toolkit." + HELPERS[name])
     if HELPERS[name] == "shell":
         mod.HOST_RUNNER, mod.GROUP_HOOK = HOST_RUNNER, GROUP_HOOK
+    elif HELPERS[name] == "modlist":
+        mod.HUB_REQUEST = HUB_REQUEST
     return mod
 
 
@@ -88,10 +97,10 @@ class _Stand(object):
         return "<replhub toolkit: %s>" % self._name
 
 
-def preload(ns, host_runner=None, group_hook=None):
+def preload(ns, host_runner=None, group_hook=None, hub_request=None):
     """Bind every helper's stand-in, tkhelp and CommandError in ns."""
-    global HOST_RUNNER, GROUP_HOOK
-    HOST_RUNNER, GROUP_HOOK = host_runner, group_hook
+    global HOST_RUNNER, GROUP_HOOK, HUB_REQUEST
+    HOST_RUNNER, GROUP_HOOK, HUB_REQUEST = host_runner, group_hook, hub_request
     for name in HELPERS:
         ns[name] = _Stand(name, ns)
     ns["tkhelp"] = tkhelp

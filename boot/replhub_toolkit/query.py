@@ -409,6 +409,12 @@ def _submodules(parent):
     import pkgutil
     names = set(k[len(parent) + 1:] for k in list(sys.modules) if k.startswith(parent + ".")
                 and "." not in k[len(parent) + 1:])
+    if parent == "replhub":  # served by the worker's finder, from the hub
+        for finder in sys.meta_path:
+            try:
+                names.update(finder.replhub_names())
+            except Exception:
+                pass
     mod = sys.modules.get(parent)
     paths = getattr(mod, "__path__", None) if mod is not None else None
     if paths is None:

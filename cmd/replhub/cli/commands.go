@@ -12,6 +12,7 @@ import (
 
 	"github.com/replhub/replhub/client"
 	"github.com/replhub/replhub/hub"
+	"github.com/replhub/replhub/wire"
 )
 
 type execOptions struct {
@@ -26,6 +27,7 @@ type execOptions struct {
 	pythons []string
 	sudo    bool
 	noWait  bool
+	queue   bool
 }
 
 func newExecCmd(e *env) *cobra.Command {
@@ -67,6 +69,7 @@ Exit status: 0 ok, 1 the cell raised, 2 replhub failed, 3 still running,
 	cmd.Flags().StringSliceVar(&o.pythons, "pythons", nil, "interpreters to try first on the host: names, paths, folders or globs")
 	cmd.Flags().BoolVar(&o.sudo, "sudo", false, "run a new session as root through sudo (a password is asked with $SUDO_ASKPASS)")
 	cmd.Flags().BoolVar(&o.noWait, "no-wait", false, "return the cell's number once it has started; `replhub wait NAME --cell N` collects it")
+	cmd.Flags().BoolVar(&o.queue, "queue", false, "on a busy session, queue the cell instead of failing: its number comes at once, `replhub wait NAME --cell N` collects it")
 	return cmd
 }
 
@@ -104,6 +107,7 @@ func runExec(ctx context.Context, e *env, o *execOptions) error {
 		Pythons: o.pythons,
 		Sudo:    o.sudo,
 		NoWait:  o.noWait,
+		Queue:   o.queue,
 	}
 	if o.jumpSet {
 		jump := []string{}
@@ -189,21 +193,32 @@ func runWait(ctx context.Context, e *env, o *waitOptions) error {
 	if err != nil {
 		return err
 	}
-	return e.printResult(res, o.json)
+	err = e.printResult(res, o.json)
+	if res.Status == wire.StatusQueued {
+		e.code = ExitRunning // it has not even started
+	}
+	return err
 }
 
 func newInterruptCmd(e *env) *cobra.Command {
-	return &cobra.Command{
-		Use:     "interrupt NAME",
-		Short:   "Raise KeyboardInterrupt in a session's running cell",
-		Example: `  replhub interrupt build`,
-		Args:    cobra.ExactArgs(1),
+	var cell int
+	cmd := &cobra.Command{
+		Use:   "interrupt NAME",
+		Short: "Raise KeyboardInterrupt in a session's running cell, or take a queued one out",
+		Example: `  replhub interrupt build
+  replhub interrupt build --cell 7`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("cell") && cell < 1 {
+				return fmt.Errorf("--cell takes a cell number, 1 or more")
+			}
 			return e.message(cmd.Context(), func(c *client.Client) (string, error) {
-				return c.Interrupt(cmd.Context(), args[0])
+				return c.InterruptCell(cmd.Context(), args[0], cell)
 			})
 		},
 	}
+	cmd.Flags().IntVar(&cell, "cell", 0, "only this cell: a queued one is taken out of the queue, the running one interrupted, a finished one left alone")
+	return cmd
 }
 
 func newKillCmd(e *env) *cobra.Command {
