@@ -62,9 +62,10 @@ resolve() {
     if [ -z "$n" ]; then
       find_up .python-version && names_from "$f" || names_from "$root/version" || n=system
     fi
-    IFS=:
+    # Names are split at colons, never globbed.
+    set -f; IFS=:
     for name in $n; do
-      unset IFS
+      unset IFS; set +f
       name=${name#python-}
       case "$name" in system|''|*..*|/*) continue ;; esac
       d="$root/versions/$name"
@@ -79,7 +80,7 @@ resolve() {
       fi
       [ -n "$d" ] && [ -x "$d/bin/$prog" ] && { r="$d/bin/$prog"; return 0; }
     done
-    unset IFS
+    unset IFS; set +f
   elif [ -d "$root/installs/python" ]; then
     n=$ASDF_PYTHON_VERSION
     if [ -z "$n" ]; then
@@ -89,10 +90,13 @@ resolve() {
         [ "$tool" = python ] && { n=$rest; break; }
       done < "$f"
     fi
+    set -f
     for name in $n; do
+      set +f
       case "$name" in system|*..*|*/*) continue ;; esac
       [ -x "$root/installs/python/$name/bin/$prog" ] && { r="$root/installs/python/$name/bin/$prog"; return 0; }
     done
+    set +f
   else
     unknown=1
   fi
