@@ -9,7 +9,6 @@ package payload
 import (
 	"bytes"
 	"compress/zlib"
-	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -19,9 +18,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/replhub/replhub/boot"
+	"github.com/replhub/replhub/pyfind"
 )
 
 // Module is one Python module in the bundle. A late one travels without
@@ -70,7 +69,41 @@ const WorkerModule = "replhub_worker"
 // Build returns the framed payload (length line + zlib bytes) for the
 // worker and extra modules; argv, when given, is the worker's (else
 // --stdio).
+//
+// A build without extra modules is kept, by argv: compressing the bundle
+// costs a remote start 10 to 25 ms, and it changes only with the worker's
+// argv. Callers must not change the bytes.
 func Build(extra map[string]Module, argv ...string) ([]byte, error) {
+	if len(extra) > 0 {
+		return build(extra, argv)
+	}
+	key := strings.Join(argv, "\x00")
+	built.mu.Lock()
+	b, ok := built.m[key]
+	built.mu.Unlock()
+	if ok {
+		return b, nil
+	}
+	b, err := build(nil, argv)
+	if err != nil {
+		return nil, err
+	}
+	built.mu.Lock()
+	if len(built.m) >= 16 {
+		clear(built.m)
+	}
+	built.m[key] = b
+	built.mu.Unlock()
+	return b, nil
+}
+
+// built holds the payloads Build made without extra modules, by argv.
+var built = struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}{m: map[string][]byte{}}
+
+func build(extra map[string]Module, argv []string) ([]byte, error) {
 	mods := maps.Clone(builtin())
 	for k, v := range extra {
 		mods[k] = v
@@ -108,29 +141,44 @@ func Default() ([]byte, error) {
 }
 
 var (
-	cpOnce sync.Once
-	cpDir  string
+	cacheMu sync.Mutex
+	pythons = &pyfind.Cache{}
 )
 
-// CloudpickleDir is where this machine's cloudpickle package lives, asked
-// of its python3 (the Debian package python3-cloudpickle, or pip's), or ""
-// when it has none. It is asked once per process.
-func CloudpickleDir() string {
-	cpOnce.Do(func() {
-		for _, py := range []string{"python3", "/usr/bin/python3"} {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			out, err := exec.CommandContext(ctx, py, "-c", "import cloudpickle, os; print(os.path.dirname(cloudpickle.__file__))").Output()
-			cancel()
-			if err == nil {
-				if d := strings.TrimSpace(string(out)); d != "" {
-					cpDir = d
-					return
-				}
-			}
-		}
-	})
-	return cpDir
+// UseCache makes CloudpickleDir keep its answer in c (the hub's, in its
+// state folder) rather than in memory only; call it before the first
+// CloudpickleDir.
+func UseCache(c *pyfind.Cache) {
+	cacheMu.Lock()
+	pythons = c
+	cacheMu.Unlock()
 }
+
+// CloudpickleDir is where this machine's cloudpickle package lives, asked
+// of its python3 (the Debian package python3-cloudpickle, or pip's) and
+// then of /usr/bin/python3, or "" when neither has it. A python3 that is
+// a version manager's shim is resolved first, and the answer is kept in
+// the cache (see UseCache), so a new hub asks again only when the
+// interpreter changed.
+var CloudpickleDir = sync.OnceValue(func() string {
+	cacheMu.Lock()
+	c := pythons
+	cacheMu.Unlock()
+	var cands []string
+	if p, err := exec.LookPath("python3"); err == nil {
+		cwd, _ := os.Getwd()
+		if ch, ok := pyfind.Resolve(p, os.Getenv, cwd); ok {
+			p = ch.Path
+		}
+		cands = append(cands, p)
+	}
+	for _, py := range append(cands, "/usr/bin/python3") {
+		if d := c.CloudpickleDir(py); d != "" {
+			return d
+		}
+	}
+	return ""
+})
 
 // cloudpickleModules reads the package in dir as payload modules.
 func cloudpickleModules(dir string) (map[string]Module, error) {

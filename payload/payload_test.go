@@ -71,3 +71,21 @@ func TestStubRunsTheWorkerFromMemory(t *testing.T) {
 	assert.Contains(t, lines[2], `"value":"6"`)
 	assert.Equal(t, "FENCE", stderr.String())
 }
+
+// A payload is compressed once for the same argv; one with extra modules
+// is built anew.
+func TestPayloadIsKeptByArgv(t *testing.T) {
+	a, err := Build(nil, "--stdio")
+	require.NoError(t, err)
+	b, err := Build(nil, "--stdio")
+	require.NoError(t, err)
+	assert.Same(t, &a[0], &b[0], "the same payload is not compressed again")
+	c, err := Build(nil, "--stdio", "--no-tk")
+	require.NoError(t, err)
+	assert.NotEqual(t, a, c, "another argv is another payload")
+	d, err := Build(map[string]Module{"x": {Src: "X = 1\n"}}, "--stdio")
+	require.NoError(t, err)
+	e, err := Build(map[string]Module{"x": {Src: "X = 2\n"}}, "--stdio")
+	require.NoError(t, err)
+	assert.NotEqual(t, d, e, "extra modules are sent as they are now")
+}
