@@ -105,8 +105,9 @@ var Stub string
 var Finder string
 
 // Hash is a short hex digest of the boot sources; it names installed copies
-// so that a rebuilt binary never runs a stale worker.
-var Hash = func() string {
+// so that a rebuilt binary never runs a stale worker. It is computed at its
+// first use, not at init: a CLI call that installs nothing need not hash.
+var Hash = sync.OnceValue(func() string {
 	h := sha256.New()
 	for _, b := range [][]byte{Worker, Boot, []byte(Stub + Finder)} {
 		h.Write(b)
@@ -116,14 +117,14 @@ var Hash = func() string {
 		h.Write(m.Src)
 	}
 	return hex.EncodeToString(h.Sum(nil)[:6])
-}()
+})
 
 // Install writes worker.py and the replhub_toolkit package into
 // dir/boot-HASH/ unless they are already there, and returns the worker's
 // path. The folders are 0700 and the files
 // 0600.
 func Install(dir string) (string, error) {
-	d := filepath.Join(dir, "boot-"+Hash)
+	d := filepath.Join(dir, "boot-"+Hash())
 	if err := os.MkdirAll(filepath.Join(d, "replhub_toolkit"), 0o700); err != nil {
 		return "", fmt.Errorf("boot: %w", err)
 	}

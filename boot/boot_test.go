@@ -13,7 +13,7 @@ func TestInstall(t *testing.T) {
 	dir := t.TempDir()
 	p, err := Install(dir)
 	require.NoError(t, err)
-	assert.Equal(t, filepath.Join(dir, "boot-"+Hash, "worker.py"), p)
+	assert.Equal(t, filepath.Join(dir, "boot-"+Hash(), "worker.py"), p)
 	b, err := os.ReadFile(p)
 	require.NoError(t, err)
 	assert.Equal(t, Worker, b)

@@ -123,9 +123,13 @@ func TestCancelledCallLeavesTheCellRunning(t *testing.T) {
 	c := &client.Client{Paths: p}
 	defer c.Close()
 	o := client.ExecOptions{Python: python(t), Timeout: 30 * time.Second}
+	// The session is started first: on a loaded machine a start can outlast
+	// the call's 300 ms, and then no cell would run to be left running.
+	_, err := c.Exec(context.Background(), "slow", "import time", o)
+	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	_, err := c.Exec(ctx, "slow", "import time; time.sleep(1); print('out'); 'done'", o)
+	_, err = c.Exec(ctx, "slow", "time.sleep(1); print('out'); 'done'", o)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	res, err := c.Wait(context.Background(), "slow", 10*time.Second, nil)
 	require.NoError(t, err)

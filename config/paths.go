@@ -9,8 +9,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
+
+	"github.com/replhub/replhub/internal/lazyre"
 )
 
 // Paths are the folders replhub uses. A zero Paths is not usable; call
@@ -107,6 +108,10 @@ func (p Paths) SwapDir() string { return filepath.Join(p.State, "swap") }
 // DisplayDir holds the images that cells showed, as the CLI wrote them.
 func (p Paths) DisplayDir() string { return filepath.Join(p.State, "display") }
 
+// PythonCache holds what interpreters said of themselves when asked (their
+// version, where their cloudpickle is), keyed by path, size and mtime.
+func (p Paths) PythonCache() string { return filepath.Join(p.State, "pythons.json") }
+
 // Hostname is this machine's host name, made safe for a path component, so
 // that a shared home keeps each machine's state apart.
 func Hostname() string {
@@ -117,4 +122,4 @@ func Hostname() string {
 	return unsafePath.ReplaceAllString(h, "_")
 }
 
-var unsafePath = regexp.MustCompile(`[^A-Za-z0-9._-]`)
+var unsafePath = lazyre.New(`[^A-Za-z0-9._-]`)

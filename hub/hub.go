@@ -15,9 +15,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"regexp"
 	"runtime/debug"
 	"sort"
 	"strings"
@@ -27,7 +24,9 @@ import (
 
 	"github.com/replhub/replhub/boot"
 	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/internal/lazyre"
 	"github.com/replhub/replhub/payload"
+	"github.com/replhub/replhub/pyfind"
 	"github.com/replhub/replhub/remote"
 	"github.com/replhub/replhub/safesock"
 	"github.com/replhub/replhub/sudo"
@@ -76,7 +75,8 @@ type Hub struct {
 	// durable sessions over instead of ending them.
 	restarting atomic.Bool
 
-	pool *remote.Pool
+	pool    *remote.Pool
+	pythons *pyfind.Cache // what interpreters said of themselves
 	// memory is the hub's cgroup memory ceiling (memory.go).
 	memory *ceiling
 
@@ -121,6 +121,8 @@ func New(o Options) (*Hub, error) {
 		stop: make(chan struct{}), sessions: map[string]*Session{}, groups: map[string][]string{},
 		dead: loadDeadNames(o.Paths.DeadDir()), memory: findCeiling(),
 	}
+	h.pythons = &pyfind.Cache{File: o.Paths.PythonCache()}
+	payload.UseCache(h.pythons)
 	// Find this machine's cloudpickle now, not at the first session start.
 	go payload.CloudpickleDir()
 	h.pool = &remote.Pool{Logf: func(format string, args ...any) { h.log.Info(fmt.Sprintf(format, args...)) }}
@@ -433,7 +435,7 @@ func checkMaxOutput(n int) error {
 
 // validName is a session's name: NAME, or NAME@HOST for the session a
 // group NAME has on HOST (fanout.go).
-var validName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}(@[A-Za-z0-9._-]{1,128})?$`)
+var validName = lazyre.New(`^[A-Za-z0-9._-]{1,64}(@[A-Za-z0-9._-]{1,128})?$`)
 
 // checkName refuses names that are not letters, digits and ._- up to 64
 // (with an optional @HOST), and the two that would be folders.
@@ -604,55 +606,6 @@ func (h *Hub) ensure(ctx context.Context, req wire.Request) (s *Session, created
 		}
 	}
 	return s, created, previous, nil
-}
-
-// choosePython picks --python, else $REPLHUB_PYTHON, else the first python3
-// on the caller's PATH (not the hub's: the hub may have been started from
-// another shell).
-func choosePython(req wire.Request) (string, error) {
-	if req.Python != "" {
-		p, err := lookPath(req.Python, config.Getenv(req.Env, "PATH"))
-		if err != nil {
-			return "", fmt.Errorf("python %q: %v", req.Python, err)
-		}
-		return p, nil
-	}
-	if p := config.Getenv(req.Env, "REPLHUB_PYTHON"); p != "" {
-		lp, err := lookPath(p, config.Getenv(req.Env, "PATH"))
-		if err != nil {
-			return "", fmt.Errorf("$REPLHUB_PYTHON=%q: %v", p, err)
-		}
-		return lp, nil
-	}
-	p, err := lookPath("python3", config.Getenv(req.Env, "PATH"))
-	if err != nil {
-		return "", errors.New("no python3 on your PATH: pass --python PATH or set REPLHUB_PYTHON")
-	}
-	return p, nil
-}
-
-// lookPath resolves name against path (a PATH value), like exec.LookPath.
-func lookPath(name, path string) (string, error) {
-	if strings.Contains(name, "/") {
-		fi, err := os.Stat(name)
-		if err != nil {
-			return "", errors.New("not found")
-		}
-		if fi.IsDir() || fi.Mode()&0o111 == 0 {
-			return "", errors.New("not an executable file")
-		}
-		return name, nil
-	}
-	for _, dir := range filepath.SplitList(path) {
-		if dir == "" {
-			continue
-		}
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", exec.ErrNotFound
 }
 
 // Wait collects the running or unread cell of session req.Name, waiting up

@@ -1,13 +1,8 @@
 package hub
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"os/exec"
-	"strings"
-	"sync"
-	"time"
 
 	"github.com/replhub/replhub/remote"
 	"github.com/replhub/replhub/wire"
@@ -77,34 +72,4 @@ func (p *remoteProc) Close() error       { return p.w.Close() }
 func (p *remoteProc) Wait() Exit {
 	code, sig, err := p.w.Wait()
 	return Exit{Code: code, Signal: sig, Err: err}
-}
-
-var (
-	minorMu    sync.Mutex
-	minorCache = map[string]string{}
-)
-
-// localMinor is the major.minor a local session of this caller would run,
-// which a remote start prefers; "" when it cannot be told.
-func (h *Hub) localMinor(req wire.Request) string {
-	local := req
-	local.Python = ""
-	py, err := choosePython(local)
-	if err != nil {
-		return ""
-	}
-	minorMu.Lock()
-	defer minorMu.Unlock()
-	if v, ok := minorCache[py]; ok {
-		return v
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, py, "-c", `import sys; print("%d.%d" % sys.version_info[:2])`).Output()
-	v := ""
-	if err == nil {
-		v = strings.TrimSpace(string(out))
-	}
-	minorCache[py] = v
-	return v
 }

@@ -3,10 +3,10 @@ package hub
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/internal/lazyre"
 	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/remote"
 	"github.com/replhub/replhub/wire"
@@ -21,7 +21,7 @@ import (
 // shMaxTimeout bounds a command's run; its default is the toolkit's.
 const shMaxTimeout = 24 * time.Hour
 
-var validEnvName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,254}$`)
+var validEnvName = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]{0,254}$`)
 
 // runSh answers an sh request into reply.
 func (h *Hub) runSh(from *Session, f *proto.Req, reply *proto.Reply) {

@@ -107,12 +107,16 @@ func (h *Hub) launchLocal(req wire.Request, withPassword bool, prompt string) (P
 	if err != nil {
 		return nil, err
 	}
+	env := req.Env
+	if len(python.Env) > 0 {
+		env = append(append([]string(nil), req.Env...), python.Env...)
+	}
 	dir := req.Cwd
 	if dir == "" {
 		dir = "/"
 	}
 	sock := h.workerSocket()
-	argv := []string{python, "-c", workerLauncher(h.workerPath), "--stdio", "--durable", sock}
+	argv := []string{python.Path, "-c", workerLauncher(h.workerPath), "--stdio", "--durable", sock}
 	if d := payload.CloudpickleDir(); d != "" {
 		argv = append(argv, "--cloudpickle", d)
 	}
@@ -132,7 +136,7 @@ func (h *Hub) launchLocal(req wire.Request, withPassword bool, prompt string) (P
 		argv = append(sudo.Args(bin, withPassword, prompt), argv...)
 		root = true
 	}
-	p, err := startLocal(argv, dir, req.Env)
+	p, err := startLocal(argv, dir, env)
 	if err != nil {
 		return nil, fmt.Errorf("cannot start %s: %w", argv[0], err)
 	}
@@ -196,6 +200,30 @@ func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, se
 	s.mu.Lock()
 	s.info.Route = route.String()
 	s.mu.Unlock()
+	linger := settings.LingerFor()
+	argv := []string{"--stdio"}
+	if linger > 0 {
+		argv = append(argv, "--linger", strconv.FormatFloat(linger.Seconds(), 'f', -1, 64))
+	}
+	if noToolkit(req) {
+		argv = append(argv, "--no-tk")
+	}
+	// The payload and the local minor are made while the connection is:
+	// each can cost a first start tens of milliseconds.
+	type built struct {
+		pl  []byte
+		err error
+	}
+	pch, minor := make(chan built, 1), make(chan string, 1)
+	go func() {
+		pl, err := payload.Build(nil, argv...)
+		pch <- built{pl, err}
+	}()
+	if req.Python == "" {
+		go func() { minor <- h.localMinor(req) }()
+	} else {
+		minor <- ""
+	}
 	release, err := dialSlot(ctx)
 	if err != nil {
 		return nil, err
@@ -205,23 +233,16 @@ func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, se
 	if err != nil {
 		return nil, err
 	}
-	linger := settings.LingerFor()
-	argv := []string{"--stdio"}
-	if linger > 0 {
-		argv = append(argv, "--linger", strconv.FormatFloat(linger.Seconds(), 'f', -1, 64))
-	}
-	if noToolkit(req) {
-		argv = append(argv, "--no-tk")
-	}
-	pl, err := payload.Build(nil, argv...)
-	if err != nil {
+	b := <-pch
+	if b.err != nil {
 		conn.Release()
-		return nil, err
+		return nil, b.err
 	}
+	pl := b.pl
 	spec := remote.StartSpec{
 		Pythons: append(append([]string(nil), req.Pythons...), settings.Pythons...),
 		Python:  req.Python,
-		Prefer:  h.localMinor(req),
+		Prefer:  <-minor,
 		Payload: pl,
 	}
 	if req.Sudo {
@@ -234,6 +255,11 @@ func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, se
 	if err != nil {
 		conn.Release()
 		return nil, err
+	}
+	if spec.Prefer != "" && w.Version != spec.Prefer && w.Version != "pinned" {
+		s.mu.Lock()
+		s.notes = append(s.notes, fmt.Sprintf("%s has no python %s (this machine's); the session runs python %s", req.Host, spec.Prefer, w.Version))
+		s.mu.Unlock()
 	}
 	if linger == 0 {
 		return &remoteProc{w: w}, nil

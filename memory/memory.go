@@ -6,10 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/replhub/replhub/internal/lazyre"
 )
 
 // MaxName is the longest entry name, ".md" included. Claude Code's own names
@@ -79,7 +80,7 @@ func checkHook(hook string) error {
 // a link, then an optional dash or colon, then the hook. Claude Code writes
 // "- [Title](file.md) — hook"; the docs do not fix the format, so reading
 // is lenient and writing uses that form (indexLine).
-var indexRE = regexp.MustCompile(`^[ \t]*[-*+][ \t]+\[([^\]]*)\]\(([^) \t]+)\)[ \t]*(?:(?:—|–|-|:)[ \t]*)?(.*)$`)
+var indexRE = lazyre.New(`^[ \t]*[-*+][ \t]+\[([^\]]*)\]\(([^) \t]+)\)[ \t]*(?:(?:—|–|-|:)[ \t]*)?(.*)$`)
 
 // indexLine is the line write adds for an entry.
 func indexLine(title, name, hook string) string {

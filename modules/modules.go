@@ -17,13 +17,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"syscall"
 	"unicode/utf8"
 
 	"github.com/replhub/replhub/boot"
+	"github.com/replhub/replhub/internal/lazyre"
 )
 
 // Prefix is what every module's dotted name starts with.
@@ -75,7 +75,7 @@ func IsNotFound(err error) bool {
 	return errors.As(err, &e) && e.NotFound
 }
 
-var validName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,99}$`)
+var validName = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]{0,99}$`)
 
 // ValidName says whether name (without Prefix) can be a module's name.
 func ValidName(name string) bool { return validName.MatchString(name) }

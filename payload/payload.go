@@ -9,21 +9,18 @@ package payload
 import (
 	"bytes"
 	"compress/zlib"
-	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/replhub/replhub/boot"
+	"github.com/replhub/replhub/pyfind"
 )
 
 // Module is one Python module in the bundle. A late one travels without
@@ -73,30 +70,28 @@ const WorkerModule = "replhub_worker"
 // worker and extra modules; argv, when given, is the worker's (else
 // --stdio).
 //
-// The same modules and argv give the same bytes, which are kept: a
-// fan-out starts dozens of sessions at once, and compressing the bundle
-// was most of the hub's work for each. The bytes returned are shared and
-// must not be changed.
+// A build without extra modules is kept, by argv: compressing the bundle
+// costs a remote start 10 to 25 ms, and it changes only with the worker's
+// argv; starts that ask at once (a fan-out's) wait for one build. Callers
+// must not change the bytes.
 func Build(extra map[string]Module, argv ...string) ([]byte, error) {
-	key := buildKey(extra, argv)
-	built.Lock()
+	if len(extra) > 0 {
+		return build(extra, argv)
+	}
+	key := strings.Join(argv, "\x00")
+	built.mu.Lock()
 	e := built.m[key]
 	if e == nil {
-		if len(built.m) >= maxBuilt {
+		if len(built.m) >= 16 {
 			clear(built.m)
 		}
 		e = &builtPayload{}
 		built.m[key] = e
 	}
-	built.Unlock()
-	// Starts that ask at once wait for one build.
-	e.once.Do(func() { e.b, e.err = build(extra, argv) })
+	built.mu.Unlock()
+	e.once.Do(func() { e.b, e.err = build(nil, argv) })
 	return e.b, e.err
 }
-
-// maxBuilt bounds the payloads kept: one per set of user modules and
-// worker flags in use.
-const maxBuilt = 8
 
 type builtPayload struct {
 	once sync.Once
@@ -104,21 +99,11 @@ type builtPayload struct {
 	err  error
 }
 
+// built holds the payloads Build made without extra modules, by argv.
 var built = struct {
-	sync.Mutex
-	m map[string]*builtPayload
+	mu sync.Mutex
+	m  map[string]*builtPayload
 }{m: map[string]*builtPayload{}}
-
-// buildKey names what Build builds from: the extra modules and argv.
-func buildKey(extra map[string]Module, argv []string) string {
-	h := sha256.New()
-	for _, name := range slices.Sorted(maps.Keys(extra)) {
-		m := extra[name]
-		fmt.Fprintf(h, "%q %q %v %v\n", name, m.Src, m.Pkg, m.Late)
-	}
-	fmt.Fprintf(h, "%q", argv)
-	return string(h.Sum(nil))
-}
 
 func build(extra map[string]Module, argv []string) ([]byte, error) {
 	mods := maps.Clone(builtin())
@@ -158,29 +143,44 @@ func Default() ([]byte, error) {
 }
 
 var (
-	cpOnce sync.Once
-	cpDir  string
+	cacheMu sync.Mutex
+	pythons = &pyfind.Cache{}
 )
 
-// CloudpickleDir is where this machine's cloudpickle package lives, asked
-// of its python3 (the Debian package python3-cloudpickle, or pip's), or ""
-// when it has none. It is asked once per process.
-func CloudpickleDir() string {
-	cpOnce.Do(func() {
-		for _, py := range []string{"python3", "/usr/bin/python3"} {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			out, err := exec.CommandContext(ctx, py, "-c", "import cloudpickle, os; print(os.path.dirname(cloudpickle.__file__))").Output()
-			cancel()
-			if err == nil {
-				if d := strings.TrimSpace(string(out)); d != "" {
-					cpDir = d
-					return
-				}
-			}
-		}
-	})
-	return cpDir
+// UseCache makes CloudpickleDir keep its answer in c (the hub's, in its
+// state folder) rather than in memory only; call it before the first
+// CloudpickleDir.
+func UseCache(c *pyfind.Cache) {
+	cacheMu.Lock()
+	pythons = c
+	cacheMu.Unlock()
 }
+
+// CloudpickleDir is where this machine's cloudpickle package lives, asked
+// of its python3 (the Debian package python3-cloudpickle, or pip's) and
+// then of /usr/bin/python3, or "" when neither has it. A python3 that is
+// a version manager's shim is resolved first, and the answer is kept in
+// the cache (see UseCache), so a new hub asks again only when the
+// interpreter changed.
+var CloudpickleDir = sync.OnceValue(func() string {
+	cacheMu.Lock()
+	c := pythons
+	cacheMu.Unlock()
+	var cands []string
+	if p, err := exec.LookPath("python3"); err == nil {
+		cwd, _ := os.Getwd()
+		if ch, ok := pyfind.Resolve(p, os.Getenv, cwd); ok {
+			p = ch.Path
+		}
+		cands = append(cands, p)
+	}
+	for _, py := range append(cands, "/usr/bin/python3") {
+		if d := c.CloudpickleDir(py); d != "" {
+			return d
+		}
+	}
+	return ""
+})
 
 // cloudpickleModules reads the package in dir as payload modules.
 func cloudpickleModules(dir string) (map[string]Module, error) {

@@ -72,20 +72,20 @@ func TestStubRunsTheWorkerFromMemory(t *testing.T) {
 	assert.Equal(t, "FENCE", stderr.String())
 }
 
-// A payload is built once per set of modules and flags: a fan-out's
-// starts share it.
-func TestBuildKept(t *testing.T) {
-	a, err := Build(map[string]Module{"m": {Src: "x = 1"}}, "--stdio")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := Build(map[string]Module{"m": {Src: "x = 1"}}, "--stdio")
-	c, _ := Build(map[string]Module{"m": {Src: "x = 2"}}, "--stdio")
-	d, _ := Build(map[string]Module{"m": {Src: "x = 1"}}, "--stdio", "--no-tk")
-	if &a[0] != &b[0] {
-		t.Error("the same modules and flags built twice")
-	}
-	if bytes.Equal(a, c) || bytes.Equal(a, d) {
-		t.Error("other modules or flags gave the same payload")
-	}
+// A payload is compressed once for the same argv; one with extra modules
+// is built anew.
+func TestPayloadIsKeptByArgv(t *testing.T) {
+	a, err := Build(nil, "--stdio")
+	require.NoError(t, err)
+	b, err := Build(nil, "--stdio")
+	require.NoError(t, err)
+	assert.Same(t, &a[0], &b[0], "the same payload is not compressed again")
+	c, err := Build(nil, "--stdio", "--no-tk")
+	require.NoError(t, err)
+	assert.NotEqual(t, a, c, "another argv is another payload")
+	d, err := Build(map[string]Module{"x": {Src: "X = 1\n"}}, "--stdio")
+	require.NoError(t, err)
+	e, err := Build(map[string]Module{"x": {Src: "X = 2\n"}}, "--stdio")
+	require.NoError(t, err)
+	assert.NotEqual(t, d, e, "extra modules are sent as they are now")
 }

@@ -129,7 +129,7 @@ func TestScriptRefusesShellSyntax(t *testing.T) {
 	assert.Error(t, err, "a pinned python is one interpreter")
 	s, err := Script(StartSpec{Pythons: []string{"~/py/bin/python3", "/opt/*/bin/python3.*"}, Prefer: "3.11"}, "tok")
 	require.NoError(t, err)
-	assert.Contains(t, s, `for e in '~/py/bin/python3' '/opt/*/bin/python3.*' 'python3.11' 'python3.14'`)
+	assert.Contains(t, s, `each '~/py/bin/python3' '/opt/*/bin/python3.*' || each 'python3.11' || managed || each 'python3.14' 'python3.13' 'python3.12' 'python3.10'`)
 	assert.NotRegexp(t, `@[A-Z]+@`, s)
 }
 

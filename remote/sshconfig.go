@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/kevinburke/ssh_config"
+
+	"github.com/replhub/replhub/internal/lazyre"
 )
 
 // Hop is one ssh connection of a route, resolved from ssh_config.
@@ -85,8 +86,8 @@ func (r Route) String() string {
 // Names must match these before they reach a config lookup, a known_hosts
 // line or the remote start script.
 var (
-	validHost = regexp.MustCompile(`^[A-Za-z0-9._-]{1,253}$|^\[[0-9A-Fa-f:.]{2,45}\]$`)
-	validUser = regexp.MustCompile(`^[A-Za-z0-9._][A-Za-z0-9._-]{0,63}$`)
+	validHost = lazyre.New(`^[A-Za-z0-9._-]{1,253}$|^\[[0-9A-Fa-f:.]{2,45}\]$`)
+	validUser = lazyre.New(`^[A-Za-z0-9._][A-Za-z0-9._-]{0,63}$`)
 )
 
 // ParseSpec splits "[user@]host[:port]" (IPv6 as [addr]:port).
@@ -153,7 +154,7 @@ func NewResolver(home, localUser string) (*Resolver, error) {
 	return r, nil
 }
 
-var errPos = regexp.MustCompile(`^\((\d+), \d+\): (.*)$`)
+var errPos = lazyre.New(`^\((\d+), \d+\): (.*)$`)
 
 // load reads one config file with its Includes inlined, then decodes it.
 // A line the library cannot parse is neutralised (an unsupported Match

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/replhub/replhub/boot"
+	"github.com/replhub/replhub/internal/lazyre"
 	"github.com/replhub/replhub/sudo"
 )
 
@@ -29,9 +29,9 @@ var DefaultPythons = []string{
 // validPython is what a python entry may look like before it goes into the
 // finder script: a name, a path, a folder or a glob; no quotes, spaces or
 // shell syntax beyond glob characters.
-var validPython = regexp.MustCompile(`^(~/)?[A-Za-z0-9._/*?\[\]+-]{1,255}$`)
+var validPython = lazyre.New(`^(~/)?[A-Za-z0-9._/*?\[\]+-]{1,255}$`)
 
-var validMinor = regexp.MustCompile(`^3\.[0-9]{1,2}$`)
+var validMinor = lazyre.New(`^3\.[0-9]{1,2}$`)
 
 // StartSpec says how to start a worker.
 type StartSpec struct {
@@ -58,28 +58,42 @@ const (
 	SudoPassword = "S"
 )
 
-var validPrompt = regexp.MustCompile(`^[][A-Za-z0-9 :._-]{1,80}$`)
+var validPrompt = lazyre.New(`^[][A-Za-z0-9 :._-]{1,80}$`)
 
 // Script renders the finder script for spec with marker token.
 func Script(spec StartSpec, token string) (string, error) {
 	quote := func(s string) string { return "'" + s + "'" }
-	// The preferred minor's own name goes first among the defaults, so that
-	// the usual start runs no interpreter just to ask its version.
-	defaults := DefaultPythons
-	if spec.Prefer != "" {
-		defaults = []string{"python" + spec.Prefer}
-		for _, p := range DefaultPythons {
-			if p != "python"+spec.Prefer {
-				defaults = append(defaults, p)
-			}
+	// The preferred minor's own name is tried first among the defaults,
+	// then the version managers' folders for it, so that the usual start
+	// runs no interpreter just to ask its version.
+	var preferred, defaults []string
+	for _, p := range DefaultPythons {
+		if spec.Prefer != "" && p == "python"+spec.Prefer {
+			preferred = append(preferred, p)
+		} else {
+			defaults = append(defaults, p)
 		}
 	}
-	var cands []string
-	for _, p := range append(append([]string(nil), spec.Pythons...), defaults...) {
-		if !validPython.MatchString(p) {
-			return "", fmt.Errorf("remote: python %q: use a name, a path, a folder or a glob (letters, digits, ./_-+*?[])", p)
+	if spec.Prefer != "" && len(preferred) == 0 {
+		preferred = []string{"python" + spec.Prefer}
+	}
+	quoted := func(list []string) (string, error) {
+		var out []string
+		for _, p := range list {
+			if !validPython.MatchString(p) {
+				return "", fmt.Errorf("remote: python %q: use a name, a path, a folder or a glob (letters, digits, ./_-+*?[])", p)
+			}
+			out = append(out, quote(p))
 		}
-		cands = append(cands, quote(p))
+		return strings.Join(out, " "), nil
+	}
+	var lists [3]string
+	for i, l := range [][]string{spec.Pythons, preferred, defaults} {
+		q, err := quoted(l)
+		if err != nil {
+			return "", err
+		}
+		lists[i] = q
 	}
 	pinned := ""
 	if spec.Python != "" {
@@ -109,7 +123,9 @@ func Script(spec StartSpec, token string) (string, error) {
 		"@TOKEN@", quote(token),
 		"@PREFER@", quote(spec.Prefer),
 		"@PINNED@", quote(pinned),
-		"@CANDIDATES@", strings.Join(cands, " "),
+		"@CANDIDATES@", lists[0],
+		"@PREFERRED@", lists[1],
+		"@DEFAULTS@", lists[2],
 		"@STUB@", boot.Stub,
 	)
 	return r.Replace(boot.Finder), nil

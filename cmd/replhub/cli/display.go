@@ -4,18 +4,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
 	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/internal/lazyre"
 	"github.com/replhub/replhub/wire"
 )
 
 // extensions of the display items written to files.
 var extensions = map[string]string{"image/png": ".png", "image/jpeg": ".jpg", "image/svg+xml": ".svg"}
 
-var unsafeName = regexp.MustCompile(`[^A-Za-z0-9._-]`)
+var unsafeName = lazyre.New(`[^A-Za-z0-9._-]`)
 
 // keepDisplay is how long an image file is kept: older ones go when new
 // ones are written.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/replhub/replhub/client"
 	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/internal/lazyre"
 	"github.com/replhub/replhub/remote"
 )
 
@@ -125,7 +125,7 @@ func (e *env) completeHost(cmd *cobra.Command, args []string, toComplete string)
 	return matching(hosts, toComplete), cobra.ShellCompDirectiveNoFileComp
 }
 
-var pythonName = regexp.MustCompile(`^python(3(\.\d{1,2})?)?$`)
+var pythonName = lazyre.New(`^python(3(\.\d{1,2})?)?$`)
 
 // completePython offers the interpreters on PATH by name, and pyenv's by
 // path, without running any of them. A value with a slash completes as a

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/tests/hubtest"
+	"github.com/replhub/replhub/tests/pyenvtest"
+	"github.com/replhub/replhub/tests/sshtest"
+)
+
+func init() {
+	measureAlone("speed", "measure only start-up: a CLI call, a warm exec, new sessions, pyenv shims here and on a host",
+		func(w *world, n int) ([]row, error) {
+			rows, err := speedRows(w, n)
+			if err != nil {
+				// What was measured before the failure is still shown.
+				fmt.Fprintln(os.Stderr, "bench:", err)
+			}
+			return rows, nil
+		})
+}
+
+// speedRows measures what every user feels: a CLI call's own cost, a warm
+// exec and a new session through the CLI against the system python, the
+// first session after a hub start when python3 is a pyenv shim, and
+// sessions on a host whose python3 is a pyenv shim (-speed).
+func speedRows(w *world, n int) (rows []row, err error) {
+	ctx := context.Background()
+	sysPy := "/usr/bin/python3"
+	if _, err := os.Stat(sysPy); err != nil {
+		sysPy = w.py
+	}
+	ver, err := w.timeCmd(n, w.bin, "--version")
+	if err != nil {
+		return nil, err
+	}
+	tru, err := w.timeCmd(n, "/bin/true")
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, row{"`replhub --version`", ms(ver), "`/bin/true` " + ms(tru), fmt.Sprintf("%.1fx", float64(ver)/float64(tru)), "at most 5 ms"})
+
+	if _, err := w.c.Exec(ctx, "warm", "1+1", client.ExecOptions{Cwd: w.cwd, Env: w.env}); err != nil {
+		return nil, err
+	}
+	rh, py, err := w.pair(n, []string{w.bin, "exec", "warm", "1+1"}, []string{sysPy, "-c", "print(1+1)"})
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, row{"`replhub exec s '1+1'`, warm", ms(rh), fmt.Sprintf("`%s -c 'print(1+1)'` %s", sysPy, ms(py)),
+		fmt.Sprintf("%.2fx faster", float64(py)/float64(rh)), "at least 4x faster"})
+
+	// The session runs the same interpreter as the baseline: the start's
+	// own cost, not one interpreter's site-packages against another's.
+	// The two are timed in turn, so that the machine's load falls on both.
+	var news, passes []time.Duration
+	saved := w.env
+	w.env = withEnv(w.env, "REPLHUB_PYTHON="+sysPy)
+	for i := 0; i < n; i++ {
+		name := fmt.Sprintf("cli-new-%d", i)
+		d, err := timeOnce(w, w.bin, "exec", name, "pass")
+		if err != nil {
+			w.env = saved
+			return nil, err
+		}
+		news = append(news, d)
+		w.c.Kill(ctx, name)
+		if d, err = timeOnce(w, sysPy, "-c", "pass"); err != nil {
+			w.env = saved
+			return nil, err
+		}
+		passes = append(passes, d)
+	}
+	w.env = saved
+	pass := median(passes)
+	rows = append(rows, row{"new local session through the CLI", ms(median(news)), fmt.Sprintf("`%s -c pass` %s", sysPy, ms(pass)),
+		fmt.Sprintf("%.2fx", float64(median(news))/float64(pass)), "at most 2x"})
+
+	tb := &benchTB{}
+	defer tb.close()
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("speed benchmarks: %v", r)
+		}
+	}()
+	pys := pythonsByMinor()
+	global, other := pys[0], pys[1]
+	tr := pyenvtest.New(tb, filepath.Join(w.root, "pyenv-home"), map[string]string{global.v + ".99": global.path, other.v + ".99": other.path}, global.v+".99")
+	os.Chmod(filepath.Join(w.root, "pyenv-home"), 0o755)
+
+	// The first local session after a hub start, python3 a pyenv shim
+	// (slow on purpose, as pyenv's) against a real path.
+	shimEnv := withEnv(w.env, "PATH="+tr.Shims+":"+os.Getenv("PATH"), "REPLHUB_PYTHON=", "HOME="+filepath.Join(w.root, "pyenv-home"))
+	realEnv := withEnv(w.env, "REPLHUB_PYTHON="+global.path)
+	var shim, real []time.Duration
+	for i := 0; i < n; i++ {
+		for j, env := range [][]string{shimEnv, realEnv} {
+			w.c.Kill(ctx, "first")
+			w.c.Stop(ctx)
+			w.c.Env = env
+			t0 := time.Now()
+			if _, err := w.c.Exec(ctx, "first", "pass", client.ExecOptions{Cwd: w.cwd, Env: env}); err != nil {
+				return nil, err
+			}
+			if j == 0 {
+				shim = append(shim, time.Since(t0))
+			} else {
+				real = append(real, time.Since(t0))
+			}
+		}
+	}
+	w.c.Env = w.env
+	rows = append(rows, row{"first local session after a hub start, python3 a pyenv shim", ms(median(shim)), "a real path " + ms(median(real)),
+		fmt.Sprintf("%.2fx", float64(median(shim))/float64(median(real))), "at most 1.3x"})
+
+	runs := tr.Runs()
+	rr, err := pyenvHostRows(w, n, tb, tr, global, other)
+	rows = append(rows, rr...)
+	if runs += tr.Runs(); runs != "" {
+		names := map[string]bool{}
+		for _, l := range strings.Fields(runs) {
+			names[filepath.Base(l)] = true
+		}
+		rows = append(rows, row{"shims run", fmt.Sprint(strings.Count(runs, "\n")), strings.Join(slices.Sorted(maps.Keys(names)), ", "), "", "none"})
+	}
+	return rows, err
+}
+
+// pyenvHostRows measures sessions on a loopback host whose python3 is a
+// pyenv shim, against `ssh HOST python3 -c pass` there.
+func pyenvHostRows(w *world, n int, tb *benchTB, tr *pyenvtest.Tree, global, other minorPy) ([]row, error) {
+	ctx := context.Background()
+	home := filepath.Join(w.root, "ssh-home")
+	key := sshtest.NewKey(tb, filepath.Join(home, ".ssh", "id_ed25519"), "")
+	srv := sshtest.Start(tb, sshtest.Options{Authorized: []string{key.Public}, SetEnv: map[string]string{
+		"HOME": filepath.Dir(tr.Root), "PATH": tr.Shims + ":/usr/local/bin:/usr/bin:/bin"}})
+	u, _ := user.Current()
+	cfg := filepath.Join(home, ".ssh", "config")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("Host pyhost\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  UserKnownHostsFile %s\n  ControlPath %s\n",
+		srv.Port, u.Username, key.Path, filepath.Join(home, ".ssh", "known_hosts"), filepath.Join(home, "cm-%p"))), 0o600)
+	os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), []byte(srv.KnownHostsLine()+"\n"), 0o600)
+	env := withEnv(w.env, "HOME="+home, "SSH_AUTH_SOCK=")
+	sshPass, err := w.timeCmd(n, "ssh", "-F", cfg, "-o", "ControlMaster=no", "pyhost", "python3", "-c", "pass")
+	if err != nil {
+		return nil, err
+	}
+	sshReal, err := w.timeCmd(n, "ssh", "-F", cfg, "-o", "ControlMaster=no", "pyhost", global.path, "-c", "pass")
+	if err != nil {
+		return nil, err
+	}
+	tr.Reset() // the baseline runs the shim; replhub must not
+	var rows []row
+	for _, c := range []struct {
+		what  string
+		local minorPy
+		goal  string
+	}{{"local minor = the host's pyenv global", global, "at most 1.0x"}, {"local minor ≠ the host's pyenv global", other, "at most 1.1x"}} {
+		e := withEnv(env, "REPLHUB_PYTHON="+c.local.path)
+		o := client.ExecOptions{Cwd: w.cwd, Env: e, Host: "pyhost"}
+		var ds []time.Duration
+		for i := 0; i < n; i++ {
+			w.c.Kill(ctx, "first")
+			w.c.Stop(ctx)
+			w.c.Env = e
+			if err := w.c.Ping(ctx); err != nil {
+				return rows, err
+			}
+			t0 := time.Now()
+			if _, err := w.c.Exec(ctx, "first", "pass", o); err != nil {
+				return rows, err
+			}
+			ds = append(ds, time.Since(t0))
+		}
+		rows = append(rows, row{"first remote session on a pyenv host, " + c.what, ms(median(ds)),
+			fmt.Sprintf("`ssh HOST python3 -c pass` %s (with a real path: %s)", ms(sshPass), ms(sshReal)),
+			fmt.Sprintf("%.2fx", float64(median(ds))/float64(sshPass)), c.goal})
+		if c.local != global {
+			continue
+		}
+		// Further sessions on the open route, against python over an
+		// open ControlMaster connection.
+		ds = ds[:0]
+		for i := 0; i < n; i++ {
+			name := fmt.Sprintf("more-%d", i)
+			t0 := time.Now()
+			if _, err := w.c.Exec(ctx, name, "pass", o); err != nil {
+				return rows, err
+			}
+			ds = append(ds, time.Since(t0))
+			w.c.Kill(ctx, name)
+		}
+		master := exec.Command("ssh", "-F", cfg, "-o", "ControlMaster=yes", "-N", "pyhost")
+		if err := master.Start(); err != nil {
+			return rows, err
+		}
+		time.Sleep(500 * time.Millisecond)
+		warm, err := w.timeCmd(n, "ssh", "-F", cfg, "-o", "ControlMaster=no", "pyhost", c.local.path, "-c", "pass")
+		master.Process.Kill()
+		master.Wait()
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, row{"further remote session on an open route", ms(median(ds)), "python over a ControlMaster " + ms(warm),
+			fmt.Sprintf("%.2fx", float64(median(ds))/float64(warm)), "at most 1.3x"})
+	}
+	w.c.Env = w.env
+	return rows, nil
+}
+
+type minorPy struct{ v, path string }
+
+// pythonsByMinor returns two real interpreters of different minors.
+func pythonsByMinor() []minorPy {
+	ps := hubtest.Pythons()
+	var out []minorPy
+	for _, v := range []string{"3.11", "3.12", "3.13", "3.10", "3.9", "3.8"} {
+		if p, ok := ps[v]; ok {
+			out = append(out, minorPy{v, p})
+		}
+		if len(out) == 2 {
+			return out
+		}
+	}
+	panic(fmt.Sprintf("needs two Pythons of different minors, found %v", ps))
+}
+
+// pair times a and b in turn, n times each, and returns their medians.
+func (w *world) pair(n int, a, b []string) (time.Duration, time.Duration, error) {
+	var da, db []time.Duration
+	for i := 0; i < n; i++ {
+		d, err := timeOnce(w, a...)
+		if err != nil {
+			return 0, 0, err
+		}
+		da = append(da, d)
+		if d, err = timeOnce(w, b...); err != nil {
+			return 0, 0, err
+		}
+		db = append(db, d)
+	}
+	return median(da), median(db), nil
+}
+
+// withEnv is env with vars set (later settings win).
+func withEnv(env []string, vars ...string) []string {
+	return append(append([]string(nil), env...), vars...)
+}

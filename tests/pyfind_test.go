@@ -1,0 +1,101 @@
+package tests
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/tests/hubtest"
+	"github.com/replhub/replhub/tests/pyenvtest"
+	"github.com/replhub/replhub/tests/sshtest"
+)
+
+// twoPythons picks two real interpreters of different minors, with a
+// version name for each as pyenv would have it (minor + ".99").
+func twoPythons(t *testing.T) (a, b, va, vb string) {
+	newer, older := hubtest.PickPythons(t)
+	for v, p := range hubtest.Pythons() {
+		switch p {
+		case newer:
+			va = v
+		case older:
+			vb = v
+		}
+	}
+	return newer, older, va, vb
+}
+
+// A local session started with the default python3, a pyenv shim, runs the
+// interpreter pyenv would choose (the global, or a project's
+// .python-version), without running the shim.
+func TestLocalShimIsResolved(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, older, vn, vo := twoPythons(t)
+	home := filepath.Join(e.Dir, "home")
+	tr := pyenvtest.New(t, home, map[string]string{vn + ".99": newer, vo + ".99": older}, vo+".99")
+	e.Setenv("HOME", home)
+	e.Setenv("PATH", tr.Shims+":"+os.Getenv("PATH"))
+	e.Setenv("PYENV_VERSION", "")
+	e.Setenv("REPLHUB_PYTHON", "")
+
+	r := e.Run("exec", "g", "import sys, os; print(sys.executable); os.environ['PATH'].split(':')[0]")
+	require.Equal(t, 0, r.Code, "%s", r)
+	bin := filepath.Join(tr.Root, "versions", vo+".99", "bin")
+	assert.Contains(t, r.Stdout, filepath.Join(bin, "python3")+"\n")
+	assert.Contains(t, r.Stdout, "Out[1]: '"+bin+"'", "pyenv puts the version's bin first on PATH")
+
+	require.NoError(t, os.WriteFile(filepath.Join(e.Cwd, ".python-version"), []byte(vn+"\n"), 0o644))
+	r = e.Run("exec", "p", "import sys; sys.version_info[:2]")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "Out[1]: ("+strings.Replace(vn, ".", ", ", 1)+")", "the project's version wins")
+	assert.Empty(t, tr.Runs(), "no shim may run")
+}
+
+// On a host whose python3 is a pyenv shim, the finder resolves shims by
+// pyenv's rules and reads versions from pyenv's folders: it picks the local
+// minor whether or not it is the host's pyenv global, and runs no shim.
+func TestRemoteFinderReadsPyenv(t *testing.T) {
+	newer, older, vn, vo := twoPythons(t)
+	home, err := os.MkdirTemp("", "replhub-pyenv-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(home) })
+	os.Chmod(home, 0o755)
+	tr := pyenvtest.New(t, home, map[string]string{vn + ".99": newer, vo + ".99": older}, vo+".99")
+	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{SetEnv: map[string]string{
+		"HOME": home, "PATH": tr.Shims + ":/usr/local/bin:/usr/bin:/bin"}})
+	for _, c := range []struct{ local, want string }{
+		{older, vo}, // the local minor is the host's global
+		{newer, vn}, // it is not: pyenv's versions/ has it all the same
+	} {
+		w.Setenv("REPLHUB_PYTHON", c.local)
+		name := "s" + strings.ReplaceAll(c.want, ".", "")
+		r := w.Run("exec", name, "import sys; sys.executable", "--host", "lab")
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "Out[1]: '"+filepath.Join(tr.Root, "versions", c.want+".99", "bin", "python"), "%s", r)
+		assert.Contains(t, r.Stdout, "python "+c.want+".", "%s", r)
+	}
+	assert.Empty(t, tr.Runs(), "no shim may run")
+
+	// A local minor the host has nowhere: another is taken, and the reply
+	// says so.
+	for v, p := range hubtest.Pythons() {
+		if v == vn || v == vo || exists("/usr/bin/python"+v) || exists("/usr/local/bin/python"+v) {
+			continue
+		}
+		w.Setenv("REPLHUB_PYTHON", p)
+		r := w.Run("exec", "other", "1", "--host", "lab")
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "lab has no python "+v+" (this machine's)", "%s", r)
+		break
+	}
+	assert.Empty(t, tr.Runs(), "no shim may run")
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
