@@ -16,6 +16,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/proto"
 )
 
 // frameConn reads and writes frames on one stream (a durable worker's
@@ -100,6 +102,8 @@ func TestDurableWorkerIsAdopted(t *testing.T) {
 		first := &frameConn{t: t, br: bufio.NewReader(outR), w: inW}
 		h, _ := first.next()
 		require.Equal(t, "ready", h["op"])
+		token, _ := h["streams"].(string)
+		require.NotEmpty(t, token, "the ready frame tells the streams token")
 		fi, err := os.Stat(sock)
 		require.NoError(t, err)
 		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), "the socket is the user's alone")
@@ -110,12 +114,13 @@ func TestDurableWorkerIsAdopted(t *testing.T) {
 		require.Equal(t, "done", h["op"])
 		got := make([]byte, 0, 64)
 		buf := make([]byte, 64)
-		for !strings.Contains(string(got), "<F1>") {
+		_, closing := proto.StreamMarkers(token)
+		for !strings.Contains(string(got), "<F1>"+string(closing)) {
 			n, err := errR.Read(buf)
 			require.NoError(t, err)
 			got = append(got, buf[:n]...)
 		}
-		assert.Equal(t, "to the first hub\n<F1>", string(got))
+		assert.Equal(t, "to the first hub\n<F1>", split(token, got).all)
 
 		// The hub goes away while cell 2 runs.
 		first.send(map[string]any{"op": "exec", "cell": 2, "code": "import time; time.sleep(0.5); print('while alone'); x + 1", "fence": "<F2>"})
@@ -138,16 +143,17 @@ func TestDurableWorkerIsAdopted(t *testing.T) {
 		assert.EqualValues(t, 2, h["cell"])
 		assert.Equal(t, true, h["running"], "its done frame is still to come")
 		assert.Equal(t, "<F2>", h["fence"])
+		assert.Equal(t, token, h["streams"], "an adopted worker tells its token again")
 		done, out := next.cell(2, "<F2>")
 		assert.EqualValues(t, 2, done["cell"])
 		assert.Equal(t, "6", done["value"])
-		assert.Equal(t, "while alone\n<F2>", string(out))
+		assert.Equal(t, "while alone\n<F2>", split(token, out).stdout)
 
 		// It goes on with the new hub; output now comes in out frames.
 		next.send(map[string]any{"op": "exec", "cell": 3, "code": "print('to the new hub'); x", "fence": "<F3>"})
 		done, out = next.cell(3, "<F3>")
 		assert.Equal(t, "5", done["value"])
-		assert.Equal(t, "to the new hub\n<F3>", string(out))
+		assert.Equal(t, "to the new hub\n<F3>", split(token, out).stdout)
 
 		next.send(map[string]any{"op": "exit"})
 		select {

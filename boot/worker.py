@@ -5,13 +5,16 @@ DESIGN.md lays them out:
 
 * frames travel on private duplicates of the original fds 0 (hub -> worker)
   and 1 (worker -> hub), made before any user code runs;
-* fds 1 and 2 then both point at the original stderr, which the hub reads as
-  the session's output, so print(), subprocesses and C code all land there in
-  the order they were written; fd 0 becomes /dev/null so input() sees EOF;
+* fds 1 and 2 then point at two pipes that a pump thread forwards to the
+  original stderr, which the hub reads as the session's output: stdout and
+  stderr apart (stdout runs bracketed by markers built from the --streams
+  token), print(), subprocesses and C code in the order they were written
+  (see Pump); fd 0 becomes /dev/null so input() sees EOF;
 * a frame is one line of UTF-8 JSON, under 1 MiB, followed by exactly "len"
   raw bytes when the header has that key;
-* after each cell the worker flushes, writes the cell's fence token to fd 1
-  and sends "done": the hub needs both before it calls the cell finished.
+* after each cell the worker flushes, writes the cell's fence token to its
+  stdout and sends "done": the hub needs both before it calls the cell
+  finished.
 
 Frames, protocol 2 (hub -> worker):
   exec {cell, code, fence}          run a cell
@@ -27,7 +30,7 @@ Frames, protocol 2 (hub -> worker):
   ping {id} -> pong {id}
   exit              end now (a durable worker outlives its frame stream)
   adopt             a new hub's first frame on a durable worker's socket
-                    -> ready {adopted, cell, running, fence}, then the last
+                    -> ready {adopted, cell, running, fence, streams}, then the last
                     done frame and the output that waited for a hub
   detach {fence}    the hub hands us over: output to it ends with fence,
                     then detached; the rest waits for the next hub
@@ -58,6 +61,7 @@ when the worker dies, however it dies (see _start_reaper).
 Standard library only; runs on Python 3.6 through 3.13.  Keep it small.
 """
 
+import io
 import os
 import sys
 
@@ -627,19 +631,86 @@ def _flush():
 
 
 OUT_KEEP = 2000000  # output kept while no hub is attached (the hub's unread cap)
+SETTLE_MAX = 1.0    # seconds a write waits for the pump to read fd 1's pipe
+
+
+def _markers(token):
+    """The markers that begin and end a run of stdout in the output stream
+    (see proto/streams.go)."""
+    t = token.encode("ascii")
+    return b"\x1e\x1f" + t + b"1\x1f\x1e", b"\x1e\x1f" + t + b"2\x1f\x1e"
+
+
+def _streams_token(argv):
+    """The token the hub chose (--streams), or one of our own."""
+    if "--streams" in argv:
+        t = argv[argv.index("--streams") + 1]
+        if 8 <= len(t) <= 64 and len(t) % 2 == 0 and all(c in "0123456789abcdefABCDEF" for c in t):
+            return t
+    import binascii
+    return binascii.hexlify(os.urandom(8)).decode("ascii")
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+class Stream(io.RawIOBase):
+    """The raw file under sys.stdout (fd 1) or sys.stderr (fd 2): Python's
+    own writes to either go through the pump's put, which keeps them in
+    the order they are made. fileno() is still 1 or 2, for a child process
+    handed sys.stdout."""
+
+    def __init__(self, fd, pump):
+        self._fd = fd
+        self._pump = pump
+
+    def writable(self):
+        return True
+
+    def fileno(self):
+        return self._fd
+
+    def write(self, b):
+        n = len(b)
+        if n:
+            self._pump.put(self._fd, b)
+        return n
 
 
 class Pump(object):
-    """A durable worker's output: fds 1 and 2 point at a pipe that this
-    thread reads, so that print() and a cell's children never meet a
-    closed pipe when the hub goes away. What it reads goes on raw to the
-    output stream of the hub that started the worker; once that hub is
-    gone, as out frames to a hub that adopted it; while no hub is attached
-    it is kept, the last OUT_KEEP bytes of it."""
+    """The worker's output. fds 1 and 2 point at two pipes, O and E, that
+    this thread reads and forwards, as one stream: raw to the output
+    stream of the hub that started the worker; once that hub is gone, as
+    out frames to a hub that adopted it; while no hub is attached it is
+    kept, the last OUT_KEEP bytes of it. print() and a cell's children so
+    never meet a closed pipe when the hub goes away.
 
-    def __init__(self, rfd, errfd):
+    The two streams travel apart (proto/streams.go): the pump brackets
+    what it read from O with the stdout markers; bytes outside a bracket
+    are stderr, so a crash's traceback, written straight to the hub's
+    stream, is too.
+
+    Order: Python's own writes to both streams (put, under sys.stdout and
+    sys.stderr) go into E, stdout's bracketed, each bracket in one piece
+    that a pipe writes whole: one pipe keeps them in the order made. What
+    C code and child processes write to fd 1 goes into O; put first waits
+    (SETTLE_MAX at most) until the pump has read O, and the pump reads E
+    before O, so that each stream is exact in order, and the two are in
+    the order they arrived where C code or a child wrote them."""
+
+    def __init__(self, token, errfd):
+        import select
         import threading
-        self.rfd = rfd
+        self.open, self.close = _markers(token)
+        self.o, self.ow = os.pipe()
+        self.e, self.ew = os.pipe()
+        self.o_id = self._id(self.ow)
+        # A bracket and its contents, written in one piece.
+        self.piece = getattr(select, "PIPE_BUF", 512) - 2 * len(self.open)
+        self.o_reads = 0    # reads of O so far (put waits for two)
         self.errfd = errfd  # the first hub's output stream; None once gone
         _nonblocking(errfd)  # see Channel._write: a frozen link must not wedge us
         self.superseded = False
@@ -648,36 +719,148 @@ class Pump(object):
         self.size = 0
         self.dropped = 0
         self.lock = threading.Lock()
+        import fcntl
+        import termios
+        self._ioctl, self._fionread = fcntl.ioctl, termios.FIONREAD
 
-    def run(self):
-        while True:
-            try:
-                data = os.read(self.rfd, 1 << 16)
-            except OSError:
-                continue
-            if not data:
+    @staticmethod
+    def _id(fd):
+        st = os.fstat(fd)
+        return st.st_dev, st.st_ino
+
+    # -- the writers' side (any thread, or a forked child) ---------------
+    def put(self, fd, data):
+        """Python's write of data to fd 1 or 2. A fd that user code pointed
+        elsewhere (os.dup2) is written as it is."""
+        self.settle()
+        if fd == 2:
+            _write_all(2, data)
+            return
+        try:
+            ours = self._id(1) == self.o_id
+        except OSError:
+            ours = False
+        if not ours:
+            _write_all(1, data)
+            return
+        self.stdout(data)
+
+    def stdout(self, data):
+        """Write data into E as stdout, in pieces a pipe writes whole."""
+        for i in range(0, len(data), self.piece):
+            _write_all(self.ew, self.open + data[i:i + self.piece] + self.close)
+
+    def settle(self):
+        """Wait until the pump has read what O held (two reads, should it
+        fill up again meanwhile), SETTLE_MAX at most."""
+        z = b"\0\0\0\0"
+        try:
+            if self._ioctl(self.o, self._fionread, z) == z:
                 return
-            with self.lock:
-                self._deliver(data)
+            import time
+            reads, deadline = self.o_reads, time.time() + SETTLE_MAX
+            while self._ioctl(self.o, self._fionread, z) != z and self.o_reads < reads + 2:
+                if time.time() > deadline:
+                    return
+                time.sleep(0.0002)
+        except OSError:
+            pass
+
+    # -- the pump thread -------------------------------------------------
+    def run(self):
+        import select
+        _nonblocking(self.e)
+        _nonblocking(self.o)
+        live = [self.e, self.o]
+        while live:
+            try:
+                ready = select.select(live, [], [])[0]
+            except (OSError, ValueError):
+                continue
+            # E first, whatever select said: what it holds now was written
+            # before what O held when select looked.
+            for _ in range(16):
+                data = self._read(self.e, live)
+                if not data:
+                    break
+                if len(data) == 1 << 16:
+                    data = self._whole(data, live)
+                with self.lock:
+                    self._deliver(data)
+                if len(data) < 1 << 16:
+                    break
+            if self.o in ready:
+                data = self._read(self.o, live)
+                self.o_reads += 1
+                if data:
+                    with self.lock:
+                        self._deliver(self.open + data + self.close)
+
+    @staticmethod
+    def _read(fd, live):
+        """Up to 64 KiB of fd; None when it has none now, b"" at its end
+        (fd then leaves live)."""
+        try:
+            data = os.read(fd, 1 << 16)
+        except (BlockingIOError, InterruptedError):
+            return None
+        except OSError:
+            data = b""
+        if not data and fd in live:
+            live.remove(fd)
+        return data
+
+    def _whole(self, data, live):
+        """data, a full read of E, with the rest of a bracket it cut: a
+        bracket is written in one piece, so the rest is in the pipe."""
+        for _ in range(8):
+            i = data.rfind(self.open)
+            if not ((i >= 0 and data.find(self.close, i) < 0) or self._head_at_end(data)):
+                break
+            more = self._read(self.e, live)
+            if not more:
+                break
+            data += more
+        return data
+
+    def _head_at_end(self, data):
+        """Whether data ends with the start of a marker."""
+        tail = data[-(len(self.open) - 1):]
+        k = tail.find(b"\x1e")
+        while k >= 0:
+            if self.open.startswith(tail[k:]):
+                return True
+            k = tail.find(b"\x1e", k + 1)
+        return False
+
+    def _resume(self, data, n):
+        """What of data the next hub gets when the first took its first n
+        bytes: the rest, begun outside a marker and in its stream."""
+        i = data.rfind(self.open, 0, n + len(self.open) - 1)
+        j = data.rfind(self.close, 0, n + len(self.close) - 1)
+        if i > j:
+            return data[i:] if n < i + len(self.open) else self.open + data[n:]
+        if j >= 0 and n < j + len(self.close):
+            return data[j + len(self.close):]
+        return data[n:]
 
     def exit_after_drain(self, real_exit):
         """os._exit, once what the process wrote has gone on (at most
         0.5 s): a cell's last words before os._exit would otherwise die
         with the pump. A crash's go another way (see main)."""
         def _exit(status):
-            import fcntl
-            import struct
-            import termios
             import time
             deadline = time.time() + 0.5
             empty = 0  # looks in a row that found nothing left
+            z = b"\0\0\0\0"
             try:
                 while time.time() < deadline and empty < 2:
-                    left = 1
+                    left = True
                     if self.lock.acquire(False):
-                        left = struct.unpack("i", fcntl.ioctl(self.rfd, termios.FIONREAD, b"\0\0\0\0"))[0]
+                        left = (self._ioctl(self.e, self._fionread, z) != z
+                                or self._ioctl(self.o, self._fionread, z) != z)
                         self.lock.release()
-                    empty = empty + 1 if left == 0 else 0
+                    empty = 0 if left else empty + 1
                     time.sleep(0.002)
             except Exception:
                 pass
@@ -688,8 +871,8 @@ class Pump(object):
 
     def _write_first(self, data):
         """Write data to the first hub's stream, waiting while it is full;
-        returns what could not be written (the hub is gone, or a new one
-        is taking over), b"" when all was."""
+        returns how much was written: less than all when the hub is gone,
+        or a new one is taking over."""
         view = memoryview(data)
         try:
             while view:
@@ -701,23 +884,26 @@ class Pump(object):
                     import select
                     select.select([], [self.errfd], [], 0.5)
         except OSError:
-            return bytes(view)
-        return b""
+            pass
+        return len(data) - len(view)
 
     def _deliver(self, data):
         if self.errfd is not None:
-            rest = self._write_first(data)
-            if not rest:
+            n = self._write_first(data)
+            if n == len(data):
                 return
             self._drop_first_hub()
-            data = rest
+            data = self._resume(data, n)
         if self.chan is not None:
+            i = 0
             try:
-                for i in range(0, len(data), 1 << 20):
+                while i < len(data):
                     self.chan.send({"op": "out"}, data[i:i + (1 << 20)])
+                    i += 1 << 20
                 return
             except OSError:
                 self.chan = None
+                data = self._resume(data, i)
         self.kept.append(data)
         self.size += len(data)
         while self.size > OUT_KEEP and len(self.kept) > 1:
@@ -939,6 +1125,7 @@ class Session(object):
         self.sock_alt = None
         self.linger = None    # seconds a remote worker waits for a hub
         self.pump = None
+        self.streams = ""     # the token of the stream markers (see Pump)
         self.fence = ""       # the running cell's
         self.last_cell = 0
         self.cell_t0 = 0.0  # when the last cell started (time.time())
@@ -1143,10 +1330,11 @@ class Session(object):
 
     @property
     def sock_fields(self):
-        """The ready frame's word on a remote worker's socket."""
+        """The ready frame's word on the streams token and a remote
+        worker's socket."""
         if self.linger is None:
-            return ()
-        return (("sock", self.sock), ("sock_alt", self.sock_alt))
+            return (("streams", self.streams),)
+        return (("streams", self.streams), ("sock", self.sock), ("sock_alt", self.sock_alt))
 
     def _keep_socket(self):
         """A socket whose folder went (a runtime folder removed at logout)
@@ -1565,10 +1753,11 @@ class Session(object):
 
     def _write_done(self, fence, done, data=None):
         with self.sigint:
+            # In stdout, after all the cell wrote to either stream, even
+            # with fd 1 pointed elsewhere.
             try:
-                view = memoryview(fence.encode("utf-8"))
-                while view:
-                    view = view[os.write(1, view):]
+                self.pump.settle()
+                self.pump.stdout(fence.encode("utf-8"))
             except OSError:
                 pass
             self.chan.send(done, data)
@@ -1870,10 +2059,10 @@ def _parent_is_sudo():
 def _reap(r, pgid, drain=None, socks=()):
     """The reaper's life: wait for EOF on r, then kill the group, and the
     groups the toolkit's commands and jobs run in (told on r as "+PGID" and
-    "-PGID" lines, see _reaper_group). A durable
-    worker's reaper also keeps drain (the output pipe's read end and the
-    first hub's output stream), to pass on the dying worker's last words
-    that its pump had no time to, and removes its sockets, socks."""
+    "-PGID" lines, see _reaper_group). The reaper also keeps the read ends
+    of drain's pipes (the Pump) and the first hub's output stream, to pass
+    on the dying worker's last words that its pump had no time to, and
+    removes a durable worker's sockets, socks."""
     import signal
     for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGPIPE", "SIGTSTP", "SIGTTIN", "SIGTTOU"):
         if hasattr(signal, name):
@@ -1882,7 +2071,9 @@ def _reap(r, pgid, drain=None, socks=()):
         fds = [int(fd) for fd in os.listdir("/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd")]
     except (OSError, ValueError):
         fds = range(1024)
-    keep = set([r]) | set(drain or ())
+    keep = set([r])
+    if drain is not None:
+        keep |= set([drain.o, drain.e, drain.errfd])
     for fd in fds:
         if fd not in keep:
             _close(fd)
@@ -1919,56 +2110,48 @@ def _reap(r, pgid, drain=None, socks=()):
             os.unlink(sock)
         except OSError:
             pass
-    if drain:
-        _pass_on(*drain)
+    if drain is not None and drain.errfd is not None:
+        _pass_on(drain)
     os.killpg(pgid, signal.SIGKILL)
 
 
-def _pass_on(rfd, wfd):
-    """Copy what is left in pipe rfd to wfd, without waiting for more."""
-    import fcntl
-    try:
-        fcntl.fcntl(rfd, fcntl.F_SETFL, fcntl.fcntl(rfd, fcntl.F_GETFL) | os.O_NONBLOCK)
-        for _ in range(64):
-            data = os.read(rfd, 1 << 16)
-            if not data:
-                break
-            view = memoryview(data)
-            while view:
-                view = view[os.write(wfd, view):]
-    except OSError:
-        pass
+def _pass_on(pump):
+    """Copy what is left in the pump's pipes to the first hub's stream, E's
+    as it is and O's as stdout, without waiting for more."""
+    for fd, wrap in ((pump.e, False), (pump.o, True)):
+        try:
+            _nonblocking(fd)
+            for _ in range(64):
+                data = os.read(fd, 1 << 16)
+                if not data:
+                    break
+                _write_all(pump.errfd, pump.open + data + pump.close if wrap else data)
+        except OSError:
+            pass
 
 
-def _setup_fds(durable=False):
-    """Take fds 0 and 1 for frames; point 0 at /dev/null, 1 and 2 at output
-    (durable: at a pipe to the Pump, whose ends and the original stderr
-    are returned too)."""
-    import io
+def _setup_fds(token):
+    """Take fds 0 and 1 for frames; point 0 at /dev/null, 1 and 2 at the
+    Pump's pipes, which forwards them to the original stderr (see Pump).
+    Returns the frame fds and the Pump."""
     rfd = os.dup(0)
     wfd = os.dup(1)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    pipe = None
-    if durable:
-        errfd = os.dup(2)
-        pr, pw = os.pipe()
-        os.dup2(pw, 1)
-        os.dup2(pw, 2)
-        os.close(pw)
-        pipe = (pr, errfd)
-    else:
-        os.dup2(2, 1)
-    # Unbuffered text streams, so Python's writes and a child's writes to the
-    # same fd arrive in the order they were made.
-    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8",
+    pump = Pump(token, os.dup(2))
+    os.dup2(pump.ow, 1)
+    os.dup2(pump.ew, 2)
+    os.close(pump.ow)
+    # Unbuffered text streams, so Python's writes and a child's writes
+    # arrive in the order they were made.
+    sys.stdout = io.TextIOWrapper(Stream(1, pump), encoding="utf-8",
                                   errors="backslashreplace", write_through=True)
-    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8",
+    sys.stderr = io.TextIOWrapper(Stream(2, pump), encoding="utf-8",
                                   errors="backslashreplace", write_through=True)
     sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
     sys.__stdout__, sys.__stderr__, sys.__stdin__ = sys.stdout, sys.stderr, sys.stdin
-    return rfd, wfd, pipe
+    return rfd, wfd, pump
 
 
 def _ready_frame(has_cloudpickle, extra=()):
@@ -2058,7 +2241,9 @@ def main(argv):
             ready_extra = (("sock", sock), ("sock_alt", sock_alt))
         else:
             ready_extra = (("linger_error", why),)
-    rfd, wfd, pipe = _setup_fds(durable=sock is not None)
+    token = _streams_token(argv)
+    ready_extra += (("streams", token),)
+    rfd, wfd, pump = _setup_fds(token)
     sys.argv = [""]
     # A REPL's sys.path[0] is the current directory, not the worker's folder.
     if sys.path and sys.path[0] == os.path.dirname(os.path.abspath(_WORKER_FILE)):
@@ -2072,29 +2257,28 @@ def main(argv):
     chan.send_raw(_ready_frame(has_cloudpickle, ready_extra))
     # After "ready", so that the hub does not wait for its ~2 ms; before
     # any thread, so that the forks copy no lock another thread holds.
-    _start_reaper(pipe, [p for p in (sock, sock_alt) if p])
+    _start_reaper(pump, [p for p in (sock, sock_alt) if p])
     # A crash in C code then leaves its Python traceback as the session's
-    # last words, which the hub keeps in the death note.
+    # last words, which the hub keeps in the death note. It goes straight
+    # to the first hub's output stream (as stderr: unmarked), not through
+    # the pump, which dies with the process.
     import faulthandler
-    if pipe is not None:
-        # A crash's traceback goes straight to the first hub's output
-        # stream, not through the pump, which dies with the process.
-        faulthandler.enable(file=pipe[1])
-    else:
-        faulthandler.enable()
+    faulthandler.enable(file=pump.errfd)
     import signal
     import threading
     session = Session(chan, lambda: _load_tk(cloudpickle_dir), _load_toolkit("--no-tk" in argv))
     session.has_cloudpickle = has_cloudpickle
+    session.pump, session.streams = pump, token
+    threads = [(pump.run, "replhub-output")]
     if sock is not None:
         session.listener = listener
         session.sock, session.sock_alt, session.linger = sock, sock_alt, linger
-        session.pump = Pump(*pipe)
-        for target, name in ((session.pump.run, "replhub-output"), (session.accept_loop, "replhub-accept")):
-            t = threading.Thread(target=target, name=name)
-            t.daemon = True
-            t.start()
-        os._exit = session.pump.exit_after_drain(os._exit)
+        threads.append((session.accept_loop, "replhub-accept"))
+    for target, name in threads:
+        t = threading.Thread(target=target, name=name)
+        t.daemon = True
+        t.start()
+    os._exit = pump.exit_after_drain(os._exit)
     signal.signal(signal.SIGINT, chan.sigint.handler)
     sys.meta_path.insert(0, _MatplotlibHook())
     t = threading.Thread(target=session.read_loop, args=(chan._r, chan.gen), name="replhub-reader")

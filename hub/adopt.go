@@ -50,10 +50,14 @@ func (h *Hub) workerSocket() string {
 // handover is what a hub restarting on request leaves in a session's live
 // record for the next hub.
 type handover struct {
-	Unread string       `json:"unread,omitempty"`
-	Result *wire.Result `json:"result,omitempty"`
-	Notes  []string     `json:"notes,omitempty"`
-	At     time.Time    `json:"at"`
+	// Unread is the unread output merged; UnreadStdout and UnreadStderr
+	// each stream of it.
+	Unread       string       `json:"unread,omitempty"`
+	UnreadStdout string       `json:"unread_stdout,omitempty"`
+	UnreadStderr string       `json:"unread_stderr,omitempty"`
+	Result       *wire.Result `json:"result,omitempty"`
+	Notes        []string     `json:"notes,omitempty"`
+	At           time.Time    `json:"at"`
 	// Queue and Kept are the session's queue and the unread results of
 	// its earlier cells (queue.go).
 	Queue []queuedCode   `json:"queue,omitempty"`
@@ -184,10 +188,13 @@ func (h *Hub) adopt(rec liveRecord) error {
 		Cwd: ready.Cwd, Executable: ready.Executable, Cloudpickle: ready.Cloudpickle}
 	s.origin = wire.Request{Cwd: ready.Cwd, Env: os.Environ()}
 	s.cells = max(rec.Cells, ready.Cell)
+	s.setStreamsLocked(ready.Streams)
 	s.state = stateIdle
 	now := time.Now()
 	if ho := rec.Handover; ho != nil {
-		s.out.write([]byte(ho.Unread))
+		s.out.all.write([]byte(ho.Unread))
+		s.out.stdout.write([]byte(ho.UnreadStdout))
+		s.out.stderr.write([]byte(ho.UnreadStderr))
 		s.notes = append(s.notes, ho.Notes...)
 		s.notes = append(s.notes, fmt.Sprintf("the hub restarted at %s (replhub restart) and adopted this session", ho.At.Format("15:04:05")))
 		if ho.Result != nil && !ready.Running {
@@ -263,9 +270,16 @@ func (h *Hub) handOver() []*Session {
 			continue
 		}
 		ho := &handover{At: at, Notes: s.notes}
-		out, dropped := s.out.takeRaw()
-		ho.Unread = string(append(append(out, s.pending...), s.detachCarry...))
-		s.pending, s.detachCarry = nil, nil
+		// What was held back (a fence's head, a marker's) is output after all.
+		s.rawSplit.Split(s.detachCarry, s.takeRunLocked)
+		s.detachCarry = nil
+		s.rawSplit.Flush(s.takeRunLocked)
+		s.frameSplit.Flush(s.takeRunLocked)
+		s.flushPendingLocked()
+		out, dropped := s.out.all.takeRaw()
+		stdout, _ := s.out.stdout.takeRaw()
+		stderr, _ := s.out.stderr.takeRaw()
+		ho.Unread, ho.UnreadStdout, ho.UnreadStderr = string(out), string(stdout), string(stderr)
 		if dropped > 0 {
 			ho.Notes = append(ho.Notes, fmt.Sprintf("%d bytes of unread output were dropped before the restart", dropped))
 		}

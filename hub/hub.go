@@ -743,12 +743,9 @@ func (h *Hub) sessionExited(s *Session, ex Exit) {
 	} else {
 		s.death = how
 	}
-	if len(s.pending) > 0 {
-		s.out.write(s.pending)
-		s.pending = nil
-	}
+	s.flushPendingLocked()
 	raw := s.out.takeOut()
-	last := render(raw.head, raw.tail, raw.dropped, ReplyCap)
+	last := raw.render(ReplyCap)
 	if op := s.serving; op != nil {
 		op.done <- nil
 	}
@@ -776,7 +773,7 @@ func (h *Hub) sessionExited(s *Session, ex Exit) {
 	}
 	note := deathNote{
 		Name: s.name, When: time.Now(), How: how, Cells: s.cells,
-		LastOutput: tailLines(strings.TrimSpace(last.text), 10),
+		LastOutput: tailLines(strings.TrimSpace(last.all.text), 10),
 		Transcript: h.paths.Transcript(s.name), Host: s.info.Host, Root: s.info.Root,
 		NeverRan: never, Unread: unread,
 	}

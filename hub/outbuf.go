@@ -54,6 +54,51 @@ func (b *outBuf) write(p []byte) {
 	}
 }
 
+// outputs is a session's unread output: merged in the order written, and
+// each stream apart, every one kept and capped as an outBuf.
+type outputs struct{ all, stdout, stderr outBuf }
+
+// output is outputs made ready for a reply.
+type output struct{ all, stdout, stderr rendered }
+
+func (o *outputs) len() int { return o.all.len() }
+
+func (o *outputs) write(stdout bool, p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	o.all.write(p)
+	if stdout {
+		o.stdout.write(p)
+	} else {
+		o.stderr.write(p)
+	}
+}
+
+// rawOutputs is outputs taken out, not yet rendered.
+type rawOutputs struct{ all, stdout, stderr rawOut }
+
+// takeOut empties the buffers and returns what they held.
+func (o *outputs) takeOut() rawOutputs {
+	return rawOutputs{all: o.all.takeOut(), stdout: o.stdout.takeOut(), stderr: o.stderr.takeOut()}
+}
+
+// take renders the unread output for a reply under ReplyCap and empties
+// the buffers.
+func (o *outputs) take() output { return o.takeCap(ReplyCap) }
+
+// takeCap is take under a cap of limit characters, each stream alike.
+func (o *outputs) takeCap(limit int) output {
+	r := o.takeOut()
+	return r.render(limit)
+}
+
+// render renders each under a cap of limit characters.
+func (r *rawOutputs) render(limit int) output {
+	one := func(o rawOut) rendered { return render(o.head, o.tail, o.dropped, limit) }
+	return output{all: one(r.all), stdout: one(r.stdout), stderr: one(r.stderr)}
+}
+
 // rendered is output made ready for a reply.
 type rendered struct {
 	text           string

@@ -53,33 +53,6 @@ func TestOutBufKeepsHeadAndDropsTheMiddle(t *testing.T) {
 	assert.Contains(t, r.notes[0], "characters of unread output were dropped")
 }
 
-func TestFencePrefixAtEnd(t *testing.T) {
-	fence := []byte("<<FENCE>>")
-	assert.Equal(t, 0, fencePrefixAtEnd([]byte("abc"), fence))
-	assert.Equal(t, 2, fencePrefixAtEnd([]byte("abc<<"), fence))
-	assert.Equal(t, 8, fencePrefixAtEnd([]byte("<<FENCE>"), fence))
-	assert.Equal(t, 1, fencePrefixAtEnd([]byte("<"), fence))
-}
-
-// The fence is found whatever the chunking of the output stream.
-func TestFenceAcrossChunks(t *testing.T) {
-	fence := newFence()
-	stream := append(append([]byte("before "), fence...), []byte(" after")...)
-	for size := 1; size <= len(stream); size++ {
-		s := &Session{}
-		r := &run{cell: 1, fence: fence, finished: make(chan struct{})}
-		s.cur = r
-		for i := 0; i < len(stream); i += size {
-			s.takeOutputLocked(stream[i:min(i+size, len(stream))])
-		}
-		if assert.NotNil(t, r.sealed, "chunk size %d", size) {
-			assert.Equal(t, "before ", r.sealed.text, "chunk size %d", size)
-		}
-		s.takeOutputLocked(nil)
-		assert.Equal(t, " after", s.out.take().text+string(s.pending), "chunk size %d", size)
-	}
-}
-
 func TestRenderUnderACallersCap(t *testing.T) {
 	in := strings.Repeat("a", 500) + strings.Repeat("z", 500)
 	for _, limit := range []int{1, 10, 999, 1000, ReplyCap} {

@@ -67,11 +67,17 @@ type Session struct {
 	cur        *run // the running cell, or the last one while unread
 	// queue holds the cells waiting their turn, kept the finished ones
 	// nobody has read, gone why a cell's result cannot be (queue.go).
-	queue      []*run
-	kept       []*run
-	gone       map[int]string
-	out        outBuf
-	pending    []byte   // output bytes that may be the start of a fence
+	queue   []*run
+	kept    []*run
+	gone    map[int]string
+	out     outputs
+	pending []byte // stdout bytes that may be the start of a fence
+	// streams is the token the worker marks its stdout runs with (see
+	// proto.Splitter), chosen here at start or told by an adopted worker;
+	// each source of output (output.go) has a Splitter of its own.
+	streams    string
+	rawSplit   *proto.Splitter
+	frameSplit *proto.Splitter
 	notes      []string // remarks for the next reply (malformed frames …)
 	names      []string
 	rss        int64
@@ -113,8 +119,8 @@ type run struct {
 	done     *proto.Done
 	display  []wire.Display // the done frame's items, bounded
 	dnotes   []string       // what became of the others
-	sealed   *rendered      // output up to the fence, under ReplyCap
-	raw      *rawOut        // the same, kept for a reply under another cap
+	sealed   *output        // output up to the fence, under ReplyCap
+	raw      *rawOutputs    // the same, kept for a reply under another cap
 	finished chan struct{}
 	result   *wire.Result
 	// collecting counts the callers inside collect for this run (its own
@@ -151,12 +157,14 @@ func (r *run) isFinished() bool {
 
 func newSession(h *Hub, name string) *Session {
 	now := time.Now()
-	return &Session{
+	s := &Session{
 		hub: h, name: name, state: stateStarting,
 		ready: make(chan struct{}), exited: make(chan struct{}), outClosed: make(chan struct{}),
 		interrupted: make(chan *proto.Interrupted, 4),
 		started:     now, lastActive: now,
 	}
+	s.setStreamsLocked(proto.NewStreamsToken())
+	return s
 }
 
 // startOpts say how a worker starts.
@@ -281,7 +289,7 @@ func (s *Session) start(ctx context.Context, o startOpts) error {
 		}
 		p.Close()
 		s.mu.Lock()
-		said := strings.TrimSpace(s.noise.String() + s.out.take().text)
+		said := strings.TrimSpace(s.noise.String() + s.out.take().all.text)
 		s.mu.Unlock()
 		msg := fmt.Sprintf("session '%s' did not start: %v (worker %s)", s.name, err, ex)
 		if cause != nil {
@@ -374,98 +382,6 @@ func (s *Session) awaitReady(onStub func() error) error {
 	return errors.New("too much noise before the ready frame")
 }
 
-// readOutput copies the worker's output stream into the session, cutting it
-// at each cell's fence.
-func (s *Session) readOutput() {
-	defer close(s.outClosed)
-	buf := make([]byte, 256<<10)
-	r := s.proc.Stderr()
-	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			s.mu.Lock()
-			s.takeOutputLocked(buf[:n])
-			s.mu.Unlock()
-		}
-		if err != nil {
-			s.mu.Lock()
-			if len(s.pending) > 0 {
-				s.out.write(s.pending)
-				s.pending = nil
-			}
-			s.mu.Unlock()
-			return
-		}
-	}
-}
-
-// takeOutputLocked adds p to the unread output, looking for the running
-// cell's fence, and a hand-over's, across chunk boundaries.
-func (s *Session) takeOutputLocked(p []byte) {
-	if s.watch != nil {
-		if err := s.watch.Feed(p); err != nil {
-			select {
-			case s.verdict <- err:
-			default:
-			}
-		}
-	}
-	if f := s.detachFence; f != nil {
-		data := append(s.detachCarry, p...)
-		s.detachCarry = nil
-		if i := bytes.Index(data, f); i >= 0 {
-			s.takeCellOutputLocked(data[:i])
-			s.detachFence = nil
-			close(s.detachedOut)
-			return
-		}
-		k := fencePrefixAtEnd(data, f)
-		s.detachCarry = append([]byte(nil), data[len(data)-k:]...)
-		p = data[:len(data)-k]
-	}
-	s.takeCellOutputLocked(p)
-}
-
-// takeCellOutputLocked adds p to the unread output, looking for the
-// running cell's fence across chunk boundaries.
-func (s *Session) takeCellOutputLocked(p []byte) {
-	r := s.cur
-	if r == nil || r.sealed != nil || len(r.fence) == 0 {
-		if len(s.pending) > 0 {
-			s.out.write(s.pending)
-			s.pending = nil
-		}
-		s.out.write(p)
-		return
-	}
-	data := p
-	if len(s.pending) > 0 {
-		data = append(s.pending, p...)
-		s.pending = nil
-	}
-	if i := bytes.Index(data, r.fence); i >= 0 {
-		s.out.write(data[:i])
-		s.sealLocked(r)
-		s.out.write(data[i+len(r.fence):])
-		s.maybeFinishLocked(r)
-		return
-	}
-	k := fencePrefixAtEnd(data, r.fence)
-	s.out.write(data[:len(data)-k])
-	s.pending = append([]byte(nil), data[len(data)-k:]...)
-}
-
-// fencePrefixAtEnd returns the length of the longest suffix of data that is
-// a proper prefix of fence.
-func fencePrefixAtEnd(data, fence []byte) int {
-	for k := min(len(fence)-1, len(data)); k > 0; k-- {
-		if bytes.Equal(data[len(data)-k:], fence[:k]) {
-			return k
-		}
-	}
-	return 0
-}
-
 // readFrames serves the worker's frames until its stream ends. A frame
 // that breaks the protocol ends the session, with a death note naming the
 // violation; the hub and every other session go on.
@@ -537,7 +453,7 @@ func (s *Session) readFrames() {
 			s.onAnswer(f)
 		case *proto.Out:
 			s.mu.Lock()
-			s.takeOutputLocked(f.Data)
+			s.takeOutputLocked(f.Data, s.frameSplit)
 			s.mu.Unlock()
 		case *proto.Detached:
 			s.mu.Lock()
@@ -652,15 +568,20 @@ func (s *Session) finishLocked(r *run) {
 // and kept raw for a reply under another cap.
 func (s *Session) sealLocked(r *run) {
 	o := s.out.takeOut()
-	sealed := render(o.head, o.tail, o.dropped, ReplyCap)
+	sealed := o.render(ReplyCap)
 	r.sealed, r.raw = &sealed, &o
 }
 
-func applyOutput(res *wire.Result, out rendered) {
-	res.Output = out.text
-	res.Truncated = res.Truncated || out.truncated
-	res.TruncatedChars += out.truncatedChars
-	res.Notes = append(res.Notes, out.notes...)
+// applyOutput puts out in res: merged, and each stream apart (whose notes
+// would only repeat the merged output's).
+func applyOutput(res *wire.Result, out output) {
+	res.Output = out.all.text
+	res.Stdout, res.Stderr = out.stdout.text, out.stderr.text
+	res.Truncated = res.Truncated || out.all.truncated
+	res.TruncatedChars += out.all.truncatedChars
+	res.StdoutTruncated = res.StdoutTruncated || out.stdout.truncated
+	res.StderrTruncated = res.StderrTruncated || out.stderr.truncated
+	res.Notes = append(res.Notes, out.all.notes...)
 }
 
 // waitExit reaps the worker and, unless it was killed on purpose, records
@@ -774,6 +695,7 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	if earlier != nil {
 		res.Notes = append([]string{earlierNote}, res.Notes...)
 		res.Output = strings.TrimRight(earlier.TextFor(adv.Surface()), "\n") + "\n" + res.Output
+		res.Stdout, res.Stderr = earlier.Stdout+res.Stdout, earlier.Stderr+res.Stderr
 	}
 	return res, nil
 }
@@ -895,8 +817,10 @@ func (s *Session) takeLocked(r *run, limit int) *wire.Result {
 func (r *run) resultUnder(limit int) *wire.Result {
 	res := *r.result
 	if o := r.raw; o != nil && limit != ReplyCap {
-		out := render(o.head, o.tail, o.dropped, limit)
-		res.Output, res.Truncated, res.TruncatedChars = out.text, out.truncated, out.truncatedChars
+		out := o.render(limit)
+		res.Output, res.Truncated, res.TruncatedChars = out.all.text, out.all.truncated, out.all.truncatedChars
+		res.Stdout, res.StdoutTruncated = out.stdout.text, out.stdout.truncated
+		res.Stderr, res.StderrTruncated = out.stderr.text, out.stderr.truncated
 	}
 	r.raw = nil
 	return &res

@@ -115,6 +115,9 @@ type Ready struct {
 	Sock        string `json:"sock,omitempty"`
 	SockAlt     string `json:"sock_alt,omitempty"`
 	LingerError string `json:"linger_error,omitempty"`
+	// Streams is the token the worker marks its stdout runs with in its
+	// output (see Splitter): the one it was started with.
+	Streams string `json:"streams,omitempty"`
 }
 
 // Done ends a cell: its status ("ok" or "error"), the repr of its last

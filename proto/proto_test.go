@@ -282,3 +282,36 @@ func TestAnswerStrict(t *testing.T) {
 	var v *Violation
 	assert.True(t, errors.As(err, &v), "%v", err)
 }
+
+func TestPrefixAtEnd(t *testing.T) {
+	fence := []byte("<<FENCE>>")
+	assert.Equal(t, 0, PrefixAtEnd([]byte("abc"), fence))
+	assert.Equal(t, 2, PrefixAtEnd([]byte("abc<<"), fence))
+	assert.Equal(t, 8, PrefixAtEnd([]byte("<<FENCE>"), fence))
+	assert.Equal(t, 1, PrefixAtEnd([]byte("<"), fence))
+}
+
+// The splitter drops whole markers, keeps what only looks like one, and
+// at the end drops a marker's torn head but not a lone "\x1e".
+func TestSplitter(t *testing.T) {
+	out, errm := StreamMarkers("aabbccdd")
+	var got []string
+	emit := func(stdout bool, b []byte) {
+		tag := "E:"
+		if stdout {
+			tag = "O:"
+		}
+		got = append(got, tag+string(b))
+	}
+	d := NewSplitter("aabbccdd")
+	d.Split([]byte("a"+string(out)+"b\x1e\x1faabbccdd3\x1f\x1e"+string(errm)+"c"), emit)
+	d.Split(out[:5], emit)
+	d.Flush(emit)
+	assert.Equal(t, []string{"E:a", "O:b\x1e", "O:\x1faabbccdd3\x1f\x1e", "E:c"}, got)
+	got = nil
+	d.Split([]byte("x\x1e"), emit)
+	d.Flush(emit)
+	assert.Equal(t, []string{"E:x", "E:\x1e"}, got)
+	assert.True(t, ValidStreamsToken(NewStreamsToken()))
+	assert.False(t, ValidStreamsToken("xyz"))
+}

@@ -251,6 +251,15 @@ type Result struct {
 	// Output is what the cell (and anything between cells) wrote, capped at
 	// OutputCap characters with head and tail kept.
 	Output string `json:"output"`
+	// Stdout and Stderr are the same output, each stream apart, capped
+	// alike (StdoutTruncated, StderrTruncated say when they were). A child
+	// process's or C code's writes to the two are in the order they
+	// arrived between the streams, exact within each; Python's own
+	// (print, sys.stderr.write) in the order made.
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutTruncated bool   `json:"stdout_truncated,omitempty"`
+	StderrTruncated bool   `json:"stderr_truncated,omitempty"`
 	// Value is the repr of the last expression, when it was not None.
 	Value *string    `json:"value"`
 	Error *CellError `json:"error"`

@@ -1,0 +1,141 @@
+package boot
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/proto"
+)
+
+// texts is a piece of a worker's output: merged, and each stream.
+type texts struct{ all, stdout, stderr string }
+
+// split takes a worker's raw output apart as the hub does.
+func split(token string, raw []byte) texts {
+	var t texts
+	emit := func(stdout bool, b []byte) {
+		t.all += string(b)
+		if stdout {
+			t.stdout += string(b)
+		} else {
+			t.stderr += string(b)
+		}
+	}
+	d := proto.NewSplitter(token)
+	d.Split(raw, emit)
+	d.Flush(emit)
+	return t
+}
+
+// cellTexts runs code as the worker's next cell and returns its output,
+// cut at the fences before and after it, as the hub cuts it.
+func (w *worker) cellTexts(code string) (frame, texts) {
+	w.t.Helper()
+	done := w.run(code, 30*time.Second)
+	fence := fmt.Sprintf("<F%d>", w.cell)
+	before := fmt.Sprintf("<F%d>", w.cell-1)
+	var raw string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		raw = w.out.String()
+		if strings.Contains(raw, fence) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	var t texts
+	in := w.cell == 1
+	emit := func(stdout bool, b []byte) {
+		switch {
+		case stdout && string(b) == before:
+			in = true
+		case stdout && string(b) == fence:
+			in = false
+		case in:
+			t.all += string(b)
+			if stdout {
+				t.stdout += string(b)
+			} else {
+				t.stderr += string(b)
+			}
+		}
+	}
+	d := proto.NewSplitter(w.ready.str("streams"))
+	d.Split([]byte(raw), emit)
+	require.Contains(w.t, raw, fence, "the cell's fence")
+	return done, t
+}
+
+// A cell's stdout and stderr come apart in the output stream, Python's
+// writes to both in the order made, each stream exact; a child's and C
+// code's land in their own stream; the cell's value and its exception
+// are in neither.
+func TestStreamsApart(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorker(t, py, "--streams", "0123456789abcdef")
+		require.Equal(t, "0123456789abcdef", w.ready.str("streams"))
+
+		_, got := w.cellTexts("import sys, os, subprocess, traceback, threading\n" +
+			"for i in range(3):\n    print('o%d' % i)\n    print('e%d' % i, file=sys.stderr)\n" +
+			"sys.stderr.write('w\\n'); print('p')")
+		assert.Equal(t, "o0\ne0\no1\ne1\no2\ne2\nw\np\n", got.all)
+		assert.Equal(t, "o0\no1\no2\np\n", got.stdout)
+		assert.Equal(t, "e0\ne1\ne2\nw\n", got.stderr)
+
+		// fd-level writes from this process, between Python's.
+		_, got = w.cellTexts("print('a'); os.write(1, b'b\\n'); print('c'); os.write(2, b'd\\n'); print('e')")
+		assert.Equal(t, "a\nb\nc\ne\n", got.stdout)
+		assert.Equal(t, "d\n", got.stderr)
+		assert.Equal(t, "a\nb\nc\n", got.all[:6], "Python's and fd 1's writes in order")
+
+		// A child process writes to both.
+		_, got = w.cellTexts("print('before'); subprocess.run([sys.executable, '-c', " +
+			"'import sys; sys.stdout.write(\"child out\\\\n\"); sys.stdout.flush(); sys.stderr.write(\"child err\\\\n\")']); print('after')")
+		assert.Equal(t, "before\nchild out\nafter\n", got.stdout)
+		assert.Equal(t, "child err\n", got.stderr)
+
+		// Tracebacks Python prints go to stderr.
+		_, got = w.cellTexts("try:\n    1/0\nexcept Exception:\n    traceback.print_exc()\n" +
+			"t = threading.Thread(target=lambda: {}['k']); t.start(); t.join()")
+		assert.Contains(t, got.stderr, "ZeroDivisionError")
+		assert.Contains(t, got.stderr, "KeyError: 'k'")
+		assert.Empty(t, got.stdout)
+
+		// The value and the cell's exception are in the done frame only.
+		done, got := w.cellTexts("print('x'); 6 * 7")
+		assert.Equal(t, "42", done.str("value"))
+		assert.Equal(t, texts{"x\n", "x\n", ""}, got)
+		done, got = w.cellTexts("print('y'); {}['missing']")
+		assert.Equal(t, "KeyError", done.errType())
+		assert.Equal(t, texts{"y\n", "y\n", ""}, got)
+
+		// More than a pipe holds, in both, in big writes and small.
+		done, got = w.cellTexts("big = 'x' * 200000\nprint(big); sys.stderr.write('E' * 70000); print('tail')\n" +
+			"for i in range(2000):\n    print(i); print(i, file=sys.stderr)")
+		require.Equal(t, "ok", done.str("status"), "%s", done.line)
+		var wantOut, wantErr, wantAll strings.Builder
+		wantOut.WriteString(strings.Repeat("x", 200000) + "\ntail\n")
+		wantErr.WriteString(strings.Repeat("E", 70000))
+		wantAll.WriteString(strings.Repeat("x", 200000) + "\n" + strings.Repeat("E", 70000) + "tail\n")
+		for i := 0; i < 2000; i++ {
+			fmt.Fprintf(&wantOut, "%d\n", i)
+			fmt.Fprintf(&wantErr, "%d\n", i)
+			fmt.Fprintf(&wantAll, "%d\n%d\n", i, i)
+		}
+		assert.True(t, wantOut.String() == got.stdout, "stdout differs")
+		assert.True(t, wantErr.String() == got.stderr, "stderr differs")
+		assert.True(t, wantAll.String() == got.all, "merged output differs")
+
+		// fd 1 pointed elsewhere takes print() with it; the fence still comes.
+		done, got = w.cellTexts("saved = os.dup(1); f = open('redirected.txt', 'w'); os.dup2(f.fileno(), 1)\n" +
+			"print('to the file'); sys.stderr.write('still here\\n')\nos.dup2(saved, 1); os.close(saved); f.close()\n" +
+			"print(open('redirected.txt').read().strip())")
+		require.Equal(t, "ok", done.str("status"), "%s", done.line)
+		assert.Equal(t, texts{"still here\nto the file\n", "to the file\n", "still here\n"}, got)
+	})
+}
