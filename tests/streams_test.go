@@ -1,0 +1,126 @@
+package tests
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/tests/hubtest"
+	"github.com/replhub/replhub/wire"
+)
+
+// jsonResult runs replhub with args (which ask for --json) and decodes
+// the result it prints.
+func jsonResult(t *testing.T, e *hubtest.Env, args ...string) wire.Result {
+	t.Helper()
+	r := e.Run(args...)
+	var res wire.Result
+	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &res), "%s", r)
+	return res
+}
+
+// mixCell prints to both streams, from Python, from a child and from
+// fd 2, and ends with a value.
+const mixCell = "import sys, subprocess\n" +
+	"print('o1'); print('e1', file=sys.stderr); sys.stdout.write('o2\\n'); sys.stderr.write('e2\\n')\n" +
+	"subprocess.run([sys.executable, '-c', 'import sys; sys.stderr.write(\"child\\\\n\")'])\n" +
+	"print('o3'); 40 + 2"
+
+// checkMix checks a result of mixCell.
+func checkMix(t *testing.T, res wire.Result) {
+	t.Helper()
+	assert.Equal(t, wire.StatusOK, res.Status, "%+v", res)
+	assert.Equal(t, "o1\ne1\no2\ne2\nchild\no3\n", res.Output)
+	assert.Equal(t, "o1\no2\no3\n", res.Stdout)
+	assert.Equal(t, "e1\ne2\nchild\n", res.Stderr)
+	require.NotNil(t, res.Value)
+	assert.Equal(t, "42", *res.Value, "the value is in neither stream")
+}
+
+// exec --json gives stdout and stderr beside the merged output; a
+// traceback stays in error; a cell still running gives what it wrote so
+// far, and wait the rest; the Go client returns the same.
+func TestExecJSONStreams(t *testing.T) {
+	e := hubtest.Start(t)
+	checkMix(t, jsonResult(t, e, "exec", "s", "--json", mixCell))
+
+	res := jsonResult(t, e, "exec", "s", "--json", "print('x'); {}['k']")
+	assert.Equal(t, wire.StatusError, res.Status)
+	assert.Equal(t, "x\n", res.Stdout)
+	assert.Empty(t, res.Stderr, "the cell's own traceback is in error")
+	require.NotNil(t, res.Error)
+	assert.Contains(t, res.Error.Traceback, "KeyError")
+
+	res = jsonResult(t, e, "exec", "s", "--json", "-t", "0.5",
+		"import time; print('a', flush=True); sys.stderr.write('b\\n'); time.sleep(1.5); print('c'); sys.stderr.write('d\\n')")
+	assert.Equal(t, wire.StatusRunning, res.Status, "%+v", res)
+	assert.Equal(t, "a\n", res.Stdout)
+	assert.Equal(t, "b\n", res.Stderr)
+	res = jsonResult(t, e, "wait", "s", "--json", "-t", "20")
+	assert.Equal(t, wire.StatusOK, res.Status, "%+v", res)
+	assert.Equal(t, texts3("c\nd\n", "c\n", "d\n"), texts3(res.Output, res.Stdout, res.Stderr))
+
+	c := e.Client()
+	got, err := c.Exec(context.Background(), "s", "print('go'); sys.stderr.write('went\\n')", client.ExecOptions{Timeout: 20 * time.Second})
+	require.NoError(t, err)
+	assert.Equal(t, texts3("go\nwent\n", "go\n", "went\n"), texts3(got.Output, got.Stdout, got.Stderr))
+
+	// A flood is capped per stream as the merged output is.
+	res = jsonResult(t, e, "exec", "s", "--json", "print('o' * 100000); sys.stderr.write('small\\n')")
+	assert.True(t, res.StdoutTruncated)
+	assert.False(t, res.StderrTruncated)
+	assert.Equal(t, "small\n", res.Stderr)
+	assert.True(t, strings.HasPrefix(res.Stdout, "ooo"))
+	assert.Less(t, len(res.Stdout), 40000)
+
+	// The text reply stays merged.
+	r := e.Run("exec", "s", "print('p'); print('q', file=sys.stderr)")
+	assert.Equal(t, "p\nq\n", r.Stdout)
+}
+
+func texts3(all, stdout, stderr string) [3]string { return [3]string{all, stdout, stderr} }
+
+// The streams survive replhub restart: unread output crosses it each
+// stream apart, a cell running across it ends with its streams, and the
+// adopted worker's output (now in out frames) still comes apart.
+func TestStreamsAcrossRestart(t *testing.T) {
+	e := hubtest.Start(t)
+	ok(t, e.Run("exec", "d", "import sys, time, threading"))
+	ok(t, e.Run("exec", "d", "print('u-out'); sys.stderr.write('u-err\\n')", "--no-wait"))
+	time.Sleep(300 * time.Millisecond)
+	r := e.Run("exec", "d", "print('r1'); sys.stderr.write('r2\\n'); time.sleep(3); print('r3'); sys.stderr.write('r4\\n'); 7", "-t", "0.5")
+	require.Equal(t, 3, r.Code, "%s", r)
+	ok(t, e.Run("restart"))
+	res := jsonResult(t, e, "wait", "d", "--json", "-t", "20")
+	assert.Equal(t, wire.StatusOK, res.Status, "%+v", res)
+	assert.Equal(t, "r3\n", res.Stdout)
+	assert.Equal(t, "r4\n", res.Stderr)
+	checkMix(t, jsonResult(t, e, "exec", "d", "--json", mixCell))
+
+	// Output between cells, while the hub restarts, arrives apart.
+	ok(t, e.Run("exec", "d", "threading.Timer(0.3, lambda: (print('late-out'), sys.stderr.write('late-err\\n'))).start()"))
+	ok(t, e.Run("restart"))
+	time.Sleep(500 * time.Millisecond)
+	res = jsonResult(t, e, "exec", "d", "--json", "print('now')")
+	assert.Equal(t, "late-out\nnow\n", res.Stdout, "%+v", res)
+	assert.Equal(t, "late-err\n", res.Stderr)
+}
+
+// A remote session's streams come apart too, over its first link and
+// after a dropped link is reattached (out frames on its socket).
+func TestRemoteStreams(t *testing.T) {
+	w, relay := lingerWorld(t)
+	checkMix(t, jsonResult(t, w.Env, "exec", "r", "--json", "--host", "lab", mixCell))
+	endWorkerAtCleanup(t, w.Env, "r")
+	relay.Drop()
+	time.Sleep(1500 * time.Millisecond)
+	relay.Restore()
+	checkMix(t, jsonResult(t, w.Env, "exec", "r", "--json", mixCell))
+	ok(t, w.Run("kill", "r"))
+}
