@@ -108,8 +108,13 @@ func (s *Session) flushPendingLocked() {
 	}
 }
 
-// setStreamsLocked sets the token the worker marks its streams with.
+// setStreamsLocked sets the token the worker marks its streams with; one
+// that is not a token (a worker from before the streams has none) marks
+// nothing, and all of the output counts as stderr.
 func (s *Session) setStreamsLocked(token string) {
+	if !proto.ValidStreamsToken(token) {
+		token = ""
+	}
 	s.streams = token
 	s.rawSplit, s.frameSplit = proto.NewSplitter(token), proto.NewSplitter(token)
 }
