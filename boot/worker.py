@@ -659,13 +659,18 @@ def _write_all(fd, data):
 
 class Stream(io.RawIOBase):
     """The raw file under sys.stdout (fd 1) or sys.stderr (fd 2): Python's
-    own writes to either go through the pump's put, which keeps them in
-    the order they are made. fileno() is still 1 or 2, for a child process
-    handed sys.stdout."""
+    own writes to either, kept in the order they are made (see Pump).
+    fileno() is still 1 or 2, for a child process handed sys.stdout; a fd
+    that user code pointed elsewhere (os.dup2) is written as it is.
+
+    This is every print's path: it makes as few calls as it can."""
 
     def __init__(self, fd, pump):
         self._fd = fd
         self._pump = pump
+        self._ioctl, self._o, self._fionread = pump._ioctl, pump.o, pump._fionread
+        self._ew, self._o_id, self._piece = pump.ew, pump.o_id, pump.piece
+        self._open, self._close = pump.open, pump.close
 
     def writable(self):
         return True
@@ -675,8 +680,25 @@ class Stream(io.RawIOBase):
 
     def write(self, b):
         n = len(b)
-        if n:
-            self._pump.put(self._fd, b)
+        if not n:
+            return 0
+        if self._ioctl(self._o, self._fionread, b"\0\0\0\0") != b"\0\0\0\0":
+            self._pump.settle()
+        if self._fd == 1:
+            try:
+                st = os.fstat(1)
+                ours = (st.st_dev, st.st_ino) == self._o_id
+            except OSError:
+                ours = False
+            if ours:
+                if n <= self._piece:
+                    data = self._open + b + self._close
+                    if os.write(self._ew, data) != len(data):
+                        raise OSError(5, "a pipe wrote part of a piece")
+                else:
+                    self._pump.stdout(b)
+                return n
+        _write_all(self._fd, b)
         return n
 
 
@@ -693,10 +715,10 @@ class Pump(object):
     are stderr, so a crash's traceback, written straight to the hub's
     stream, is too.
 
-    Order: Python's own writes to both streams (put, under sys.stdout and
-    sys.stderr) go into E, stdout's bracketed, each bracket in one piece
+    Order: Python's own writes to both streams (Stream, under sys.stdout
+    and sys.stderr) go into E, stdout's bracketed, each bracket in one piece
     that a pipe writes whole: one pipe keeps them in the order made. What
-    C code and child processes write to fd 1 goes into O; put first waits
+    C code and child processes write to fd 1 goes into O; Stream first waits
     (SETTLE_MAX at most) until the pump has read O, and the pump reads E
     before O, so that each stream is exact in order, and the two are in
     the order they arrived where C code or a child wrote them."""
@@ -710,7 +732,7 @@ class Pump(object):
         self.o_id = self._id(self.ow)
         # A bracket and its contents, written in one piece.
         self.piece = getattr(select, "PIPE_BUF", 512) - 2 * len(self.open)
-        self.o_reads = 0    # reads of O so far (put waits for two)
+        self.o_reads = 0    # reads of O so far (settle waits for two)
         self.errfd = errfd  # the first hub's output stream; None once gone
         _nonblocking(errfd)  # see Channel._write: a frozen link must not wedge us
         self.superseded = False
@@ -729,22 +751,6 @@ class Pump(object):
         return st.st_dev, st.st_ino
 
     # -- the writers' side (any thread, or a forked child) ---------------
-    def put(self, fd, data):
-        """Python's write of data to fd 1 or 2. A fd that user code pointed
-        elsewhere (os.dup2) is written as it is."""
-        self.settle()
-        if fd == 2:
-            _write_all(2, data)
-            return
-        try:
-            ours = self._id(1) == self.o_id
-        except OSError:
-            ours = False
-        if not ours:
-            _write_all(1, data)
-            return
-        self.stdout(data)
-
     def stdout(self, data):
         """Write data into E as stdout, in pieces a pipe writes whole."""
         for i in range(0, len(data), self.piece):
@@ -776,6 +782,9 @@ class Pump(object):
             try:
                 ready = select.select(live, [], [])[0]
             except (OSError, ValueError):
+                # A pipe closed under us (user code): try again, gently.
+                import time
+                time.sleep(0.05)
                 continue
             # E first, whatever select said: what it holds now was written
             # before what O held when select looked.

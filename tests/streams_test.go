@@ -82,6 +82,13 @@ func TestExecJSONStreams(t *testing.T) {
 	// The text reply stays merged.
 	r := e.Run("exec", "s", "print('p'); print('q', file=sys.stderr)")
 	assert.Equal(t, "p\nq\n", r.Stdout)
+
+	// A crash's last words, written straight to the output stream, are
+	// stderr.
+	res = jsonResult(t, e, "exec", "crash", "--json", "print('going'); import faulthandler; faulthandler._sigsegv()")
+	assert.Equal(t, wire.StatusDead, res.Status, "%+v", res)
+	assert.Equal(t, "going\n", res.Stdout)
+	assert.Contains(t, res.Stderr, "Fatal Python error")
 }
 
 func texts3(all, stdout, stderr string) [3]string { return [3]string{all, stdout, stderr} }
