@@ -131,11 +131,12 @@ func TestStreamsApart(t *testing.T) {
 		assert.True(t, wantErr.String() == got.stderr, "stderr differs")
 		assert.True(t, wantAll.String() == got.all, "merged output differs")
 
-		// fd 1 pointed elsewhere takes print() with it; the fence still comes.
+		// fd 1 pointed elsewhere takes fd 1's writes with it, not print's
+		// (as in a Jupyter kernel); the fence still comes.
 		done, got = w.cellTexts("saved = os.dup(1); f = open('redirected.txt', 'w'); os.dup2(f.fileno(), 1)\n" +
-			"print('to the file'); sys.stderr.write('still here\\n')\nos.dup2(saved, 1); os.close(saved); f.close()\n" +
-			"print(open('redirected.txt').read().strip())")
+			"print('still shown'); os.write(1, b'to the file\\n'); sys.stderr.write('err\\n')\n" +
+			"os.dup2(saved, 1); os.close(saved); f.close()\nprint(open('redirected.txt').read().strip())")
 		require.Equal(t, "ok", done.str("status"), "%s", done.line)
-		assert.Equal(t, texts{"still here\nto the file\n", "to the file\n", "still here\n"}, got)
+		assert.Equal(t, texts{"still shown\nerr\nto the file\n", "still shown\nto the file\n", "err\n"}, got)
 	})
 }
