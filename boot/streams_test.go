@@ -50,20 +50,33 @@ func (w *worker) cellTexts(code string) (frame, texts) {
 	}
 	var t texts
 	in := w.cell == 1
+	keep := func(stdout bool, s string) {
+		if !in || s == "" {
+			return
+		}
+		t.all += s
+		if stdout {
+			t.stdout += s
+		} else {
+			t.stderr += s
+		}
+	}
 	emit := func(stdout bool, b []byte) {
-		switch {
-		case stdout && string(b) == before:
-			in = true
-		case stdout && string(b) == fence:
-			in = false
-		case in:
-			t.all += string(b)
-			if stdout {
-				t.stdout += string(b)
+		s := string(b)
+		for stdout {
+			i, j := strings.Index(s, before), strings.Index(s, fence)
+			if i < 0 && j < 0 {
+				break
+			}
+			if i >= 0 && (j < 0 || i < j) {
+				keep(true, s[:i])
+				in, s = true, s[i+len(before):]
 			} else {
-				t.stderr += string(b)
+				keep(true, s[:j])
+				in, s = false, s[j+len(fence):]
 			}
 		}
+		keep(stdout, s)
 	}
 	d := proto.NewSplitter(w.ready.str("streams"))
 	d.Split([]byte(raw), emit)

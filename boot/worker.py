@@ -725,6 +725,7 @@ class Pump(object):
         import select
         import threading
         self.open, self.close = _markers(token)
+        self.joint = self.close + self.open
         self.o, self.ow = os.pipe()
         self.e, self.ew = os.pipe()
         # A bracket and its contents, written in one piece.
@@ -786,6 +787,9 @@ class Pump(object):
                     break
                 if len(data) == 1 << 16:
                     data = self._whole(data, live)
+                # Back-to-back stdout pieces as one run: a print's pieces
+                # cost the hub a tenth of the bytes.
+                data = data.replace(self.joint, b"")
                 with self.lock:
                     self._deliver(data)
                 if len(data) < 1 << 16:
