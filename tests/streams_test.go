@@ -79,6 +79,11 @@ func TestExecJSONStreams(t *testing.T) {
 	assert.True(t, strings.HasPrefix(res.Stdout, "ooo"))
 	assert.Less(t, len(res.Stdout), 40000)
 
+	// A caller's cap applies to each stream alike.
+	res = jsonResult(t, e, "exec", "s", "--json", "--max-output", "10", "print('o' * 50); print('e' * 50, file=sys.stderr)")
+	assert.True(t, res.StdoutTruncated && res.StderrTruncated && res.Truncated, "%+v", res)
+	assert.Equal(t, "ooooo\n[... 41 characters left out ...]\noooo", strings.TrimSpace(res.Stdout))
+
 	// The text reply stays merged.
 	r := e.Run("exec", "s", "print('p'); print('q', file=sys.stderr)")
 	assert.Equal(t, "p\nq\n", r.Stdout)
