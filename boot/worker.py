@@ -7,9 +7,10 @@ DESIGN.md lays them out:
   and 1 (worker -> hub), made before any user code runs;
 * fds 1 and 2 then point at two pipes that a pump thread forwards to the
   original stderr, which the hub reads as the session's output: stdout and
-  stderr apart (stdout runs bracketed by markers built from the --streams
-  token), print(), subprocesses and C code in the order they were written
-  (see Pump); fd 0 becomes /dev/null so input() sees EOF;
+  stderr apart (stdout runs bracketed by markers built from a token the
+  ready frame tells, none written before it), print(), subprocesses and C
+  code in the order they were written (see Pump); fd 0 becomes /dev/null so
+  input() sees EOF;
 * a frame is one line of UTF-8 JSON, under 1 MiB, followed by exactly "len"
   raw bytes when the header has that key;
 * after each cell the worker flushes, writes the cell's fence token to its
@@ -643,7 +644,8 @@ def _markers(token):
 
 
 def _streams_token(argv):
-    """The token the hub chose (--streams), or one of our own."""
+    """The session's token of the stream markers: one of our own, or the
+    one given with --streams (tests)."""
     if "--streams" in argv:
         t = argv[argv.index("--streams") + 1]
         if 8 <= len(t) <= 64 and len(t) % 2 == 0 and all(c in "0123456789abcdefABCDEF" for c in t):

@@ -271,6 +271,7 @@ func (h *Hub) handOver() []*Session {
 		}
 		ho := &handover{At: at, Notes: s.notes}
 		// What was held back (a fence's head, a marker's) is output after all.
+		s.endEarlyLocked()
 		s.rawSplit.Split(s.detachCarry, s.takeRunLocked)
 		s.detachCarry = nil
 		s.rawSplit.Flush(s.takeRunLocked)

@@ -13,7 +13,10 @@ import (
 // be read at the same time (a first link's last bytes as a new link's
 // frames come). In order, a chunk is:
 //
-//  1. fed to sudo's watcher while a root worker starts;
+//  1. fed to sudo's watcher while a root worker starts, and held back
+//     whole until the ready frame has told the streams token (the worker
+//     marks nothing before it sends that frame, but the two streams are
+//     read apart);
 //  2. cut at a hand-over's fence (detach), which the worker writes outside
 //     any stdout run;
 //  3. split into stdout and stderr runs at the stream markers
@@ -31,11 +34,12 @@ func (s *Session) readOutput() {
 		n, err := r.Read(buf)
 		if n > 0 {
 			s.mu.Lock()
-			s.takeOutputLocked(buf[:n], s.rawSplit)
+			s.takeOutputLocked(buf[:n], false)
 			s.mu.Unlock()
 		}
 		if err != nil {
 			s.mu.Lock()
+			s.endEarlyLocked()
 			s.rawSplit.Flush(s.takeRunLocked)
 			s.flushPendingLocked()
 			s.mu.Unlock()
@@ -44,9 +48,9 @@ func (s *Session) readOutput() {
 	}
 }
 
-// takeOutputLocked takes p, read from one of the output's sources, whose
-// Splitter split is.
-func (s *Session) takeOutputLocked(p []byte, split *proto.Splitter) {
+// takeOutputLocked takes p, read from the worker's output stream or, with
+// framed, from an out frame.
+func (s *Session) takeOutputLocked(p []byte, framed bool) {
 	if s.watch != nil {
 		if err := s.watch.Feed(p); err != nil {
 			select {
@@ -54,6 +58,17 @@ func (s *Session) takeOutputLocked(p []byte, split *proto.Splitter) {
 			default:
 			}
 		}
+	}
+	if s.rawSplit == nil {
+		s.early = append(s.early, p...)
+		if over := len(s.early) - earlyCap; over > 0 {
+			s.early = append([]byte(nil), s.early[over:]...)
+		}
+		return
+	}
+	split := s.rawSplit
+	if framed {
+		split = s.frameSplit
 	}
 	if f := s.detachFence; f != nil {
 		data := append(s.detachCarry, p...)
@@ -108,13 +123,28 @@ func (s *Session) flushPendingLocked() {
 	}
 }
 
-// setStreamsLocked sets the token the worker marks its streams with; one
-// that is not a token (a worker from before the streams has none) marks
-// nothing, and all of the output counts as stderr.
+// earlyCap bounds the output held before the ready frame: noise (rc
+// files, sudo's words), shown only if the start fails.
+const earlyCap = 64 << 10
+
+// setStreamsLocked sets the token the worker marks its streams with (from
+// its ready frame), and takes the output held until then; one that is not
+// a token (a worker from before the streams has none) marks nothing, and
+// all of the output counts as stderr.
 func (s *Session) setStreamsLocked(token string) {
 	if !proto.ValidStreamsToken(token) {
 		token = ""
 	}
-	s.streams = token
 	s.rawSplit, s.frameSplit = proto.NewSplitter(token), proto.NewSplitter(token)
+	early := s.early
+	s.early = nil
+	s.rawSplit.Split(early, s.takeRunLocked)
+}
+
+// endEarlyLocked takes the output held for a ready frame that never came
+// as it is.
+func (s *Session) endEarlyLocked() {
+	if s.rawSplit == nil {
+		s.setStreamsLocked("")
+	}
 }

@@ -46,7 +46,7 @@ func feed(token string, fence, stream []byte, sizes []int) (*run, *Session) {
 		if len(sizes) > 0 {
 			n = min(n, sizes[k%len(sizes)])
 		}
-		s.takeOutputLocked(stream[i:i+n], s.rawSplit)
+		s.takeOutputLocked(stream[i:i+n], false)
 		i += n
 	}
 	s.rawSplit.Flush(s.takeRunLocked)
@@ -81,7 +81,7 @@ func TestStreamsAndFenceAcrossChunks(t *testing.T) {
 func TestStreamsWithoutToken(t *testing.T) {
 	s := &Session{}
 	s.setStreamsLocked("")
-	s.takeOutputLocked([]byte("\x1e\x1fabc1\x1f\x1eplain"), s.rawSplit)
+	s.takeOutputLocked([]byte("\x1e\x1fabc1\x1f\x1eplain"), false)
 	out := s.out.take()
 	assert.Equal(t, "\x1e\x1fabc1\x1f\x1eplain", out.all.text)
 	assert.Equal(t, out.all.text, out.stderr.text)
@@ -151,4 +151,24 @@ func FuzzOutputSplitter(f *testing.F) {
 		assert.Equal(t, render(nil, wantOut, 0, ReplyCap).text, sealed.stdout.text)
 		assert.Equal(t, render(nil, wantErr, 0, ReplyCap).text, sealed.stderr.text)
 	})
+}
+
+// Output that comes before the ready frame is held whole, and split once
+// the frame has told the token.
+func TestOutputHeldUntilReady(t *testing.T) {
+	token := proto.NewStreamsToken()
+	s := &Session{}
+	stream := marked(token, nil, -1, []seg{{false, "noise\n"}, {true, "out\n"}, {false, "err\n"}})
+	s.takeOutputLocked(stream[:10], false)
+	s.takeOutputLocked(stream[10:], false)
+	assert.Zero(t, s.out.len())
+	s.setStreamsLocked(token)
+	out := s.out.take()
+	assert.Equal(t, "noise\nout\nerr\n", out.all.text)
+	assert.Equal(t, "out\n", out.stdout.text)
+	// A worker that never sent one: its words are shown as they came.
+	s = &Session{}
+	s.takeOutputLocked([]byte("Traceback: boom\n"), false)
+	s.endEarlyLocked()
+	assert.Equal(t, "Traceback: boom\n", s.out.take().stderr.text)
 }

@@ -72,12 +72,12 @@ type Session struct {
 	gone    map[int]string
 	out     outputs
 	pending []byte // stdout bytes that may be the start of a fence
-	// streams is the token the worker marks its stdout runs with (see
-	// proto.Splitter), chosen here at start or told by an adopted worker;
-	// each source of output (output.go) has a Splitter of its own.
-	streams    string
+	// The worker marks its stdout runs with a token its ready frame tells
+	// (see proto.Splitter); each source of output (output.go) has a
+	// Splitter of its own, nil until then.
 	rawSplit   *proto.Splitter
 	frameSplit *proto.Splitter
+	early      []byte   // the output before the ready frame (output.go)
 	notes      []string // remarks for the next reply (malformed frames …)
 	names      []string
 	rss        int64
@@ -157,14 +157,12 @@ func (r *run) isFinished() bool {
 
 func newSession(h *Hub, name string) *Session {
 	now := time.Now()
-	s := &Session{
+	return &Session{
 		hub: h, name: name, state: stateStarting,
 		ready: make(chan struct{}), exited: make(chan struct{}), outClosed: make(chan struct{}),
 		interrupted: make(chan *proto.Interrupted, 4),
 		started:     now, lastActive: now,
 	}
-	s.setStreamsLocked(proto.NewStreamsToken())
-	return s
 }
 
 // startOpts say how a worker starts.
@@ -289,6 +287,7 @@ func (s *Session) start(ctx context.Context, o startOpts) error {
 		}
 		p.Close()
 		s.mu.Lock()
+		s.endEarlyLocked()
 		said := strings.TrimSpace(s.noise.String() + s.out.take().all.text)
 		s.mu.Unlock()
 		msg := fmt.Sprintf("session '%s' did not start: %v (worker %s)", s.name, err, ex)
@@ -360,6 +359,7 @@ func (s *Session) awaitReady(onStub func() error) error {
 			return fmt.Errorf("the worker speaks protocol %d, the hub %d", f.Proto, proto.Version)
 		}
 		s.mu.Lock()
+		s.setStreamsLocked(f.Streams)
 		s.info.Python = f.Python
 		s.info.Pid = f.Pid
 		s.info.Cwd = f.Cwd
@@ -453,7 +453,7 @@ func (s *Session) readFrames() {
 			s.onAnswer(f)
 		case *proto.Out:
 			s.mu.Lock()
-			s.takeOutputLocked(f.Data, s.frameSplit)
+			s.takeOutputLocked(f.Data, true)
 			s.mu.Unlock()
 		case *proto.Detached:
 			s.mu.Lock()

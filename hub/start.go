@@ -73,7 +73,7 @@ func (h *Hub) startSession(ctx context.Context, s *Session, req wire.Request) er
 		if withPassword {
 			o.password = sudo.Line(req.Password)
 		}
-		o.launch = func() (Proc, error) { return h.launchLocal(req, withPassword, prompt, s.streams) }
+		o.launch = func() (Proc, error) { return h.launchLocal(req, withPassword, prompt) }
 		return s.start(ctx, o)
 	}
 	var rp remoteStarter
@@ -101,8 +101,8 @@ func closeFailed(s *Session) {
 }
 
 // launchLocal starts python worker.py in the caller's cwd and environment,
-// under sudo for a root session; it marks its streams with token streams.
-func (h *Hub) launchLocal(req wire.Request, withPassword bool, prompt, streams string) (Proc, error) {
+// under sudo for a root session.
+func (h *Hub) launchLocal(req wire.Request, withPassword bool, prompt string) (Proc, error) {
 	python, err := choosePython(req)
 	if err != nil {
 		return nil, err
@@ -116,7 +116,7 @@ func (h *Hub) launchLocal(req wire.Request, withPassword bool, prompt, streams s
 		dir = "/"
 	}
 	sock := h.workerSocket()
-	argv := []string{python.Path, "-c", workerLauncher(h.workerPath), "--stdio", "--durable", sock, "--streams", streams}
+	argv := []string{python.Path, "-c", workerLauncher(h.workerPath), "--stdio", "--durable", sock}
 	if d := payload.CloudpickleDir(); d != "" {
 		argv = append(argv, "--cloudpickle", d)
 	}
@@ -201,7 +201,7 @@ func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, se
 	s.info.Route = route.String()
 	s.mu.Unlock()
 	linger := settings.LingerFor()
-	argv := []string{"--stdio", "--streams", s.streams}
+	argv := []string{"--stdio"}
 	if linger > 0 {
 		argv = append(argv, "--linger", strconv.FormatFloat(linger.Seconds(), 'f', -1, 64))
 	}

@@ -116,7 +116,7 @@ type Ready struct {
 	SockAlt     string `json:"sock_alt,omitempty"`
 	LingerError string `json:"linger_error,omitempty"`
 	// Streams is the token the worker marks its stdout runs with in its
-	// output (see Splitter): the one it was started with.
+	// output (see Splitter), the same for its whole life.
 	Streams string `json:"streams,omitempty"`
 }
 

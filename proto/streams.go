@@ -8,9 +8,11 @@ import (
 
 // A worker's output stream carries its stdout and its stderr in the order
 // the worker's pump forwarded them; a run of stdout is bracketed by two
-// markers built from the session's streams token (chosen by the hub, given
-// to the worker with --streams, reported again in an adopted worker's
-// Ready), in the style of a cell's fence:
+// markers built from the worker's streams token, in the style of a cell's
+// fence. The worker tells the token in its Ready (an adopted worker's too)
+// and marks nothing before it has sent that frame; the hub, which reads
+// the output and the frames apart, holds the output back until it has
+// read the Ready. The markers:
 //
 //	"\x1e\x1f" + token + "1\x1f\x1e"   stdout begins
 //	"\x1e\x1f" + token + "2\x1f\x1e"   stderr again
