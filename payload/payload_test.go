@@ -3,6 +3,7 @@ package payload
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replhub/replhub/boot"
+	"github.com/replhub/replhub/proto"
 )
 
 // The payload crosses the link before a remote session's first cell: the
@@ -91,7 +93,10 @@ func TestStubRunsTheWorkerFromMemory(t *testing.T) {
 	assert.Equal(t, "REPLHUB-STUB", lines[0])
 	assert.Contains(t, lines[1], `"op":"ready"`)
 	assert.Contains(t, lines[2], `"value":"6"`)
-	assert.Equal(t, "FENCE", stderr.String())
+	var ready proto.Ready
+	require.NoError(t, json.Unmarshal([]byte(lines[1]), &ready))
+	open, closing := proto.StreamMarkers(ready.Streams)
+	assert.Equal(t, string(open)+"FENCE"+string(closing), stderr.String(), "the fence, in stdout")
 }
 
 // A payload is compressed once for the same argv; one with extra modules
