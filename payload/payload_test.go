@@ -18,12 +18,12 @@ import (
 
 // The payload crosses the link before a remote session's first cell: the
 // modules a session imports late (the toolkit's helpers, swap, cloudpickle)
-// are fetched at their first import instead. 36 KiB is under 30 ms on a
-// 10 Mbit/s link, and a fifth of a millisecond on a gigabit one.
+// are fetched at their first import instead. 40 KiB takes 33 ms on a
+// 10 Mbit/s link, a third of a millisecond on a gigabit one.
 func TestPayloadIsSmall(t *testing.T) {
 	p, err := Default()
 	require.NoError(t, err)
-	assert.Less(t, len(p), 36<<10)
+	assert.Less(t, len(p), 40<<10)
 	src, ok := Source("replhub_toolkit.files")
 	assert.True(t, ok)
 	assert.Contains(t, src, "def grep(")
