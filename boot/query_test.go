@@ -226,3 +226,32 @@ func TestQueryHoldsTheNextCell(t *testing.T) {
 		assert.True(t, strings.HasSuffix(done.str("value"), "'cell']"), "%s", done.str("value"))
 	})
 }
+
+// check answers as Python's own REPL decides, and at once while a cell
+// runs: it compiles the text, never runs it.
+func TestQueryCheck(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorker(t, py)
+		w.send(map[string]any{"op": "exec", "cell": 1, "code": "import time; time.sleep(2)", "fence": "F1"}, nil)
+		cases := map[string]string{
+			"x = 1":                         "complete",
+			"def f(a):":                     "incomplete",
+			"def f(a):\n    return a":       "incomplete",
+			"def f(a):\n    return a\n":     "complete",
+			"(1,\n 2":                       "incomplete",
+			"s = '''a":                      "incomplete",
+			"x = = 1":                       "invalid",
+			"for i in range(3): print(i)":   "incomplete",
+			"for i in range(3): print(i)\n": "complete",
+			"import os; os._exit(3)":        "complete",
+		}
+		start := time.Now()
+		for text, want := range cases {
+			a := w.ask(map[string]any{"kind": "check", "text": text})
+			assert.Equal(t, want, a.str("check"), "%q: %s", text, a.line)
+		}
+		assert.Less(t, time.Since(start), 1500*time.Millisecond, "check does not wait for the running cell")
+		done, _ := w.until("done", 20*time.Second, func(f frame) bool { return true })
+		assert.Equal(t, "ok", done.str("status"), "nothing the check compiled ran")
+	})
+}

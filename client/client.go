@@ -121,6 +121,11 @@ var ErrHubGone = errors.New("client: the hub closed the connection before replyi
 // to onProgress when that is non-nil. A reply that carries an error is
 // returned as a *wire.Error.
 func (c *Client) Do(ctx context.Context, req wire.Request, onProgress func(*wire.Progress)) (*wire.Reply, error) {
+	return c.do(ctx, req, onProgress, nil)
+}
+
+// do is Do with events (a streaming exec's output) going to onEvent.
+func (c *Client) do(ctx context.Context, req wire.Request, onProgress func(*wire.Progress), onEvent func(*wire.Event)) (*wire.Reply, error) {
 	req.V = wire.Version
 	req.Progress = onProgress != nil
 	req.Surface = c.Surface
@@ -132,7 +137,7 @@ func (c *Client) Do(ctx context.Context, req wire.Request, onProgress func(*wire
 		if err != nil {
 			return nil, err
 		}
-		rep, reused, err := c.roundTrip(ctx, k, req, onProgress)
+		rep, reused, err := c.roundTrip(ctx, k, req, onProgress, onEvent)
 		if err == nil {
 			c.put(k)
 			if rep.Err != nil {
@@ -150,7 +155,7 @@ func (c *Client) Do(ctx context.Context, req wire.Request, onProgress func(*wire
 	}
 }
 
-func (c *Client) roundTrip(ctx context.Context, k *conn, req wire.Request, onProgress func(*wire.Progress)) (*wire.Reply, bool, error) {
+func (c *Client) roundTrip(ctx context.Context, k *conn, req wire.Request, onProgress func(*wire.Progress), onEvent func(*wire.Event)) (*wire.Reply, bool, error) {
 	reused := k.used
 	k.used = true
 	stop := context.AfterFunc(ctx, func() { k.c.SetDeadline(time.Unix(1, 0)) })
@@ -169,9 +174,9 @@ func (c *Client) roundTrip(ctx context.Context, k *conn, req wire.Request, onPro
 			}
 			return nil, reused, ErrHubGone
 		}
-		var rep wire.Reply
-		if err := json.Unmarshal(line, &rep); err != nil {
-			return nil, false, fmt.Errorf("client: malformed reply from hub: %v", err)
+		rep, err := parseReply(line)
+		if err != nil {
+			return nil, false, err
 		}
 		if rep.Progress != nil {
 			if onProgress != nil {
@@ -179,11 +184,27 @@ func (c *Client) roundTrip(ctx context.Context, k *conn, req wire.Request, onPro
 			}
 			continue
 		}
-		if rep.V != wire.Version && rep.Err == nil {
-			return nil, false, &wire.Error{Code: wire.CodeVersion, Message: fmt.Sprintf("the hub speaks protocol %d, this client %d: run `replhub stop` and try again (sessions end)", rep.V, wire.Version)}
+		if rep.Event != nil {
+			if onEvent != nil {
+				onEvent(rep.Event)
+			}
+			continue
 		}
-		return &rep, false, nil
+		return rep, false, nil
 	}
+}
+
+// parseReply decodes a reply line; a reply of another protocol version is
+// an error that says what to do.
+func parseReply(line []byte) (*wire.Reply, error) {
+	var rep wire.Reply
+	if err := json.Unmarshal(line, &rep); err != nil {
+		return nil, fmt.Errorf("client: malformed reply from hub: %v", err)
+	}
+	if rep.V != wire.Version && rep.Err == nil && rep.Progress == nil && rep.Event == nil {
+		return nil, &wire.Error{Code: wire.CodeVersion, Message: fmt.Sprintf("the hub speaks protocol %d, this client %d: run `replhub stop` and try again (sessions end)", rep.V, wire.Version)}
+	}
+	return &rep, nil
 }
 
 // ExecOptions are exec's optional parts.
@@ -226,6 +247,9 @@ type ExecOptions struct {
 	// Private runs the cell in a session of its own that ends with the
 	// call (see wire.Request); Transcript keeps its transcript.
 	Private, Transcript bool
+	// OnOutput, when non-nil, gets the cell's output as it is written; the
+	// result then carries only the output OnOutput did not get.
+	OnOutput func(string)
 }
 
 // Exec runs code in session name, creating it on first use.
@@ -239,11 +263,19 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*w
 	req := wire.Request{Op: wire.OpExec, Name: name, Code: code, Timeout: o.Timeout.Seconds(), Python: o.Python, Cwd: o.Cwd,
 		Host: o.Host, Jump: o.Jump, Pythons: o.Pythons, Sudo: o.Sudo, NoWait: o.NoWait, Queue: o.Queue,
 		MaxOutput: o.MaxOutput, Private: o.Private, Transcript: o.Transcript,
-		Hosts: o.Hosts, Fanout: o.Fanout}
-	rep, err := c.Do(ctx, req, o.OnProgress)
+		Hosts: o.Hosts, Fanout: o.Fanout, Stream: o.OnOutput != nil}
+	var onEvent func(*wire.Event)
+	if o.OnOutput != nil {
+		onEvent = func(ev *wire.Event) {
+			if ev.Kind == wire.EventOut {
+				o.OnOutput(ev.Text)
+			}
+		}
+	}
+	rep, err := c.do(ctx, req, o.OnProgress, onEvent)
 	if wire.IsCode(err, wire.CodeNeedEnv) {
 		req.Env = o.Env
-		rep, err = c.Do(ctx, req, o.OnProgress)
+		rep, err = c.do(ctx, req, o.OnProgress, onEvent)
 	}
 	var we *wire.Error
 	if errors.As(err, &we) && we.Code == wire.CodeNeedPassword {
@@ -252,7 +284,7 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*w
 			return nil, fmt.Errorf("%s: %w", we.Message, aerr)
 		}
 		req.Env, req.Password = o.Env, pw
-		rep, err = c.Do(ctx, req, o.OnProgress)
+		rep, err = c.do(ctx, req, o.OnProgress, onEvent)
 		sudo.Zero(pw)
 	}
 	if err != nil {

@@ -345,7 +345,12 @@ func (h *Hub) handle(ctx context.Context, req wire.Request, send func(wire.Reply
 	switch req.Op {
 	case wire.OpPing:
 		return wire.Reply{Message: "pong"}
+	case wire.OpAttach:
+		return h.attach(ctx, req, send, next)
 	case wire.OpExec:
+		if req.Stream {
+			return h.execStreaming(ctx, req, progress, send)
+		}
 		res, err := h.Exec(ctx, req, progress)
 		if err != nil {
 			return replyErr(err)
@@ -392,7 +397,7 @@ func (h *Hub) handle(ctx context.Context, req wire.Request, send func(wire.Reply
 		return h.clientTransfer(req, next, send)
 	case wire.OpSwap:
 		return h.handleSwap(ctx, req)
-	case wire.OpVars, wire.OpInspect, wire.OpComplete, wire.OpReset:
+	case wire.OpVars, wire.OpInspect, wire.OpComplete, wire.OpReset, wire.OpCheck:
 		return h.handleQuery(ctx, req)
 	case wire.OpStop:
 		h.once.Do(func() { close(h.stop) })
@@ -487,6 +492,8 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 // runCell runs req.Code in s, which ensure returned (queues it, with
 // req.Queue).
 func (h *Hub) runCell(ctx context.Context, s *Session, req wire.Request, created bool, previous string, progress func(*wire.Progress)) (*wire.Result, error) {
+	announced := announce(ctx, s, created, previous)
+	ctx = withSurface(ctx, req.Surface)
 	exec := s.exec
 	if req.Queue {
 		exec = s.enqueue
@@ -506,7 +513,13 @@ func (h *Hub) runCell(ctx context.Context, s *Session, req wire.Request, created
 		res.Created = &info
 	}
 	res.Previous = previous
+	if announced {
+		res.Created, res.Previous = nil, ""
+	}
 	if n := s.unreadNote(wire.AdviceFor(req.Surface)); n != "" {
+		res.Notes = append(res.Notes, n)
+	}
+	if n := s.personNote(); n != "" {
 		res.Notes = append(res.Notes, n)
 	}
 	return res, nil
@@ -629,6 +642,9 @@ func (h *Hub) Wait(ctx context.Context, req wire.Request, progress func(*wire.Pr
 		return nil, ctx.Err()
 	}
 	res.Others = h.othersLine(req)
+	if n := s.personNote(); n != "" {
+		res.Notes = append(res.Notes, n)
+	}
 	return res, nil
 }
 

@@ -30,11 +30,17 @@ type outBuf struct {
 	tail    []byte // tail[start:] is live; compacted when start grows large
 	start   int
 	dropped int64
+	// tap, when set, sees every write first (attach.go); when it returns
+	// true, a reader took the bytes and the buffer keeps nothing of them.
+	tap func(p []byte) bool
 }
 
 func (b *outBuf) len() int { return len(b.head) + len(b.tail) - b.start }
 
 func (b *outBuf) write(p []byte) {
+	if b.tap != nil && len(p) > 0 && b.tap(p) {
+		return
+	}
 	if b.dropped == 0 && len(b.tail) == b.start && len(b.head) < headKeep {
 		n := min(headKeep-len(b.head), len(p))
 		b.head = append(b.head, p[:n]...)
@@ -112,7 +118,7 @@ type rendered struct {
 func (b *outBuf) takeRaw() ([]byte, int64) {
 	out := append(append([]byte(nil), b.head...), b.tail[b.start:]...)
 	dropped := b.dropped
-	*b = outBuf{}
+	*b = outBuf{tap: b.tap}
 	return out, dropped
 }
 
@@ -126,7 +132,7 @@ type rawOut struct {
 // takeOut empties the buffer and returns what it held.
 func (b *outBuf) takeOut() rawOut {
 	o := rawOut{b.head, b.tail[b.start:], b.dropped}
-	*b = outBuf{}
+	*b = outBuf{tap: b.tap}
 	return o
 }
 
@@ -147,6 +153,9 @@ func capOf(maxOutput int) int {
 	}
 	return min(maxOutput, MaxReplyCap)
 }
+
+// peek renders the unread output and leaves it unread.
+func (b *outBuf) peek() rendered { return render(b.head, b.tail[b.start:], b.dropped, ReplyCap) }
 
 // render turns raw output into reply text: invalid UTF-8 becomes U+FFFD, NUL
 // bytes become ␀, and more than limit characters keep head and tail with

@@ -51,6 +51,7 @@ func (s *Session) enqueue(ctx context.Context, code string, timeout time.Duratio
 		return nil, err
 	}
 	r := s.queue[len(s.queue)-1]
+	r.by = byOf(ctx, nil)
 	if !noWait {
 		r.collecting = 1 // counted before it can finish, as exec does
 	}
@@ -122,6 +123,7 @@ func (s *Session) nextLocked() {
 	s.cur = r
 	s.state = stateRunning
 	s.lastActive = r.start
+	s.queuedStartedLocked(r, code)
 	go s.sendCell(r, code)
 }
 

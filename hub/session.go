@@ -109,6 +109,9 @@ type Session struct {
 	detachCarry    []byte
 	detachedOut    chan struct{}
 	detachedFrames chan struct{}
+	// attached holds the consoles and streaming execs that see this
+	// session's cells and output as they happen (attach.go).
+	attached attachState
 }
 
 // run is one cell from exec to collection.
@@ -144,6 +147,11 @@ type run struct {
 	sent     bool
 	// parked is set by an interrupt that came before the frame went.
 	parked bool
+	// stream is the console or streaming exec that runs the cell and takes
+	// its output as it comes (attach.go); nil for a plain exec. by says
+	// who queued a queued cell, for the consoles that see it start.
+	stream *watcher
+	by     string
 }
 
 func (r *run) isFinished() bool {
@@ -561,6 +569,7 @@ func (s *Session) finishLocked(r *run) {
 	s.state = stateIdle
 	s.lastActive = time.Now()
 	close(r.finished)
+	s.cellFinishedLocked(r)
 	s.nextLocked()
 }
 
@@ -675,6 +684,7 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	s.cur = r
 	s.state = stateRunning
 	s.lastActive = r.start
+	s.cellStartedLocked(ctx, r, code)
 	s.mu.Unlock()
 
 	s.hub.transcribe(s, r, code)

@@ -55,6 +55,8 @@ type Answer struct {
 	Kept     []string `json:"kept,omitempty"`
 	Restored []string `json:"restored,omitempty"`
 	Names    []string `json:"names,omitempty"`
+	// check
+	Check string `json:"check,omitempty"`
 }
 
 func (*Query) Op() string  { return OpQuery }

@@ -83,6 +83,9 @@ type Answer struct {
 	Restored []string `json:"restored,omitempty"`
 	Names    []string `json:"names,omitempty"`
 
+	// check: CheckComplete, CheckIncomplete or CheckInvalid.
+	Check string `json:"check,omitempty"`
+
 	Notes []string `json:"notes,omitempty"`
 }
 

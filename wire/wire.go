@@ -145,6 +145,9 @@ type Request struct {
 	// that was collecting the cell: the cell's output stays unread, and the
 	// reply that shows it says so.
 	Cancelled bool `json:"cancelled,omitempty"`
+	// Stream, on an exec, asks for the cell's output as Event replies
+	// while it runs (attach.go).
+	Stream bool `json:"stream,omitempty"`
 }
 
 // Stream is a push's or pull's progress: Done bytes of Size have moved.
@@ -175,6 +178,9 @@ type Reply struct {
 	Swaps []SwapOutcome `json:"swaps,omitempty"`
 	// Answer answers OpVars, OpInspect, OpComplete and OpReset.
 	Answer *Answer `json:"answer,omitempty"`
+	// Event is an attach's or a streaming exec's news (attach.go); like
+	// Progress, it comes before the last reply.
+	Event *Event `json:"event,omitempty"`
 }
 
 // Progress tells a waiting client that its cell still runs.

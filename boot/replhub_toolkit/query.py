@@ -11,6 +11,9 @@ answer() on a thread of its own. This file owns the four questions:
   reset     the user's names cleared; the process, the toolkit and the
             session helpers (Session.base_values) stay, and, if asked, the
             modules the user imported
+  check     whether a text is a whole statement, as Python's own REPL
+            decides (codeop): replhub attach asks it at each Enter; it
+            touches no name, so it does not wait for a running cell
 
 No cell is counted, _ does not change, nothing goes to the transcript.
 
@@ -153,6 +156,8 @@ def answer(sess, header):
     fn = KINDS.get(kind)
     if fn is None:
         return {"ok": False, "error": "unknown query %r" % (kind,)}
+    if kind == "check":
+        return q_check(sess, header, None)
     wait = header.get("wait") or 0.0
     if kind == "reset" or not isinstance(wait, (int, float)) or wait < 0:
         wait = 0.0
@@ -604,4 +609,23 @@ def q_reset(sess, header, d):
     return res
 
 
-KINDS = {"vars": q_vars, "inspect": q_inspect, "complete": q_complete, "reset": q_reset}
+# -- check ------------------------------------------------------------------
+
+def q_check(sess, header, d):
+    """complete, incomplete (more lines to come) or invalid, by the rules of
+    code.InteractiveConsole: codeop.compile_command in "single" mode. The
+    text is compiled, never run; its warnings are not shown (the cell shows
+    them when it runs)."""
+    import codeop
+    import warnings
+    text = header.get("text") or ""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            code = codeop.compile_command(text, "<stdin>", "single")
+    except (SyntaxError, OverflowError, ValueError, MemoryError, RecursionError):
+        return {"ok": True, "check": "invalid"}
+    return {"ok": True, "check": "complete" if code is not None else "incomplete"}
+
+
+KINDS = {"check": q_check, "vars": q_vars, "inspect": q_inspect, "complete": q_complete, "reset": q_reset}

@@ -103,7 +103,7 @@ starts on first use. This is not a sandbox: code runs with your privileges.`,
 		newMCPCmd(e), newSelfTestCmd(e), newPushCmd(e), newPullCmd(e),
 		newSwapCmd(e), newRunCmd(e),
 		newVarsCmd(e), newInspectCmd(e), newCompleteCmd(e), newResetCmd(e),
-		newModulesCmd(e),
+		newModulesCmd(e), newAttachCmd(e),
 	)
 	addCompletions(e, root)
 	return root

@@ -33,7 +33,7 @@ func (e *env) deadline() time.Duration {
 var sessionArgs = map[string]bool{
 	"exec": true, "wait": true, "interrupt": true, "kill": true, "sessions": true,
 	"push": true, "pull": true, "swap": true,
-	"vars": true, "inspect": true, "complete": true, "reset": true,
+	"vars": true, "inspect": true, "complete": true, "reset": true, "attach": true,
 }
 
 // addCompletions teaches root's commands to complete session names, hosts

@@ -1,0 +1,479 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/chzyer/readline"
+	"github.com/spf13/cobra"
+
+	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/wire"
+)
+
+func newAttachCmd(e *env) *cobra.Command {
+	return &cobra.Command{
+		Use:   "attach NAME",
+		Short: "Work in a session at an interactive console, beside the agent",
+		Long: `Open an interactive Python console on session NAME, in its namespace. Lines
+are edited and kept in a history of the session's own; Tab completes from the
+session; a statement goes on over "..." lines as in Python's own REPL. Cells
+typed here are cells like any other: numbered, in the transcript, busy for
+the agent while they run, and the agent's next reply says someone worked here.
+Cells the agent runs meanwhile show here, code and output.
+
+Ctrl-C interrupts the running cell (at the prompt, it clears the line);
+Ctrl-D or Ctrl-] detaches, and the session goes on.`,
+		Example: `  replhub attach chirp`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runAttach(cmd.Context(), e, args[0])
+		},
+	}
+}
+
+// ctrlBracket is Ctrl-], telnet's and docker's key to detach.
+const ctrlBracket = 0x1d
+
+func runAttach(ctx context.Context, e *env, name string) error {
+	in, ok := e.io.In.(*os.File)
+	if !ok || !isTerminal(in) || !isTerminal(e.io.Out) {
+		return fmt.Errorf("attach needs a terminal: for a script, use `replhub exec %s -`", name)
+	}
+	paths, err := config.FromEnv(e.getenv)
+	if err != nil {
+		return err
+	}
+	c, err := e.client()
+	if err != nil {
+		return err
+	}
+	a, err := c.Attach(ctx, name) // the hub checks the name first
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	hist, err := historyFile(paths, name)
+	if err != nil {
+		return err
+	}
+	con := &console{
+		ctx: ctx, c: c, a: a, name: name, out: e.io.Out, save: e.saveDisplay,
+		paint: painter(e.getenv("NO_COLOR") == "" && e.getenv("TERM") != "dumb"),
+	}
+	// The editor's Close waits for its reader, which only a cancelable
+	// stdin lets go.
+	stdin := readline.NewCancelableStdin(in)
+	con.closeEditor = func() {
+		stdin.Close()
+		con.rl.Close()
+	}
+	rl, err := readline.NewEx(&readline.Config{
+		Prompt:              con.paint.prompt(">>> "),
+		HistoryFile:         hist,
+		HistoryLimit:        1000,
+		AutoComplete:        &completer{ctx: ctx, c: c, name: name},
+		InterruptPrompt:     "^C",
+		EOFPrompt:           "\n",
+		Stdin:               stdin,
+		Stdout:              e.io.Out,
+		Stderr:              e.io.Err,
+		FuncFilterInputRune: con.filter,
+	})
+	if err != nil {
+		return fmt.Errorf("attach: %w", err)
+	}
+	con.rl = rl
+	defer con.closeEditor()
+	os.Chmod(hist, 0o600) // the library writes a trimmed history anew
+	con.out = rl.Stdout()
+	if err := con.run(); err != nil {
+		return err
+	}
+	con.closeEditor()
+	con.mu.Lock()
+	died, leaving := con.died, con.leaving
+	con.mu.Unlock()
+	if died {
+		e.code = ExitDead
+	}
+	if leaving {
+		a.Close()
+		fmt.Fprintln(e.io.Out, con.paint.note(fmt.Sprintf("[detached from '%s'; the session goes on]", name)))
+	}
+	return nil
+}
+
+// historyFile is session name's history: one file a session, 0600, in a
+// folder of the state folder (0700).
+func historyFile(paths config.Paths, name string) (string, error) {
+	dir := filepath.Join(paths.State, "history")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("attach: %w", err)
+	}
+	p := filepath.Join(dir, filepath.Base(name))
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("attach: %w", err)
+	}
+	f.Close()
+	return p, os.Chmod(p, 0o600)
+}
+
+// console is one attach: the line editor on the main goroutine, the
+// session's events on another (show), which also says when this
+// console's own cell has ended.
+type console struct {
+	ctx context.Context
+	c   *client.Client
+	a   *client.Attachment
+	rl  *readline.Instance
+	// closeEditor closes the line editor, ending a Readline under way.
+	closeEditor func()
+	// save writes a result's images to files, as exec does.
+	save  func(*wire.Result) error
+	name  string
+	paint painter
+
+	mu        sync.Mutex
+	out       io.Writer
+	prompting bool          // the editor shows a prompt
+	open      bool          // output left a line open
+	partial   string        // the start of a line held back above the prompt
+	mine      chan struct{} // closed when this console's cell ends
+	detach    bool          // Ctrl-] was pressed
+	leaving   bool          // the person detached
+	died      bool          // the session died under the console
+	ended     chan struct{} // closed when the events end
+}
+
+// filter turns Ctrl-] into an interrupt of the editor that detaches.
+func (k *console) filter(r rune) (rune, bool) {
+	if r == ctrlBracket {
+		k.mu.Lock()
+		k.detach = true
+		k.mu.Unlock()
+		return readline.CharInterrupt, true
+	}
+	return r, true
+}
+
+func (k *console) run() error {
+	k.ended = make(chan struct{})
+	k.hello()
+	go k.show()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt)
+	defer signal.Stop(sig)
+	var lines []string
+	for {
+		prompt := ">>> "
+		if len(lines) > 0 {
+			prompt = "... "
+		}
+		k.rl.SetPrompt(k.paint.prompt(prompt))
+		k.setPrompting(true)
+		line, err := k.rl.Readline()
+		k.setPrompting(false)
+		select {
+		case <-k.ended:
+			return nil
+		default:
+		}
+		k.mu.Lock()
+		detach := k.detach
+		k.mu.Unlock()
+		if detach || errors.Is(err, io.EOF) {
+			k.mu.Lock()
+			k.leaving = true
+			k.mu.Unlock()
+			return nil
+		}
+		if errors.Is(err, readline.ErrInterrupt) {
+			lines = nil
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("attach: %w", err)
+		}
+		lines = append(lines, line)
+		src := strings.Join(lines, "\n")
+		if strings.TrimSpace(src) == "" {
+			lines = nil
+			continue
+		}
+		if k.more(src, lines) {
+			continue
+		}
+		lines = nil
+		if !k.runCell(src, sig) {
+			return nil
+		}
+	}
+}
+
+// more says whether src needs more lines, as the session's own Python
+// decides (codeop); when the session cannot answer, a line that opens a
+// block or continues one asks for more.
+func (k *console) more(src string, lines []string) bool {
+	ctx, cancel := context.WithTimeout(k.ctx, 5*time.Second)
+	defer cancel()
+	check, err := k.c.Check(ctx, k.name, src)
+	if err != nil {
+		last := strings.TrimRight(lines[len(lines)-1], " \t")
+		return strings.HasSuffix(last, ":") || strings.HasSuffix(last, "\\") || (len(lines) > 1 && last != "")
+	}
+	return check == wire.CheckIncomplete
+}
+
+// runCell runs src and waits for its end; Ctrl-C meanwhile interrupts it.
+// It returns false when the session or the connection ended.
+func (k *console) runCell(src string, sig chan os.Signal) bool {
+	done := make(chan struct{})
+	k.mu.Lock()
+	k.mine = done
+	k.mu.Unlock()
+	for len(sig) > 0 {
+		<-sig
+	}
+	if err := k.a.Exec(src); err != nil {
+		k.print(k.paint.err("[the hub is gone: "+err.Error()+"]") + "\n")
+		return false
+	}
+	for {
+		select {
+		case <-done:
+			return true
+		case <-sig:
+			k.print("\n") // after the terminal's ^C
+			k.a.Interrupt()
+		case <-k.ended:
+			return false
+		}
+	}
+}
+
+func (k *console) setPrompting(on bool) {
+	k.mu.Lock()
+	k.prompting = on
+	k.mu.Unlock()
+}
+
+// print writes text. Above the prompt only whole lines go (the editor
+// redraws its prompt after each write): the start of a line waits for its
+// end, or for endLine.
+func (k *console) print(text string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	text = k.partial + text
+	k.partial = ""
+	if k.prompting {
+		i := strings.LastIndexByte(text, '\n')
+		text, k.partial = text[:i+1], text[i+1:]
+	}
+	if text == "" {
+		return
+	}
+	io.WriteString(k.out, text)
+	k.open = !strings.HasSuffix(text, "\n")
+}
+
+// endLine ends a line that output left open, or holds back.
+func (k *console) endLine() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.open || k.partial != "" {
+		io.WriteString(k.out, k.partial+"\n")
+		k.partial, k.open = "", false
+	}
+}
+
+func (k *console) hello() {
+	h := k.a.Hello
+	where := "local"
+	if h.Info != nil {
+		if h.Info.Host != "" && h.Info.Host != "local" {
+			where = "on " + h.Info.Host
+		}
+		if h.Info.Root {
+			where += ", as root"
+		}
+		where = fmt.Sprintf("python %s, %s, cwd %s", h.Info.Python, where, h.Info.Cwd)
+	}
+	k.print(k.paint.note(fmt.Sprintf("[attached to '%s' (%s); Ctrl-D or Ctrl-] detaches, Ctrl-C interrupts a running cell]", k.name, where)) + "\n")
+	if h.Text != "" {
+		k.print(k.paint.note("[output nobody has read yet:]") + "\n")
+		k.print(h.Text)
+		k.endLine()
+	}
+	if h.Cell > 0 {
+		k.print(k.paint.note(fmt.Sprintf("[cell %d is running]", h.Cell)) + "\n")
+	}
+}
+
+// show prints the session's events until they end.
+func (k *console) show() {
+	defer func() {
+		close(k.ended)
+		k.closeEditor()
+	}()
+	died := false
+	for ev := range k.a.Events {
+		switch ev.Kind {
+		case wire.EventOut:
+			k.print(ev.Text)
+		case wire.EventCell:
+			k.endLine()
+			by := "another client"
+			switch ev.By {
+			case wire.ByAttach:
+				by = "another console"
+			case wire.ByAgent:
+				by = "the agent"
+			}
+			var b strings.Builder
+			b.WriteString(k.paint.note(fmt.Sprintf("[cell %d, from %s]", ev.Cell, by)) + "\n")
+			for i, l := range strings.Split(strings.TrimRight(ev.Code, "\n"), "\n") {
+				p := "... "
+				if i == 0 {
+					p = ">>> "
+				}
+				b.WriteString(k.paint.note(p+l) + "\n")
+			}
+			k.print(b.String())
+		case wire.EventDone:
+			k.endLine()
+			if r := ev.Result; r != nil && len(r.Display) > 0 {
+				// Images and formatted results: saved, and shown as exec
+				// shows them.
+				if ev.Mine {
+					if err := k.save(r); err != nil {
+						k.print(k.paint.err("["+err.Error()+"]") + "\n")
+					}
+				}
+				k.print(r.Text())
+			} else if r != nil {
+				k.print(k.result(r))
+			}
+			if ev.Mine {
+				k.ownEnded()
+			}
+		case wire.EventRefused:
+			k.endLine()
+			k.print(k.paint.err("["+ev.Text+"]") + "\n")
+			k.ownEnded()
+		case wire.EventDead:
+			died = true
+			k.mu.Lock()
+			k.died = true
+			k.mu.Unlock()
+			k.endLine()
+			k.print(k.paint.err(fmt.Sprintf("[session '%s' ended: %s]", k.name, ev.Text)) + "\n")
+		}
+	}
+	k.endLine()
+	k.mu.Lock()
+	leaving := k.leaving
+	k.mu.Unlock()
+	if k.a.Ended != "" && !leaving && !died {
+		k.print(k.paint.note("["+k.a.Ended+"]") + "\n")
+	}
+}
+
+func (k *console) ownEnded() {
+	k.mu.Lock()
+	if k.mine != nil {
+		close(k.mine)
+		k.mine = nil
+	}
+	k.mu.Unlock()
+}
+
+// result renders a cell's end: notes, the output it did not stream, the
+// traceback, the value.
+func (k *console) result(r *wire.Result) string {
+	var b strings.Builder
+	line := func(s string) {
+		b.WriteString(s)
+		if !strings.HasSuffix(s, "\n") {
+			b.WriteByte('\n')
+		}
+	}
+	for _, n := range r.Notes {
+		line(k.paint.note("[" + n + "]"))
+	}
+	if r.Output != "" {
+		line(r.Output)
+	}
+	if e := r.Error; e != nil {
+		t := e.Traceback
+		if t == "" {
+			t = e.Type + ": " + e.Message
+		}
+		line(k.paint.err(strings.TrimRight(t, "\n")))
+	}
+	if r.Value != nil {
+		line(k.paint.value(fmt.Sprintf("Out[%d]: ", r.Cell)) + *r.Value)
+	}
+	if r.Status == wire.StatusDead {
+		line(k.paint.err("[" + r.Death + "]"))
+	}
+	return b.String()
+}
+
+// completer asks the session for completions of the text before the
+// cursor; at the start of a line, Tab indents.
+type completer struct {
+	ctx  context.Context
+	c    *client.Client
+	name string
+}
+
+func (p *completer) Do(line []rune, pos int) ([][]rune, int) {
+	text := string(line[:pos])
+	if strings.TrimSpace(text) == "" {
+		return [][]rune{[]rune("    ")}, 0
+	}
+	ctx, cancel := context.WithTimeout(p.ctx, 3*time.Second)
+	defer cancel()
+	a, err := p.c.Complete(ctx, p.name, text, client.QueryOptions{Wait: -1})
+	if err != nil || a == nil {
+		return nil, 0
+	}
+	// The editor shows the candidates after the word being completed.
+	word := len(text)
+	for word > 0 && strings.ContainsRune("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_", rune(text[word-1])) {
+		word--
+	}
+	var out [][]rune
+	for _, c := range a.Completions {
+		if strings.HasPrefix(c, text) {
+			out = append(out, []rune(c[len(text):]))
+		}
+	}
+	return out, len([]rune(text[word:]))
+}
+
+// painter colours the console's own words, when on.
+type painter bool
+
+func (p painter) wrap(code, s string) string {
+	if !p {
+		return s
+	}
+	return "\x1b[" + code + "m" + s + "\x1b[0m"
+}
+
+func (p painter) prompt(s string) string { return p.wrap("32", s) }
+func (p painter) note(s string) string   { return p.wrap("2", s) }
+func (p painter) err(s string) string    { return p.wrap("31", s) }
+func (p painter) value(s string) string  { return p.wrap("36", s) }

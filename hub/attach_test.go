@@ -1,0 +1,116 @@
+package hub
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/wire"
+)
+
+// feed gives data to a watcher in chunks cut at cuts, then flushes it, and
+// returns the texts of its events.
+func feed(w *watcher, data []byte, cuts []byte) []string {
+	for _, c := range cuts {
+		n := min(int(c)%8, len(data))
+		w.outLocked(data[:n])
+		data = data[n:]
+	}
+	w.outLocked(data)
+	w.flushLocked()
+	close(w.events)
+	var texts []string
+	for ev := range w.events {
+		texts = append(texts, ev.Text)
+	}
+	return texts
+}
+
+// Output cut anywhere reaches a watcher whole, and valid UTF-8 stays valid
+// in every event: a character cut by a chunk's end waits for its rest.
+func FuzzWatcherOut(f *testing.F) {
+	f.Add([]byte("héllo wörld ✓ 🐍\n"), []byte{1, 2, 3})
+	f.Add([]byte("\xff\xfe\x00plain"), []byte{1})
+	f.Add([]byte("🐍🐍🐍"), []byte{1, 1, 1, 1, 1})
+	f.Fuzz(func(t *testing.T, data, cuts []byte) {
+		if len(cuts) > 64 {
+			cuts = cuts[:64]
+		}
+		texts := feed(newWatcher(false), data, cuts)
+		assert.Equal(t, string(data), strings.Join(texts, ""))
+		if utf8.Valid(data) {
+			for _, s := range texts {
+				assert.True(t, utf8.ValidString(s), "%q", s)
+			}
+		}
+	})
+}
+
+func TestCutRune(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want int
+	}{
+		{"", 0}, {"abc", 0}, {"é", 0}, {"\xc3", 1}, {"a\xe2\x9c", 2}, {"\xf0\x9f\x90", 3},
+		{"\xf0\x9f\x90\x8d", 0}, {"\x9c", 0}, {"\xff", 0},
+	} {
+		assert.Equal(t, c.want, cutRune([]byte(c.in)), "%q", c.in)
+	}
+}
+
+// A watcher that falls behind loses output, and its next event says how
+// much; it never blocks the session.
+func TestWatcherFallsBehind(t *testing.T) {
+	w := newWatcher(false)
+	for i := 0; i < watcherQueue; i++ {
+		require.True(t, w.outLocked([]byte("x")))
+	}
+	assert.False(t, w.outLocked([]byte("lost!")))
+	<-w.events
+	require.True(t, w.outLocked([]byte("next")))
+	var last *wire.Event
+	for len(w.events) > 0 {
+		last = <-w.events
+	}
+	assert.Equal(t, "\n[... 5 bytes of output not shown here: this console fell behind ...]\nnext", last.Text)
+}
+
+// The watcher that runs a cell takes its output from the reply; one that
+// only looks leaves it there; the person's cells make one note, once.
+func TestTapTakesOwnCellOutput(t *testing.T) {
+	s := newSession(&Hub{}, "t")
+	own, looker := newWatcher(true), newWatcher(true)
+	s.mu.Lock()
+	s.watchLocked(looker)
+	s.watchLocked(own)
+	s.out.write([]byte("between cells\n"))
+	r := &run{cell: 1, finished: make(chan struct{})}
+	s.cur = r
+	s.cellStartedLocked(withWatcher(context.Background(), own), r, "print(1)")
+	assert.Equal(t, 0, s.out.len(), "the console's cell takes the unread output")
+	s.out.write([]byte("1\n"))
+	assert.Equal(t, 0, s.out.len(), "and its own output")
+	s.mu.Unlock()
+	assert.Equal(t, "between cells\n", (<-looker.events).Text, "shown as it came")
+	ev := <-looker.events
+	assert.Equal(t, wire.EventCell, ev.Kind)
+	assert.Equal(t, wire.ByAttach, ev.By)
+	assert.Equal(t, "print(1)", ev.Code)
+	assert.Equal(t, "1\n", (<-looker.events).Text)
+	assert.Equal(t, "between cells\n", (<-own.events).Text)
+	assert.Equal(t, "1\n", (<-own.events).Text)
+
+	s.mu.Lock()
+	r2 := &run{cell: 2, finished: make(chan struct{})}
+	s.cur = r2
+	s.cellStartedLocked(context.Background(), r2, "print(2)")
+	s.out.write([]byte("2\n"))
+	assert.Equal(t, 2, s.out.len(), "an agent's cell keeps its output")
+	s.mu.Unlock()
+	assert.Equal(t, "cell 1", strings.TrimPrefix(s.personNote(), "someone worked in this session from `replhub attach`: "))
+	assert.Equal(t, "", s.personNote(), "once")
+}
