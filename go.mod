@@ -3,6 +3,7 @@ module github.com/replhub/replhub
 go 1.26.0
 
 require (
+	github.com/chzyer/readline v1.5.1
 	github.com/gobwas/glob v0.2.3
 	github.com/kevinburke/ssh_config v1.6.0
 	github.com/modelcontextprotocol/go-sdk v1.8.0
@@ -16,7 +17,6 @@ require (
 )
 
 require (
-	github.com/chzyer/readline v1.5.1 // indirect
 	github.com/google/jsonschema-go v0.4.3 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/segmentio/asm v1.1.3 // indirect
