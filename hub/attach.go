@@ -38,8 +38,9 @@ type attachState struct {
 	personCells []int
 }
 
-// watcher is one console or streaming exec. Its events channel is closed
-// by close, after it has left the session, so that no push can follow.
+// watcher is one console or streaming exec. A console (person) sees every
+// cell; a streaming exec only its own. Its events channel is closed by
+// close, after it has left the session, so that no push can follow.
 type watcher struct {
 	events chan *wire.Event
 	// person is set for a console: its cells count as a person's.
@@ -50,8 +51,13 @@ type watcher struct {
 	lost  int    // bytes of output dropped since the last event that went
 	// behind is the cell of its own whose output it fell behind on.
 	behind int
-	gone   bool
-	once   sync.Once
+	// holding keeps a console's events in held from the end of its own
+	// cell until that cell's reply has gone (attachCell): so the reply
+	// comes before what the next cell, a queued one, does.
+	holding bool
+	held    []*wire.Event
+	gone    bool
+	once    sync.Once
 }
 
 func newWatcher(person bool) *watcher {
@@ -77,6 +83,13 @@ func withWatcher(ctx context.Context, w *watcher) context.Context {
 func (w *watcher) pushLocked(ev *wire.Event) bool {
 	if w.gone {
 		return false
+	}
+	if w.holding {
+		if len(w.held) >= watcherQueue {
+			return false
+		}
+		w.held = append(w.held, ev)
+		return true
 	}
 	select {
 	case w.events <- ev:
@@ -171,7 +184,9 @@ func (s *Session) tapLocked(p []byte) bool {
 	took := false
 	for _, w := range s.attached.watchers {
 		if w != own {
-			w.outLocked(p)
+			if w.person {
+				w.outLocked(p)
+			}
 			continue
 		}
 		// Once it fell behind, the rest of the cell's output goes to its
@@ -238,7 +253,7 @@ func (s *Session) showCellLocked(r *run, w *watcher, by, code string) {
 		code = fmt.Sprintf("%s\n# [... %d more bytes of this cell ...]", code[:maxEventCode], len(code)-maxEventCode)
 	}
 	for _, x := range s.attached.watchers {
-		if x != w {
+		if x != w && x.person {
 			x.pushLocked(&wire.Event{Kind: wire.EventCell, Cell: r.cell, Code: code, By: by})
 		}
 	}
@@ -248,11 +263,12 @@ func (s *Session) showCellLocked(r *run, w *watcher, by, code string) {
 // looked get its status, value and error (its output came as it was
 // written).
 func (s *Session) cellFinishedLocked(r *run) {
-	if r.stream != nil {
-		r.stream.flushLocked()
+	if w := r.stream; w != nil {
+		w.flushLocked()
+		w.holding = w.person
 	}
 	for _, w := range s.attached.watchers {
-		if w == r.stream || r.result == nil {
+		if w == r.stream || r.result == nil || !w.person {
 			continue
 		}
 		w.flushLocked()
@@ -421,8 +437,13 @@ func (h *Hub) attach(ctx context.Context, req wire.Request, send func(wire.Reply
 func (s *Session) attachCell(ctx context.Context, w *watcher, code string, adv wire.Advice) {
 	tell := func(ev *wire.Event) {
 		s.mu.Lock()
+		defer s.mu.Unlock()
+		held := w.held
+		w.holding, w.held = false, nil
 		w.pushLocked(ev)
-		s.mu.Unlock()
+		for _, h := range held {
+			w.pushLocked(h)
+		}
 	}
 	res, err := s.exec(withWatcher(ctx, w), code, MaxTimeout, false, ReplyCap, nil, adv)
 	for err == nil && res != nil && res.Status == wire.StatusRunning {

@@ -166,26 +166,36 @@ func TestAttachConsole(t *testing.T) {
 	busy := e.Run("exec", "desk", "1")
 	assert.Equal(t, 2, busy.Code, "%s", busy)
 	assert.Contains(t, busy.Stderr, "busy")
+	queued := e.Run("exec", "desk", "'queued'", "--queue")
+	assert.Contains(t, queued.Stdout, "[cell 8 queued", "%s", queued)
 	y.keys("C-c")
-	s := y.waitFor(`(?m)KeyboardInterrupt\n>>>$`, waitLong)
+	s := y.waitFor(`(?m)KeyboardInterrupt\n`, waitLong)
 	assert.Less(t, time.Since(running), 20*time.Second)
 	assert.Contains(t, s, "time.sleep(30)")
+	// The queued cell starts once the console's ends, and shows there.
+	y.waitFor(`\[cell 8, from another client\]\n>>> 'queued'\nOut\[8\]: 'queued'\n`, waitLong)
+	waited := e.Run("wait", "desk", "--cell", "8")
+	assert.Contains(t, waited.Stdout, "Out[8]: 'queued'", "%s", waited)
 
 	// The agent's cell shows in the console, code and output, and the
 	// agent hears once that a person worked here.
 	r = e.Run("exec", "desk", "print('agent says hi'); f(5)")
 	require.Equal(t, 0, r.Code, "%s", r)
-	assert.Contains(t, r.Stdout, "[someone worked in this session from `replhub attach`: cells 2-7]\n")
-	assert.Contains(t, r.Stdout, "Out[8]: 46")
-	y.waitFor(`\[cell 8, from another client\]\n>>> print\('agent says hi'\); f\(5\)\nagent says hi\nOut\[8\]: 46\n`, waitLong)
+	assert.Contains(t, r.Stdout, "Out[9]: 46")
+	// The first reply to anybody else (here, the queued cell's) says once
+	// that a person worked here.
+	replies := queued.Stdout + waited.Stdout + r.Stdout
+	assert.Contains(t, queued.Stdout, "[someone worked in this session from `replhub attach`: cells 2-7]\n")
+	assert.Equal(t, 1, strings.Count(replies, "someone worked"), "%s", replies)
+	y.waitFor(`\[cell 9, from another client\]\n>>> print\('agent says hi'\); f\(5\)\nagent says hi\nOut\[9\]: 46\n`, waitLong)
 	r = e.Run("exec", "desk", "zebra_total")
-	assert.Equal(t, "Out[9]: 7\n", r.Stdout, "the note comes once")
+	assert.Equal(t, "Out[10]: 7\n", r.Stdout, "the note comes once")
 
 	// Ctrl-] detaches; the session keeps its state.
 	y.keys("C-]")
 	y.waitFor(`\[detached from 'desk'; the session goes on\]\n\[exit 0\]`, waitLong)
 	r = e.Run("exec", "desk", "f(1), zebra_total")
-	assert.Equal(t, "Out[10]: (42, 7)\n", r.Stdout, "%s", r)
+	assert.Equal(t, "Out[11]: (42, 7)\n", r.Stdout, "%s", r)
 
 	// The history is the session's own, and private.
 	hist := filepath.Join(e.Paths.State, "history", "desk")
