@@ -114,3 +114,35 @@ func TestTapTakesOwnCellOutput(t *testing.T) {
 	assert.Equal(t, "cell 1", strings.TrimPrefix(s.personNote(), "someone worked in this session from `replhub attach`: "))
 	assert.Equal(t, "", s.personNote(), "once")
 }
+
+// A streaming exec sees its own cell only; a console's events wait, from
+// the end of its own cell, for that cell's reply.
+func TestWatcherScopes(t *testing.T) {
+	s := newSession(&Hub{}, "t")
+	stream, console := newWatcher(false), newWatcher(true)
+	s.mu.Lock()
+	s.watchLocked(console)
+	r := &run{cell: 1, finished: make(chan struct{}), result: &wire.Result{Cell: 1}}
+	s.cur = r
+	s.cellStartedLocked(withWatcher(context.Background(), stream), r, "a")
+	s.out.write([]byte("mine\n"))
+	close(r.finished)
+	s.cellFinishedLocked(r)
+	r2 := &run{cell: 2, finished: make(chan struct{})}
+	s.cur = r2
+	s.cellStartedLocked(withWatcher(context.Background(), console), r2, "b")
+	s.out.write([]byte("console's\n"))
+	close(r2.finished)
+	r2.result = &wire.Result{Cell: 2}
+	s.cellFinishedLocked(r2)
+	s.queuedStartedLocked(&run{cell: 3}, "c")
+	s.out.write([]byte("third\n"))
+	s.mu.Unlock()
+	stream.close()
+	var got []string
+	for ev := range stream.events {
+		got = append(got, ev.Kind+":"+ev.Text)
+	}
+	assert.Equal(t, []string{"out:mine\n"}, got, "the streaming exec's own cell, and nothing after it")
+	assert.Len(t, console.held, 2, "cell 3's start and output wait for cell 2's reply")
+}
