@@ -101,10 +101,13 @@ func runAttach(ctx context.Context, e *env, name string) error {
 	}
 	con.closeEditor()
 	con.mu.Lock()
-	died, leaving := con.died, con.leaving
+	died, leaving, broken := con.died, con.leaving, con.broken
 	con.mu.Unlock()
-	if died {
+	switch {
+	case died:
 		e.code = ExitDead
+	case broken:
+		e.code = ExitFailure
 	}
 	if leaving {
 		a.Close()
@@ -153,6 +156,7 @@ type console struct {
 	detach    bool          // Ctrl-] was pressed
 	leaving   bool          // the person detached
 	died      bool          // the session died under the console
+	broken    bool          // the hub went away under the console
 	ended     chan struct{} // closed when the events end
 }
 
@@ -384,8 +388,13 @@ func (k *console) show() {
 	k.mu.Lock()
 	leaving := k.leaving
 	k.mu.Unlock()
-	if k.a.Ended != "" && !leaving && !died {
-		k.print(k.paint.note("["+k.a.Ended+"]") + "\n")
+	if !leaving && !died {
+		// The hub went away (it stopped or restarted): the session may
+		// live on, but this console cannot.
+		k.print(k.paint.err("["+k.a.Ended+"; `replhub attach "+k.name+"` attaches again]") + "\n")
+		k.mu.Lock()
+		k.broken = true
+		k.mu.Unlock()
 	}
 }
 
