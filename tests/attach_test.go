@@ -236,7 +236,7 @@ func TestAttachRemote(t *testing.T) {
 	assert.Equal(t, "Out[5]: 4\n", r.Stdout, "%s", r)
 }
 
-// On a terminal, exec shows a long cell's output as it is written.
+// On a terminal, exec and run show a long cell's output as it is written.
 func TestExecStreamsOnTerminal(t *testing.T) {
 	e := hubtest.Start(t)
 	consoleEnv(t, e)
@@ -248,6 +248,13 @@ func TestExecStreamsOnTerminal(t *testing.T) {
 	s = y.waitFor(`\[exit 0\]`, waitLong)
 	assert.Contains(t, s, "tick 0\ntick 1\ntick 2\ntick 3\ntick 4\ntick 5\ntick 6\ntick 7\nOut[1]: 'end'\n[exit 0]")
 	assert.Equal(t, 1, strings.Count(s, "tick 7"), "streamed output is not shown again")
+
+	// So does run.
+	y = newTTY(t, e.Vars, e.Cwd, e.Bin, "run", code)
+	s = y.waitFor(`tick 1\n`, waitLong)
+	assert.NotContains(t, s, "[exit", "tick 1 shows while the run's cell still runs")
+	s = y.waitFor(`\[exit 0\]`, waitLong)
+	assert.Contains(t, s, "tick 6\ntick 7\nOut[1]: 'end'\n[exit 0]")
 
 	// Not on a terminal, the reply is as it was.
 	r := e.Run("exec", "stream", "print('a'); print('b'); 3")

@@ -179,18 +179,12 @@ func runExec(ctx context.Context, e *env, o *execOptions) error {
 	eo := o.client()
 	eo.OnProgress = e.fanProgress()
 	defer e.clearFanProgress()
-	var streamed *streamWriter
-	if !o.json && !o.noWait && !o.queue && o.hosts == "" && isTerminal(e.io.Out) {
-		streamed = &streamWriter{w: e.io.Out}
-		eo.OnOutput = streamed.write
-	}
+	streamed := e.streamOn(&eo, !o.json && !o.noWait && !o.queue && o.hosts == "")
 	res, err := c.Exec(ctx, o.name, o.code, eo)
 	if err != nil {
 		return err
 	}
-	if streamed != nil {
-		streamed.endLine(res.Text() != "")
-	}
+	streamed.endLine(res.Text() != "")
 	return e.printResult(res, o.json)
 }
 

@@ -71,6 +71,7 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 	defer stop()
 	eo := o.execOptions.client()
 	eo.Private, eo.Transcript = true, o.transcript
+	streamed := e.streamOn(&eo, !o.json)
 	res, err := c.Exec(ctx, o.name, o.code, eo)
 	if err != nil && ctx.Err() != nil && cmdCtx.Err() == nil {
 		return errors.New("stopped at the second Ctrl-C; the run's session ended with it")
@@ -78,6 +79,7 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 	if err != nil {
 		return err
 	}
+	streamed.endLine(res.Text() != "")
 	if o.transcript {
 		fmt.Fprintf(e.io.Err, "[transcript: %s]\n", c.Paths.Transcript(o.name))
 	}
