@@ -286,3 +286,20 @@ func TestAttachBesideMCPAgent(t *testing.T) {
 	y.waitFor(`\[cell 3, from the agent\]\n>>> print\('agent'\); v \* 2\nagent\nOut\[3\]: 30\n`, waitLong)
 	assert.NotContains(t, run("v"), "someone worked", "the note comes once")
 }
+
+// A root session (through a stand-in sudo) takes a console as any other.
+func TestAttachRoot(t *testing.T) {
+	f := newFakeSudo(t, fakePassword, fakePassword)
+	e := hubtest.Start(t)
+	f.apply(e, "password")
+	consoleEnv(t, e)
+	r := e.Run("exec", "ops", "import os; n = 40", "--sudo")
+	require.Equal(t, 0, r.Code, "%s", r)
+	y := newTTY(t, e.Vars, e.Cwd, e.Bin, "attach", "ops")
+	y.waitFor(`\[attached to 'ops' \(python 3\.\d+\.\d+, local, as root, cwd .*\)`, waitLong)
+	y.line("n + 2")
+	y.waitFor(`(?m)^Out\[2\]: 42$`, waitLong)
+	y.keys("C-d")
+	y.waitFor(`\[exit 0\]`, waitLong)
+	assert.Equal(t, 1, f.askpassCalls(), "attach asks no password: it reaches the live session")
+}
