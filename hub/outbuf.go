@@ -30,7 +30,7 @@ type outBuf struct {
 	tail    []byte // tail[start:] is live; compacted when start grows large
 	start   int
 	dropped int64
-	// tap, when set, sees every write first (attach.go); when it returns
+	// tap, when set, sees every write first (watch.go); when it returns
 	// true, a reader took the bytes and the buffer keeps nothing of them.
 	tap func(p []byte) bool
 }

@@ -110,7 +110,7 @@ type Session struct {
 	detachedOut    chan struct{}
 	detachedFrames chan struct{}
 	// attached holds the consoles and streaming execs that see this
-	// session's cells and output as they happen (attach.go).
+	// session's cells and output as they happen (watch.go).
 	attached attachState
 }
 
@@ -148,7 +148,7 @@ type run struct {
 	// parked is set by an interrupt that came before the frame went.
 	parked bool
 	// stream is the console or streaming exec that runs the cell and takes
-	// its output as it comes (attach.go); nil for a plain exec. by says
+	// its output as it comes (watch.go); nil for a plain exec. by says
 	// who queued a queued cell, for the consoles that see it start.
 	stream *watcher
 	by     string
