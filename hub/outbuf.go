@@ -30,17 +30,11 @@ type outBuf struct {
 	tail    []byte // tail[start:] is live; compacted when start grows large
 	start   int
 	dropped int64
-	// tap, when set, sees every write first (watch.go); when it returns
-	// true, a reader took the bytes and the buffer keeps nothing of them.
-	tap func(p []byte) bool
 }
 
 func (b *outBuf) len() int { return len(b.head) + len(b.tail) - b.start }
 
 func (b *outBuf) write(p []byte) {
-	if b.tap != nil && len(p) > 0 && b.tap(p) {
-		return
-	}
 	if b.dropped == 0 && len(b.tail) == b.start && len(b.head) < headKeep {
 		n := min(headKeep-len(b.head), len(p))
 		b.head = append(b.head, p[:n]...)
@@ -62,7 +56,12 @@ func (b *outBuf) write(p []byte) {
 
 // outputs is a session's unread output: merged in the order written, and
 // each stream apart, every one kept and capped as an outBuf.
-type outputs struct{ all, stdout, stderr outBuf }
+type outputs struct {
+	all, stdout, stderr outBuf
+	// tap, when set, sees every write first (watch.go); when it returns
+	// true, a reader took the bytes and no buffer keeps them.
+	tap func(p []byte) bool
+}
 
 // output is outputs made ready for a reply.
 type output struct{ all, stdout, stderr rendered }
@@ -70,7 +69,7 @@ type output struct{ all, stdout, stderr rendered }
 func (o *outputs) len() int { return o.all.len() }
 
 func (o *outputs) write(stdout bool, p []byte) {
-	if len(p) == 0 {
+	if len(p) == 0 || (o.tap != nil && o.tap(p)) {
 		return
 	}
 	o.all.write(p)
@@ -118,7 +117,7 @@ type rendered struct {
 func (b *outBuf) takeRaw() ([]byte, int64) {
 	out := append(append([]byte(nil), b.head...), b.tail[b.start:]...)
 	dropped := b.dropped
-	*b = outBuf{tap: b.tap}
+	*b = outBuf{}
 	return out, dropped
 }
 
@@ -132,7 +131,7 @@ type rawOut struct {
 // takeOut empties the buffer and returns what it held.
 func (b *outBuf) takeOut() rawOut {
 	o := rawOut{b.head, b.tail[b.start:], b.dropped}
-	*b = outBuf{tap: b.tap}
+	*b = outBuf{}
 	return o
 }
 
@@ -153,9 +152,6 @@ func capOf(maxOutput int) int {
 	}
 	return min(maxOutput, MaxReplyCap)
 }
-
-// peek renders the unread output and leaves it unread.
-func (b *outBuf) peek() rendered { return render(b.head, b.tail[b.start:], b.dropped, ReplyCap) }
 
 // render turns raw output into reply text: invalid UTF-8 becomes U+FFFD, NUL
 // bytes become ␀, and more than limit characters keep head and tail with

@@ -14,7 +14,7 @@ import (
 // events under its mutex, never blocking (a watcher that falls behind
 // loses output and is told how much), and a goroutine of the request
 // sends them on. The hooks into the cell's life are three calls:
-// outBuf.tap (every byte of output), cellStartedLocked (from exec) and
+// outputs.tap (every byte of output), cellStartedLocked (from exec) and
 // cellFinishedLocked (from finishLocked).
 //
 // A watcher that runs a cell (its run's stream) takes that cell's output
@@ -144,6 +144,11 @@ func cutRune(p []byte) int {
 	return 0
 }
 
+// peek renders the unread output, merged, and leaves it unread.
+func (o *outputs) peek() rendered {
+	return render(o.all.head, o.all.tail[o.all.start:], o.all.dropped, ReplyCap)
+}
+
 // watchLocked adds w to s's watchers.
 func (s *Session) watchLocked(w *watcher) {
 	w.s = s
@@ -212,7 +217,7 @@ func (s *Session) cellStartedLocked(ctx context.Context, r *run, code string) {
 			// the unread output first.
 			s.watchLocked(w)
 			if s.out.len() > 0 {
-				if t := s.out.take().text; t != "" {
+				if t := s.out.take().all.text; t != "" {
 					w.pushLocked(&wire.Event{Kind: wire.EventOut, Text: t})
 				}
 			}
@@ -274,6 +279,7 @@ func (s *Session) cellFinishedLocked(r *run) {
 		w.flushLocked()
 		res := *r.result
 		res.Output, res.Notes, res.Truncated, res.TruncatedChars = "", nil, false, 0
+		res.Stdout, res.Stderr = "", ""
 		// Images are the agent's: a console sees what they were.
 		res.Display = make([]wire.Display, len(r.result.Display))
 		for i, d := range r.result.Display {

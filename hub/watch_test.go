@@ -12,9 +12,9 @@ import (
 	"github.com/replhub/replhub/wire"
 )
 
-// feed gives data to a watcher in chunks cut at cuts, then flushes it, and
+// feedWatcher gives data to a watcher in chunks cut at cuts, then flushes it, and
 // returns the texts of its events.
-func feed(w *watcher, data []byte, cuts []byte) []string {
+func feedWatcher(w *watcher, data []byte, cuts []byte) []string {
 	for _, c := range cuts {
 		n := min(int(c)%8, len(data))
 		w.outLocked(data[:n])
@@ -40,7 +40,7 @@ func FuzzWatcherOut(f *testing.F) {
 		if len(cuts) > 64 {
 			cuts = cuts[:64]
 		}
-		texts := feed(newWatcher(false), data, cuts)
+		texts := feedWatcher(newWatcher(false), data, cuts)
 		assert.Equal(t, string(data), strings.Join(texts, ""))
 		if utf8.Valid(data) {
 			for _, s := range texts {
@@ -87,12 +87,12 @@ func TestTapTakesOwnCellOutput(t *testing.T) {
 	s.mu.Lock()
 	s.watchLocked(looker)
 	s.watchLocked(own)
-	s.out.write([]byte("between cells\n"))
+	s.out.write(true, []byte("between cells\n"))
 	r := &run{cell: 1, finished: make(chan struct{})}
 	s.cur = r
 	s.cellStartedLocked(withWatcher(context.Background(), own), r, "print(1)")
 	assert.Equal(t, 0, s.out.len(), "the console's cell takes the unread output")
-	s.out.write([]byte("1\n"))
+	s.out.write(true, []byte("1\n"))
 	assert.Equal(t, 0, s.out.len(), "and its own output")
 	s.mu.Unlock()
 	assert.Equal(t, "between cells\n", (<-looker.events).Text, "shown as it came")
@@ -108,7 +108,7 @@ func TestTapTakesOwnCellOutput(t *testing.T) {
 	r2 := &run{cell: 2, finished: make(chan struct{})}
 	s.cur = r2
 	s.cellStartedLocked(context.Background(), r2, "print(2)")
-	s.out.write([]byte("2\n"))
+	s.out.write(true, []byte("2\n"))
 	assert.Equal(t, 2, s.out.len(), "an agent's cell keeps its output")
 	s.mu.Unlock()
 	assert.Equal(t, "cell 1", strings.TrimPrefix(s.personNote(), "someone worked in this session from `replhub attach`: "))
@@ -125,18 +125,18 @@ func TestWatcherScopes(t *testing.T) {
 	r := &run{cell: 1, finished: make(chan struct{}), result: &wire.Result{Cell: 1}}
 	s.cur = r
 	s.cellStartedLocked(withWatcher(context.Background(), stream), r, "a")
-	s.out.write([]byte("mine\n"))
+	s.out.write(true, []byte("mine\n"))
 	close(r.finished)
 	s.cellFinishedLocked(r)
 	r2 := &run{cell: 2, finished: make(chan struct{})}
 	s.cur = r2
 	s.cellStartedLocked(withWatcher(context.Background(), console), r2, "b")
-	s.out.write([]byte("console's\n"))
+	s.out.write(true, []byte("console's\n"))
 	close(r2.finished)
 	r2.result = &wire.Result{Cell: 2}
 	s.cellFinishedLocked(r2)
 	s.queuedStartedLocked(&run{cell: 3}, "c")
-	s.out.write([]byte("third\n"))
+	s.out.write(true, []byte("third\n"))
 	s.mu.Unlock()
 	stream.close()
 	var got []string
