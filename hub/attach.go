@@ -114,18 +114,13 @@ func (h *Hub) attach(ctx context.Context, req wire.Request, send func(wire.Reply
 					s.attachCell(cctx, w, r.Code, adv)
 				}()
 			case wire.OpInterrupt:
-				// Only the console's own cell: a Ctrl-C that comes as it
-				// ends must not stop the agent's next one.
-				s.mu.Lock()
-				cell := 0
-				if r := s.cur; r != nil && r.stream == w && !r.isFinished() {
-					cell = r.cell
-				}
-				s.mu.Unlock()
+				// Only the console's own cell, running or queued: a Ctrl-C
+				// that comes as it ends must not stop the agent's next one.
+				cell := s.ownCell(w)
 				if cell == 0 {
 					continue
 				}
-				if _, err := s.interrupt(adv, false, cell); err != nil {
+				if _, err := s.interruptCell(adv, cell); err != nil {
 					s.mu.Lock()
 					w.pushLocked(&wire.Event{Kind: wire.EventRefused, Text: err.Error()})
 					s.mu.Unlock()
@@ -143,8 +138,9 @@ func (h *Hub) attach(ctx context.Context, req wire.Request, send func(wire.Reply
 	}
 }
 
-// attachCell runs code typed in console w and hands w its reply; it waits
-// for the cell as long as it runs.
+// attachCell runs code typed in console w, at once or, in a busy session,
+// from the queue, and hands w its reply; it waits for the cell as long as
+// it runs.
 func (s *Session) attachCell(ctx context.Context, w *watcher, code string, adv wire.Advice) {
 	tell := func(ev *wire.Event) {
 		s.mu.Lock()
@@ -156,7 +152,15 @@ func (s *Session) attachCell(ctx context.Context, w *watcher, code string, adv w
 			w.pushLocked(h)
 		}
 	}
-	res, err := s.exec(withWatcher(ctx, w), code, MaxTimeout, false, ReplyCap, nil, adv)
+	// Queued behind a running cell (the agent's), it runs when that ends.
+	res, err := s.enqueue(withWatcher(ctx, w), code, MaxTimeout, false, ReplyCap, nil, adv)
+	if err == nil && res != nil && res.Status == wire.StatusQueued {
+		s.mu.Lock()
+		w.pushLocked(&wire.Event{Kind: wire.EventQueued, Cell: res.Cell, Text: fmt.Sprintf(
+			"cell %d is queued behind the running cell (%d ahead of it); it runs when that ends, Ctrl-C takes it out", res.Cell, res.Ahead)})
+		s.mu.Unlock()
+		res, err = s.wait(ctx, MaxTimeout, res.Cell, ReplyCap, nil)
+	}
 	for err == nil && res != nil && res.Status == wire.StatusRunning {
 		var more *wire.Result
 		more, err = s.wait(ctx, MaxTimeout, res.Cell, ReplyCap, nil)
@@ -173,4 +177,19 @@ func (s *Session) attachCell(ctx context.Context, w *watcher, code string, adv w
 	if res != nil {
 		tell(&wire.Event{Kind: wire.EventDone, Cell: res.Cell, Mine: true, Result: res})
 	}
+}
+
+// ownCell is console w's cell, running or queued; 0 when it has none.
+func (s *Session) ownCell(w *watcher) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.cur; r != nil && r.stream == w && !r.isFinished() {
+		return r.cell
+	}
+	for _, r := range s.queue {
+		if r.stream == w {
+			return r.cell
+		}
+	}
+	return 0
 }

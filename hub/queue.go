@@ -51,7 +51,8 @@ func (s *Session) enqueue(ctx context.Context, code string, timeout time.Duratio
 		return nil, err
 	}
 	r := s.queue[len(s.queue)-1]
-	r.by = byOf(ctx, nil)
+	r.stream = watcherOf(ctx)
+	r.by = byOf(ctx, r.stream)
 	if !noWait {
 		r.collecting = 1 // counted before it can finish, as exec does
 	}

@@ -149,7 +149,8 @@ type run struct {
 	parked bool
 	// stream is the console or streaming exec that runs the cell and takes
 	// its output as it comes (watch.go); nil for a plain exec. by says
-	// who queued a queued cell, for the consoles that see it start.
+	// who queued a queued cell, for the consoles that see it start; a
+	// queued cell's stream is who queued it until it starts.
 	stream *watcher
 	by     string
 }

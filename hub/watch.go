@@ -205,11 +205,24 @@ func (s *Session) tapLocked(p []byte) bool {
 }
 
 // cellStartedLocked is called by exec as cell r of code starts, before
-// its code goes to the worker. A cell started by a watcher (ctx) streams
-// to it, and takes the output nobody had read: that belongs to the reply
-// of this cell. The other watchers see the cell's code.
+// its code goes to the worker; the cell is the watcher's under ctx, if any.
 func (s *Session) cellStartedLocked(ctx context.Context, r *run, code string) {
-	w, _ := ctx.Value(watcherKey{}).(*watcher)
+	w := watcherOf(ctx)
+	s.startedLocked(r, w, byOf(ctx, w), code)
+}
+
+// queuedStartedLocked is called by nextLocked as queued cell r starts:
+// the watcher that queued it (enqueue) is its own.
+func (s *Session) queuedStartedLocked(r *run, code string) {
+	s.startedLocked(r, r.stream, r.by, code)
+}
+
+// startedLocked starts cell r of code, started by w (nil: no watcher's)
+// as by. A watcher's cell streams to it, and takes the output nobody had
+// read: that belongs to the reply of this cell. The other watchers see the
+// cell's code.
+func (s *Session) startedLocked(r *run, w *watcher, by, code string) {
+	r.stream = nil
 	if w != nil && !w.gone {
 		r.stream = w
 		if w.s == nil {
@@ -228,7 +241,13 @@ func (s *Session) cellStartedLocked(ctx context.Context, r *run, code string) {
 			s.attached.personCells = append(s.attached.personCells, r.cell)
 		}
 	}
-	s.showCellLocked(r, w, byOf(ctx, w), code)
+	s.showCellLocked(r, w, by, code)
+}
+
+// watcherOf is the watcher whose cell exec or enqueue starts under ctx.
+func watcherOf(ctx context.Context) *watcher {
+	w, _ := ctx.Value(watcherKey{}).(*watcher)
+	return w
 }
 
 // byOf says who starts a cell under ctx, for wire.Event.By.
@@ -240,12 +259,6 @@ func byOf(ctx context.Context, w *watcher) string {
 		return wire.ByAgent
 	}
 	return ""
-}
-
-// queuedStartedLocked is called by nextLocked as queued cell r starts:
-// the watchers see it, as they see any other.
-func (s *Session) queuedStartedLocked(r *run, code string) {
-	s.showCellLocked(r, nil, r.by, code)
 }
 
 // showCellLocked shows watchers other than w, the cell's own, that cell r

@@ -285,6 +285,27 @@ func TestAttachBesideMCPAgent(t *testing.T) {
 	assert.Contains(t, text, "Out[3]: 30")
 	y.waitFor(`\[cell 3, from the agent\]\n>>> print\('agent'\); v \* 2\nagent\nOut\[3\]: 30\n`, waitLong)
 	assert.NotContains(t, run("v"), "someone worked", "the note comes once")
+
+	// A line entered while the agent's cell runs waits in the queue, and
+	// runs when that cell ends; Ctrl-C takes a queued one out.
+	r := e.Run("exec", "pair", "import time; time.sleep(1.5); 'agent done'", "--no-wait")
+	require.Equal(t, 0, r.Code, "%s", r)
+	waitRunning(t, e, "pair", 5)
+	y.line("'after'")
+	y.waitFor(`\[cell 6 is queued behind the running cell \(1 ahead of it\); it runs when that ends, Ctrl-C takes it out\]`, waitLong)
+	y.waitFor(`Out\[5\]: 'agent done'\nOut\[6\]: 'after'\n`, waitLong)
+	r = e.Run("exec", "pair", "time.sleep(30)", "--no-wait")
+	require.Equal(t, 0, r.Code, "%s", r)
+	waitRunning(t, e, "pair", 7)
+	y.line("'never'")
+	y.waitFor(`\[cell 8 is queued`, waitLong)
+	y.keys("C-c")
+	y.waitFor(`cell 8 .*\n>>>\n`, waitLong)
+	r = e.Run("interrupt", "pair")
+	assert.Equal(t, 0, r.Code, "%s", r)
+	r = e.Run("wait", "pair", "--cell", "7")
+	assert.Contains(t, r.Stdout, "KeyboardInterrupt")
+	assert.NotContains(t, y.screen(false), "'never'\nOut", "the queued cell never ran")
 }
 
 // A root session (through a stand-in sudo) takes a console as any other.

@@ -33,8 +33,11 @@ const (
 	// this console, whose Result is the whole reply, notes included.
 	EventDone = "done"
 	// EventRefused is a cell of this console that did not start (Text says
-	// why: the session is busy, say).
+	// why).
 	EventRefused = "refused"
+	// EventQueued is a cell of this console that waits for the cells ahead
+	// of it (Text says how many).
+	EventQueued = "queued"
 	// EventDead says that the session died (Text: how).
 	EventDead = "dead"
 )

@@ -24,7 +24,8 @@ are edited and kept in a history of the session's own; Tab completes from the
 session; a statement goes on over "..." lines as in Python's own REPL. Cells
 typed here are cells like any other: numbered, in the transcript, busy for
 the agent while they run, and the agent's next reply says someone worked here.
-Cells the agent runs meanwhile show here, code and output.
+Cells the agent runs meanwhile show here, code and output; a line entered
+while one runs waits in the session's queue.
 
 Ctrl-C interrupts the running cell (at the prompt, it clears the line);
 Ctrl-D or Ctrl-] detaches, and the session goes on.`,

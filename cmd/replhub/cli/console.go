@@ -256,6 +256,9 @@ func (k *console) show() {
 			if ev.Mine {
 				k.ownEnded()
 			}
+		case wire.EventQueued:
+			k.endLine()
+			k.print(k.paint.note("["+ev.Text+"]") + "\n")
 		case wire.EventRefused:
 			k.endLine()
 			k.print(k.paint.err("["+ev.Text+"]") + "\n")
