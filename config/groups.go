@@ -2,7 +2,8 @@ package config
 
 import (
 	"fmt"
-	"regexp"
+
+	"github.com/replhub/replhub/internal/lazyre"
 )
 
 // "groups" (config.json, top level) names lists of hosts for a fan-out,
@@ -16,7 +17,7 @@ const (
 	maxFanout     = 1024
 )
 
-var validGroup = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+var validGroup = lazyre.New(`^[A-Za-z0-9._-]{1,64}$`)
 
 func (f *File) checkGroups(name string) error {
 	if f.Fanout < 0 || f.Fanout > maxFanout {

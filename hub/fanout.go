@@ -3,13 +3,13 @@ package hub
 import (
 	"context"
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/internal/lazyre"
 	"github.com/replhub/replhub/nodeset"
 	"github.com/replhub/replhub/wire"
 )
@@ -34,7 +34,7 @@ const maxHosts = 1024
 
 // validFanHost is a host of a group: a name or an ssh_config alias (user
 // and port come from ssh_config), short enough to name files after.
-var validFanHost = regexp.MustCompile(`^[A-Za-z0-9._-]{1,128}$`)
+var validFanHost = lazyre.New(`^[A-Za-z0-9._-]{1,128}$`)
 
 // memberName is the session group name has on host.
 func memberName(group, host string) string { return group + "@" + host }
