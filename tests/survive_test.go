@@ -69,7 +69,10 @@ func TestInterruptWhileParsing(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	require.Equal(t, 0, ans.Code, "%s", ans)
-	assert.Regexp(t, `had not started yet|interrupted cell 2`, ans.Stdout)
+	// Compiling 300,000 lines holds the interpreter; on a loaded machine
+	// the worker's answer may come after the hub's 2 s, and the interrupt
+	// still lands: the cell below ends with KeyboardInterrupt.
+	assert.Regexp(t, `had not started yet|interrupted cell 2|did not answer within`, ans.Stdout)
 	var res hubtest.Result
 	select {
 	case res = <-cell:
