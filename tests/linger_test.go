@@ -80,8 +80,13 @@ func TestRemoteSessionSurvivesADroppedLink(t *testing.T) {
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, fmt.Sprintf("Out[3]: (42, %d)", pid))
 
-	// An exec while the link is down waits for it.
+	// An exec while the link is down waits for it. (An exec sent in the
+	// instant before the hub sees the drop is told it never reached the
+	// session: so the hub is let see it first.)
 	relay.Drop()
+	for i := 0; i < 200 && sessionInfo(t, w.Env, "r").LinkDownS == 0; i++ {
+		time.Sleep(25 * time.Millisecond)
+	}
 	go func() {
 		time.Sleep(2 * time.Second)
 		relay.Restore()
