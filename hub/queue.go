@@ -117,8 +117,7 @@ func (s *Session) nextLocked() {
 	r := s.queue[0]
 	s.queue = slices.Delete(s.queue, 0, 1)
 	s.keepLocked(s.cur)
-	code := r.code
-	r.code = ""
+	code := r.code // kept on r until sent: a hand-over meanwhile carries it
 	r.fence = newFence()
 	r.start = time.Now()
 	s.cur = r
@@ -147,7 +146,7 @@ func (s *Session) sendCell(r *run, code string) {
 		s.hub.log.Warn("exec frame not sent", "session", s.name, "err", err)
 	}
 	s.mu.Lock()
-	r.sent = true
+	r.sent, r.code = true, ""
 	s.mu.Unlock()
 }
 
