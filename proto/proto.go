@@ -204,6 +204,11 @@ type Req struct {
 	Cwd     string            `json:"cwd,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 	Timeout float64           `json:"timeout,omitempty"`
+	// Streamed objects (put, get, call; see hub/objstream.go): Bufs are
+	// the sizes of the buffers that follow Data as chunks, out of band;
+	// Oob says that the sender takes a value's buffers that way too.
+	Bufs []int64 `json:"bufs,omitempty"`
+	Oob  bool    `json:"oob,omitempty"`
 
 	Data []byte `json:"-"`
 }
@@ -221,6 +226,9 @@ type Served struct {
 	First bool   `json:"first,omitempty"`
 	Size  int64  `json:"size,omitempty"`
 	Mode  uint32 `json:"mode,omitempty"`
+	// Bufs, on a First answer to a get or call, are the sizes of the
+	// value's buffers, which follow as chunks (a streamed object).
+	Bufs []int64 `json:"bufs,omitempty"`
 
 	Data []byte `json:"-"`
 }
@@ -309,6 +317,10 @@ type Reply struct {
 	// Fan answers a request with Targets or Hosts, an item per session
 	// in their order; Data is then the items' blobs one after another.
 	Fan []FanItem `json:"fan,omitempty"`
+	// First and Bufs pass on a served object's First answer (see Served):
+	// the request goes on, and its last Reply follows.
+	First bool    `json:"first,omitempty"`
+	Bufs  []int64 `json:"bufs,omitempty"`
 
 	Data []byte `json:"-"`
 }
@@ -340,6 +352,9 @@ type Serve struct {
 	Path  string            `json:"path,omitempty"`
 	Size  int64             `json:"size,omitempty"`
 	Mode  uint32            `json:"mode,omitempty"`
+	// Bufs and Oob pass on a streamed object's (see Req).
+	Bufs []int64 `json:"bufs,omitempty"`
+	Oob  bool    `json:"oob,omitempty"`
 
 	Data []byte `json:"-"`
 }

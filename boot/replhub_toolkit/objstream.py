@@ -1,0 +1,206 @@
+"""replhub toolkit: objects streamed between sessions, their big buffers
+out of band.
+
+Between two sessions of the same Python, 3.8 or later, put, get and call
+pickle with protocol 5 and keep every buffer of OOB_MIN bytes or more out
+of the pickle: bytes, bytearray and memoryview objects (through
+persistent_id: pickle would copy them in), and whatever exposes a
+PickleBuffer (a numpy array; through buffer_callback). The small pickle
+goes in the request or answer frame with the buffers' sizes ("bufs"); the
+buffers follow as chunks, written from slices of the objects themselves,
+at most WINDOW unacknowledged, and land in a bytearray per buffer that the
+reader thread reads them into (Stream.into): no copy of the object is made
+on either side, and the hub holds a window of chunks, never the object.
+hub/objstream.go has the frames' order.
+
+Persistent ids and PickleBuffers each take the next buffer, in the order
+the pickle meets them; the loader hands them out in the same order, so the
+sizes are all the frames need to say. Sessions of 3.6 and 3.7, and peers of
+another version, go on with the one blob of protocol 4 (relay.dumps).
+
+Standard library only; imported by relay, used on 3.8+ only.
+"""
+
+import pickle
+import sys
+import types
+
+OOB_MIN = 1 << 20   # smaller buffers stay in the pickle
+MAX_BUFS = 4096     # and so do buffers past this many
+CHUNK = 8 << 20     # as a file's chunks: the hub's bound
+_PID = "replhub-buf"
+_FORMATS = set("bBhHiIlLqQnNfdc?e")
+# Buffers and bytes this session streamed out and in (tests read them).
+STATS = {"sent": 0, "sent_bytes": 0, "received": 0, "received_bytes": 0}
+
+
+class StreamError(Exception):
+    """A streamed object that could not be sent or received whole."""
+
+
+_classes = {}
+
+
+def pickler(base, f, bufs):
+    """A pickler of class base (cloudpickle's or relay's own) writing to f
+    with protocol 5, appending every big buffer to bufs, as a 1-D bytes
+    memoryview, instead of pickling it."""
+    cls = _classes.get(base)
+    if cls is None:
+        cls = _classes[base] = _oob_class(base)
+    return cls(f, bufs)
+
+
+def _oob_class(base):
+    # relay's own pickler refuses code of __main__ in persistent_id; the
+    # C pickler's attribute of that name is a descriptor, not a method.
+    parent_pid = getattr(base, "persistent_id", None)
+    if not isinstance(parent_pid, types.FunctionType):
+        parent_pid = None
+
+    class OobPickler(base):
+        def __init__(self, f, bufs):
+            base.__init__(self, f, protocol=5, buffer_callback=self._callback)
+            self._bufs = bufs
+            self._pids = {}   # id(obj) -> its persistent id
+            self._keep = []   # the objects those ids are of
+
+        def _callback(self, pb):
+            # False: out of band (the next buffer); True: in the pickle.
+            try:
+                raw = pb.raw()
+            except BufferError:
+                return True
+            if raw.nbytes < OOB_MIN or len(self._bufs) >= MAX_BUFS:
+                return True
+            self._bufs.append(raw)
+            return False
+
+        def persistent_id(self, obj):
+            t = type(obj)
+            if t is bytes or t is bytearray or t is memoryview:
+                pid = self._pids.get(id(obj))
+                if pid is None:
+                    pid = self._buffer_pid(obj, t)
+                if pid is not None:
+                    return pid
+            if parent_pid is not None:
+                return parent_pid(self, obj)
+            return None
+
+        def _buffer_pid(self, obj, t):
+            n = obj.nbytes if t is memoryview else len(obj)
+            if n < OOB_MIN or len(self._bufs) >= MAX_BUFS:
+                return None
+            if t is memoryview:
+                fmt = obj.format.lstrip("@")
+                if not obj.c_contiguous or fmt not in _FORMATS:
+                    return None
+                raw = obj.cast("B") if (obj.ndim != 1 or fmt != "B") else obj
+                pid = (_PID, len(self._bufs), "m", fmt, list(obj.shape), obj.readonly)
+            else:
+                raw = memoryview(obj)
+                pid = (_PID, len(self._bufs), "b" if t is bytes else "a", "B", None, False)
+            self._bufs.append(raw)
+            self._pids[id(obj)] = pid
+            self._keep.append(obj)
+            return pid
+
+    return OobPickler
+
+
+class Loader(object):
+    """Hands a pickle's out-of-band buffers out in the order it meets
+    them: persistent ids by their index, PickleBuffers as the next."""
+
+    def __init__(self, bufs):
+        self.bufs = list(bufs)
+        self.taken = 0
+        self.made = {}
+
+    def buffers(self):
+        while self.taken < len(self.bufs):
+            self.taken += 1
+            yield self.bufs[self.taken - 1]
+        raise StreamError("the pickle wants more buffers than were sent")
+
+    def persistent_load(self, pid):
+        if not (isinstance(pid, tuple) and len(pid) == 6 and pid[0] == _PID and isinstance(pid[1], int)):
+            raise pickle.UnpicklingError("unknown persistent id")
+        i, kind, fmt, shape, readonly = pid[1:]
+        if i in self.made:
+            return self.made[i]
+        if i != self.taken or i >= len(self.bufs):
+            raise StreamError("buffer %d out of step" % i)
+        self.taken += 1
+        buf = self.bufs[i]
+        if kind == "a":
+            obj = buf
+        elif kind == "b":
+            obj = bytes(buf)
+            self.bufs[i] = None  # the copy is all that is kept
+        elif kind == "m" and fmt in _FORMATS:
+            obj = memoryview(buf)
+            if fmt != "B" or len(shape or ()) != 1:
+                obj = obj.cast(fmt, shape)
+            if readonly:
+                obj = obj.toreadonly()
+        else:
+            raise pickle.UnpicklingError("unknown buffer kind %r" % (kind,))
+        self.made[i] = obj
+        return obj
+
+    def done(self):
+        if self.taken != len(self.bufs):
+            raise StreamError("%d buffers were sent and %d used" % (len(self.bufs), self.taken))
+
+
+def loads(blob, bufs, unpickler=pickle.Unpickler, **kwargs):
+    """Load a streamed object: its pickle and its buffers (bytearrays).
+    unpickler (relay's GuardedUnpickler for another version) is given
+    kwargs."""
+    import io
+    loader = Loader(bufs)
+
+    class Unpickler(unpickler):
+        def persistent_load(self, pid):
+            return loader.persistent_load(pid)
+
+    obj = Unpickler(io.BytesIO(blob), buffers=loader.buffers(), **kwargs).load()
+    loader.done()
+    return obj
+
+
+def send(chan, stream, field, key, bufs):
+    """Send bufs as chunks of transfer key (field "id" or "sid"), slices of
+    the buffers themselves, at most the stream's window unacknowledged."""
+    seq = 0
+    for raw in bufs:
+        n = raw.nbytes
+        for off in range(0, n, CHUNK):
+            stream.wait_window(seq)
+            chan.send({"op": "chunk", field: key, "seq": seq}, raw[off:off + CHUNK])
+            seq += 1
+        STATS["sent"] += 1
+        STATS["sent_bytes"] += n
+
+
+def receive(chan, stream, field, key):
+    """Take the chunks of transfer key into the stream's buffers (the reader
+    thread reads them in, see Stream.into), acknowledging each. A reply in
+    their midst (the other side failed) ends it with that reply's error."""
+    left = total = stream.expecting()
+    while left > 0:
+        h, data = stream.get()
+        if h.get("op") == "reply":
+            raise StreamError(h.get("error") or "the transfer ended before its end")
+        if h.get("op") != "chunk" or not stream.holds(data):
+            raise StreamError("a chunk that does not fit the buffers announced")
+        left -= len(data)
+        chan.send({"op": "ack", field: key, "seq": h.get("seq", -1)})
+    STATS["received"] += len(stream.dest or ())
+    STATS["received_bytes"] += total
+
+
+def sizes(bufs):
+    return [b.nbytes for b in bufs]
