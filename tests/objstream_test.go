@@ -1,13 +1,20 @@
 package tests
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/replhub/replhub/tests/hubtest"
+	"github.com/replhub/replhub/tests/sshtest"
 )
 
 // objMake builds, in a session, the objects that stream: a 100+ MB bytes,
@@ -58,9 +65,9 @@ def digest(x):
 // objRoundTrip puts the objects into session "b" (opened from "a" with
 // open), gets them back, and calls b with a big argument and a big
 // value, checking each on arrival, and that they streamed.
-func objRoundTrip(t *testing.T, e *hubtest.Env, open string) {
+func objRoundTrip(t *testing.T, e *hubtest.Env, open string, bArgs ...string) {
 	t.Helper()
-	ok(t, e.Run("exec", "b", objMake))
+	ok(t, e.Run(append([]string{"exec", "b", objMake}, bArgs...)...))
 	ok(t, e.Run("exec", "a", objMake+"\nb = "+open))
 	out := ok(t, e.Run("exec", "a", `names = dict(big=big, ba=ba, mv=mv, fl=fl, mixed=mixed, zc=zc, arr=arr)
 b.put(**names)
@@ -90,5 +97,120 @@ func TestObjectStreamLocal(t *testing.T) {
 	objRoundTrip(t, e, `session("b")`)
 }
 
-var _ = strings.Contains
-var _ = require.Equal
+// To a session behind sshd, the same objects, both ways.
+func TestObjectStreamRemote(t *testing.T) {
+	needCloudpickle(t)
+	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
+	w.Setenv("REPLHUB_PYTHON", py(t, "3.11"))
+	objRoundTrip(t, w.Env, `session("b")`, "--host", "lab")
+}
+
+// Between 3.6 and 3.12 the one blob of protocol 4 still goes, both ways,
+// big bytes included; nothing streams.
+func TestObjectStreamOldPythonKeepsTheBlob(t *testing.T) {
+	e := hubtest.Start(t)
+	ok(t, e.Run("exec", "old", "big = bytes(range(256)) * (12 << 12)", "--python", py(t, "3.6")))
+	ok(t, e.Run("exec", "new", "import hashlib", "--python", py(t, "3.12")))
+	out := ok(t, e.Run("exec", "old", `n = session("new")
+n.put(big=big, ba=bytearray(big))
+n.call("len", big), n.get("ba") == big`))
+	assert.Contains(t, out, "(12582912, True)")
+	out = ok(t, e.Run("exec", "new", `o = session("old")
+mine = bytes(5 << 20)
+o.put(mine=mine)
+back = o.get("big")
+from replhub_toolkit import objstream
+(o.call("len", mine), len(back), type(back).__name__, objstream.STATS["sent"], objstream.STATS["received"])`))
+	assert.Contains(t, out, "(5242880, 12582912, 'bytes', 0, 0)")
+}
+
+// A put cut in the middle, its target stopped (SIGSTOP) once a few buffers
+// went, by interrupting the caller, killing the target, or killing the
+// caller: each side ends with a one-line error or is free again, the
+// target keeps nothing of it, and both serve the next put.
+func TestObjectStreamCut(t *testing.T) {
+	needCloudpickle(t)
+	const start = `import os, signal, threading, time
+from replhub_toolkit import objstream
+b = session("b")
+bpid = b.call(os.getpid)
+parts = [bytearray(4 << 20) for _ in range(48)]
+def stop_b():
+    for _ in range(5000):
+        if objstream.STATS["sent"] >= 3:
+            os.kill(bpid, signal.SIGSTOP)
+            open("stopped", "w").close()
+            return
+        time.sleep(0.002)
+threading.Thread(target=stop_b, daemon=True).start()
+b.put(x=parts)`
+	for _, how := range []string{"interrupt", "kill target", "kill caller"} {
+		t.Run(how, func(t *testing.T) {
+			e := hubtest.Start(t)
+			e.Setenv("REPLHUB_PYTHON", py(t, "3.12"))
+			ok(t, e.Run("exec", "b", "import os"))
+			r := e.Run("exec", "a", start, "-t", "1")
+			require.Equal(t, 3, r.Code, "the put must still be under way: %s", r)
+			stopped := filepath.Join(e.Cwd, "stopped")
+			require.Eventually(t, func() bool { _, err := os.Stat(stopped); return err == nil }, 20*time.Second, 10*time.Millisecond)
+			bpid := sessionPid(t, e, "b")
+			cont := func() { syscall.Kill(bpid, syscall.SIGCONT) }
+			defer cont()
+			switch how {
+			case "interrupt":
+				ok(t, e.Run("interrupt", "a"))
+				cont()
+				r = e.Run("wait", "a", "-t", "20")
+				assert.Contains(t, r.Stdout, "KeyboardInterrupt", "%s", r)
+			case "kill target":
+				ok(t, e.Run("kill", "b"))
+				r = e.Run("wait", "a", "-t", "20")
+				assert.Contains(t, r.Stdout, "HubError: session 'b' died while serving the put: killed on request", "%s", r)
+				ok(t, e.Run("exec", "b", "import os"))
+			case "kill caller":
+				ok(t, e.Run("kill", "a"))
+				cont()
+			}
+			var free hubtest.Result
+			require.Eventually(t, func() bool {
+				free = e.Run("exec", "b", "'x' in globals()")
+				return free.Code != 2 || !strings.Contains(free.Stderr, "busy")
+			}, 20*time.Second, 50*time.Millisecond, "the target is free again")
+			assert.Contains(t, ok(t, free), "False")
+			out := ok(t, e.Run("exec", "a", `b = session("b"); b.put(y=bytes(9 << 20)); b.call(lambda: len(y))`))
+			assert.Contains(t, out, "9437184")
+		})
+	}
+}
+
+// The hub holds a window of chunks, not the object: its peak memory grows
+// by far less than a 512 MiB put.
+func TestObjectStreamHubMemory(t *testing.T) {
+	needCloudpickle(t)
+	e := hubtest.Start(t)
+	e.Setenv("REPLHUB_PYTHON", py(t, "3.12"))
+	ok(t, e.Run("exec", "b", "1"))
+	ok(t, e.Run("exec", "a", `b = session("b"); b.put(warm=bytes(16 << 20)); big = bytearray(512 << 20)`))
+	before := vmHWM(t, e.HubPid())
+	out := ok(t, e.Run("exec", "a", `b.put(big=big); b.call(lambda: len(big))`, "-t", "120"))
+	assert.Contains(t, out, "536870912")
+	grew := vmHWM(t, e.HubPid()) - before
+	t.Logf("hub peak grew by %d KiB during a 512 MiB put", grew>>10)
+	assert.Less(t, grew, int64(64<<20), "the hub's peak grew by %d MiB", grew>>20)
+}
+
+// vmHWM is a process's peak resident memory, in bytes.
+func vmHWM(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(t, err)
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			require.NoError(t, err)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}

@@ -329,6 +329,7 @@ class Stream(object):
         self.cancelled = False
         # A streamed object's buffers, which chunks are read into (into);
         # at is where the next one goes: (buffer, offset).
+        self.reply = None
         self.dest = None
         self.dest_ids = ()
         self.at = (0, 0)
@@ -383,6 +384,8 @@ class Stream(object):
     def put(self, header, data):
         with self.cond:
             self.items.append((header, data))
+            if header.get("op") == "reply":
+                self.reply = header  # the request ended: stop sending
             self.cond.notify_all()
 
     def get(self):
@@ -401,10 +404,12 @@ class Stream(object):
 
     def wait_window(self, seq):
         with self.cond:
-            while seq - self.acked > WINDOW and not self.cancelled:
+            while seq - self.acked > WINDOW and not self.cancelled and self.reply is None:
                 self.cond.wait(1.0)
             if self.cancelled:
                 raise Cancelled()
+            if self.reply is not None:
+                raise HubError(self.reply.get("error") or "the transfer ended before its end")
 
 
 streams = {}
