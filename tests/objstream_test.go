@@ -171,12 +171,7 @@ b.put(x=parts)`
 				ok(t, e.Run("kill", "a"))
 				cont()
 			}
-			var free hubtest.Result
-			require.Eventually(t, func() bool {
-				free = e.Run("exec", "b", "'x' in globals()")
-				return free.Code != 2 || !strings.Contains(free.Stderr, "busy")
-			}, 20*time.Second, 50*time.Millisecond, "the target is free again")
-			assert.Contains(t, ok(t, free), "False")
+			assert.Contains(t, ok(t, freeAgain(t, e, "b", "'x' in globals()")), "False")
 			out := ok(t, e.Run("exec", "a", `b = session("b"); b.put(y=bytes(9 << 20)); b.call(lambda: len(y))`))
 			assert.Contains(t, out, "9437184")
 		})
@@ -213,4 +208,16 @@ func vmHWM(t *testing.T, pid int) int64 {
 	}
 	t.Fatal("no VmHWM")
 	return 0
+}
+
+// freeAgain runs code in session name once it is no longer busy (within
+// 20 s) and returns that run.
+func freeAgain(t *testing.T, e *hubtest.Env, name, code string) hubtest.Result {
+	t.Helper()
+	var r hubtest.Result
+	require.Eventually(t, func() bool {
+		r = e.Run("exec", name, code)
+		return r.Code != 2 || !strings.Contains(r.Stderr, "busy")
+	}, 20*time.Second, 50*time.Millisecond, "session %s is free again", name)
+	return r
 }
