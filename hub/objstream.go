@@ -44,5 +44,5 @@ func streamObject(from *Session, id int64, op *serveOp) (flush func()) {
 // passFirst passes a target's First answer on to the caller: the target
 // is ready for the caller's buffers, or its value's buffers follow.
 func passFirst(from *Session, id int64, s *proto.Served) {
-	from.send(&proto.Reply{ID: id, OK: s.OK, Py: s.Py, First: true, Bufs: s.Bufs, Error: s.Error, Data: s.Data})
+	from.send(&proto.Reply{ID: id, OK: s.OK, Py: s.Py, First: true, Bufs: s.Bufs, Kinds: s.Kinds, Error: s.Error, Data: s.Data})
 }

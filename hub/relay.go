@@ -255,7 +255,7 @@ func (h *Hub) relayServe(from *Session, f *proto.Req) (*proto.Served, error) {
 	h.transcribeNote(target, title, body)
 	flush := streamObject(from, f.ID, op)
 	serve := &proto.Serve{Sid: op.sid, Kind: f.Kind, From: from.name, Py: f.Py,
-		Names: f.Names, Into: f.Into, Cells: f.Cells, Bufs: f.Bufs, Oob: f.Oob, Data: f.Data}
+		Names: f.Names, Into: f.Into, Cells: f.Cells, Bufs: f.Bufs, Kinds: f.Kinds, Oob: f.Oob, Data: f.Data}
 	served := awaitServed(target, op, target.send(serve))
 	for served != nil && served.First {
 		passFirst(from, f.ID, served)

@@ -205,10 +205,13 @@ type Req struct {
 	Env     map[string]string `json:"env,omitempty"`
 	Timeout float64           `json:"timeout,omitempty"`
 	// Streamed objects (put, get, call; see hub/objstream.go): Bufs are
-	// the sizes of the buffers that follow Data as chunks, out of band;
-	// Oob says that the sender takes a value's buffers that way too.
-	Bufs []int64 `json:"bufs,omitempty"`
-	Oob  bool    `json:"oob,omitempty"`
+	// the sizes of the buffers that follow Data as chunks, out of band,
+	// and Kinds what each becomes, a letter each ("b" bytes, "a" a
+	// bytearray); Oob says that the sender takes a value's buffers that
+	// way too.
+	Bufs  []int64 `json:"bufs,omitempty"`
+	Kinds string  `json:"kinds,omitempty"`
+	Oob   bool    `json:"oob,omitempty"`
 
 	Data []byte `json:"-"`
 }
@@ -226,9 +229,10 @@ type Served struct {
 	First bool   `json:"first,omitempty"`
 	Size  int64  `json:"size,omitempty"`
 	Mode  uint32 `json:"mode,omitempty"`
-	// Bufs, on a First answer to a get or call, are the sizes of the
-	// value's buffers, which follow as chunks (a streamed object).
-	Bufs []int64 `json:"bufs,omitempty"`
+	// Bufs and Kinds, on a First answer to a get or call, are the
+	// value's buffers, which follow as chunks (a streamed object; see Req).
+	Bufs  []int64 `json:"bufs,omitempty"`
+	Kinds string  `json:"kinds,omitempty"`
 
 	Data []byte `json:"-"`
 }
@@ -321,6 +325,7 @@ type Reply struct {
 	// the request goes on, and its last Reply follows.
 	First bool    `json:"first,omitempty"`
 	Bufs  []int64 `json:"bufs,omitempty"`
+	Kinds string  `json:"kinds,omitempty"`
 
 	Data []byte `json:"-"`
 }
@@ -352,9 +357,10 @@ type Serve struct {
 	Path  string            `json:"path,omitempty"`
 	Size  int64             `json:"size,omitempty"`
 	Mode  uint32            `json:"mode,omitempty"`
-	// Bufs and Oob pass on a streamed object's (see Req).
-	Bufs []int64 `json:"bufs,omitempty"`
-	Oob  bool    `json:"oob,omitempty"`
+	// Bufs, Kinds and Oob pass on a streamed object's (see Req).
+	Bufs  []int64 `json:"bufs,omitempty"`
+	Kinds string  `json:"kinds,omitempty"`
+	Oob   bool    `json:"oob,omitempty"`
 
 	Data []byte `json:"-"`
 }

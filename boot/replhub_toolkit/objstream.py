@@ -38,6 +38,60 @@ class StreamError(Exception):
     """A streamed object that could not be sent or received whole."""
 
 
+class Buffers(list):
+    """The out-of-band buffers of a pickle (1-D bytes memoryviews), and
+    kinds: what each becomes on arrival, "b" bytes or "a" a bytearray."""
+
+    def __init__(self):
+        list.__init__(self)
+        self.kinds = []
+
+    def add(self, raw, kind):
+        self.append(raw)
+        self.kinds.append(kind)
+
+
+_new = []  # [(bytes maker, bytearray maker) or None], found at first use
+
+
+def allocate(n, kind):
+    """A new object of n bytes for a buffer of kind "b" (bytes) or "a"
+    (bytearray), and a writable memoryview of its memory. Where CPython's
+    C API can be reached, both are made without zeroing, and a bytes
+    object is filled in place, before anything else sees it: no copy of
+    it is made afterwards. Elsewhere a bytearray, which the loader turns
+    into bytes."""
+    if not _new:
+        _new.append(_makers())
+    makers = _new[0]
+    if makers is None:
+        obj = bytearray(n)
+        return obj, memoryview(obj)
+    import ctypes
+    obj = makers[kind == "a"](None, n)
+    if kind == "a":
+        return obj, memoryview(obj)
+    # The bytes object's characters start at ob_sval, one byte before the
+    # end of its fixed part.
+    area = (ctypes.c_char * n).from_address(id(obj) + bytes.__basicsize__ - 1)
+    return obj, memoryview(area).cast("B")
+
+
+def _makers():
+    if sys.implementation.name != "cpython":
+        return None
+    try:
+        import ctypes
+        makers = []
+        for name in ("PyBytes_FromStringAndSize", "PyByteArray_FromStringAndSize"):
+            fn = getattr(ctypes.pythonapi, name)
+            fn.argtypes, fn.restype = (ctypes.c_void_p, ctypes.c_ssize_t), ctypes.py_object
+            makers.append(fn)
+        return tuple(makers)
+    except Exception:
+        return None
+
+
 _classes = {}
 
 
@@ -73,7 +127,7 @@ def _oob_class(base):
                 return True
             if raw.nbytes < OOB_MIN or len(self._bufs) >= MAX_BUFS:
                 return True
-            self._bufs.append(raw)
+            self._bufs.add(raw, "a")
             return False
 
         def persistent_id(self, obj):
@@ -101,7 +155,7 @@ def _oob_class(base):
             else:
                 raw = memoryview(obj)
                 pid = (_PID, len(self._bufs), "b" if t is bytes else "a", "B", None, False)
-            self._bufs.append(raw)
+            self._bufs.add(raw, "b" if t is bytes else "a")
             self._pids[id(obj)] = pid
             self._keep.append(obj)
             return pid
@@ -137,8 +191,8 @@ class Loader(object):
         if kind == "a":
             obj = buf
         elif kind == "b":
-            obj = bytes(buf)
-            self.bufs[i] = None  # the copy is all that is kept
+            obj = buf if type(buf) is bytes else bytes(buf)
+            self.bufs[i] = None
         elif kind == "m" and fmt in _FORMATS:
             obj = memoryview(buf)
             if fmt != "B" or len(shape or ()) != 1:
@@ -204,3 +258,7 @@ def receive(chan, stream, field, key):
 
 def sizes(bufs):
     return [b.nbytes for b in bufs]
+
+
+def kinds(bufs):
+    return "".join(bufs.kinds)

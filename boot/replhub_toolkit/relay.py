@@ -330,26 +330,30 @@ class Stream(object):
         # A streamed object's buffers, which chunks are read into (into);
         # at is where the next one goes: (buffer, offset).
         self.reply = None
-        self.dest = None
+        self.dest = self.objs = None
         self.dest_ids = ()
         self.at = (0, 0)
         self.error = None
 
-    def expect(self, sizes):
-        """Make the buffers a streamed object's chunks go into; returns
-        them (bytearrays). MemoryError is kept for expecting()."""
+    def expect(self, header):
+        """Make the buffers that a streamed object's chunks go into (the
+        header's bufs and kinds); returns them (bytes and bytearrays).
+        MemoryError is kept for expecting()."""
         ost = _objstream()
+        sizes, kinds = header.get("bufs"), header.get("kinds") or ""
         try:
             if not isinstance(sizes, list) or len(sizes) > ost.MAX_BUFS or \
-                    any(not isinstance(n, int) or n < 0 for n in sizes):
+                    any(not isinstance(n, int) or n < 0 for n in sizes) or \
+                    not isinstance(kinds, str) or len(kinds) not in (0, len(sizes)):
                 raise ost.StreamError("bad buffer sizes")
-            bufs = [bytearray(n) for n in sizes]
+            made = [ost.allocate(n, kinds[i] if kinds else "a") for i, n in enumerate(sizes)]
         except (MemoryError, ost.StreamError) as e:
             self.error = e
             return None
-        self.dest, self.at = [memoryview(b) for b in bufs], (0, 0)
-        self.dest_ids = set(id(b) for b in bufs)
-        return bufs
+        self.objs = [m[0] for m in made]
+        self.dest, self.at = [m[1] for m in made], (0, 0)
+        self.dest_ids = set(id(d.obj) for d in self.dest)
+        return self.objs
 
     def holds(self, data):
         """Whether data was read into the buffers (by into)."""
@@ -443,7 +447,7 @@ def route(header, data):
         st.ack(header.get("seq", -1))
         return
     if header.get("op") == "reply" and header.get("bufs"):
-        st.expect(header["bufs"])  # before its chunks, which follow it
+        st.expect(header)  # before its chunks, which follow it
     st.put(header, data)
 
 
@@ -507,7 +511,7 @@ class Link(object):
                 if header.get("bufs"):
                     st = _stream_of(header)
                     if st is not None:
-                        st.expect(header["bufs"])  # before its chunks
+                        st.expect(header)  # before its chunks
                 slot[1], slot[2] = header, data
                 slot[0].set()
                 return
@@ -541,7 +545,7 @@ class SessionHandle(object):
 
     def put(self, **names):
         """Copy names into the session's namespace."""
-        bufs = [] if self._streams() else None
+        bufs = _objstream().Buffers() if self._streams() else None
         _ask("put", dumps(names, bufs), bufs, target=self.name, names=sorted(names))
 
     def get(self, *names):
@@ -555,7 +559,7 @@ class SessionHandle(object):
         """Run f (a function, which travels, or the name of one there) in the
         session; return a copy of its value, or keep it there with into=."""
         into = kwargs.pop("into", None)
-        bufs = [] if self._streams() else None
+        bufs = _objstream().Buffers() if self._streams() else None
         blob, src, cells = _call_parts(f_or_name, args, kwargs, bufs)
         value, _ = _ask("call", blob, bufs, bufs is not None and into is None,
                         target=self.name, into=into, src=src, cells=cells)
@@ -673,13 +677,13 @@ def _ask(kind, blob, bufs, oob=False, **fields):
     st = []
     try:
         header, data = link.request(kind, blob, stream=st, bufs=objstream.sizes(bufs or []) or None,
-                                    oob=oob or None, **fields)
+                                    kinds=objstream.kinds(bufs) if bufs else None, oob=oob or None, **fields)
         rid, stream = st
         value = None
         while header.get("first"):
             if header.get("bufs"):  # the value's buffers follow
                 objstream.receive(link.chan, stream, "id", rid)
-                value = (data, header.get("py"), stream.dest)
+                value = (data, header.get("py"), stream.objs)
             else:  # the target is ready for ours
                 objstream.send(link.chan, stream, "id", rid, bufs)
             header, data = stream.get()
@@ -688,7 +692,7 @@ def _ask(kind, blob, bufs, oob=False, **fields):
         if not header.get("ok"):
             raise HubError(header.get("error") or "refused")
         if value is not None:
-            return loads(value[0], value[1], [d.obj for d in value[2]]), header
+            return loads(value[0], value[1], value[2]), header
         return (loads(data, header.get("py")) if data is not None else None), header
     except objstream.StreamError as e:
         _cancel(link, st)
@@ -804,7 +808,7 @@ def _take(header, data, stream):
     objstream = _objstream()
     sid = header["sid"]
     try:
-        bufs = stream.expect(sizes)
+        bufs = stream.expect(header)
         stream.expecting()  # fails here, before the sender starts
         _send({"op": "served", "sid": sid, "ok": True, "first": True, "py": PY})
         objstream.receive(_need_link().chan, stream, "sid", sid)
@@ -821,13 +825,13 @@ def _answer(header, value, stream):
     if not (stream is not None and header.get("oob") and streams_with(header.get("py"))):
         return {"ok": True}, dumps(value)
     objstream = _objstream()
-    bufs = []
+    bufs = objstream.Buffers()
     blob = dumps(value, bufs)
     if not bufs:
         return {"ok": True}, blob
     sid = header["sid"]
     _send({"op": "served", "sid": sid, "ok": True, "first": True, "py": PY,
-           "bufs": objstream.sizes(bufs)}, blob)
+           "bufs": objstream.sizes(bufs), "kinds": objstream.kinds(bufs)}, blob)
     try:
         objstream.send(_need_link().chan, stream, "sid", sid, bufs)
     except KeyboardInterrupt:
