@@ -347,7 +347,7 @@ class Stream(object):
                     not isinstance(kinds, str) or len(kinds) not in (0, len(sizes)):
                 raise ost.StreamError("bad buffer sizes")
             made = [ost.allocate(n, kinds[i] if kinds else "a") for i, n in enumerate(sizes)]
-        except (MemoryError, ost.StreamError) as e:
+        except Exception as e:  # MemoryError, a size past ssize_t, ...
             self.error = e
             return None
         self.objs = [m[0] for m in made]
