@@ -26,7 +26,6 @@ import (
 	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/internal/lazyre"
 	"github.com/replhub/replhub/payload"
-	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/pyfind"
 	"github.com/replhub/replhub/remote"
 	"github.com/replhub/replhub/safesock"
@@ -753,11 +752,7 @@ func (h *Hub) sessionExited(s *Session, ex Exit) {
 	if op := s.serving; op != nil {
 		op.done <- nil
 	}
-	// What it waited on (a put, get or call, a push or pull, a group's)
-	// stops: a target waiting for chunks from the dead would wait for ever.
-	for _, link := range s.waitingOn {
-		go link.target.send(&proto.Cancel{Sid: link.op.sid})
-	}
+	s.cancelWaitsLocked()
 	for _, stop := range s.running {
 		stop() // its sh(cmd, host=...) commands end with it
 	}

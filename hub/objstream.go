@@ -46,3 +46,14 @@ func streamObject(from *Session, id int64, op *serveOp) (flush func()) {
 func passFirst(from *Session, id int64, s *proto.Served) {
 	from.send(&proto.Reply{ID: id, OK: s.OK, Py: s.Py, First: true, Bufs: s.Bufs, Kinds: s.Kinds, Error: s.Error, Data: s.Data})
 }
+
+// cancelWaitsLocked stops what s waits on (a put, get or call, a push or
+// pull, a group's) once s can no longer go on with it (it died, or its
+// link dropped): a target waiting for chunks from s would wait for ever.
+// s.mu is held; the cancels go on their own goroutines, as a target's
+// writer may block.
+func (s *Session) cancelWaitsLocked() {
+	for _, link := range s.waitingOn {
+		go link.target.send(&proto.Cancel{Sid: link.op.sid})
+	}
+}

@@ -219,6 +219,15 @@ func awaitServed(target *Session, op *serveOp, sent error) *proto.Served {
 }
 
 func (h *Hub) diedServing(target *Session, kind, death string) error {
+	target.mu.Lock()
+	lp, dead := target.lingering, target.state == stateDead
+	target.mu.Unlock()
+	if !dead && lp != nil {
+		if down, _ := lp.isDown(); down {
+			return fmt.Errorf("the link to session '%s' on %s dropped while it served the %s; the hub is reconnecting, its names are kept there: try again in a moment",
+				target.name, lp.host, kind)
+		}
+	}
 	if death == "" {
 		death = "its stream closed"
 	}

@@ -124,13 +124,9 @@ from replhub_toolkit import objstream
 	assert.Contains(t, out, "(5242880, 12582912, 'bytes', 0, 0)")
 }
 
-// A put cut in the middle, its target stopped (SIGSTOP) once a few buffers
-// went, by interrupting the caller, killing the target, or killing the
-// caller: each side ends with a one-line error or is free again, the
-// target keeps nothing of it, and both serve the next put.
-func TestObjectStreamCut(t *testing.T) {
-	needCloudpickle(t)
-	const start = `import os, signal, threading, time
+// objCutStart puts 48 buffers of 4 MiB from session "a" into "b", and
+// stops b (SIGSTOP) once three of them went: a put under way, for sure.
+const objCutStart = `import os, signal, threading, time
 from replhub_toolkit import objstream
 b = session("b")
 bpid = b.call(os.getpid)
@@ -144,12 +140,19 @@ def stop_b():
         time.sleep(0.002)
 threading.Thread(target=stop_b, daemon=True).start()
 b.put(x=parts)`
+
+// A put cut in the middle, its target stopped (SIGSTOP) once a few buffers
+// went, by interrupting the caller, killing the target, or killing the
+// caller: each side ends with a one-line error or is free again, the
+// target keeps nothing of it, and both serve the next put.
+func TestObjectStreamCut(t *testing.T) {
+	needCloudpickle(t)
 	for _, how := range []string{"interrupt", "kill target", "kill caller"} {
 		t.Run(how, func(t *testing.T) {
 			e := hubtest.Start(t)
 			e.Setenv("REPLHUB_PYTHON", py(t, "3.12"))
 			ok(t, e.Run("exec", "b", "import os"))
-			r := e.Run("exec", "a", start, "-t", "1")
+			r := e.Run("exec", "a", objCutStart, "-t", "1")
 			require.Equal(t, 3, r.Code, "the put must still be under way: %s", r)
 			stopped := filepath.Join(e.Cwd, "stopped")
 			require.Eventually(t, func() bool { _, err := os.Stat(stopped); return err == nil }, 20*time.Second, 10*time.Millisecond)
@@ -220,4 +223,28 @@ func freeAgain(t *testing.T, e *hubtest.Env, name, code string) hubtest.Result {
 		return r.Code != 2 || !strings.Contains(r.Stderr, "busy")
 	}, 20*time.Second, 50*time.Millisecond, "session %s is free again", name)
 	return r
+}
+
+// A put to a session behind sshd whose link drops in the middle: the caller
+// hears of it in one line at once; the target, reattached, kept nothing of
+// it and takes the next put.
+func TestObjectStreamLinkDrop(t *testing.T) {
+	needCloudpickle(t)
+	w, relay := lingerWorld(t)
+	w.Setenv("REPLHUB_PYTHON", py(t, "3.11"))
+	ok(t, w.Run("exec", "b", "import os", "--host", "lab"))
+	bpid := endWorkerAtCleanup(t, w.Env, "b")
+	defer syscall.Kill(bpid, syscall.SIGCONT)
+	r := w.Run("exec", "a", strings.Replace(objCutStart, "b.put(x=parts)", "try:\n    b.put(x=parts)\nexcept Exception as e:\n    print('put failed:', e)", 1), "-t", "1")
+	require.Equal(t, 3, r.Code, "the put must still be under way: %s", r)
+	require.Eventually(t, func() bool { _, err := os.Stat(filepath.Join(w.Cwd, "stopped")); return err == nil }, 20*time.Second, 10*time.Millisecond)
+	relay.Drop()
+	r = w.Run("wait", "a", "-t", "20")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "put failed: the link to session 'b' on lab dropped while it served the put; the hub is reconnecting")
+	syscall.Kill(bpid, syscall.SIGCONT)
+	relay.Restore()
+	assert.Contains(t, ok(t, freeAgain(t, w.Env, "b", "'x' in globals()")), "False")
+	out := ok(t, w.Run("exec", "a", `b.put(y=bytes(9 << 20)); b.call(lambda: len(y))`))
+	assert.Contains(t, out, "9437184")
 }
