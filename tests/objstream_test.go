@@ -194,7 +194,13 @@ func TestObjectStreamHubMemory(t *testing.T) {
 	assert.Contains(t, out, "536870912")
 	grew := vmHWM(t, e.HubPid()) - before
 	t.Logf("hub peak grew by %d KiB during a 512 MiB put", grew>>10)
-	assert.Less(t, grew, int64(64<<20), "the hub's peak grew by %d MiB", grew>>20)
+	// The race detector's shadow memory, and its pool that drops buffers
+	// at random, cost more; still far less than the object.
+	bound := int64(64 << 20)
+	if hubtest.Race {
+		bound = 256 << 20
+	}
+	assert.Less(t, grew, bound, "the hub's peak grew by %d MiB", grew>>20)
 }
 
 // vmHWM is a process's peak resident memory, in bytes.
