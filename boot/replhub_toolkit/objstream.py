@@ -4,8 +4,9 @@ out of band.
 Between two sessions of the same Python, 3.8 or later, put, get and call
 pickle with protocol 5 and keep every buffer of OOB_MIN bytes or more out
 of the pickle: bytes, bytearray and memoryview objects (through
-persistent_id: pickle would copy them in), and whatever exposes a
-PickleBuffer (a numpy array; through buffer_callback). The small pickle
+persistent_id, where has_big finds that it pays: pickle would copy them
+in), and whatever exposes a PickleBuffer (a numpy array; through
+buffer_callback). The small pickle
 goes in the request or answer frame with the buffers' sizes ("bufs"); the
 buffers follow as chunks, written from slices of the objects themselves,
 at most WINDOW unacknowledged, and land in a bytearray per buffer that the
@@ -95,17 +96,52 @@ def _makers():
 _classes = {}
 
 
-def pickler(base, f, bufs):
-    """A pickler of class base (cloudpickle's or relay's own) writing to f
-    with protocol 5, appending every big buffer to bufs, as a 1-D bytes
-    memoryview, instead of pickling it."""
-    cls = _classes.get(base)
-    if cls is None:
-        cls = _classes[base] = _oob_class(base)
-    return cls(f, bufs)
+def pickler(base, f, bufs, obj):
+    """A pickler of class base (cloudpickle's or relay's own) writing obj
+    to f with protocol 5, appending every big buffer to bufs, as a 1-D
+    bytes memoryview, instead of pickling it. persistent_id, which bytes
+    and bytearrays need, costs a call per object pickled: it is on only
+    where a look at obj finds a big one (has_big)."""
+    classes = _classes.get(base)
+    if classes is None:
+        classes = _classes[base] = _oob_classes(base)
+    return classes[has_big(obj)](f, bufs)
 
 
-def _oob_class(base):
+_WALK = 100000     # objects has_big looks at, at most
+_BIG_GRAPH = 64 << 20  # big buffers that pay for persistent_id in a graph past _WALK
+
+
+def has_big(obj):
+    """Whether obj holds a big bytes, bytearray or memoryview in its dicts,
+    lists, tuples and instances' attributes, where it pays to find them by
+    persistent_id: in a graph of up to _WALK objects, any; in a larger one
+    (where a call per object costs more than the copies it saves), when
+    those found among its first _WALK objects come to _BIG_GRAPH bytes.
+    Others go in the pickle."""
+    stack, left, big = [obj], _WALK, 0
+    while stack and left:
+        left -= 1
+        o = stack.pop()
+        t = type(o)
+        if t is bytes or t is bytearray:
+            if len(o) >= OOB_MIN:
+                big += len(o)
+        elif t is memoryview:
+            if o.nbytes >= OOB_MIN:
+                big += o.nbytes
+        elif t is dict:
+            stack.extend(o.values())
+        elif t is list or t is tuple:
+            stack.extend(o)
+        else:
+            d = getattr(o, "__dict__", None)
+            if type(d) is dict:
+                stack.extend(d.values())
+    return big >= _BIG_GRAPH if (stack and not left) else big > 0
+
+
+def _oob_classes(base):
     # relay's own pickler refuses code of __main__ in persistent_id; the
     # C pickler's attribute of that name is a descriptor, not a method.
     parent_pid = getattr(base, "persistent_id", None)
@@ -116,8 +152,6 @@ def _oob_class(base):
         def __init__(self, f, bufs):
             base.__init__(self, f, protocol=5, buffer_callback=self._callback)
             self._bufs = bufs
-            self._pids = {}   # id(obj) -> its persistent id
-            self._keep = []   # the objects those ids are of
 
         def _callback(self, pb):
             # False: out of band (the next buffer); True: in the pickle.
@@ -129,6 +163,12 @@ def _oob_class(base):
                 return True
             self._bufs.add(raw, "a")
             return False
+
+    class PidPickler(OobPickler):
+        def __init__(self, f, bufs):
+            OobPickler.__init__(self, f, bufs)
+            self._pids = {}   # id(obj) -> its persistent id
+            self._keep = []   # the objects those ids are of
 
         def persistent_id(self, obj):
             t = type(obj)
@@ -160,7 +200,7 @@ def _oob_class(base):
             self._keep.append(obj)
             return pid
 
-    return OobPickler
+    return OobPickler, PidPickler
 
 
 class Loader(object):

@@ -184,7 +184,7 @@ def dumps(obj, bufs=None):
     try:
         base = _pickler_class() if cloudpickle is not None else _DataPickler
         if bufs is not None:
-            p = _objstream().pickler(base, buf, bufs)
+            p = _objstream().pickler(base, buf, bufs, obj)
         else:
             p = base(buf, protocol=PROTOCOL)
         p.dispatch_table = _dispatch

@@ -112,6 +112,19 @@ class ObjStream(unittest.TestCase):
             except Exception:
                 pass
 
+    def test_persistent_ids_only_where_they_pay(self):
+        has_big = self.os.has_big
+        self.assertTrue(has_big({"a": [1, (2, bytearray(MB))]}))
+        self.assertTrue(has_big(Holder(memoryview(bytes(MB)))))
+        self.assertFalse(has_big({"a": bytes(MB - 1), "b": list(range(1000))}))
+        # In a graph past the walk, only buffers big enough to pay.
+        many = list(range(self.os._WALK))
+        self.assertFalse(has_big([many, bytes(MB)]))
+        self.assertTrue(has_big([many, bytes(self.os._BIG_GRAPH)]))
+        blob, bufs = self.dumps([many, bytes(MB)])
+        self.assertEqual(len(bufs), 0)
+        self.assertEqual(receive(blob, bufs), [many, bytes(MB)])
+
     def test_allocate(self):
         for kind, want in (("b", bytes), ("a", bytearray)):
             obj, view = self.os.allocate(5, kind)
@@ -119,6 +132,11 @@ class ObjStream(unittest.TestCase):
             view[:] = b"hello"
             self.assertEqual(obj, b"hello")
         self.assertEqual(self.os.allocate(0, "b")[0], b"")
+
+
+class Holder(object):
+    def __init__(self, v):
+        self.v = v
 
 
 class PB(bytearray):
