@@ -697,6 +697,9 @@ def _ask(kind, blob, bufs, oob=False, **fields):
     except objstream.StreamError as e:
         _cancel(link, st)
         raise HubError(str(e))
+    except Cancelled:  # the hub went away (hub_gone)
+        _cancel(link, st)
+        raise HubError("the %s was cut off: the hub went away; try again" % kind)
     except BaseException:
         _cancel(link, st)
         raise
