@@ -26,6 +26,8 @@ import pickle
 import sys
 import types
 
+from replhub_toolkit import relay
+
 OOB_MIN = 1 << 20   # smaller buffers stay in the pickle
 MAX_BUFS = 4096     # and so do buffers past this many
 CHUNK = 8 << 20     # as a file's chunks: the hub's bound
@@ -134,11 +136,34 @@ def has_big(obj):
             stack.extend(o.values())
         elif t is list or t is tuple:
             stack.extend(o)
+        elif t is types.FunctionType:
+            stack.extend(_carried(o))
         else:
             d = getattr(o, "__dict__", None)
             if type(d) is dict:
                 stack.extend(d.values())
     return big >= _BIG_GRAPH if (stack and not left) else big > 0
+
+
+def _carried(fn):
+    """What a function that travels by value takes along: its defaults, its
+    closure's cells, and the globals its code names."""
+    out = list(fn.__defaults__ or ()) + list((fn.__kwdefaults__ or {}).values())
+    out.extend(c.cell_contents for c in fn.__closure__ or () if _full(c))
+    g, codes = fn.__globals__, [fn.__code__]
+    while codes:
+        code = codes.pop()
+        out.extend(g[n] for n in code.co_names if n in g)
+        codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return out
+
+
+def _full(cell):
+    try:
+        cell.cell_contents
+        return True
+    except ValueError:
+        return False
 
 
 def _oob_classes(base):
@@ -302,3 +327,88 @@ def sizes(bufs):
 
 def kinds(bufs):
     return "".join(bufs.kinds)
+
+
+# -- the two sides of a put, get or call ----------------------------------
+
+def ask(link, kind, blob, bufs, oob, fields):
+    """The caller's side (relay._ask): the request with blob and the sizes
+    of bufs; on a first reply without bufs the target is ready for them;
+    on one with bufs the value's buffers follow. Returns (the value, the
+    last reply)."""
+    st = []
+    try:
+        header, data = link.request(kind, blob, stream=st, bufs=sizes(bufs or []) or None,
+                                    kinds=kinds(bufs) if bufs else None, oob=oob or None, **fields)
+        rid, stream = st
+        value = None
+        while header.get("first"):
+            if header.get("bufs"):  # the value's buffers follow
+                receive(link.chan, stream, "id", rid)
+                value = (data, header.get("py"), stream.objs)
+            else:  # the target is ready for ours
+                send(link.chan, stream, "id", rid, bufs)
+            header, data = stream.get()
+            if header.get("op") != "reply":
+                raise StreamError("the transfer went out of step")
+        if not header.get("ok"):
+            raise relay.HubError(header.get("error") or "refused")
+        if value is not None:
+            return relay.loads(value[0], value[1], value[2]), header
+        return (relay.loads(data, header.get("py")) if data is not None else None), header
+    except StreamError as e:
+        _cancel(link, st)
+        raise relay.HubError(str(e))
+    except relay.Cancelled:  # the hub went away (hub_gone)
+        _cancel(link, st)
+        raise relay.HubError("the %s was cut off: the hub went away; try again" % kind)
+    except BaseException:
+        _cancel(link, st)
+        raise
+    finally:
+        if st:
+            relay.close_stream(("id", st[0]))
+
+
+def _cancel(link, st):
+    if st:
+        try:
+            link.chan.send({"op": "req", "id": st[0], "kind": "cancel", "py": relay.PY})
+        except Exception:
+            pass
+
+
+def take(header, data, stream):
+    """The target's side of a put's or call's object (relay._take): it
+    says it is ready, takes the chunks, and loads."""
+    sid = header["sid"]
+    chan = relay._need_link().chan
+    try:
+        bufs = stream.expect(header)
+        stream.expecting()  # fails here, before the sender starts
+        chan.send({"op": "served", "sid": sid, "ok": True, "first": True, "py": relay.PY})
+        receive(chan, stream, "sid", sid)
+    except StreamError as e:
+        raise relay.HubError(str(e))
+    except KeyboardInterrupt:
+        raise relay.Cancelled()
+    return relay.loads(data, header.get("py"), bufs)
+
+
+def answer(header, value, stream):
+    """The target's side of a get's or call's value (relay._answer): its
+    pickle in a first answer with the buffers' sizes, then the buffers;
+    or, with none big, the pickle as the answer."""
+    bufs = Buffers()
+    blob = relay.dumps(value, bufs)
+    if not bufs:
+        return {"ok": True}, blob
+    sid = header["sid"]
+    chan = relay._need_link().chan
+    chan.send({"op": "served", "sid": sid, "ok": True, "first": True, "py": relay.PY,
+               "bufs": sizes(bufs), "kinds": kinds(bufs)}, blob)
+    try:
+        send(chan, stream, "sid", sid, bufs)
+    except KeyboardInterrupt:
+        raise relay.Cancelled()
+    return {"ok": True}, None

@@ -668,52 +668,13 @@ def _call_parts(f_or_name, args, kwargs, bufs=None):
 def _ask(kind, blob, bufs, oob=False, **fields):
     """A put, get or call: send blob, and bufs (its out-of-band buffers) as
     chunks once the target is ready for them; with oob, take the value's
-    buffers the same way. Returns (the value, the last reply)."""
+    buffers the same way (objstream.ask). Returns (the value, the last
+    reply)."""
     link = _need_link()
-    if not bufs and not oob:
-        header, data = link.request(kind, blob, **fields)
-        return (loads(data, header.get("py")) if data is not None else None), header
-    objstream = _objstream()
-    st = []
-    try:
-        header, data = link.request(kind, blob, stream=st, bufs=objstream.sizes(bufs or []) or None,
-                                    kinds=objstream.kinds(bufs) if bufs else None, oob=oob or None, **fields)
-        rid, stream = st
-        value = None
-        while header.get("first"):
-            if header.get("bufs"):  # the value's buffers follow
-                objstream.receive(link.chan, stream, "id", rid)
-                value = (data, header.get("py"), stream.objs)
-            else:  # the target is ready for ours
-                objstream.send(link.chan, stream, "id", rid, bufs)
-            header, data = stream.get()
-            if header.get("op") != "reply":
-                raise HubError("the transfer went out of step")
-        if not header.get("ok"):
-            raise HubError(header.get("error") or "refused")
-        if value is not None:
-            return loads(value[0], value[1], value[2]), header
-        return (loads(data, header.get("py")) if data is not None else None), header
-    except objstream.StreamError as e:
-        _cancel(link, st)
-        raise HubError(str(e))
-    except Cancelled:  # the hub went away (hub_gone)
-        _cancel(link, st)
-        raise HubError("the %s was cut off: the hub went away; try again" % kind)
-    except BaseException:
-        _cancel(link, st)
-        raise
-    finally:
-        if st:
-            close_stream(("id", st[0]))
-
-
-def _cancel(link, st):
-    if st:
-        try:
-            link.chan.send({"op": "req", "id": st[0], "kind": "cancel", "py": PY})
-        except Exception:
-            pass
+    if bufs or oob:
+        return _objstream().ask(link, kind, blob, bufs, oob, fields)
+    header, data = link.request(kind, blob, **fields)
+    return (loads(data, header.get("py")) if data is not None else None), header
 
 
 def _source(f):
@@ -802,44 +763,20 @@ def _send(header, data=None):
 
 def _take(header, data, stream):
     """The object of a put or call, its buffers streamed in when it has
-    them: the target says it is ready, then takes the chunks."""
-    sizes = header.get("bufs")
-    if not sizes:
+    them (objstream.take)."""
+    if not header.get("bufs"):
         return loads(data, header.get("py"))
     if stream is None or sys.version_info < (3, 8):
         raise HubError("Python %s cannot take an object streamed in protocol 5" % PY)
-    objstream = _objstream()
-    sid = header["sid"]
-    try:
-        bufs = stream.expect(header)
-        stream.expecting()  # fails here, before the sender starts
-        _send({"op": "served", "sid": sid, "ok": True, "first": True, "py": PY})
-        objstream.receive(_need_link().chan, stream, "sid", sid)
-    except objstream.StreamError as e:
-        raise HubError(str(e))
-    except KeyboardInterrupt:
-        raise Cancelled()
-    return loads(data, header.get("py"), bufs)
+    return _objstream().take(header, data, stream)
 
 
 def _answer(header, value, stream):
     """A get's or call's answer: the value's pickle, its big buffers
-    streamed after a first answer where the caller takes them."""
+    streamed where the caller takes them (objstream.answer)."""
     if not (stream is not None and header.get("oob") and streams_with(header.get("py"))):
         return {"ok": True}, dumps(value)
-    objstream = _objstream()
-    bufs = objstream.Buffers()
-    blob = dumps(value, bufs)
-    if not bufs:
-        return {"ok": True}, blob
-    sid = header["sid"]
-    _send({"op": "served", "sid": sid, "ok": True, "first": True, "py": PY,
-           "bufs": objstream.sizes(bufs), "kinds": objstream.kinds(bufs)}, blob)
-    try:
-        objstream.send(_need_link().chan, stream, "sid", sid, bufs)
-    except KeyboardInterrupt:
-        raise Cancelled()
-    return {"ok": True}, None
+    return _objstream().answer(header, value, stream)
 
 
 def serve_read(header, stream):

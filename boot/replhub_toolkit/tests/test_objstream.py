@@ -117,6 +117,15 @@ class ObjStream(unittest.TestCase):
         self.assertTrue(has_big({"a": [1, (2, bytearray(MB))]}))
         self.assertTrue(has_big(Holder(memoryview(bytes(MB)))))
         self.assertFalse(has_big({"a": bytes(MB - 1), "b": list(range(1000))}))
+        # What a function takes along: globals it names, cells, defaults.
+        global BIG
+        BIG = bytes(MB)
+        self.assertTrue(has_big(("func", lambda: len(BIG), (), {})))
+        self.assertTrue(has_big(lambda: [lambda: BIG]))
+        big = bytes(MB)
+        self.assertTrue(has_big(lambda: big))
+        self.assertTrue(has_big(lambda x=big: x))
+        self.assertFalse(has_big(lambda: len(self)))
         # In a graph past the walk, only buffers big enough to pay.
         many = list(range(self.os._WALK))
         self.assertFalse(has_big([many, bytes(MB)]))
