@@ -179,6 +179,10 @@ class Sigint(object):
         return False
 
 
+class _PoolBuffer(bytearray):
+    """A chunk buffer of Channel's pool: only these go back to it."""
+
+
 class Channel(object):
     """Frames over two file descriptors; send() may be called from any thread."""
 
@@ -191,6 +195,9 @@ class Channel(object):
         self._big = False
         self._big_in = False
         self._pool = []
+        # into(header, n): where a chunk's n bytes are read, if not into a
+        # buffer of the pool (a streamed object's, see objstream.py).
+        self.into = None
         # A durable worker outlives its hub: a frame that finds the hub gone
         # is dropped (down), but a cell's done frame is held for the next
         # hub (held: its header line and payload).
@@ -417,20 +424,23 @@ class Channel(object):
         if n:
             if not isinstance(n, int) or n < 0:
                 raise ValueError("malformed frame (bad len): %r" % (line[:80],))
-            if header["op"] == "chunk" and n > (1 << 20):
-                if not self._big_in:
-                    self._big_in = True
-                    _grow_pipe(r.fileno())
+            if header["op"] == "chunk" and n > (1 << 20) and not self._big_in:
+                self._big_in = True
+                _grow_pipe(r.fileno())
+            into = self.into(header, n) if header["op"] == "chunk" and self.into is not None else None
+            if into is None and header["op"] == "chunk" and n > (1 << 20):
                 # A file chunk goes into a reused buffer (see release): fresh
                 # 8 MiB objects cost page faults every time.
-                buf = self._pool.pop() if self._pool else bytearray(8 << 20)
-                data = memoryview(buf)[:n]
+                buf = self._pool.pop() if self._pool else _PoolBuffer(8 << 20)
+                into = memoryview(buf)[:n]
+            if into is not None:
                 got = 0
                 while got < n:
-                    k = r.readinto(data[got:])
+                    k = r.readinto(into[got:])
                     if not k:
                         return None
                     got += k
+                data = into
             else:
                 data = r.read(n)
                 if len(data) != n:
@@ -439,7 +449,7 @@ class Channel(object):
 
     def release(self, data):
         """Give back a chunk's buffer once it is written."""
-        if isinstance(data, memoryview) and len(data.obj) == 8 << 20 and len(self._pool) < 8:
+        if isinstance(data, memoryview) and type(data.obj) is _PoolBuffer and len(self._pool) < 8:
             self._pool.append(data.obj)
 
 
@@ -1177,6 +1187,7 @@ class Session(object):
                 if self._tk is None:
                     tk = self._load_tk()
                     tk._link = tk.Link(self.chan)
+                    self.chan.into = tk.chunk_into
                     for helper in RELAY_HELPERS:
                         self.ns[helper] = self.base_values[helper] = getattr(tk, helper)
                     self._tk = tk
@@ -1793,15 +1804,21 @@ class Session(object):
                 finally:
                     tk.close_stream(("sid", sid))
             else:
-                if not self._run():
-                    raise tk.Cancelled()
-                late = False
+                # A streamed object's chunks and acks go through stream;
+                # cancel raises KeyboardInterrupt, as in the call's code.
+                stream = tk.open_stream(("sid", sid))
                 try:
-                    reply, blob = tk.serve(self.ns, header, data)
+                    if not self._run():
+                        raise tk.Cancelled()
+                    late = False
+                    try:
+                        reply, blob = tk.serve(self.ns, header, data, stream)
+                    finally:
+                        late = self._stop()
+                    if late:
+                        raise KeyboardInterrupt
                 finally:
-                    late = self._stop()
-                if late:
-                    raise KeyboardInterrupt
+                    tk.close_stream(("sid", sid))
         except BaseException:
             self._stop()
             etype, e = sys.exc_info()[:2]

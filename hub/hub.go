@@ -765,6 +765,7 @@ func (h *Hub) sessionExited(s *Session, ex Exit) {
 	if op := s.serving; op != nil {
 		op.done <- nil
 	}
+	s.cancelWaitsLocked()
 	for _, stop := range s.running {
 		stop() // its sh(cmd, host=...) commands end with it
 	}

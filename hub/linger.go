@@ -530,6 +530,7 @@ func (s *Session) linkDown(at time.Time, why error) {
 		default:
 		}
 	}
+	s.cancelWaitsLocked() // its worker gave up on them (hub_gone)
 }
 
 // linkUp is a remote session's link back: a note for the next reply, and

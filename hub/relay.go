@@ -219,6 +219,15 @@ func awaitServed(target *Session, op *serveOp, sent error) *proto.Served {
 }
 
 func (h *Hub) diedServing(target *Session, kind, death string) error {
+	target.mu.Lock()
+	lp, dead := target.lingering, target.state == stateDead
+	target.mu.Unlock()
+	if !dead && lp != nil {
+		if down, _ := lp.isDown(); down {
+			return fmt.Errorf("the link to session '%s' on %s dropped while it served the %s; the hub is reconnecting, its names are kept there: try again in a moment",
+				target.name, lp.host, kind)
+		}
+	}
 	if death == "" {
 		death = "its stream closed"
 	}
@@ -253,9 +262,15 @@ func (h *Hub) relayServe(from *Session, f *proto.Req) (*proto.Served, error) {
 		}
 	}
 	h.transcribeNote(target, title, body)
+	flush := streamObject(from, f.ID, op)
 	serve := &proto.Serve{Sid: op.sid, Kind: f.Kind, From: from.name, Py: f.Py,
-		Names: f.Names, Into: f.Into, Cells: f.Cells, Data: f.Data}
+		Names: f.Names, Into: f.Into, Cells: f.Cells, Bufs: f.Bufs, Kinds: f.Kinds, Oob: f.Oob, Data: f.Data}
 	served := awaitServed(target, op, target.send(serve))
+	for served != nil && served.First {
+		passFirst(from, f.ID, served)
+		served = <-op.done
+	}
+	flush() // every chunk reaches the caller before the last word
 	death := h.endServe(target, op)
 	if served == nil {
 		return nil, h.diedServing(target, f.Kind, death)
@@ -282,7 +297,12 @@ func (s *Session) unlink(id int64) {
 // onServed routes a target's answer to the relay waiting for it.
 func (s *Session) onServed(f *proto.Served) {
 	if op := s.servingOp(f.Sid); op != nil {
-		op.done <- f
+		// A worker that answers more often than asked must not block its
+		// own reader: once the serve has ended, what it says is dropped.
+		select {
+		case op.done <- f:
+		case <-op.ended:
+		}
 	}
 }
 

@@ -31,8 +31,29 @@ func queued(sink func(*proto.Chunk)) (enqueue func(*proto.Chunk), stop func()) {
 			sink(f)
 		}
 	}()
-	var once sync.Once
-	return func(f *proto.Chunk) { ch <- f }, func() { once.Do(func() { close(ch) }); <-done }
+	// A chunk that comes after stop (a worker that sends past its end)
+	// is dropped, not sent on the closed channel.
+	var mu sync.Mutex
+	closed := false
+	enqueue = func(f *proto.Chunk) {
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			proto.PutChunk(f.Data)
+			return
+		}
+		ch <- f
+	}
+	stop = func() {
+		mu.Lock()
+		if !closed {
+			closed = true
+			close(ch)
+		}
+		mu.Unlock()
+		<-done
+	}
+	return enqueue, stop
 }
 
 // readChunk is one chunk of a file, or the error that ended it (io.EOF at

@@ -207,6 +207,14 @@ type Req struct {
 	Cwd     string            `json:"cwd,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 	Timeout float64           `json:"timeout,omitempty"`
+	// Streamed objects (put, get, call; see hub/objstream.go): Bufs are
+	// the sizes of the buffers that follow Data as chunks, out of band,
+	// and Kinds what each becomes, a letter each ("b" bytes, "a" a
+	// bytearray); Oob says that the sender takes a value's buffers that
+	// way too.
+	Bufs  []int64 `json:"bufs,omitempty"`
+	Kinds string  `json:"kinds,omitempty"`
+	Oob   bool    `json:"oob,omitempty"`
 
 	Data []byte `json:"-"`
 }
@@ -224,6 +232,10 @@ type Served struct {
 	First bool   `json:"first,omitempty"`
 	Size  int64  `json:"size,omitempty"`
 	Mode  uint32 `json:"mode,omitempty"`
+	// Bufs and Kinds, on a First answer to a get or call, are the
+	// value's buffers, which follow as chunks (a streamed object; see Req).
+	Bufs  []int64 `json:"bufs,omitempty"`
+	Kinds string  `json:"kinds,omitempty"`
 
 	Data []byte `json:"-"`
 }
@@ -312,6 +324,11 @@ type Reply struct {
 	// Fan answers a request with Targets or Hosts, an item per session
 	// in their order; Data is then the items' blobs one after another.
 	Fan []FanItem `json:"fan,omitempty"`
+	// First and Bufs pass on a served object's First answer (see Served):
+	// the request goes on, and its last Reply follows.
+	First bool    `json:"first,omitempty"`
+	Bufs  []int64 `json:"bufs,omitempty"`
+	Kinds string  `json:"kinds,omitempty"`
 
 	Data []byte `json:"-"`
 }
@@ -343,6 +360,10 @@ type Serve struct {
 	Path  string            `json:"path,omitempty"`
 	Size  int64             `json:"size,omitempty"`
 	Mode  uint32            `json:"mode,omitempty"`
+	// Bufs, Kinds and Oob pass on a streamed object's (see Req).
+	Bufs  []int64 `json:"bufs,omitempty"`
+	Kinds string  `json:"kinds,omitempty"`
+	Oob   bool    `json:"oob,omitempty"`
 
 	Data []byte `json:"-"`
 }

@@ -3,9 +3,7 @@ package tests
 import (
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -170,12 +168,7 @@ func TestObjectsBusyInterruptAndDeath(t *testing.T) {
 	r = e.Run("wait", "caller", "-t", "10")
 	assert.Contains(t, r.Stdout, "KeyboardInterrupt", "%s", r)
 	// The interrupted call ends over there, and the target is free again.
-	var free hubtest.Result
-	require.Eventually(t, func() bool {
-		free = e.Run("exec", "slow", "'free again'")
-		return free.Code != 2 || !strings.Contains(free.Stderr, "busy")
-	}, 10*time.Second, 50*time.Millisecond)
-	assert.Contains(t, ok(t, free), "'free again'")
+	assert.Contains(t, ok(t, freeAgain(t, e, "slow", "'free again'")), "'free again'")
 	b, _ := os.ReadFile(e.Paths.Transcript("slow"))
 	assert.Contains(t, string(b), "# ---- call from 'caller': · ")
 

@@ -31,6 +31,19 @@ CLOUDPICKLE_DIR = None  # set by the worker: where the hub found cloudpickle
 _cp_tried = False
 
 
+def _objstream():
+    """replhub_toolkit.objstream, at its first use: on a host it is a late
+    module, which the relay's own link brings."""
+    from replhub_toolkit import objstream
+    return objstream
+
+
+def streams_with(py):
+    """Whether objects to or from a session of Python py (its version)
+    stream their buffers (objstream): both 3.8+ and of the same version."""
+    return sys.version_info >= (3, 8) and ".".join(str(py or "").split(".")[:2]) == PY
+
+
 def _ensure_cloudpickle():
     global _cp_tried
     if not _cp_tried:
@@ -162,15 +175,18 @@ def _pickler_class():
     return _Pickler
 
 
-def dumps(obj):
-    """Pickle obj for another session."""
+def dumps(obj, bufs=None):
+    """Pickle obj for another session. With bufs (a list, for a session of
+    this same Python, 3.8+), protocol 5 with the big buffers appended to
+    bufs instead of pickled (objstream)."""
     _ensure_cloudpickle()
     buf = io.BytesIO()
     try:
-        if cloudpickle is not None:
-            p = _pickler_class()(buf, protocol=PROTOCOL)
+        base = _pickler_class() if cloudpickle is not None else _DataPickler
+        if bufs is not None:
+            p = _objstream().pickler(base, buf, bufs, obj)
         else:
-            p = _DataPickler(buf, protocol=PROTOCOL)
+            p = base(buf, protocol=PROTOCOL)
         p.dispatch_table = _dispatch
         p.dump(obj)
     except CopyError:
@@ -191,8 +207,8 @@ _CODE = {("types", "CodeType"), ("types", "FunctionType"), ("types", "LambdaType
 class GuardedUnpickler(pickle.Unpickler):
     """Loads data made by another Python version and refuses code."""
 
-    def __init__(self, f, sender):
-        pickle.Unpickler.__init__(self, f)
+    def __init__(self, f, sender, **kwargs):
+        pickle.Unpickler.__init__(self, f, **kwargs)
         self.sender = sender
 
     def find_class(self, module, name):
@@ -204,9 +220,14 @@ class GuardedUnpickler(pickle.Unpickler):
         return pickle.Unpickler.find_class(self, module, name)
 
 
-def loads(blob, sender):
-    """Unpickle a blob from a session of Python sender (major.minor)."""
+def loads(blob, sender, bufs=None):
+    """Unpickle a blob from a session of Python sender (major.minor), with
+    the out-of-band buffers bufs of a streamed object."""
     _ensure_cloudpickle()
+    if bufs is not None:
+        if sender == PY:
+            return _objstream().loads(blob, bufs)
+        return _objstream().loads(blob, bufs, GuardedUnpickler, sender=sender)
     if sender == PY:
         return pickle.loads(blob)
     return GuardedUnpickler(io.BytesIO(blob), sender).load()
@@ -306,6 +327,58 @@ class Stream(object):
         self.items = []
         self.acked = -1
         self.cancelled = False
+        # A streamed object's buffers, which chunks are read into (into);
+        # at is where the next one goes: (buffer, offset).
+        self.reply = None
+        self.dest = self.objs = None
+        self.dest_ids = ()
+        self.at = (0, 0)
+        self.error = None
+
+    def expect(self, header):
+        """Make the buffers that a streamed object's chunks go into (the
+        header's bufs and kinds); returns them (bytes and bytearrays).
+        MemoryError is kept for expecting()."""
+        ost = _objstream()
+        sizes, kinds = header.get("bufs"), header.get("kinds") or ""
+        try:
+            if not isinstance(sizes, list) or len(sizes) > ost.MAX_BUFS or \
+                    any(not isinstance(n, int) or n < 0 for n in sizes) or \
+                    not isinstance(kinds, str) or len(kinds) not in (0, len(sizes)):
+                raise ost.StreamError("bad buffer sizes")
+            made = [ost.allocate(n, kinds[i] if kinds else "a") for i, n in enumerate(sizes)]
+        except Exception as e:  # MemoryError, a size past ssize_t, ...
+            self.error = e
+            return None
+        self.objs = [m[0] for m in made]
+        self.dest, self.at = [m[1] for m in made], (0, 0)
+        self.dest_ids = set(id(d.obj) for d in self.dest)
+        return self.objs
+
+    def holds(self, data):
+        """Whether data was read into the buffers (by into)."""
+        return isinstance(data, memoryview) and id(data.obj) in self.dest_ids
+
+    def expecting(self):
+        """How many bytes the buffers take."""
+        if self.error is not None:
+            raise _objstream().StreamError("cannot take the object here: %s" % (
+                "out of memory" if isinstance(self.error, MemoryError) else self.error))
+        return sum(len(d) for d in self.dest or ())
+
+    def into(self, n):
+        """Reader thread: where the next chunk's n bytes go, or None when
+        they do not fit the buffers."""
+        dest = self.dest
+        if dest is None:
+            return None
+        i, off = self.at
+        while i < len(dest) and off == len(dest[i]):
+            i, off = i + 1, 0
+        if i == len(dest) or off + n > len(dest[i]):
+            return None
+        self.at = (i, off + n)
+        return dest[i][off:off + n]
 
     def cancel(self):
         with self.cond:
@@ -315,6 +388,8 @@ class Stream(object):
     def put(self, header, data):
         with self.cond:
             self.items.append((header, data))
+            if header.get("op") == "reply":
+                self.reply = header  # the request ended: stop sending
             self.cond.notify_all()
 
     def get(self):
@@ -333,10 +408,12 @@ class Stream(object):
 
     def wait_window(self, seq):
         with self.cond:
-            while seq - self.acked > WINDOW and not self.cancelled:
+            while seq - self.acked > WINDOW and not self.cancelled and self.reply is None:
                 self.cond.wait(1.0)
             if self.cancelled:
                 raise Cancelled()
+            if self.reply is not None:
+                raise HubError(self.reply.get("error") or "the transfer ended before its end")
 
 
 streams = {}
@@ -354,17 +431,31 @@ def close_stream(key):
         streams.pop(key, None)
 
 
-def route(header, data):
-    """Reader thread: a chunk or an ack for a transfer."""
+def _stream_of(header):
     key = ("sid", header["sid"]) if "sid" in header else ("id", header.get("id"))
     with _streams_lock:
-        st = streams.get(key)
+        return streams.get(key)
+
+
+def route(header, data):
+    """Reader thread: a chunk or an ack for a transfer, or a later reply to
+    a streamed request."""
+    st = _stream_of(header)
     if st is None:
         return
     if header.get("op") == "ack":
         st.ack(header.get("seq", -1))
-    else:
-        st.put(header, data)
+        return
+    if header.get("op") == "reply" and header.get("bufs"):
+        st.expect(header)  # before its chunks, which follow it
+    st.put(header, data)
+
+
+def chunk_into(header, n):
+    """Reader thread (Channel.into): where a chunk of a streamed object is
+    read, or None."""
+    st = _stream_of(header)
+    return None if st is None else st.into(n)
 
 
 class Link(object):
@@ -416,9 +507,15 @@ class Link(object):
     def dispatch(self, header, data):
         with self.lock:
             slot = self.waiting.get(header.get("id"))
-        if slot is not None:
-            slot[1], slot[2] = header, data
-            slot[0].set()
+            if slot is not None and not slot[0].is_set():
+                if header.get("bufs"):
+                    st = _stream_of(header)
+                    if st is not None:
+                        st.expect(header)  # before its chunks
+                slot[1], slot[2] = header, data
+                slot[0].set()
+                return
+        route(header, data)  # a streamed request's later replies
 
 
 _link = None
@@ -443,27 +540,30 @@ class SessionHandle(object):
         root = " as root" if i.get("root") else ""
         return "<session %r %s%s, python %s>" % (self.name, where, root, i.get("python"))
 
+    def _streams(self):
+        return streams_with(self._info.get("python"))
+
     def put(self, **names):
         """Copy names into the session's namespace."""
-        _need_link().request("put", dumps(names), target=self.name, names=sorted(names))
+        bufs = _objstream().Buffers() if self._streams() else None
+        _ask("put", dumps(names, bufs), bufs, target=self.name, names=sorted(names))
 
     def get(self, *names):
         """Copies of names from the session; several give a tuple."""
         if not names:
             raise TypeError("get() needs at least one name")
-        header, data = _need_link().request("get", target=self.name, names=list(names))
-        values = loads(data, header.get("py"))
+        values = _ask("get", None, None, self._streams(), target=self.name, names=list(names))[0]
         return values[0] if len(names) == 1 else tuple(values)
 
     def call(self, f_or_name, *args, **kwargs):
         """Run f (a function, which travels, or the name of one there) in the
         session; return a copy of its value, or keep it there with into=."""
         into = kwargs.pop("into", None)
-        blob, src, cells = _call_parts(f_or_name, args, kwargs)
-        header, data = _need_link().request("call", blob, target=self.name, into=into, src=src, cells=cells)
-        if into is not None:
-            return None
-        return loads(data, header.get("py"))
+        bufs = _objstream().Buffers() if self._streams() else None
+        blob, src, cells = _call_parts(f_or_name, args, kwargs, bufs)
+        value, _ = _ask("call", blob, bufs, bufs is not None and into is None,
+                        target=self.name, into=into, src=src, cells=cells)
+        return None if into is not None else value
 
     def sudo(self):
         """This session's root twin on the same host (named NAME.root)."""
@@ -556,13 +656,25 @@ class SessionHandle(object):
                 close_stream(("id", st[0]))
 
 
-def _call_parts(f_or_name, args, kwargs):
+def _call_parts(f_or_name, args, kwargs, bufs=None):
     """A call's blob, the source its target's transcript records, and the
     cell sources its tracebacks show."""
     if isinstance(f_or_name, str):
-        return dumps(("name", f_or_name, args, kwargs)), f_or_name, None
-    return (dumps(("func", f_or_name, args, kwargs)), _cap(_source(f_or_name), SRC_CAP),
+        return dumps(("name", f_or_name, args, kwargs), bufs), f_or_name, None
+    return (dumps(("func", f_or_name, args, kwargs), bufs), _cap(_source(f_or_name), SRC_CAP),
             _cap_cells(cell_sources(f_or_name)))
+
+
+def _ask(kind, blob, bufs, oob=False, **fields):
+    """A put, get or call: send blob, and bufs (its out-of-band buffers) as
+    chunks once the target is ready for them; with oob, take the value's
+    buffers the same way (objstream.ask). Returns (the value, the last
+    reply)."""
+    link = _need_link()
+    if bufs or oob:
+        return _objstream().ask(link, kind, blob, bufs, oob, fields)
+    header, data = link.request(kind, blob, **fields)
+    return (loads(data, header.get("py")) if data is not None else None), header
 
 
 def _source(f):
@@ -611,7 +723,7 @@ def serve(ns, header, data, stream=None):
     tag = "from %s:" % header.get("from", "?")
     register_cells(tag, header.get("cells"))
     if kind == "put":
-        names = loads(data, sender)
+        names = _take(header, data, stream)
         for k, v in names.items():
             ns[k] = rebind(v, ns, tag=tag)
         return {"ok": True}, None
@@ -619,9 +731,9 @@ def serve(ns, header, data, stream=None):
         missing = [n for n in header.get("names", []) if n not in ns]
         if missing:
             return {"ok": False, "error": "session has no name %s" % ", ".join(repr(n) for n in missing)}, None
-        return {"ok": True}, dumps([ns[n] for n in header["names"]])
+        return _answer(header, [ns[n] for n in header["names"]], stream)
     if kind == "call":
-        what, f, args, kwargs = loads(data, sender)
+        what, f, args, kwargs = _take(header, data, stream)
         if what == "name":
             import builtins
             fn = ns.get(f, getattr(builtins, f, None))
@@ -635,10 +747,9 @@ def serve(ns, header, data, stream=None):
             ns[into] = result
             return {"ok": True, "kept": into}, None
         try:
-            blob = dumps(result)
+            return _answer(header, result, stream)
         except CopyError as e:
             return {"ok": False, "error": "%s; or keep the value there: call(..., into='name')" % e}, None
-        return {"ok": True}, blob
     if kind == "read":
         return serve_read(header, stream)
     if kind == "write":
@@ -648,6 +759,24 @@ def serve(ns, header, data, stream=None):
 
 def _send(header, data=None):
     _need_link().chan.send(header, data)
+
+
+def _take(header, data, stream):
+    """The object of a put or call, its buffers streamed in when it has
+    them (objstream.take)."""
+    if not header.get("bufs"):
+        return loads(data, header.get("py"))
+    if stream is None or sys.version_info < (3, 8):
+        raise HubError("Python %s cannot take an object streamed in protocol 5" % PY)
+    return _objstream().take(header, data, stream)
+
+
+def _answer(header, value, stream):
+    """A get's or call's answer: the value's pickle, its big buffers
+    streamed where the caller takes them (objstream.answer)."""
+    if not (stream is not None and header.get("oob") and streams_with(header.get("py"))):
+        return {"ok": True}, dumps(value)
+    return _objstream().answer(header, value, stream)
 
 
 def serve_read(header, stream):

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/tests/sshtest"
+)
+
+func init() {
+	measureAlone("objstream", "measure only streamed objects: put and get of 100 MB to a session behind sshd against a push and pull of the same size, and the hub's memory during a 1 GB put",
+		func(w *world, n int) ([]row, error) {
+			return withSSHD("streamed objects benchmark", func(tb *benchTB) ([]row, error) { return objstreamRows(tb, w, min(n, 5)) })
+		})
+}
+
+// objstreamRounds runs in a local session: n interleaved rounds of a put
+// and a get of 100 MB of bytes to session "far", a push and pull of a file
+// of the same size on the same route, and the same put and get as one
+// pickled blob (streaming turned off, as between peers of other versions);
+// it prints the medians in seconds.
+const objstreamRounds = `import os, time
+from replhub_toolkit import relay
+far = session("far")
+blob = os.urandom(100 * 1000 * 1000)
+src, dest, back = os.path.join(%[1]q, "src.bin"), os.path.join(%[1]q, "dest.bin"), os.path.join(%[1]q, "back.bin")
+with open(src, "wb") as f:
+    f.write(blob)
+def timed(fn):
+    t0 = time.perf_counter(); fn(); return time.perf_counter() - t0
+def rounds(n):
+    r = dict((k, []) for k in ("put", "get", "push", "pull", "blobput", "blobget"))
+    streams = relay.streams_with
+    for _ in range(n):
+        r["put"].append(timed(lambda: far.put(blob=blob)))
+        r["get"].append(timed(lambda: far.get("blob")))
+        r["push"].append(timed(lambda: far.push(src, dest)))
+        r["pull"].append(timed(lambda: far.pull(dest, back)))
+        relay.streams_with = lambda py: False
+        try:
+            r["blobput"].append(timed(lambda: far.put(blob=blob)))
+            r["blobget"].append(timed(lambda: far.get("blob")))
+        finally:
+            relay.streams_with = streams
+    assert far.get("blob") == blob and open(back, "rb").read() == blob
+    for p in (dest, back):
+        os.remove(p)
+    return " ".join("%%s=%%f" %% (k, sorted(v)[len(v) // 2]) for k, v in r.items())
+rounds(%[2]d)`
+
+func objstreamRows(tb *benchTB, w *world, n int) ([]row, error) {
+	home := filepath.Join(w.root, "home-objstream")
+	key := sshtest.NewKey(tb, filepath.Join(home, ".ssh", "id_ed25519"), "")
+	srv := sshtest.Start(tb, sshtest.Options{Authorized: []string{key.Public}})
+	u, _ := user.Current()
+	cfg := fmt.Sprintf("Host lab\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  UserKnownHostsFile %s\n",
+		srv.Port, u.Username, key.Path, filepath.Join(home, ".ssh", "known_hosts"))
+	os.WriteFile(filepath.Join(home, ".ssh", "config"), []byte(cfg), 0o600)
+	os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), []byte(srv.KnownHostsLine()+"\n"), 0o600)
+	env := append(append([]string(nil), w.env...), "HOME="+home, "SSH_AUTH_SOCK=")
+	c := client.New(w.c.Paths)
+	c.Exe, c.Env = w.bin, env
+	defer c.Close()
+	ctx := context.Background()
+	if _, err := c.Exec(ctx, "far", "1", client.ExecOptions{Cwd: w.cwd, Env: env, Host: "lab", Python: w.py}); err != nil {
+		return nil, err
+	}
+	defer c.Kill(ctx, "far")
+	local := client.ExecOptions{Cwd: w.cwd, Env: env, Python: w.py, Timeout: 600 * time.Second}
+	defer c.Kill(ctx, "here")
+	res, err := c.Exec(ctx, "here", fmt.Sprintf(objstreamRounds, w.root, n), local)
+	if err != nil {
+		return nil, err
+	}
+	if res.Value == nil {
+		return nil, fmt.Errorf("streamed objects benchmark failed: %s", res.Text())
+	}
+	s := map[string]float64{}
+	for _, f := range strings.Fields(strings.Trim(*res.Value, "'")) {
+		k, v, _ := strings.Cut(f, "=")
+		s[k], _ = strconv.ParseFloat(v, 64)
+	}
+	rate := func(sec float64) string { return fmt.Sprintf("%.0f MB/s", 100/sec) }
+	ratio := func(ours, base float64) string { return fmt.Sprintf("%.2fx", base/ours) }
+	rows := []row{
+		{fmt.Sprintf("put of 100 MB bytes to a session behind sshd (median of %d)", n), rate(s["put"]),
+			"push of a 100 MB file " + rate(s["push"]) + "; one blob " + rate(s["blobput"]), ratio(s["put"], s["push"]) + " push", "at least 0.8x push"},
+		{fmt.Sprintf("get of 100 MB bytes from a session behind sshd (median of %d)", n), rate(s["get"]),
+			"pull of a 100 MB file " + rate(s["pull"]) + "; one blob " + rate(s["blobget"]), ratio(s["get"], s["pull"]) + " pull", "at least 0.8x pull"},
+		{"put then get of 100 MB bytes, behind sshd", rate((s["put"] + s["get"]) / 2),
+			"push then pull " + rate((s["push"]+s["pull"])/2), ratio(s["put"]+s["get"], s["push"]+s["pull"]) + " push+pull", "at least 0.8x"},
+	}
+
+	// The hub's resident memory, sampled while a 1 GB object crosses (after
+	// the rounds above, as in a hub that has moved objects before).
+	if _, err := c.Exec(ctx, "here", "big = bytearray(1000 * 1000 * 1000)", local); err != nil {
+		return nil, err
+	}
+	pid := hubPid(w)
+	before := vmRSS(pid)
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for {
+			peak.Store(max(peak.Load(), vmRSS(pid)))
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	t0 := time.Now()
+	_, err = c.Exec(ctx, "here", "far.put(big=big)", local)
+	d := time.Since(t0)
+	close(stop)
+	<-sampled
+	if err != nil {
+		return nil, err
+	}
+	grew := peak.Load() - before
+	rows = append(rows, row{"hub's resident memory growth during a 1 GB put behind sshd", fmt.Sprintf("%.1f MB", float64(grew)/1e6),
+		fmt.Sprintf("the object 1000 MB (put at %.0f MB/s)", 1000/d.Seconds()), fmt.Sprintf("%.3fx the object", float64(grew)/1e9), "≤ 16 MB"})
+	return rows, nil
+}
+
+// hubPid is the running hub's pid, from its pid file.
+func hubPid(w *world) int {
+	b, _ := os.ReadFile(w.c.Paths.PidFile())
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}
+
+// vmRSS is a process's resident memory in bytes; 0 when it cannot be read.
+func vmRSS(pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}

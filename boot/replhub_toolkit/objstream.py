@@ -1,0 +1,414 @@
+"""replhub toolkit: objects streamed between sessions, their big buffers
+out of band.
+
+Between two sessions of the same Python, 3.8 or later, put, get and call
+pickle with protocol 5 and keep every buffer of OOB_MIN bytes or more out
+of the pickle: bytes, bytearray and memoryview objects (through
+persistent_id, where has_big finds that it pays: pickle would copy them
+in), and whatever exposes a PickleBuffer (a numpy array; through
+buffer_callback). The small pickle
+goes in the request or answer frame with the buffers' sizes ("bufs"); the
+buffers follow as chunks, written from slices of the objects themselves,
+at most WINDOW unacknowledged, and land in a bytearray per buffer that the
+reader thread reads them into (Stream.into): no copy of the object is made
+on either side, and the hub holds a window of chunks, never the object.
+hub/objstream.go has the frames' order.
+
+Persistent ids and PickleBuffers each take the next buffer, in the order
+the pickle meets them; the loader hands them out in the same order, so the
+sizes are all the frames need to say. Sessions of 3.6 and 3.7, and peers of
+another version, go on with the one blob of protocol 4 (relay.dumps).
+
+Standard library only; imported by relay, used on 3.8+ only.
+"""
+
+import pickle
+import sys
+import types
+
+from replhub_toolkit import relay
+
+OOB_MIN = 1 << 20   # smaller buffers stay in the pickle
+MAX_BUFS = 4096     # and so do buffers past this many
+CHUNK = 8 << 20     # as a file's chunks: the hub's bound
+_PID = "replhub-buf"
+_FORMATS = set("bBhHiIlLqQnNfdc?e")
+# Buffers and bytes this session streamed out and in (tests read them).
+STATS = {"sent": 0, "sent_bytes": 0, "received": 0, "received_bytes": 0}
+
+
+class StreamError(Exception):
+    """A streamed object that could not be sent or received whole."""
+
+
+class Buffers(list):
+    """The out-of-band buffers of a pickle (1-D bytes memoryviews), and
+    kinds: what each becomes on arrival, "b" bytes or "a" a bytearray."""
+
+    def __init__(self):
+        list.__init__(self)
+        self.kinds = []
+
+    def add(self, raw, kind):
+        self.append(raw)
+        self.kinds.append(kind)
+
+
+_new = []  # [(bytes maker, bytearray maker) or None], found at first use
+
+
+def allocate(n, kind):
+    """A new object of n bytes for a buffer of kind "b" (bytes) or "a"
+    (bytearray), and a writable memoryview of its memory. Where CPython's
+    C API can be reached, both are made without zeroing, and a bytes
+    object is filled in place, before anything else sees it: no copy of
+    it is made afterwards. Elsewhere a bytearray, which the loader turns
+    into bytes."""
+    if not _new:
+        _new.append(_makers())
+    makers = _new[0]
+    if makers is None:
+        obj = bytearray(n)
+        return obj, memoryview(obj)
+    import ctypes
+    obj = makers[kind == "a"](None, n)
+    if kind == "a":
+        return obj, memoryview(obj)
+    # The bytes object's characters start at ob_sval, one byte before the
+    # end of its fixed part.
+    area = (ctypes.c_char * n).from_address(id(obj) + bytes.__basicsize__ - 1)
+    return obj, memoryview(area).cast("B")
+
+
+def _makers():
+    if sys.implementation.name != "cpython":
+        return None
+    try:
+        import ctypes
+        makers = []
+        for name in ("PyBytes_FromStringAndSize", "PyByteArray_FromStringAndSize"):
+            fn = getattr(ctypes.pythonapi, name)
+            fn.argtypes, fn.restype = (ctypes.c_void_p, ctypes.c_ssize_t), ctypes.py_object
+            makers.append(fn)
+        return tuple(makers)
+    except Exception:
+        return None
+
+
+_classes = {}
+
+
+def pickler(base, f, bufs, obj):
+    """A pickler of class base (cloudpickle's or relay's own) writing obj
+    to f with protocol 5, appending every big buffer to bufs, as a 1-D
+    bytes memoryview, instead of pickling it. persistent_id, which bytes
+    and bytearrays need, costs a call per object pickled: it is on only
+    where a look at obj finds a big one (has_big)."""
+    classes = _classes.get(base)
+    if classes is None:
+        classes = _classes[base] = _oob_classes(base)
+    return classes[has_big(obj)](f, bufs)
+
+
+_WALK = 100000     # objects has_big looks at, at most
+_BIG_GRAPH = 64 << 20  # big buffers that pay for persistent_id in a graph past _WALK
+
+
+def has_big(obj):
+    """Whether obj holds a big bytes, bytearray or memoryview in its dicts,
+    lists, tuples and instances' attributes, where it pays to find them by
+    persistent_id: in a graph of up to _WALK objects, any; in a larger one
+    (where a call per object costs more than the copies it saves), when
+    those found among its first _WALK objects come to _BIG_GRAPH bytes.
+    Others go in the pickle."""
+    stack, left, big = [obj], _WALK, 0
+    while stack and left:
+        left -= 1
+        o = stack.pop()
+        t = type(o)
+        if t is bytes or t is bytearray:
+            if len(o) >= OOB_MIN:
+                big += len(o)
+        elif t is memoryview:
+            if o.nbytes >= OOB_MIN:
+                big += o.nbytes
+        elif t is dict:
+            stack.extend(o.values())
+        elif t is list or t is tuple:
+            stack.extend(o)
+        elif t is types.FunctionType:
+            stack.extend(_carried(o))
+        else:
+            d = getattr(o, "__dict__", None)
+            if type(d) is dict:
+                stack.extend(d.values())
+    return big >= _BIG_GRAPH if (stack and not left) else big > 0
+
+
+def _carried(fn):
+    """What a function that travels by value takes along: its defaults, its
+    closure's cells, and the globals its code names."""
+    out = list(fn.__defaults__ or ()) + list((fn.__kwdefaults__ or {}).values())
+    out.extend(c.cell_contents for c in fn.__closure__ or () if _full(c))
+    g, codes = fn.__globals__, [fn.__code__]
+    while codes:
+        code = codes.pop()
+        out.extend(g[n] for n in code.co_names if n in g)
+        codes.extend(c for c in code.co_consts if isinstance(c, types.CodeType))
+    return out
+
+
+def _full(cell):
+    try:
+        cell.cell_contents
+        return True
+    except ValueError:
+        return False
+
+
+def _oob_classes(base):
+    # relay's own pickler refuses code of __main__ in persistent_id; the
+    # C pickler's attribute of that name is a descriptor, not a method.
+    parent_pid = getattr(base, "persistent_id", None)
+    if not isinstance(parent_pid, types.FunctionType):
+        parent_pid = None
+
+    class OobPickler(base):
+        def __init__(self, f, bufs):
+            base.__init__(self, f, protocol=5, buffer_callback=self._callback)
+            self._bufs = bufs
+
+        def _callback(self, pb):
+            # False: out of band (the next buffer); True: in the pickle.
+            try:
+                raw = pb.raw()
+            except BufferError:
+                return True
+            if raw.nbytes < OOB_MIN or len(self._bufs) >= MAX_BUFS:
+                return True
+            self._bufs.add(raw, "a")
+            return False
+
+    class PidPickler(OobPickler):
+        def __init__(self, f, bufs):
+            OobPickler.__init__(self, f, bufs)
+            self._pids = {}   # id(obj) -> its persistent id
+            self._keep = []   # the objects those ids are of
+
+        def persistent_id(self, obj):
+            t = type(obj)
+            if t is bytes or t is bytearray or t is memoryview:
+                pid = self._pids.get(id(obj))
+                if pid is None:
+                    pid = self._buffer_pid(obj, t)
+                if pid is not None:
+                    return pid
+            if parent_pid is not None:
+                return parent_pid(self, obj)
+            return None
+
+        def _buffer_pid(self, obj, t):
+            n = obj.nbytes if t is memoryview else len(obj)
+            if n < OOB_MIN or len(self._bufs) >= MAX_BUFS:
+                return None
+            if t is memoryview:
+                fmt = obj.format.lstrip("@")
+                if not obj.c_contiguous or fmt not in _FORMATS:
+                    return None
+                raw = obj.cast("B") if (obj.ndim != 1 or fmt != "B") else obj
+                pid = (_PID, len(self._bufs), "m", fmt, list(obj.shape), obj.readonly)
+            else:
+                raw = memoryview(obj)
+                pid = (_PID, len(self._bufs), "b" if t is bytes else "a", "B", None, False)
+            self._bufs.add(raw, "b" if t is bytes else "a")
+            self._pids[id(obj)] = pid
+            self._keep.append(obj)
+            return pid
+
+    return OobPickler, PidPickler
+
+
+class Loader(object):
+    """Hands a pickle's out-of-band buffers out in the order it meets
+    them: persistent ids by their index, PickleBuffers as the next."""
+
+    def __init__(self, bufs):
+        self.bufs = list(bufs)
+        self.taken = 0
+        self.made = {}
+
+    def buffers(self):
+        while self.taken < len(self.bufs):
+            self.taken += 1
+            yield self.bufs[self.taken - 1]
+        raise StreamError("the pickle wants more buffers than were sent")
+
+    def persistent_load(self, pid):
+        if not (isinstance(pid, tuple) and len(pid) == 6 and pid[0] == _PID and isinstance(pid[1], int)):
+            raise pickle.UnpicklingError("unknown persistent id")
+        i, kind, fmt, shape, readonly = pid[1:]
+        if i in self.made:
+            return self.made[i]
+        if i != self.taken or i >= len(self.bufs):
+            raise StreamError("buffer %d out of step" % i)
+        self.taken += 1
+        buf = self.bufs[i]
+        if kind == "a":
+            obj = buf
+        elif kind == "b":
+            obj = buf if type(buf) is bytes else bytes(buf)
+            self.bufs[i] = None
+        elif kind == "m" and fmt in _FORMATS:
+            obj = memoryview(buf)
+            if fmt != "B" or len(shape or ()) != 1:
+                obj = obj.cast(fmt, shape)
+            if readonly:
+                obj = obj.toreadonly()
+        else:
+            raise pickle.UnpicklingError("unknown buffer kind %r" % (kind,))
+        self.made[i] = obj
+        return obj
+
+    def done(self):
+        if self.taken != len(self.bufs):
+            raise StreamError("%d buffers were sent and %d used" % (len(self.bufs), self.taken))
+
+
+def loads(blob, bufs, unpickler=pickle.Unpickler, **kwargs):
+    """Load a streamed object: its pickle and its buffers (bytearrays).
+    unpickler (relay's GuardedUnpickler for another version) is given
+    kwargs."""
+    import io
+    loader = Loader(bufs)
+
+    class Unpickler(unpickler):
+        def persistent_load(self, pid):
+            return loader.persistent_load(pid)
+
+    obj = Unpickler(io.BytesIO(blob), buffers=loader.buffers(), **kwargs).load()
+    loader.done()
+    return obj
+
+
+def send(chan, stream, field, key, bufs):
+    """Send bufs as chunks of transfer key (field "id" or "sid"), slices of
+    the buffers themselves, at most the stream's window unacknowledged."""
+    seq = 0
+    for raw in bufs:
+        n = raw.nbytes
+        for off in range(0, n, CHUNK):
+            stream.wait_window(seq)
+            chan.send({"op": "chunk", field: key, "seq": seq}, raw[off:off + CHUNK])
+            seq += 1
+        STATS["sent"] += 1
+        STATS["sent_bytes"] += n
+
+
+def receive(chan, stream, field, key):
+    """Take the chunks of transfer key into the stream's buffers (the reader
+    thread reads them in, see Stream.into), acknowledging each. A reply in
+    their midst (the other side failed) ends it with that reply's error."""
+    left = total = stream.expecting()
+    while left > 0:
+        h, data = stream.get()
+        if h.get("op") == "reply":
+            raise StreamError(h.get("error") or "the transfer ended before its end")
+        if h.get("op") != "chunk" or not stream.holds(data):
+            raise StreamError("a chunk that does not fit the buffers announced")
+        left -= len(data)
+        chan.send({"op": "ack", field: key, "seq": h.get("seq", -1)})
+    STATS["received"] += len(stream.dest or ())
+    STATS["received_bytes"] += total
+
+
+def sizes(bufs):
+    return [b.nbytes for b in bufs]
+
+
+def kinds(bufs):
+    return "".join(bufs.kinds)
+
+
+# -- the two sides of a put, get or call ----------------------------------
+
+def ask(link, kind, blob, bufs, oob, fields):
+    """The caller's side (relay._ask): the request with blob and the sizes
+    of bufs; on a first reply without bufs the target is ready for them;
+    on one with bufs the value's buffers follow. Returns (the value, the
+    last reply)."""
+    st = []
+    try:
+        header, data = link.request(kind, blob, stream=st, bufs=sizes(bufs or []) or None,
+                                    kinds=kinds(bufs) if bufs else None, oob=oob or None, **fields)
+        rid, stream = st
+        value = None
+        while header.get("first"):
+            if header.get("bufs"):  # the value's buffers follow
+                receive(link.chan, stream, "id", rid)
+                value = (data, header.get("py"), stream.objs)
+            else:  # the target is ready for ours
+                send(link.chan, stream, "id", rid, bufs)
+            header, data = stream.get()
+            if header.get("op") != "reply":
+                raise StreamError("the transfer went out of step")
+        if not header.get("ok"):
+            raise relay.HubError(header.get("error") or "refused")
+        if value is not None:
+            return relay.loads(value[0], value[1], value[2]), header
+        return (relay.loads(data, header.get("py")) if data is not None else None), header
+    except StreamError as e:
+        _cancel(link, st)
+        raise relay.HubError(str(e))
+    except relay.Cancelled:  # the hub went away (hub_gone)
+        _cancel(link, st)
+        raise relay.HubError("the %s was cut off: the hub went away; try again" % kind)
+    except BaseException:
+        _cancel(link, st)
+        raise
+    finally:
+        if st:
+            relay.close_stream(("id", st[0]))
+
+
+def _cancel(link, st):
+    if st:
+        try:
+            link.chan.send({"op": "req", "id": st[0], "kind": "cancel", "py": relay.PY})
+        except Exception:
+            pass
+
+
+def take(header, data, stream):
+    """The target's side of a put's or call's object (relay._take): it
+    says it is ready, takes the chunks, and loads."""
+    sid = header["sid"]
+    chan = relay._need_link().chan
+    try:
+        bufs = stream.expect(header)
+        stream.expecting()  # fails here, before the sender starts
+        chan.send({"op": "served", "sid": sid, "ok": True, "first": True, "py": relay.PY})
+        receive(chan, stream, "sid", sid)
+    except StreamError as e:
+        raise relay.HubError(str(e))
+    except KeyboardInterrupt:
+        raise relay.Cancelled()
+    return relay.loads(data, header.get("py"), bufs)
+
+
+def answer(header, value, stream):
+    """The target's side of a get's or call's value (relay._answer): its
+    pickle in a first answer with the buffers' sizes, then the buffers;
+    or, with none big, the pickle as the answer."""
+    bufs = Buffers()
+    blob = relay.dumps(value, bufs)
+    if not bufs:
+        return {"ok": True}, blob
+    sid = header["sid"]
+    chan = relay._need_link().chan
+    chan.send({"op": "served", "sid": sid, "ok": True, "first": True, "py": relay.PY,
+               "bufs": sizes(bufs), "kinds": kinds(bufs)}, blob)
+    try:
+        send(chan, stream, "sid", sid, bufs)
+    except KeyboardInterrupt:
+        raise relay.Cancelled()
+    return {"ok": True}, None

@@ -1,0 +1,159 @@
+import pickle
+import random
+import sys
+import unittest
+
+from replhub_toolkit import relay
+
+MB = 1 << 20
+
+
+def receive(blob, bufs, chunk=3 * MB + 1):
+    """What a receiving session does with a streamed object: buffers made
+    from the header, chunks read into them where into says, then loads."""
+    from replhub_toolkit import objstream
+    st = relay.Stream()
+    objs = st.expect({"bufs": objstream.sizes(bufs), "kinds": objstream.kinds(bufs)})
+    for raw in bufs:
+        for off in range(0, raw.nbytes, chunk):
+            piece = raw[off:off + chunk]
+            view = st.into(len(piece))
+            assert view is not None and st.holds(view)
+            view[:] = piece
+    return relay.loads(blob, relay.PY, objs)
+
+
+@unittest.skipIf(sys.version_info < (3, 8), "objects stream on Python 3.8+ only")
+class ObjStream(unittest.TestCase):
+    def setUp(self):
+        from replhub_toolkit import objstream
+        self.os = objstream
+
+    def dumps(self, obj):
+        bufs = self.os.Buffers()
+        return relay.dumps(obj, bufs), bufs
+
+    def test_round_trip_keeps_types_and_sharing(self):
+        shared = bytes(range(256)) * (2 * MB // 256)
+        obj = {"b": shared, "again": shared, "ba": bytearray(b"q" * (MB + 7)),
+               "mv": memoryview(bytearray(4 * MB)).cast("i", [1024, 1024]),
+               "ro": memoryview(b"r" * (2 * MB)), "small": [b"s" * 10, bytearray(3), 5]}
+        blob, bufs = self.dumps(obj)
+        self.assertEqual(self.os.kinds(bufs), "baaa")  # shared goes once
+        self.assertLess(len(blob), 4096)
+        got = receive(blob, bufs)
+        self.assertIs(type(got["b"]), bytes)
+        self.assertEqual(got["b"], shared)
+        self.assertIs(got["b"], got["again"])
+        self.assertEqual(hash(got["b"]), hash(shared))
+        self.assertIs(type(got["ba"]), bytearray)
+        self.assertEqual(got["ba"], obj["ba"])
+        self.assertEqual((got["mv"].format, got["mv"].shape, got["mv"].readonly), ("i", (1024, 1024), False))
+        self.assertTrue(got["ro"].readonly)
+        self.assertEqual(got["ro"].tobytes(), b"r" * (2 * MB))
+        self.assertEqual(got["small"], obj["small"])
+
+    def test_pickle_buffers_go_out_of_band(self):
+        big = PB(b"p" * (3 * MB))
+        blob, bufs = self.dumps([big, PB(b"tiny")])
+        self.assertEqual(len(bufs), 1)
+        got = receive(blob, bufs)
+        self.assertEqual(got, [big, PB(b"tiny")])
+        self.assertIs(type(got[0]), PB)
+
+    def test_into_refuses_what_does_not_fit(self):
+        st = relay.Stream()
+        st.expect({"bufs": [MB, 0, 10], "kinds": "aba"})
+        self.assertIsNone(st.into(MB + 1))
+        self.assertEqual(len(st.into(MB)), MB)
+        self.assertIsNone(st.into(11))  # the empty buffer is skipped
+        self.assertEqual(len(st.into(10)), 10)
+        self.assertIsNone(st.into(1))
+        self.assertFalse(st.holds(memoryview(bytearray(3))))
+        self.assertIsNone(relay.Stream().into(1))  # nothing expected
+
+    def test_bad_headers_are_kept_as_errors(self):
+        rnd = random.Random(7)
+        values = [None, 1, "x", -1, 2 ** 70, [], [1], [-1], ["1"], [1.5], [True], [1] * 5000, {}, "ab", "", "b",
+                  [2 ** 40], [2 ** 70], [-2 ** 70]]
+        for _ in range(500):
+            st = relay.Stream()
+            header = {"bufs": rnd.choice(values), "kinds": rnd.choice(values)}
+            objs = st.expect(header)
+            if objs is None:
+                with self.assertRaises(self.os.StreamError):
+                    st.expecting()
+            else:
+                self.assertEqual(st.expecting(), sum(len(o) for o in objs))
+
+    def test_loader_keeps_buffers_in_step(self):
+        blob, bufs = self.dumps([bytes(MB), bytes(MB)])
+        with self.assertRaises(self.os.StreamError):
+            relay.loads(blob, relay.PY, [bytearray(MB)])  # one short
+        with self.assertRaises(self.os.StreamError):
+            relay.loads(blob, relay.PY, [bytearray(MB)] * 3)  # one too many
+        odd = pickle.dumps(0, protocol=5)
+        loader = self.os.Loader([bytearray(1)])
+        for pid in [("replhub-buf", 1, "b", "B", None, False), ("x",), "s",
+                    ("replhub-buf", 0, "z", "B", None, False)]:
+            with self.assertRaises((self.os.StreamError, pickle.UnpicklingError)):
+                loader.persistent_load(pid)
+        self.assertEqual(pickle.loads(odd), 0)
+
+    def test_mangled_pickles_fail_cleanly(self):
+        blob, bufs = self.dumps({"a": bytes(MB), "b": [1, 2, bytearray(MB)]})
+        rnd = random.Random(11)
+        for _ in range(300):
+            b = bytearray(blob)
+            for _ in range(rnd.randint(1, 4)):
+                b[rnd.randrange(len(b))] = rnd.randrange(256)
+            try:
+                relay.loads(bytes(b), relay.PY, [bytearray(MB), bytearray(MB)])
+            except Exception:
+                pass
+
+    def test_persistent_ids_only_where_they_pay(self):
+        has_big = self.os.has_big
+        self.assertTrue(has_big({"a": [1, (2, bytearray(MB))]}))
+        self.assertTrue(has_big(Holder(memoryview(bytes(MB)))))
+        self.assertFalse(has_big({"a": bytes(MB - 1), "b": list(range(1000))}))
+        # What a function takes along: globals it names, cells, defaults.
+        global BIG
+        BIG = bytes(MB)
+        self.assertTrue(has_big(("func", lambda: len(BIG), (), {})))
+        self.assertTrue(has_big(lambda: [lambda: BIG]))
+        big = bytes(MB)
+        self.assertTrue(has_big(lambda: big))
+        self.assertTrue(has_big(lambda x=big: x))
+        self.assertFalse(has_big(lambda: len(self)))
+        # In a graph past the walk, only buffers big enough to pay.
+        many = list(range(self.os._WALK))
+        self.assertFalse(has_big([many, bytes(MB)]))
+        self.assertTrue(has_big([many, bytes(self.os._BIG_GRAPH)]))
+        blob, bufs = self.dumps([many, bytes(MB)])
+        self.assertEqual(len(bufs), 0)
+        self.assertEqual(receive(blob, bufs), [many, bytes(MB)])
+
+    def test_allocate(self):
+        for kind, want in (("b", bytes), ("a", bytearray)):
+            obj, view = self.os.allocate(5, kind)
+            self.assertIs(type(obj), want)
+            view[:] = b"hello"
+            self.assertEqual(obj, b"hello")
+        self.assertEqual(self.os.allocate(0, "b")[0], b"")
+
+
+class Holder(object):
+    def __init__(self, v):
+        self.v = v
+
+
+class PB(bytearray):
+    """Gives a PickleBuffer, as numpy arrays do."""
+
+    def __reduce_ex__(self, protocol):
+        return type(self), (pickle.PickleBuffer(self),), None
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,256 @@
+package tests
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/tests/hubtest"
+	"github.com/replhub/replhub/tests/sshtest"
+)
+
+// objMake builds, in a session, the objects that stream: a 100+ MB bytes,
+// a bytearray, memoryviews (one of floats in two dimensions), a mix of
+// small and large buffers with one big buffer twice, an object of a class
+// that gives a PickleBuffer (as numpy arrays do), and numpy arrays where
+// numpy loads; digest(x) is their fingerprint.
+const objMake = `import hashlib, pickle
+MB = 1 << 20
+big = bytes(range(256)) * (110 * MB // 256)
+ba = bytearray(b"x" * (24 * MB + 3))
+mv = memoryview(bytearray(range(256)) * (12 * MB // 256))
+fl = memoryview(bytearray(16 * MB)).cast("d", [1024, 2048])
+shared = bytes(3 * MB)
+mixed = {"small": [1, "two", b"three"], "tiny": b"t" * 100, "big": [shared, shared, bytearray(2 * MB + 1)], "n": 7}
+class ZeroCopy(bytearray):
+    def __reduce_ex__(self, protocol):
+        if protocol >= 5:
+            return type(self), (pickle.PickleBuffer(self),), None
+        return type(self), (bytearray(self),), None
+zc = ZeroCopy(b"z" * (5 * MB))
+try:
+    import numpy
+    arr = numpy.arange(4 * MB, dtype="float64").reshape(2048, -1)
+except ImportError:
+    arr = None
+def digest(x):
+    h = hashlib.sha256()
+    def walk(v):
+        h.update(type(v).__name__.encode())
+        if isinstance(v, dict):
+            for k in sorted(v):
+                h.update(k.encode()); walk(v[k])
+        elif isinstance(v, list):
+            for i in v: walk(i)
+        elif isinstance(v, memoryview):
+            h.update(("%s%s%s" % (v.format, v.shape, v.readonly)).encode()); h.update(v.tobytes())
+        elif hasattr(v, "tobytes"):
+            h.update(repr(v.shape).encode()); h.update(v.tobytes())
+        elif isinstance(v, (bytes, bytearray)):
+            h.update(bytes(v))
+        else:
+            h.update(repr(v).encode())
+    walk(x)
+    return h.hexdigest()
+`
+
+// objRoundTrip puts the objects into session "b" (opened from "a" with
+// open), gets them back, and calls b with a big argument and a big
+// value, checking each on arrival, and that they streamed.
+func objRoundTrip(t *testing.T, e *hubtest.Env, open string, bArgs ...string) {
+	t.Helper()
+	ok(t, e.Run(append([]string{"exec", "b", objMake}, bArgs...)...))
+	ok(t, e.Run("exec", "a", objMake+"\nb = "+open))
+	out := ok(t, e.Run("exec", "a", `names = dict(big=big, ba=ba, mv=mv, fl=fl, mixed=mixed, zc=zc, arr=arr)
+b.put(**names)
+want = {k: digest(v) for k, v in names.items()}
+there = b.call(lambda ks: {k: digest(globals()[k]) for k in ks}, sorted(names))
+back = dict(zip(sorted(names), b.get(*sorted(names))))
+print("put", there == want, "get", {k: digest(v) for k, v in back.items()} == want)
+print("types", type(back["zc"]).__name__, type(back["ba"]).__name__, back["fl"].format, back["fl"].shape)
+r = b.call(lambda x: x + b"!", big)
+print("call", r[-1:] == b"!" and r[:-1] == big, len(r))
+from replhub_toolkit import objstream
+s = objstream.STATS
+print("streamed", s["sent"] >= 8, s["received"] >= 8, s["sent_bytes"] > 200 * MB)`))
+	assert.Contains(t, out, "put True get True")
+	assert.Contains(t, out, "types ZeroCopy bytearray d (1024, 2048)")
+	assert.Contains(t, out, "call True 115343361")
+	assert.Contains(t, out, "streamed True True True")
+	// A session is free once it has served: no transfer left half done.
+	out = ok(t, e.Run("exec", "b", `digest(big) == digest(bytes(range(256)) * (110 * MB // 256)), type(mixed["big"][0]), mixed["big"][0] is mixed["big"][1]`))
+	assert.Contains(t, out, "(True, <class 'bytes'>, True)")
+}
+
+func TestObjectStreamLocal(t *testing.T) {
+	needCloudpickle(t)
+	e := hubtest.Start(t)
+	e.Setenv("REPLHUB_PYTHON", py(t, "3.12"))
+	objRoundTrip(t, e, `session("b")`)
+}
+
+// To a session behind sshd, the same objects, both ways.
+func TestObjectStreamRemote(t *testing.T) {
+	needCloudpickle(t)
+	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
+	w.Setenv("REPLHUB_PYTHON", py(t, "3.11"))
+	objRoundTrip(t, w.Env, `session("b")`, "--host", "lab")
+}
+
+// Between 3.6 and 3.12 the one blob of protocol 4 still goes, both ways,
+// big bytes included; nothing streams.
+func TestObjectStreamOldPythonKeepsTheBlob(t *testing.T) {
+	e := hubtest.Start(t)
+	ok(t, e.Run("exec", "old", "big = bytes(range(256)) * (12 << 12)", "--python", py(t, "3.6")))
+	ok(t, e.Run("exec", "new", "import hashlib", "--python", py(t, "3.12")))
+	out := ok(t, e.Run("exec", "old", `n = session("new")
+n.put(big=big, ba=bytearray(big))
+n.call("len", big), n.get("ba") == big`))
+	assert.Contains(t, out, "(12582912, True)")
+	out = ok(t, e.Run("exec", "new", `o = session("old")
+mine = bytes(5 << 20)
+o.put(mine=mine)
+back = o.get("big")
+from replhub_toolkit import objstream
+(o.call("len", mine), len(back), type(back).__name__, objstream.STATS["sent"], objstream.STATS["received"])`))
+	assert.Contains(t, out, "(5242880, 12582912, 'bytes', 0, 0)")
+}
+
+// objCutStart puts 48 buffers of 4 MiB from session "a" into "b", and
+// stops b (SIGSTOP) once three of them went: a put under way, for sure.
+const objCutStart = `import os, signal, threading, time
+from replhub_toolkit import objstream
+b = session("b")
+bpid = b.call(os.getpid)
+parts = [bytearray(4 << 20) for _ in range(48)]
+def stop_b():
+    for _ in range(5000):
+        if objstream.STATS["sent"] >= 3:
+            os.kill(bpid, signal.SIGSTOP)
+            open("stopped", "w").close()
+            return
+        time.sleep(0.002)
+threading.Thread(target=stop_b, daemon=True).start()
+b.put(x=parts)`
+
+// A put cut in the middle, its target stopped (SIGSTOP) once a few buffers
+// went, by interrupting the caller, killing the target, or killing the
+// caller: each side ends with a one-line error or is free again, the
+// target keeps nothing of it, and both serve the next put.
+func TestObjectStreamCut(t *testing.T) {
+	needCloudpickle(t)
+	for _, how := range []string{"interrupt", "kill target", "kill caller"} {
+		t.Run(how, func(t *testing.T) {
+			e := hubtest.Start(t)
+			e.Setenv("REPLHUB_PYTHON", py(t, "3.12"))
+			ok(t, e.Run("exec", "b", "import os"))
+			r := e.Run("exec", "a", objCutStart, "-t", "1")
+			require.Equal(t, 3, r.Code, "the put must still be under way: %s", r)
+			stopped := filepath.Join(e.Cwd, "stopped")
+			require.Eventually(t, func() bool { _, err := os.Stat(stopped); return err == nil }, 20*time.Second, 10*time.Millisecond)
+			bpid := sessionPid(t, e, "b")
+			cont := func() { syscall.Kill(bpid, syscall.SIGCONT) }
+			defer cont()
+			switch how {
+			case "interrupt":
+				ok(t, e.Run("interrupt", "a"))
+				cont()
+				r = e.Run("wait", "a", "-t", "20")
+				assert.Contains(t, r.Stdout, "KeyboardInterrupt", "%s", r)
+			case "kill target":
+				ok(t, e.Run("kill", "b"))
+				r = e.Run("wait", "a", "-t", "20")
+				assert.Contains(t, r.Stdout, "HubError: session 'b' died while serving the put: killed on request", "%s", r)
+				ok(t, e.Run("exec", "b", "import os"))
+			case "kill caller":
+				ok(t, e.Run("kill", "a"))
+				cont()
+			}
+			assert.Contains(t, ok(t, freeAgain(t, e, "b", "'x' in globals()")), "False")
+			out := ok(t, e.Run("exec", "a", `b = session("b"); b.put(y=bytes(9 << 20)); b.call(lambda: len(y))`))
+			assert.Contains(t, out, "9437184")
+		})
+	}
+}
+
+// The hub holds a window of chunks, not the object: its peak memory grows
+// by far less than a 512 MiB put.
+func TestObjectStreamHubMemory(t *testing.T) {
+	needCloudpickle(t)
+	e := hubtest.Start(t)
+	e.Setenv("REPLHUB_PYTHON", py(t, "3.12"))
+	ok(t, e.Run("exec", "b", "1"))
+	ok(t, e.Run("exec", "a", `b = session("b"); b.put(warm=bytes(16 << 20)); big = bytearray(512 << 20)`))
+	before := vmHWM(t, e.HubPid())
+	out := ok(t, e.Run("exec", "a", `b.put(big=big); b.call(lambda: len(big))`, "-t", "120"))
+	assert.Contains(t, out, "536870912")
+	grew := vmHWM(t, e.HubPid()) - before
+	t.Logf("hub peak grew by %d KiB during a 512 MiB put", grew>>10)
+	// The race detector's shadow memory, and its pool that drops buffers
+	// at random, cost more; still far less than the object.
+	bound := int64(64 << 20)
+	if hubtest.Race {
+		bound = 256 << 20
+	}
+	assert.Less(t, grew, bound, "the hub's peak grew by %d MiB", grew>>20)
+}
+
+// vmHWM is a process's peak resident memory, in bytes.
+func vmHWM(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(t, err)
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			require.NoError(t, err)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM")
+	return 0
+}
+
+// freeAgain runs code in session name once it is no longer busy (within
+// 20 s) and returns that run.
+func freeAgain(t *testing.T, e *hubtest.Env, name, code string) hubtest.Result {
+	t.Helper()
+	var r hubtest.Result
+	require.Eventually(t, func() bool {
+		r = e.Run("exec", name, code)
+		return r.Code != 2 || !strings.Contains(r.Stderr, "busy")
+	}, 20*time.Second, 50*time.Millisecond, "session %s is free again", name)
+	return r
+}
+
+// A put to a session behind sshd whose link drops in the middle: the caller
+// hears of it in one line at once; the target, reattached, kept nothing of
+// it and takes the next put.
+func TestObjectStreamLinkDrop(t *testing.T) {
+	needCloudpickle(t)
+	w, relay := lingerWorld(t)
+	w.Setenv("REPLHUB_PYTHON", py(t, "3.11"))
+	ok(t, w.Run("exec", "b", "import os", "--host", "lab"))
+	bpid := endWorkerAtCleanup(t, w.Env, "b")
+	defer syscall.Kill(bpid, syscall.SIGCONT)
+	r := w.Run("exec", "a", strings.Replace(objCutStart, "b.put(x=parts)", "try:\n    b.put(x=parts)\nexcept Exception as e:\n    print('put failed:', e)", 1), "-t", "1")
+	require.Equal(t, 3, r.Code, "the put must still be under way: %s", r)
+	require.Eventually(t, func() bool { _, err := os.Stat(filepath.Join(w.Cwd, "stopped")); return err == nil }, 20*time.Second, 10*time.Millisecond)
+	relay.Drop()
+	r = w.Run("wait", "a", "-t", "20")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "put failed: the link to session 'b' on lab dropped while it served the put; the hub is reconnecting")
+	syscall.Kill(bpid, syscall.SIGCONT)
+	relay.Restore()
+	assert.Contains(t, ok(t, freeAgain(t, w.Env, "b", "'x' in globals()")), "False")
+	out := ok(t, w.Run("exec", "a", `b.put(y=bytes(9 << 20)); b.call(lambda: len(y))`))
+	assert.Contains(t, out, "9437184")
+}
