@@ -2,12 +2,16 @@ package hub
 
 import (
 	"bytes"
+	"encoding/binary"
+	"hash/crc32"
 	"image"
 	"image/color"
+	"image/jpeg"
 	"image/png"
 	"math/rand"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -34,7 +38,7 @@ func pngOf(t testing.TB, w, h int, noise bool) []byte {
 
 func TestBoundImage(t *testing.T) {
 	small := pngOf(t, 640, 480, false)
-	d, note := displayItem("image/png", small)
+	d, note := displayItem(1, "image/png", small)
 	require.Empty(t, note)
 	assert.Equal(t, small, d.Data, "an image within the bounds goes as it came")
 	assert.False(t, d.Scaled)
@@ -45,7 +49,7 @@ func TestBoundImage(t *testing.T) {
 		noise bool
 	}{{"big", 4000, 3000, false}, {"tall", 300, 5000, false}, {"noise", 2000, 2000, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			d, note := displayItem("image/png", pngOf(t, tc.w, tc.h, tc.noise))
+			d, note := displayItem(1, "image/png", pngOf(t, tc.w, tc.h, tc.noise))
 			require.Empty(t, note)
 			require.NotNil(t, d)
 			cfg, format, err := image.DecodeConfig(bytes.NewReader(d.Data))
@@ -60,16 +64,16 @@ func TestBoundImage(t *testing.T) {
 			assert.InDelta(t, float64(tc.w)/float64(tc.h), float64(cfg.Width)/float64(cfg.Height), 0.05)
 		})
 	}
-	d, note = displayItem("image/png", []byte("\x89PNG not really"))
+	d, note = displayItem(1, "image/png", []byte("\x89PNG not really"))
 	assert.Nil(t, d)
 	assert.Contains(t, note, "not a valid image/png")
-	d, note = displayItem("image/jpeg", small)
+	d, note = displayItem(1, "image/jpeg", small)
 	assert.Nil(t, d, "a PNG that says it is a JPEG")
 	assert.NotEmpty(t, note)
-	d, note = displayItem("image/svg+xml", bytes.Repeat([]byte("<svg>"), maxSVGBytes))
+	d, note = displayItem(1, "image/svg+xml", bytes.Repeat([]byte("<svg>"), maxSVGBytes))
 	assert.Nil(t, d)
 	assert.Contains(t, note, "an SVG of 20480 KB was dropped")
-	d, note = displayItem("application/x-evil", []byte("x"))
+	d, note = displayItem(1, "application/x-evil", []byte("x"))
 	assert.Nil(t, d)
 	assert.Contains(t, note, "was dropped")
 }
@@ -131,4 +135,165 @@ func FuzzDisplayItems(f *testing.F) {
 			t.Fatalf("items of %d bytes from %d", total, len(data))
 		}
 	})
+}
+
+// pngHeader is a PNG's signature and IHDR chunk (and a PLTE of one colour
+// for a paletted one), and nothing after.
+func pngHeader(w, h int, depth, colorType, interlace byte) []byte {
+	ihdr := binary.BigEndian.AppendUint32(nil, uint32(w))
+	ihdr = binary.BigEndian.AppendUint32(ihdr, uint32(h))
+	ihdr = append(ihdr, depth, colorType, 0, 0, interlace)
+	b := pngChunk([]byte("\x89PNG\r\n\x1a\n"), "IHDR", ihdr)
+	if colorType == 3 {
+		b = pngChunk(b, "PLTE", []byte{1, 2, 3})
+	}
+	return b
+}
+
+func pngChunk(b []byte, kind string, data []byte) []byte {
+	b = binary.BigEndian.AppendUint32(b, uint32(len(data)))
+	b = append(append(b, kind...), data...)
+	return binary.BigEndian.AppendUint32(b, crc32.ChecksumIEEE(append([]byte(kind), data...)))
+}
+
+// jpegHeader is a JPEG's start and its frame header (sof: 0xc0 baseline,
+// 0xc2 progressive) for components, each without subsampling.
+func jpegHeader(sof byte, w, h, components int) []byte {
+	b := []byte("\xff\xd8\xff\xe0\x00\x07JFIF\x00") // SOI, APP0
+	b = append(b, 0xff, sof, 0, byte(8+3*components), 8, byte(h>>8), byte(h), byte(w>>8), byte(w), byte(components))
+	for i := range components {
+		b = append(b, byte(i+1), 0x11, 0)
+	}
+	return b
+}
+
+// An image whose header is sound but whose data is cut short or corrupt
+// is dropped with a note, even when it is small enough to go as it came.
+func TestBoundImageUndecodable(t *testing.T) {
+	var jb bytes.Buffer
+	require.NoError(t, jpeg.Encode(&jb, image.NewGray(image.Rect(0, 0, 200, 150)), nil))
+	whole := pngOf(t, 64, 48, false)
+	corrupt := bytes.Clone(whole)
+	corrupt[len(corrupt)-20] ^= 0xff // in the IDAT data or its checksum
+	for _, tc := range []struct {
+		name, mime string
+		b          []byte
+	}{
+		{"png header only", "image/png", pngHeader(64, 48, 8, 6, 0)},
+		{"png corrupt", "image/png", corrupt},
+		{"jpeg cut in half", "image/jpeg", jb.Bytes()[:jb.Len()/2]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := image.DecodeConfig(bytes.NewReader(tc.b))
+			require.NoError(t, err, "the header is sound")
+			items, notes := displayItems(&proto.Done{
+				Display: []proto.DisplayItem{{MIME: "text/markdown", Size: 2}, {MIME: tc.mime, Size: int64(len(tc.b))}},
+				Data:    append([]byte("hi"), tc.b...)})
+			require.Len(t, items, 1)
+			assert.Equal(t, "text/markdown", items[0].MIME)
+			require.Len(t, notes, 1)
+			assert.Contains(t, notes[0], "display item 2 ("+tc.mime+", ")
+			assert.Contains(t, notes[0], "did not decode")
+			assert.NotContains(t, notes[0], "\n")
+		})
+	}
+	d, note := displayItem(1, "image/png", whole)
+	require.Empty(t, note)
+	assert.Equal(t, whole, d.Data)
+}
+
+func TestDecodeCost(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		b    []byte
+		want int64
+	}{
+		{"rgba", pngHeader(5000, 5000, 8, 6, 0), 5000 * 5000 * 4},
+		{"rgba 16-bit", pngHeader(7000, 7000, 16, 6, 0), 7000 * 7000 * 8},
+		{"gray", pngHeader(10000, 10000, 8, 0, 0), 10000 * 10000},
+		{"gray 16-bit", pngHeader(100, 100, 16, 0, 0), 100 * 100 * 2},
+		{"paletted", pngChunk(pngHeader(100, 100, 8, 3, 0), "IDAT", nil), 100 * 100},
+		{"interlaced", pngHeader(100, 100, 8, 2, 1), 100 * 100 * 4 * 2},
+		{"huge", pngHeader(1<<20, 1<<20, 8, 0, 0), 1 << 40},
+		{"jpeg", jpegHeader(0xc0, 4000, 3000, 3), 4000 * 3000 * 3},
+		{"jpeg gray", jpegHeader(0xc0, 4000, 3000, 1), 4000 * 3000},
+		{"jpeg progressive", jpegHeader(0xc2, 4000, 3000, 3), 4000 * 3000 * (3 + 12)},
+		{"jpeg cmyk", jpegHeader(0xc0, 100, 100, 4), 100 * 100 * 8},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, format, err := image.DecodeConfig(bytes.NewReader(tc.b))
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, decodeCost(cfg, format, tc.b))
+		})
+	}
+}
+
+// An image that would take more than maxDecodeBytes to decode is dropped
+// before it is: a 7000x7000 16-bit PNG is 49 megapixels, but 392 MB.
+func TestDecodeBudget(t *testing.T) {
+	for _, b := range [][]byte{pngHeader(7000, 7000, 16, 6, 0), jpegHeader(0xc2, 4000, 3000, 3)} {
+		mime := "image/png"
+		if b[0] == 0xff {
+			mime = "image/jpeg"
+		}
+		d, note := displayItem(3, mime, b)
+		assert.Nil(t, d)
+		assert.Regexp(t, `^display item 3 \(image/(png|jpeg), \d+ B\), \d+x\d+, was dropped: it would take \d+ MB to decode, and replhub decodes images of at most 128 MB$`, note)
+	}
+}
+
+// A done frame for a cell that is not the one running is dropped before
+// its images are decoded; the running cell's waits for a decode slot.
+func TestDoneFrameDecodesOnlyForItsCell(t *testing.T) {
+	img := pngOf(t, 64, 48, false)
+	frame := func(cell int) *proto.Done {
+		return &proto.Done{Cell: cell, Status: "ok", Display: []proto.DisplayItem{{MIME: "image/png", Size: int64(len(img))}}, Data: img}
+	}
+	for range cap(decodeSlots) {
+		decodeSlots <- struct{}{}
+	}
+	held := true
+	release := func() {
+		if held {
+			for range cap(decodeSlots) {
+				<-decodeSlots
+			}
+			held = false
+		}
+	}
+	defer release()
+	onDone := func(s *Session, f *proto.Done) <-chan struct{} {
+		ch := make(chan struct{})
+		go func() { s.onDone(f); close(ch) }()
+		return ch
+	}
+
+	s := &Session{}
+	r := &run{cell: 2, finished: make(chan struct{})}
+	for _, cur := range []*run{nil, r} {
+		s.cur = cur
+		select {
+		case <-onDone(s, frame(1)):
+		case <-time.After(5 * time.Second):
+			t.Fatalf("a stray done frame (running: %v) waited to be decoded", cur)
+		}
+	}
+	assert.Nil(t, r.done)
+
+	ran := onDone(s, frame(2))
+	select {
+	case <-ran:
+		t.Fatal("the running cell's images were decoded while every slot was taken")
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	<-ran
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r.fenceTimer != nil {
+		r.fenceTimer.Stop()
+	}
+	require.NotNil(t, r.done)
+	require.Len(t, r.display, 1)
+	assert.Equal(t, img, r.display[0].Data)
 }

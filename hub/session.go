@@ -420,23 +420,7 @@ func (s *Session) readFrames() {
 		}
 		switch f := m.(type) {
 		case *proto.Done:
-			// Images are scaled here, on the frame reader, not under mu.
-			display, dnotes := displayItems(f)
-			f.Data = nil
-			s.mu.Lock()
-			// A reattached worker sends its last done frame again, which
-			// the old link may have lost: one already had is ignored.
-			if r := s.cur; r != nil && r.cell == f.Cell && r.done == nil && !r.isFinished() {
-				r.done, r.display, r.dnotes = f, display, dnotes
-				if f.Names != nil {
-					s.names = f.Names
-				}
-				if f.RSS > 0 {
-					s.rss = f.RSS
-				}
-				s.maybeFinishLocked(r)
-			}
-			s.mu.Unlock()
+			s.onDone(f)
 		case *proto.Interrupted:
 			select {
 			case s.interrupted <- f:
@@ -474,6 +458,38 @@ func (s *Session) readFrames() {
 		case *proto.Pong, *proto.Ready:
 		}
 	}
+}
+
+// onDone takes the done frame of the running cell. Its images are
+// decoded and scaled here, on the frame reader, not under mu, and only
+// for the cell that waits for them: a done frame for another cell is
+// dropped undecoded. A reattached worker sends its last done frame again,
+// which the old link may have lost: one already had is ignored.
+func (s *Session) onDone(f *proto.Done) {
+	s.mu.Lock()
+	r := s.cur
+	if r == nil || r.cell != f.Cell || r.done != nil || r.isFinished() {
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	display, dnotes := displayItems(f)
+	f.Data = nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// The cell may have ended otherwise (killed, the fence timed out)
+	// while its images were scaled.
+	if s.cur != r || r.done != nil || r.isFinished() {
+		return
+	}
+	r.done, r.display, r.dnotes = f, display, dnotes
+	if f.Names != nil {
+		s.names = f.Names
+	}
+	if f.RSS > 0 {
+		s.rss = f.RSS
+	}
+	s.maybeFinishLocked(r)
 }
 
 // watchFrames ends, once a second, every session whose worker has left a

@@ -14,17 +14,31 @@ import (
 const maxImages = 4
 
 // withImages adds res's images to out as image content blocks after its
-// text, at most maxImages, with a note when there were more.
+// text, at most maxImages in all, with a note when there were more. A
+// group's come host by host, each host's after a line that names it.
 func withImages(out *sdk.CallToolResult, res *wire.Result) *sdk.CallToolResult {
 	n := 0
-	for i := range res.Display {
-		d := &res.Display[i]
-		if !d.IsImage() || len(d.Data) == 0 {
-			continue
-		}
-		n++
-		if n <= maxImages {
+	add := func(r *wire.Result, host string) {
+		for i := range r.Display {
+			d := &r.Display[i]
+			if !d.IsImage() || len(d.Data) == 0 {
+				continue
+			}
+			n++
+			if n > maxImages {
+				continue
+			}
+			if host != "" {
+				out.Content = append(out.Content, &sdk.TextContent{Text: "[images from " + host + "]"})
+				host = ""
+			}
 			out.Content = append(out.Content, &sdk.ImageContent{Data: d.Data, MIMEType: d.MIME})
+		}
+	}
+	add(res, "")
+	for _, h := range res.Fan {
+		if h.Result != nil {
+			add(h.Result, h.Host)
 		}
 	}
 	if n > maxImages {

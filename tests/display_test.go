@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -230,4 +231,49 @@ func TestDisplayRemote(t *testing.T) {
 	require.Len(t, m, 2, "%s", r)
 	assert.Equal(t, "4000", m[1][4])
 	checkImageFile(t, w.Env, m[1][6], "image/png")
+}
+
+// A group's images come back from each host: files named after the host
+// (with --json, paths and no bytes), and MCP image blocks.
+func TestDisplayGroup(t *testing.T) {
+	w := newSSHWorld(t, []string{"lab-a", "lab-b"}, sshtest.Options{})
+	r := w.Run("exec", "gplots", richClasses+"display(Small())", "--hosts", "lab-a,lab-b")
+	require.Equal(t, 0, r.Code, "%s", r)
+	m := imageLine.FindAllStringSubmatch(r.Stdout, -1)
+	require.Len(t, m, 2, "%s", r)
+	var names []string
+	for _, mm := range m {
+		assert.Equal(t, []string{"image/png", "40", "30"}, mm[1:4])
+		checkImageFile(t, w.Env, mm[6], "image/png")
+		names = append(names, filepath.Base(mm[6]))
+	}
+	sort.Strings(names)
+	assert.Regexp(t, `^gplots_lab-a-1-1-\d+\.png$`, names[0])
+	assert.Regexp(t, `^gplots_lab-b-1-1-\d+\.png$`, names[1])
+
+	r = w.Run("exec", "gplots", "display(Small(), Vec())", "--json")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.NotContains(t, r.Stdout, `"data"`, "the bytes are in files")
+	lines := strings.Split(strings.TrimSpace(r.Stdout), "\n")
+	require.Len(t, lines, 2, r.Stdout)
+	for _, l := range lines {
+		var h wire.HostResult
+		require.NoError(t, json.Unmarshal([]byte(l), &h), l)
+		require.Len(t, h.Display, 2, l)
+		checkImageFile(t, w.Env, h.Display[0].Path, "image/png")
+		checkImageFile(t, w.Env, h.Display[1].Path, "image/svg+xml")
+		assert.Contains(t, h.Display[0].Path, "gplots_"+h.Host+"-2-1-")
+	}
+
+	cs := mcpSession(t, w.Env, nil)
+	text, images := mcpImages(t, cs, "gplots", "for i in range(3): display(Small())")
+	assert.Len(t, images, 4, text)
+	assert.Contains(t, text, "[images from lab-a]")
+	assert.Contains(t, text, "[images from lab-b]")
+	assert.Contains(t, text, "[2 more images not shown: a reply carries at most 4;")
+	for _, im := range images {
+		_, format, err := image.DecodeConfig(bytes.NewReader(im.Data))
+		require.NoError(t, err)
+		assert.Equal(t, "png", format)
+	}
 }

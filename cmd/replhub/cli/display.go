@@ -23,9 +23,10 @@ const keepDisplay = 7 * 24 * time.Hour
 
 // saveDisplay writes each image of r to a file of its own in the state
 // folder's display/ (0600 in a 0700 folder; names never collide), sets its
-// Path and drops its bytes, so that the text and --json show the path.
+// Path and drops its bytes, so that the text and --json show the path. A
+// group's images are each host's, in files named after NAME@HOST.
 func (e *env) saveDisplay(r *wire.Result) error {
-	if len(r.Display) == 0 {
+	if !hasFiles(r) {
 		return nil
 	}
 	paths, err := config.FromEnv(e.getenv)
@@ -37,7 +38,38 @@ func (e *env) saveDisplay(r *wire.Result) error {
 		return fmt.Errorf("display: %w", err)
 	}
 	prune(dir, time.Now().Add(-keepDisplay))
-	session := unsafeName.ReplaceAllString(r.Session, "_")
+	if err := saveItems(dir, r.Session, r); err != nil {
+		return err
+	}
+	for _, h := range r.Fan {
+		if h.Result != nil {
+			if err := saveItems(dir, r.Session+"@"+h.Host, h.Result); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// hasFiles reports whether r, or a host of its group, has an item that
+// goes to a file.
+func hasFiles(r *wire.Result) bool {
+	for i := range r.Display {
+		if _, ok := extensions[r.Display[i].MIME]; ok && r.Display[i].Data != nil {
+			return true
+		}
+	}
+	for _, h := range r.Fan {
+		if h.Result != nil && hasFiles(h.Result) {
+			return true
+		}
+	}
+	return false
+}
+
+// saveItems writes r's own items to files in dir named after session.
+func saveItems(dir, session string, r *wire.Result) error {
+	session = unsafeName.ReplaceAllString(session, "_")
 	for i := range r.Display {
 		d := &r.Display[i]
 		ext, ok := extensions[d.MIME]

@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,4 +56,38 @@ func TestSaveDisplay(t *testing.T) {
 	assert.NoFileExists(t, filepath.Join(d, "old.png"))
 	assert.FileExists(t, filepath.Join(d, "notes.txt"))
 	assert.FileExists(t, r.Display[0].Path)
+}
+
+// A group's images go to files named after each host, and its --json
+// lines carry their paths, not their bytes, as a single result's does.
+func TestSaveDisplayGroup(t *testing.T) {
+	state := t.TempDir()
+	e := &env{getenv: func(k string) string {
+		return map[string]string{"XDG_STATE_HOME": state, "XDG_RUNTIME_DIR": t.TempDir(), "HOME": t.TempDir()}[k]
+	}}
+	var out bytes.Buffer
+	e.io.Out = &out
+	host := func(name, png string) wire.HostResult {
+		return wire.HostResult{Host: name, Result: &wire.Result{Session: "plots@" + name, Cell: 2, Status: wire.StatusOK,
+			Display: []wire.Display{{MIME: "text/html", Text: "t"}, {MIME: "image/png", Data: []byte(png)},
+				{MIME: "image/svg+xml", Data: []byte("<svg/>"), Text: "<svg/>"}}}}
+	}
+	r := &wire.Result{Session: "plots", Status: wire.StatusOK, Fan: []wire.HostResult{
+		host("lab-1", "one"), {Host: "lab-3", Result: &wire.Result{Status: wire.StatusFailed}, Failure: "no route"}, host("lab-2", "two")}}
+	require.NoError(t, e.printResult(r, true))
+	assert.NotContains(t, out.String(), `"data"`)
+	assert.NotContains(t, out.String(), "<svg/>")
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	require.Len(t, lines, 3)
+	for i, want := range []struct{ host, png string }{{"lab-1", "one"}, {"lab-2", "two"}} {
+		var h wire.HostResult
+		require.NoError(t, json.Unmarshal([]byte(lines[2*i]), &h))
+		require.Len(t, h.Display, 3)
+		assert.Equal(t, "t", h.Display[0].Text)
+		assert.Regexp(t, `/display/plots_`+want.host+`-2-2-\d+\.png$`, h.Display[1].Path)
+		assert.Regexp(t, `/display/plots_`+want.host+`-2-3-\d+\.svg$`, h.Display[2].Path)
+		b, err := os.ReadFile(h.Display[1].Path)
+		require.NoError(t, err)
+		assert.Equal(t, want.png, string(b))
+	}
 }
