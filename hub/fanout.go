@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -31,6 +32,70 @@ import (
 
 // maxHosts bounds a group: each host is a session with a connection.
 const maxHosts = 1024
+
+// maxGroups bounds the groups the hub remembers, counted apart for those
+// the user defined and those code in sessions did, so that sessions never
+// use up the user's: each is a list of up to maxHosts names, kept until
+// the group is killed.
+const maxGroups = 256
+
+// Who defines a group. The user's CLI or MCP client (exec with hosts)
+// defines a group, or defines it anew, whoever defined it before: the
+// user reaches every host. Code in a session (sessions_on) opens its
+// sessions all the same, but the hub remembers the group from its request
+// only when every host of it passed the reach check, and when the name is
+// not somebody else's group: not remembered as the user's or another
+// session's, nor, when not remembered, found from the sessions, swaps and
+// death notes named NAME@* before the request on a host the request
+// leaves out (whoever started those made that group; a request may widen
+// it, as its own sessions NAME@HOST would anyway, but not narrow it). A
+// session may define anew a group it defined itself. What
+// the hub remembers serves only the later exec, wait, interrupt and kill
+// of the group by its name, which the user gives; so a session's request
+// that the hub does not remember loses that session nothing.
+
+// groupRecord is a group the hub remembers.
+type groupRecord struct {
+	hosts []string
+	// by is the session whose sessions_on defined the group; "" is the
+	// user's CLI or MCP client.
+	by string
+}
+
+// rememberGroupLocked records group name on hosts, defined by by (see
+// groupRecord), or says why not: past maxGroups. h.mu is held.
+func (h *Hub) rememberGroupLocked(name string, hosts []string, by string) error {
+	if old, ok := h.groups[name]; !ok || (old.by == "") != (by == "") {
+		n := 0
+		for _, g := range h.groups {
+			if (g.by == "") == (by == "") {
+				n++
+			}
+		}
+		if n >= maxGroups {
+			return &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf(
+				"hub: it remembers at most %d groups; kill a group no longer needed first", maxGroups)}
+		}
+	}
+	h.groups[name] = groupRecord{hosts: hosts, by: by}
+	return nil
+}
+
+// sessionMayDefineLocked says whether session from may have the hub
+// remember group name on hosts from its request (see groupRecord): found
+// is the group as found from sessions, swaps and death notes before the
+// request, which the request may widen but not narrow. h.mu is held.
+func (h *Hub) sessionMayDefineLocked(from *Session, name string, hosts, found []string) bool {
+	if g, ok := h.groups[name]; ok {
+		return g.by == from.name
+	}
+	for _, host := range found {
+		if !slices.Contains(hosts, host) {
+			return false
+		}
+	}
+	return true
+}
 
 // validFanHost is a host of a group: a name or an ssh_config alias (user
 // and port come from ssh_config), short enough to name files after.
@@ -93,9 +158,9 @@ func (h *Hub) groupOf(name string) []string {
 		h.mu.Unlock()
 		return nil
 	}
-	if g := h.groups[name]; g != nil {
+	if g, ok := h.groups[name]; ok {
 		h.mu.Unlock()
-		return append([]string(nil), g...)
+		return append([]string(nil), g.hosts...)
 	}
 	for member := range h.sessions {
 		add(member)
@@ -223,7 +288,10 @@ func (h *Hub) fanExec(ctx context.Context, req wire.Request, hosts []string, pro
 		}
 	}
 	if req.Hosts != "" {
-		h.groups[req.Name] = hosts
+		if err := h.rememberGroupLocked(req.Name, hosts, ""); err != nil {
+			h.mu.Unlock()
+			return nil, err
+		}
 	}
 	h.mu.Unlock()
 

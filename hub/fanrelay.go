@@ -47,8 +47,9 @@ func (h *Hub) serveFan(from *Session, f *proto.Req) {
 }
 
 // fanOpen opens (or attaches to) session f.Name@HOST on every host of
-// f.Hosts, at most config.json's "fanout" starting at once, and
-// remembers the group.
+// f.Hosts that from may reach, at most config.json's "fanout" starting at
+// once, and remembers the group when from may define it (see
+// groupRecord). Reach is checked for every host before anything opens.
 func (h *Hub) fanOpen(from *Session, f *proto.Req, reply *proto.Reply) {
 	if err := checkName(f.Name); err != nil || strings.Contains(f.Name, "@") {
 		reply.Error = fmt.Sprintf("bad group name %q: use letters, digits and ._- (at most 64)", f.Name)
@@ -64,17 +65,37 @@ func (h *Hub) fanOpen(from *Session, f *proto.Req, reply *proto.Reply) {
 		reply.Error = errorMessage(err)
 		return
 	}
+	member := func(i int) proto.Req {
+		sub := *f
+		sub.Name, sub.Host, sub.Hosts = memberName(f.Name, hosts[i]), hosts[i], nil
+		return sub
+	}
+	refused := make([]error, len(hosts))
+	parallel(len(hosts), func(i int) {
+		sub := member(i)
+		refused[i] = h.checkReach(from, &sub)
+	})
+	reachedAll := true
+	for _, err := range refused {
+		reachedAll = reachedAll && err == nil
+	}
+	found := h.groupOf(f.Name)
 	h.mu.Lock()
-	h.groups[f.Name] = hosts
+	if reachedAll && h.sessionMayDefineLocked(from, f.Name, hosts, found) {
+		if err := h.rememberGroupLocked(f.Name, hosts, from.name); err != nil {
+			h.mu.Unlock()
+			reply.Error = errorMessage(err)
+			return
+		}
+	}
 	h.mu.Unlock()
 	ctx := withDialSlots(context.Background(), cfg.FanoutOr(0))
 	reply.Fan = make([]proto.FanItem, len(hosts))
 	parallel(len(hosts), func(i int) {
-		sub := *f
-		sub.Name, sub.Host, sub.Hosts = memberName(f.Name, hosts[i]), hosts[i], nil
+		sub := member(i)
 		item := proto.FanItem{Host: hosts[i], Target: sub.Name}
 		defer func() { reply.Fan[i] = item }()
-		if err := h.checkReach(from, &sub); err != nil {
+		if err := refused[i]; err != nil {
 			item.Error = err.Error()
 			return
 		}
@@ -96,6 +117,7 @@ func (h *Hub) fanServe(from *Session, f *proto.Req, reply *proto.Reply) {
 	}
 	reply.Fan = make([]proto.FanItem, len(f.Targets))
 	blobs := make([][]byte, len(f.Targets))
+	budget := newBlobBudget(from.maxBlob())
 	parallel(len(f.Targets), func(i int) {
 		sub := *f
 		sub.Target, sub.Targets, sub.ID = f.Targets[i], nil, fanLinkID(f.ID, i)
@@ -113,6 +135,11 @@ func (h *Hub) fanServe(from *Session, f *proto.Req, reply *proto.Reply) {
 			item.Error = errorMessage(err)
 			return
 		}
+		if n := int64(len(served.Data)); !budget.take(n) {
+			item.Error = fmt.Sprintf("the %s from '%s' is too large for the group's reply: %s, while its values together may be at most %s (max_object_mb in config.json)",
+				f.Kind, sub.Target, mib(n), mib(budget.max))
+			return
+		}
 		item.OK, item.Py, item.Kept, item.Error = served.OK, served.Py, served.Kept, served.Error
 		if !served.OK && served.Error == "" {
 			item.Error = "refused"
@@ -121,10 +148,37 @@ func (h *Hub) fanServe(from *Session, f *proto.Req, reply *proto.Reply) {
 		item.Len = int64(len(served.Data))
 	})
 	reply.OK = true
+	reply.Data = make([]byte, 0, budget.max-budget.left)
 	for _, b := range blobs {
 		reply.Data = append(reply.Data, b...)
 	}
 }
+
+// blobBudget bounds what the blobs of one group reply add up to, as the
+// asking session's maxBlob bounds one: each item's blob is taken while it
+// fits in what is left, so that the hub holds at most that much for the
+// reply however many sessions answer.
+type blobBudget struct {
+	mu   sync.Mutex
+	max  int64
+	left int64
+}
+
+func newBlobBudget(max int64) *blobBudget { return &blobBudget{max: max, left: max} }
+
+// take counts n bytes against the budget, or says they do not fit.
+func (b *blobBudget) take(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n > b.left {
+		return false
+	}
+	b.left -= n
+	return true
+}
+
+// mib writes a size in MiB, rounded up.
+func mib(n int64) string { return fmt.Sprintf("%d MiB", (n+1<<20-1)>>20) }
 
 // parallel runs do(0) … do(n-1) at once and waits for them all.
 func parallel(n int, do func(i int)) {

@@ -405,14 +405,29 @@ func (s *Session) handQueueOverLocked(ho *handover) {
 
 // takeQueueOver rebuilds the queue and unread results an earlier hub
 // handed over; a cell the worker has had already (at most its last cell,
-// have) is not queued again.
+// have) is not queued again. The record is a file on disk, so its lengths
+// are held to the hub's own bounds: past maxQueue the later cells are not
+// queued, past maxKept the older results are dropped, each with a word
+// why its cell's result will not come.
 func (s *Session) takeQueueOver(ho *handover, have int) {
 	for _, q := range ho.Queue {
-		if q.Cell > have {
-			s.queue = append(s.queue, &run{cell: q.Cell, code: q.Code, queued: true, queuedAt: q.At, finished: make(chan struct{})})
+		if q.Cell <= have {
+			continue
 		}
+		if len(s.queue) >= maxQueue {
+			s.goneLocked(q.Cell, fmt.Sprintf("cell %d of session '%s' never ran: the hub that handed the queue over had more than %d cells queued", q.Cell, s.name, maxQueue))
+			continue
+		}
+		s.queue = append(s.queue, &run{cell: q.Cell, code: q.Code, queued: true, queuedAt: q.At, finished: make(chan struct{})})
 	}
-	for _, res := range ho.Kept {
+	kept := slices.DeleteFunc(slices.Clone(ho.Kept), func(res *wire.Result) bool { return res == nil })
+	if len(kept) > maxKept {
+		for _, res := range kept[:len(kept)-maxKept] {
+			s.goneLocked(res.Cell, fmt.Sprintf("cell %d's result was dropped unread: a session keeps at most %d unread results", res.Cell, maxKept))
+		}
+		kept = kept[len(kept)-maxKept:]
+	}
+	for _, res := range kept {
 		r := &run{cell: res.Cell, result: res, queued: true, finished: make(chan struct{})}
 		close(r.finished)
 		s.kept = append(s.kept, r)

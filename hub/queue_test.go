@@ -4,6 +4,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/wire"
 )
 
 func TestCellList(t *testing.T) {
@@ -18,4 +21,25 @@ func TestCellList(t *testing.T) {
 	} {
 		assert.Equal(t, c.want, cellList(c.cells), "%v", c.cells)
 	}
+}
+
+// TestTakeQueueOverBounds: the hand-over comes from a file on disk; what
+// it holds past the hub's own bounds is not taken.
+func TestTakeQueueOverBounds(t *testing.T) {
+	h := reachHub(t, nil)
+	s := newSession(h, "big")
+	ho := &handover{}
+	for c := 1; c <= 3*maxQueue; c++ {
+		ho.Queue = append(ho.Queue, queuedCode{Cell: 100 + c, Code: "1"})
+	}
+	for c := 1; c <= 3*maxKept; c++ {
+		ho.Kept = append(ho.Kept, &wire.Result{Cell: c})
+	}
+	ho.Kept = append(ho.Kept, nil)
+	s.takeQueueOver(ho, 100)
+	require.Len(t, s.queue, maxQueue)
+	assert.Equal(t, 101, s.queue[0].cell, "the first cells keep their turn")
+	require.Len(t, s.kept, maxKept)
+	assert.Equal(t, 3*maxKept, s.kept[len(s.kept)-1].cell, "the latest results stay")
+	assert.Contains(t, s.gone[100+3*maxQueue], "never ran")
 }

@@ -17,7 +17,9 @@ import (
 // names another session (put, get, call, push, pull, kill, open, and any
 // later kind with a target), and open asks once more for the session it
 // ended up with, which closes the gap between the check and the start or
-// attach. A cancel needs no check: it only interrupts a target the same
+// attach; a session open started for the request and then refuses is
+// ended. An open's host is the one a NAME@HOST name implies when the
+// request names none (requestTarget), checked before anything starts. A cancel needs no check: it only interrupts a target the same
 // session's request reached. The sessions listing of a remote session
 // holds only what it may reach.
 //
@@ -111,11 +113,12 @@ func (r *reach) check(name, host string) error {
 
 // checkReach refuses a request of session from that acts on a session it
 // may not reach: the one it names as its target, or, for an open, the
-// host it asks for and the session that already has the name.
+// host it asks for (requestTarget) and the session that already has the
+// name.
 func (h *Hub) checkReach(from *Session, f *proto.Req) error {
-	name, host := f.Target, ""
-	if f.Kind == "open" || f.Kind == "sh" {
-		name, host = f.Name, f.Host
+	name, host, err := requestTarget(f)
+	if err != nil {
+		return err
 	}
 	if name == "" && host == "" {
 		return nil
@@ -135,8 +138,26 @@ func (h *Hub) checkReach(from *Session, f *proto.Req) error {
 	return nil
 }
 
+// requestTarget is the session a request acts on and, for an open or an
+// sh, the host it asks for: f.Host, else the HOST of a name NAME@HOST
+// (impliedHost), which open starts it on; "" is no host asked for (an
+// open then starts a new session at openHost). Both checkReach and open
+// take the host from here, so that what is checked is where the session
+// starts.
+func requestTarget(f *proto.Req) (name, host string, err error) {
+	if f.Kind != "open" && f.Kind != "sh" {
+		return f.Target, "", nil
+	}
+	req := wire.Request{Name: f.Name, Host: f.Host}
+	if err := impliedHost(&req); err != nil {
+		return "", "", err
+	}
+	return req.Name, req.Host, nil
+}
+
 // whereIs says on which host the session name runs, or, when none does,
-// where it ran by its death note (which a refused session must not read);
+// where its swap restores it (which an open does), or where it ran by its
+// death note (which a refused session must not read);
 // ok is false for a name nobody has, and for a bad name, which the request
 // then reports itself.
 func (h *Hub) whereIs(name string) (host string, ok bool) {
@@ -151,6 +172,12 @@ func (h *Hub) whereIs(name string) (host string, ok bool) {
 		if s.startErr == nil {
 			return s.host(), true
 		}
+	}
+	if rec, _ := h.readSwap(name); rec != nil {
+		if rec.Host == "" {
+			return config.Local, true
+		}
+		return rec.Host, true
 	}
 	if n := h.readDeathNote(name); n != nil {
 		if n.Host == "" {

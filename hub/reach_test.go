@@ -2,6 +2,8 @@ package hub
 
 import (
 	"errors"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -22,7 +24,8 @@ func reachHub(t *testing.T, hosts map[string]string) *Hub {
 	p := config.Paths{Runtime: filepath.Join(dir, "run"), State: filepath.Join(dir, "state"), Config: filepath.Join(dir, "config")}
 	require.NoError(t, os.MkdirAll(p.DeadDir(), 0o700))
 	require.NoError(t, os.MkdirAll(p.Config, 0o700))
-	h := &Hub{paths: p, sessions: map[string]*Session{}, dead: map[string]bool{}}
+	h := &Hub{paths: p, sessions: map[string]*Session{}, groups: map[string]groupRecord{}, dead: map[string]bool{},
+		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for name, host := range hosts {
 		s := newSession(h, name)
 		s.info.Host = host
@@ -78,6 +81,11 @@ func TestCheckReach(t *testing.T) {
 			`may not reach 'db' (on lab-8): add "reach": ["lab-8"] for "lab-7"`},
 		{"open on other host", "", "web", proto.Req{Kind: "open", Name: "x", Host: "lab-8"}, "may not reach 'x' (on lab-8)"},
 		{"host asked for, name elsewhere", "", "web", proto.Req{Kind: "open", Name: "loc", Host: "lab-7"}, "may not reach 'loc' (local)"},
+		{"name implies this machine", "", "web", proto.Req{Kind: "open", Name: "pwn@local"}, "may not reach 'pwn@local' (local)"},
+		{"name implies this machine, as root", "", "web", proto.Req{Kind: "open", Name: "pwn@local", Sudo: yes()}, "may not reach 'pwn@local' (local)"},
+		{"name implies another host", "", "web", proto.Req{Kind: "open", Name: "pwn@lab-8"}, "may not reach 'pwn@lab-8' (on lab-8)"},
+		{"name implies the own host", "", "web", proto.Req{Kind: "open", Name: "ok@lab-7"}, ""},
+		{"name and host disagree", "", "web", proto.Req{Kind: "open", Name: "pwn@local", Host: "lab-7"}, "runs on local, as its name says, not lab-7"},
 
 		{"granted host", grant, "web", proto.Req{Kind: "call", Target: "db"}, ""},
 		{"granted open", grant, "web", proto.Req{Kind: "open", Name: "x", Host: "lab-8"}, ""},
@@ -103,6 +111,9 @@ func TestCheckReach(t *testing.T) {
 			}
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), c.want)
+			if c.f.Name != "" && c.f.Host != "" && c.f.Name != "loc" {
+				return // a bad request, not a refusal
+			}
 			var re *ReachError
 			assert.True(t, errors.As(err, &re))
 		})
@@ -129,3 +140,24 @@ func TestOpenHost(t *testing.T) {
 	assert.Equal(t, "", openHost(h.sessions["loc"]), "a local session opens here")
 	assert.Equal(t, "lab-7", openHost(h.sessions["web"]), "a remote one beside itself")
 }
+
+// TestOpenImpliedHost: open takes its host where checkReach does, so a
+// name NAME@HOST opens on HOST and is checked there, before any start.
+func TestOpenImpliedHost(t *testing.T) {
+	h := reachHub(t, map[string]string{"web": "lab-7"})
+	for _, name := range []string{"pwn@local", "pwn@lab-8"} {
+		f := proto.Req{Kind: "open", Name: name, Sudo: yes()}
+		name, host, err := requestTarget(&f)
+		require.NoError(t, err)
+		assert.Equal(t, f.Name, name)
+		assert.Equal(t, f.Name[len("pwn@"):], host)
+		require.Error(t, h.checkReach(h.sessions["web"], &f))
+	}
+	f := proto.Req{Kind: "get", Target: "x@lab-8"}
+	name, host, err := requestTarget(&f)
+	require.NoError(t, err)
+	assert.Equal(t, "x@lab-8", name)
+	assert.Equal(t, "", host, "a target's host is where it runs, looked up by checkReach")
+}
+
+func yes() *bool { b := true; return &b }

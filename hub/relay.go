@@ -363,15 +363,16 @@ func (h *Hub) open(ctx context.Context, from *Session, f *proto.Req) (info *wire
 	from.mu.Lock()
 	origin := from.origin
 	from.mu.Unlock()
-	req := wire.Request{Op: wire.OpExec, Name: f.Name, Host: f.Host, Python: f.Python, Jump: f.Jump,
+	name, host, err := requestTarget(f)
+	if err != nil {
+		return nil, "", err
+	}
+	req := wire.Request{Op: wire.OpExec, Name: name, Host: host, Python: f.Python, Jump: f.Jump,
 		Cwd: origin.Cwd, Env: origin.Env}
 	if f.Sudo != nil {
 		req.Sudo = *f.Sudo
 	}
 	if err := checkName(req.Name); err != nil {
-		return nil, "", err
-	}
-	if err := impliedHost(&req); err != nil {
 		return nil, "", err
 	}
 	h.mu.Lock()
@@ -385,7 +386,7 @@ func (h *Hub) open(ctx context.Context, from *Session, f *proto.Req) (info *wire
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	s, _, previous, err := h.ensure(ctx, req)
+	s, created, previous, err := h.ensure(ctx, req)
 	var we *wire.Error
 	if errors.As(err, &we) && we.Code == wire.CodeNeedPassword {
 		pw, aerr := sudo.Ask(ctx, config.Getenv(req.Env, "SUDO_ASKPASS"), we.Prompt, req.Env)
@@ -393,14 +394,22 @@ func (h *Hub) open(ctx context.Context, from *Session, f *proto.Req) (info *wire
 			return nil, "", fmt.Errorf("%s: %w", we.Message, aerr)
 		}
 		req.Password = pw
-		s, _, previous, err = h.ensure(ctx, req)
+		s, created, previous, err = h.ensure(ctx, req)
 		sudo.Zero(pw)
 	}
 	if err != nil {
 		return nil, "", err
 	}
 	if err := h.reachOf(from).check(s.name, s.host()); err != nil {
-		return nil, "", err // a session that took the name after checkReach
+		// A session that took the name after checkReach, or one this
+		// request started where from may not reach: none is left running
+		// on from's behalf.
+		if created {
+			if eerr := h.end(s); eerr != nil {
+				h.log.Warn("refused session not ended", "session", s.name, "err", eerr)
+			}
+		}
+		return nil, "", err
 	}
 	snap := s.snapshot()
 	return &snap, previous, nil

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/replhub/replhub/config"
@@ -98,6 +99,8 @@ type Session struct {
 	sock        string
 	workerStart string
 	verdict     chan error // the watcher's verdict
+	// requests counts the worker's requests being served (takeRequest).
+	requests atomic.Int32
 	// queries waits for the worker's answers by query id (query.go).
 	queries map[int64]chan *proto.Answer
 	// lingering is a remote worker that outlives its link (linger.go).
@@ -431,7 +434,7 @@ func (s *Session) readFrames() {
 			s.notes = append(s.notes, "the worker reported: "+f.Error)
 			s.mu.Unlock()
 		case *proto.Req:
-			go s.hub.serveRequest(s, f)
+			s.takeRequest(f)
 		case *proto.Served:
 			s.onServed(f)
 		case *proto.Chunk:
@@ -633,6 +636,44 @@ func (s *Session) waitExit() {
 
 // send writes one frame to the worker.
 func (s *Session) send(m proto.Msg) error { return s.w.Write(m) }
+
+// maxRequests bounds the requests one worker has in flight: each holds a
+// goroutine, and a put's or call's blob, in the hub.
+const maxRequests = 16
+
+// takeRequest serves a req frame of s's worker on a goroutine of its own,
+// so that the frame reader never blocks, or, past maxRequests in flight,
+// answers it at once with an error. A cancel is always served: it ends a
+// request in flight, and itself takes no time.
+func (s *Session) takeRequest(f *proto.Req) {
+	if f.Kind == "cancel" {
+		go s.hub.serveRequest(s, f)
+		return
+	}
+	if s.requests.Add(1) > maxRequests {
+		s.requests.Add(-1)
+		// The refusal goes on a goroutine too: the worker may be slow to
+		// read its stdin.
+		go s.send(&proto.Reply{ID: f.ID, Error: fmt.Sprintf(
+			"too many requests at once: session '%s' has %d waiting on the hub; wait for one to end", s.name, maxRequests)})
+		return
+	}
+	go func() {
+		defer s.requests.Add(-1)
+		s.hub.serveRequest(s, f)
+	}()
+}
+
+// maxBlob is the largest object s's worker may send: its reader's MaxBlob,
+// or proto.DefaultMaxBlob.
+func (s *Session) maxBlob() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.frames != nil && s.frames.MaxBlob > 0 {
+		return s.frames.MaxBlob
+	}
+	return proto.DefaultMaxBlob
+}
 
 // BusyError reports a session running a cell.
 type BusyError struct {

@@ -195,7 +195,8 @@ bad = g.call("int", "x")
 		r = w.Run("exec", "probe@lab-3", `g = sessions_on("lab-[3-4]", name="far"); (repr(g), "may not reach" in str(g.get("k")["lab-4"]))`, "-t", "120")
 		require.Equal(t, 0, r.Code, "%s", r)
 		assert.Contains(t, r.Stdout, `("<group 'far' on 1 host; 1 could not be opened: lab-4>", True)`)
-		// The group a session opened is the group of the command line too.
+		// The command line's group is still the one the user defined (over
+		// MCP above, on the same hosts): a session's request never redefines it.
 		r = w.Run("exec", "probe", "k + 1")
 		assert.Contains(t, r.Stdout, "[group 'probe' on 4 hosts: 3 ok, 1 could not run]\n")
 		assert.Contains(t, r.Stdout, "Out: 6\n")

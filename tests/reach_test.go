@@ -155,3 +155,27 @@ func TestReachBetweenHosts(t *testing.T) {
 	assert.Equal(t, 1, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, `may not reach 'loc' (local): add "local" to the "reach" of "host*"`)
 }
+
+// A session on a host may not open a session elsewhere by its name
+// NAME@HOST, nor have the hub remember a group on hosts it may not reach:
+// the user's next exec of that name would run there.
+func TestReachImpliedHostAndGroups(t *testing.T) {
+	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
+	ok(t, w.Run("exec", "web", "1", "--host", "lab"))
+
+	out := ok(t, w.Run("exec", "web", `try:
+    session("pwn@local")
+    print("opened")
+except Exception as e:
+    print("|" + str(e))
+`))
+	assert.Contains(t, out, "|session 'web' on lab may not reach 'pwn@local' (local)")
+	assert.NotContains(t, ok(t, w.Run("sessions")), "pwn@local", "nothing was started")
+
+	out = ok(t, w.Run("exec", "web", `g = sessions_on(["db-prod"], name="deploy"); repr(g)`))
+	assert.Contains(t, out, "1 could not be opened: db-prod")
+	r := w.Run("exec", "deploy", "1")
+	assert.Equal(t, 0, r.Code, "%s", r)
+	assert.NotContains(t, r.Stdout+r.Stderr, "db-prod", "the refused request defined no group")
+	assert.Contains(t, r.Stdout, "[created session 'deploy' (python ")
+}

@@ -1,0 +1,223 @@
+package hub
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/proto"
+)
+
+// fakeWorker stands in for s's worker: it reads the frames the hub sends
+// it, answers a serve with answer's served frame (none when answer returns
+// nil), and passes on every reply to replies, when set.
+func fakeWorker(t *testing.T, s *Session, answer func(*proto.Serve) *proto.Served, replies chan<- *proto.Reply) {
+	t.Helper()
+	pr, pw := io.Pipe()
+	s.w = proto.NewWriter(pw)
+	t.Cleanup(func() { pw.Close() })
+	go func() {
+		br := bufio.NewReader(pr)
+		for {
+			line, err := br.ReadBytes('\n')
+			if err != nil {
+				return
+			}
+			var head proto.Head
+			if json.Unmarshal(line, &head) != nil {
+				pr.CloseWithError(fmt.Errorf("bad frame %q", line))
+				return
+			}
+			data := make([]byte, head.Len)
+			if _, err := io.ReadFull(br, data); err != nil {
+				return
+			}
+			switch head.O {
+			case "serve":
+				var f proto.Serve
+				if json.Unmarshal(line, &f) == nil && answer != nil {
+					if served := answer(&f); served != nil {
+						s.onServed(served)
+					}
+				}
+			case "reply":
+				f := &proto.Reply{Data: data}
+				if json.Unmarshal(line, f) == nil && replies != nil {
+					replies <- f
+				}
+			}
+		}
+	}()
+}
+
+func TestFanOpenGroups(t *testing.T) {
+	h := reachHub(t, map[string]string{
+		"loc": "local", "web": "lab-7", "peer": "lab-7",
+		"mine@lab-7": "lab-7", "deploy@lab-7": "lab-7", "theirs@lab-7": "lab-7",
+	})
+	open := func(from, name string, hosts ...string) *proto.Reply {
+		reply := &proto.Reply{}
+		h.fanOpen(h.sessions[from], &proto.Req{Kind: "open", Name: name, Hosts: hosts}, reply)
+		return reply
+	}
+	recorded := func(name string) (groupRecord, bool) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		g, ok := h.groups[name]
+		return g, ok
+	}
+
+	t.Run("every host refused", func(t *testing.T) {
+		reply := open("web", "pwn", "db-prod")
+		require.Len(t, reply.Fan, 1)
+		assert.Contains(t, reply.Fan[0].Error, "may not reach 'pwn@db-prod' (on db-prod)")
+		_, ok := recorded("pwn")
+		assert.False(t, ok, "a refused request defines no group")
+		assert.Nil(t, h.groupOf("pwn"))
+	})
+	t.Run("one host refused", func(t *testing.T) {
+		reply := open("web", "deploy", "lab-7", "db-prod")
+		require.Len(t, reply.Fan, 2)
+		assert.True(t, reply.Fan[0].OK || reply.Fan[1].OK, "the host it reaches opens")
+		_, ok := recorded("deploy")
+		assert.False(t, ok)
+		assert.Equal(t, []string{"lab-7"}, h.groupOf("deploy"), "the group is what its sessions are")
+	})
+	t.Run("the user's group stays", func(t *testing.T) {
+		h.mu.Lock()
+		h.groups["deploy"] = groupRecord{hosts: []string{"db-prod"}}
+		h.mu.Unlock()
+		reply := open("web", "deploy", "lab-7")
+		require.Len(t, reply.Fan, 1)
+		assert.True(t, reply.Fan[0].OK, reply.Fan[0].Error)
+		assert.Equal(t, []string{"db-prod"}, h.groupOf("deploy"))
+	})
+	t.Run("a session defines its own", func(t *testing.T) {
+		assert.Empty(t, open("web", "mine", "lab-7").Error)
+		g, ok := recorded("mine")
+		require.True(t, ok)
+		assert.Equal(t, groupRecord{hosts: []string{"lab-7"}, by: "web"}, g)
+		assert.Empty(t, open("web", "mine", "lab-7").Error, "and defines it anew")
+	})
+	t.Run("another session's group stays", func(t *testing.T) {
+		open("peer", "mine", "lab-7")
+		g, _ := recorded("mine")
+		assert.Equal(t, "web", g.by)
+	})
+	t.Run("found from sessions elsewhere", func(t *testing.T) {
+		h.mu.Lock()
+		s := newSession(h, "theirs@lab-8")
+		s.info.Host = "lab-8"
+		close(s.ready)
+		h.sessions[s.name] = s
+		h.mu.Unlock()
+		open("web", "theirs", "lab-7")
+		_, ok := recorded("theirs")
+		assert.False(t, ok, "a request may not narrow a group it did not make")
+		assert.Equal(t, []string{"lab-7", "lab-8"}, h.groupOf("theirs"))
+	})
+	t.Run("at most maxGroups", func(t *testing.T) {
+		h.mu.Lock()
+		delete(h.groups, "mine")
+		for i := range maxGroups {
+			h.groups[fmt.Sprintf("g%d", i)] = groupRecord{hosts: []string{"lab-7"}, by: "peer"}
+		}
+		h.mu.Unlock()
+		reply := open("web", "mine", "lab-7")
+		assert.Equal(t, fmt.Sprintf("hub: it remembers at most %d groups; kill a group no longer needed first", maxGroups), reply.Error)
+		assert.NotContains(t, reply.Error, "\n")
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		assert.NoError(t, h.rememberGroupLocked("users", []string{"db-prod"}, ""), "sessions do not use up the user's groups")
+	})
+}
+
+func TestFanServeReplyBound(t *testing.T) {
+	hosts := map[string]string{"web": "lab-7"}
+	for i := range 4 {
+		hosts[fmt.Sprintf("g@lab-7-%d", i)] = "lab-7"
+	}
+	h := reachHub(t, hosts)
+	from := h.sessions["web"]
+	from.frames = proto.NewReader(strings.NewReader(""))
+	from.frames.MaxBlob = 250
+	replies := make(chan *proto.Reply, 1)
+	fakeWorker(t, from, nil, replies)
+	var targets []string
+	for i := range 4 {
+		name := fmt.Sprintf("g@lab-7-%d", i)
+		targets = append(targets, name)
+		fakeWorker(t, h.sessions[name], func(f *proto.Serve) *proto.Served {
+			return &proto.Served{Sid: f.Sid, OK: true, Py: "3.12", Data: make([]byte, 100)}
+		}, nil)
+	}
+	h.serveFan(from, &proto.Req{ID: 1, Kind: "get", Names: []string{"x"}, Targets: targets})
+	reply := <-replies
+	require.True(t, reply.OK, reply.Error)
+	var ok, tooLarge int
+	var total int64
+	for _, item := range reply.Fan {
+		if item.OK {
+			ok++
+			total += item.Len
+			continue
+		}
+		assert.Contains(t, item.Error, "is too large for the group's reply")
+		assert.Zero(t, item.Len)
+		tooLarge++
+	}
+	assert.Equal(t, 2, ok, "two values of 100 bytes fit in 250")
+	assert.Equal(t, 2, tooLarge)
+	assert.Equal(t, total, int64(len(reply.Data)))
+}
+
+func TestRequestsInFlight(t *testing.T) {
+	hosts := map[string]string{"web": "lab-7"}
+	for i := range maxRequests {
+		hosts[fmt.Sprintf("t%d", i)] = "lab-7"
+	}
+	h := reachHub(t, hosts)
+	from := h.sessions["web"]
+	replies := make(chan *proto.Reply, maxRequests+2)
+	fakeWorker(t, from, nil, replies)
+	for i := range maxRequests {
+		target := h.sessions[fmt.Sprintf("t%d", i)]
+		fakeWorker(t, target, nil, nil) // it never answers, until told below
+		from.takeRequest(&proto.Req{ID: int64(i + 1), Kind: "get", Target: target.name, Names: []string{"x"}})
+	}
+	serving := func(s *Session) *serveOp {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.serving
+	}
+	for i := range maxRequests {
+		target := h.sessions[fmt.Sprintf("t%d", i)]
+		require.Eventually(t, func() bool { return serving(target) != nil }, 5*time.Second, time.Millisecond)
+	}
+
+	from.takeRequest(&proto.Req{ID: 100, Kind: "sessions"})
+	reply := <-replies
+	assert.Equal(t, int64(100), reply.ID)
+	assert.False(t, reply.OK)
+	assert.Equal(t, fmt.Sprintf("too many requests at once: session 'web' has %d waiting on the hub; wait for one to end", maxRequests), reply.Error)
+
+	for i := range maxRequests {
+		target := h.sessions[fmt.Sprintf("t%d", i)]
+		target.onServed(&proto.Served{Sid: serving(target).sid, OK: true})
+	}
+	for range maxRequests {
+		r := <-replies
+		assert.True(t, r.OK, r.Error)
+	}
+	require.Eventually(t, func() bool { return from.requests.Load() == 0 }, 5*time.Second, time.Millisecond)
+	from.takeRequest(&proto.Req{ID: 101, Kind: "sessions"})
+	reply = <-replies
+	assert.True(t, reply.OK, "a slot is free again: %s", reply.Error)
+}
