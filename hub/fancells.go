@@ -3,8 +3,11 @@ package hub
 import (
 	"context"
 	"fmt"
+	"sort"
+	"sync"
 	"time"
 
+	"github.com/replhub/replhub/nodeset"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -143,14 +146,22 @@ func stillConnecting(member string, since time.Time) wire.HostResult {
 	return wire.HostResult{Result: &wire.Result{Session: member, Status: wire.StatusRunning, DurationMS: time.Since(since).Milliseconds()}, Connecting: true}
 }
 
+// fanMade is what the start of a group's session told, for the reply
+// of the cell that follows: whether it created the session, and the death
+// note of the one before.
+type fanMade struct {
+	created  bool
+	previous string
+}
+
 // fanExecOn runs group cell g in session sub.Name on host: the session's
 // start and the cell together are bounded by limit. A start that outlives
-// it goes on in the background (see above).
-func (h *Hub) fanExecOn(ctx context.Context, sub wire.Request, group string, g int, host string, limit time.Duration) wire.HostResult {
+// it goes on in the background (see above). made is what an earlier start
+// of this request told (fanStartRoot).
+func (h *Hub) fanExecOn(ctx context.Context, sub wire.Request, group string, g int, host string, limit time.Duration, made fanMade) wire.HostResult {
 	type ensured struct {
-		s        *Session
-		created  bool
-		previous string
+		s *Session
+		fanMade
 	}
 	handoff := make(chan ensured) // to the request, while it waits
 	gaveUp := make(chan struct{}) // closed when the request stopped waiting
@@ -163,17 +174,16 @@ func (h *Hub) fanExecOn(ctx context.Context, sub wire.Request, group string, g i
 		defer close(st.done)
 		s, created, previous, err := h.ensure(bg, sub)
 		if wire.IsCode(err, wire.CodeNeedPassword) {
-			// One password for many hosts is not asked for: each would
-			// have to be sent again, and the cell run again where it ran.
-			err = fmt.Errorf("sudo wants a password on %s: %s %s starts that one session asking for it, or allow NOPASSWD there",
-				host, wire.AdviceFor(sub.Surface).ExecOn(sub.Name, host), wire.AdviceFor(sub.Surface).With("sudo"))
+			// The host answered after fanStartRoot had asked the others:
+			// the cell has run elsewhere, so the request cannot come again.
+			err = fmt.Errorf("sudo wants a password on %s, which answered too late to be asked with the others: exec the group again to be asked, or allow NOPASSWD there", host)
 		}
 		if err != nil {
 			st.err = err
 			return
 		}
 		select {
-		case handoff <- ensured{s, created, previous}:
+		case handoff <- ensured{s, fanMade{created || made.created, previous + made.previous}}:
 			return
 		case <-gaveUp:
 		}
@@ -182,7 +192,7 @@ func (h *Hub) fanExecOn(ctx context.Context, sub wire.Request, group string, g i
 		}
 		bgSub := sub
 		bgSub.NoWait = true
-		res, err := h.runCell(bg, s, bgSub, created, previous, nil)
+		res, err := h.runCell(bg, s, bgSub, created || made.created, previous+made.previous, nil)
 		if err != nil {
 			st.err = err
 			return
@@ -248,4 +258,60 @@ func (h *Hub) fanWaitOn(ctx context.Context, req wire.Request, host string) wire
 	}
 	res.Others = ""
 	return wire.HostResult{Result: res}
+}
+
+// fanStartRoot starts, before any cell runs, the sessions of a root group
+// that are not up yet, so that where sudo wants a password the client is
+// asked once for the whole group, and no host has run the cell when the
+// request comes again with the password (the hub then hands a copy to
+// each host that wants one). It returns what each start told, and the
+// request for the password, or nil when no host wants one. A start that
+// outlives limit goes on; the cell's turn then waits for it as for any.
+func (h *Hub) fanStartRoot(ctx context.Context, req wire.Request, hosts []string, limit time.Duration) (map[string]fanMade, error) {
+	var mu sync.Mutex
+	made := map[string]fanMade{}
+	var asking []string
+	var prompt wire.Request
+	parallel(len(hosts), func(i int) {
+		sub := req
+		sub.Name, sub.Host, sub.Hosts = memberName(req.Name, hosts[i]), hosts[i], ""
+		h.mu.Lock()
+		up := h.sessions[sub.Name] != nil
+		h.mu.Unlock()
+		if up {
+			return
+		}
+		type started struct {
+			fanMade
+			err error
+		}
+		done := make(chan started, 1)
+		// As in fanExecOn, the start outlives the request.
+		go func() {
+			_, created, previous, err := h.ensure(context.WithoutCancel(ctx), sub)
+			done <- started{fanMade{created, previous}, err}
+		}()
+		timer := time.NewTimer(limit)
+		defer timer.Stop()
+		select {
+		case st := <-done:
+			mu.Lock()
+			defer mu.Unlock()
+			if wire.IsCode(st.err, wire.CodeNeedPassword) {
+				asking = append(asking, hosts[i])
+				prompt = sub
+			} else if st.err == nil {
+				made[hosts[i]] = st.fanMade
+			}
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+	})
+	if len(asking) == 0 {
+		return made, nil
+	}
+	sort.Slice(asking, func(i, j int) bool { return nodeset.Less(asking[i], asking[j]) })
+	prompt.Name, prompt.Host = memberName(req.Name, "HOST"), nodeset.Fold(asking)
+	return made, &wire.Error{Code: wire.CodeNeedPassword, Prompt: h.promptFor(prompt),
+		Message: fmt.Sprintf("root group '%s' needs sudo's password on %s", req.Name, nodeset.Fold(asking))}
 }

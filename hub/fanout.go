@@ -228,8 +228,16 @@ func (h *Hub) fanExec(ctx context.Context, req wire.Request, hosts []string, pro
 	h.mu.Unlock()
 
 	ctx = withDialSlots(ctx, cfg.FanoutOr(req.Fanout))
-	g := h.newFanCell(req.Name, hosts)
 	limit := timeoutOf(req.Timeout)
+	made := map[string]fanMade{}
+	if req.Sudo && req.Password == nil {
+		begin := time.Now()
+		if made, err = h.fanStartRoot(ctx, req, hosts, limit); err != nil {
+			return nil, err
+		}
+		limit = max(limit-time.Since(begin), minFanCell)
+	}
+	g := h.newFanCell(req.Name, hosts)
 	results := fanEach(hosts, fanProgress(req.Name, len(hosts), progress), func(host string) wire.HostResult {
 		sub := req
 		sub.Name, sub.Host, sub.Hosts = memberName(req.Name, host), host, ""
@@ -237,7 +245,7 @@ func (h *Hub) fanExec(ctx context.Context, req wire.Request, hosts []string, pro
 		if req.Password == nil {
 			sub.Password = nil
 		}
-		r := h.fanExecOn(ctx, sub, req.Name, g, host, limit)
+		r := h.fanExecOn(ctx, sub, req.Name, g, host, limit, made[host])
 		r.GroupCell = g
 		return r
 	})
