@@ -125,7 +125,8 @@ func (h *Hub) startingOn(group, host string) *fanStart {
 }
 
 // keepStarting keeps st as the start of group's session on host; with
-// st nil, it forgets old if that is the one kept.
+// st nil, it forgets old if that is the one kept, or, with old nil too,
+// whichever is kept.
 func (h *Hub) keepStarting(group, host string, st, old *fanStart) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -136,7 +137,7 @@ func (h *Hub) keepStarting(group, host string, st, old *fanStart) {
 	switch {
 	case st != nil:
 		fc.starting[host] = st
-	case fc.starting[host] == old:
+	case old == nil || fc.starting[host] == old:
 		delete(fc.starting, host)
 	}
 }
@@ -204,6 +205,8 @@ func (h *Hub) fanExecOn(ctx context.Context, sub wire.Request, group string, g i
 	defer timer.Stop()
 	select {
 	case e := <-handoff:
+		// The session is up: what an earlier exec's start told is past.
+		h.keepStarting(group, host, nil, nil)
 		sub.Timeout = max(limit-time.Since(st.since), minFanCell).Seconds()
 		res, err := h.runCell(ctx, e.s, sub, e.created, e.previous, nil)
 		if err != nil {

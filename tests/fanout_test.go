@@ -181,6 +181,9 @@ func TestFanout(t *testing.T) {
 			assert.Equal(t, 6, h.GroupCell, line)
 			assert.Equal(t, map[bool]int{true: 7, false: 6}[h.Host == "lab-3"], h.Cell, line)
 		}
+		r = w.Run("interrupt", "probe", "--cell", "6")
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "lab-3: cell 7 of session 'probe@HOST' has finished: nothing to interrupt\n", "interrupt maps it too")
 		r = w.Run("wait", "probe", "--cell", "99")
 		assert.Equal(t, 2, r.Code, "%s", r)
 		assert.Contains(t, r.Stderr, "group 'probe' has no cell 99 on record (this hub knows its cells 1 to 6)")
