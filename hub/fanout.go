@@ -296,6 +296,16 @@ func (h *Hub) fanExec(ctx context.Context, req wire.Request, hosts []string, pro
 	h.mu.Unlock()
 
 	ctx = withDialSlots(ctx, cfg.FanoutOr(req.Fanout))
+	limit := timeoutOf(req.Timeout)
+	made := map[string]fanMade{}
+	if req.Sudo && req.Password == nil {
+		begin := time.Now()
+		if made, err = h.fanStartRoot(ctx, req, hosts, limit); err != nil {
+			return nil, err
+		}
+		limit = max(limit-time.Since(begin), minFanCell)
+	}
+	g := h.newFanCell(req.Name, hosts)
 	results := fanEach(hosts, fanProgress(req.Name, len(hosts), progress), func(host string) wire.HostResult {
 		sub := req
 		sub.Name, sub.Host, sub.Hosts = memberName(req.Name, host), host, ""
@@ -303,26 +313,14 @@ func (h *Hub) fanExec(ctx context.Context, req wire.Request, hosts []string, pro
 		if req.Password == nil {
 			sub.Password = nil
 		}
-		s, created, previous, err := h.ensure(ctx, sub)
-		if wire.IsCode(err, wire.CodeNeedPassword) {
-			// One password for many hosts is not asked for: each would
-			// have to be sent again, and the cell run again where it ran.
-			err = fmt.Errorf("sudo wants a password on %s: %s %s starts that one session asking for it, or allow NOPASSWD there",
-				host, wire.AdviceFor(req.Surface).ExecOn(sub.Name, host), wire.AdviceFor(req.Surface).With("sudo"))
-		}
-		if err != nil {
-			return failedHost(sub.Name, err)
-		}
-		res, err := h.runCell(ctx, s, sub, created, previous, nil)
-		if err != nil {
-			return failedHost(sub.Name, err)
-		}
-		return wire.HostResult{Result: res}
+		r := h.fanExecOn(ctx, sub, req.Name, g, host, limit, made[host])
+		r.GroupCell = g
+		return r
 	})
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	res := &wire.Result{Session: req.Name, Status: wire.Worst(results), Fan: results}
+	res := &wire.Result{Session: req.Name, Cell: g, Status: wire.Worst(results), Fan: results}
 	res.Notes = h.takeWarnings()
 	res.Others = h.othersLine(req)
 	return res, nil
@@ -331,27 +329,37 @@ func (h *Hub) fanExec(ctx context.Context, req wire.Request, hosts []string, pro
 // fanWait collects the running or unread cell of every session of the
 // group.
 func (h *Hub) fanWait(ctx context.Context, req wire.Request, hosts []string, progress func(*wire.Progress)) (*wire.Result, error) {
+	if err := h.checkFanCell(req.Name, req.Cell, wire.AdviceFor(req.Surface)); err != nil {
+		return nil, err
+	}
 	results := fanEach(hosts, fanProgress(req.Name, len(hosts), progress), func(host string) wire.HostResult {
-		sub := req
-		sub.Name = memberName(req.Name, host)
-		res, err := h.Wait(ctx, sub, nil)
-		if err != nil {
-			return failedHost(sub.Name, err)
-		}
-		res.Others = ""
-		return wire.HostResult{Result: res}
+		r := h.fanWaitOn(ctx, req, host)
+		r.GroupCell = req.Cell
+		return r
 	})
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	return &wire.Result{Session: req.Name, Status: wire.Worst(results), Fan: results, Others: h.othersLine(req)}, nil
+	return &wire.Result{Session: req.Name, Cell: req.Cell, Status: wire.Worst(results), Fan: results, Others: h.othersLine(req)}, nil
 }
 
 // fanInterrupt interrupts the running cell of every session of the group.
+// With req.Cell, it is the group's cell of that number, on each host the
+// cell it is there.
 func (h *Hub) fanInterrupt(req wire.Request, hosts []string) (string, error) {
+	if err := h.checkFanCell(req.Name, req.Cell, wire.AdviceFor(req.Surface)); err != nil {
+		return "", err
+	}
 	return h.fanMessages(req.Name, hosts, func(member string) (string, error) {
 		sub := req
 		sub.Name = member
+		if req.Cell > 0 {
+			cell, err := h.fanCellOn(req.Name, req.Cell, strings.TrimPrefix(member, req.Name+"@"))
+			if err != nil {
+				return "", err
+			}
+			sub.Cell = cell
+		}
 		return h.Interrupt(sub)
 	})
 }
@@ -361,6 +369,7 @@ func (h *Hub) fanKill(name string, hosts []string) (string, error) {
 	msg, err := h.fanMessages(name, hosts, h.Kill)
 	h.mu.Lock()
 	delete(h.groups, name)
+	delete(h.fanCells, name)
 	h.mu.Unlock()
 	if err != nil {
 		return "", err

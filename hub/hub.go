@@ -83,6 +83,7 @@ type Hub struct {
 	mu       sync.Mutex
 	sessions map[string]*Session
 	groups   map[string]groupRecord // the groups the hub remembers, by name (fanout.go)
+	fanCells map[string]*fanCells   // a group's cell numbers, by its name (fancells.go)
 	dead     map[string]bool        // names with a death note on disk
 	told     toldDeaths             // which deaths each client has heard of (notes.go)
 	warnings []string               // for the next reply: ssh_config lines skipped
@@ -118,7 +119,7 @@ func New(o Options) (*Hub, error) {
 	h := &Hub{
 		paths: o.Paths, version: o.Version, supervisor: o.Supervisor, log: o.Log,
 		startTimeout: o.StartTimeout, frameStall: o.FrameStall, workerPath: wp,
-		stop: make(chan struct{}), sessions: map[string]*Session{}, groups: map[string]groupRecord{},
+		stop: make(chan struct{}), sessions: map[string]*Session{}, groups: map[string]groupRecord{}, fanCells: map[string]*fanCells{},
 		dead: loadDeadNames(o.Paths.DeadDir()), memory: findCeiling(),
 	}
 	h.pythons = &pyfind.Cache{File: o.Paths.PythonCache()}

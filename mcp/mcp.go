@@ -96,7 +96,7 @@ type InterruptArgs struct {
 type WaitArgs struct {
 	Name      string  `json:"name" jsonschema:"session name"`
 	Timeout   float64 `json:"timeout,omitempty" jsonschema:"seconds to wait (default 30, at most 600)"`
-	Cell      int     `json:"cell,omitempty" jsonschema:"collect this cell only (the number exec with no_wait returned)"`
+	Cell      int     `json:"cell,omitempty" jsonschema:"collect this cell only (the number exec with no_wait returned; of a group, the group's number)"`
 	MaxOutput int     `json:"max_output,omitempty" jsonschema:"cap this reply's output at this many characters, head and tail kept (default 30000, at most 40000)"`
 }
 

@@ -24,10 +24,12 @@ import (
 
 // labWorld is a hub whose ssh_config names 32 hosts, lab-1 … lab-32, all
 // on loopback: lab-1 … lab-30 are the ports of two real sshd's (15 each),
-// lab-31 and lab-32 ports nothing listens on.
+// lab-31 and lab-32 ports nothing listens on. lab-slow is a relay to
+// lab-3's sshd, which a test makes hold connections.
 type labWorld struct {
 	*hubtest.Env
 	ports map[string]int
+	slow  *sshtest.Relay
 }
 
 func newLabWorld(t *testing.T) *labWorld {
@@ -38,17 +40,22 @@ func newLabWorld(t *testing.T) *labWorld {
 	for i := 0; i < 2; i++ {
 		s := sshtest.Start(t, sshtest.Options{Authorized: []string{key.Public}, MorePorts: 14})
 		for _, p := range s.Ports {
-			w.ports[fmt.Sprintf("lab-%d", len(known)+1)] = p
+			w.ports[fmt.Sprintf("lab-%d", len(w.ports)+1)] = p
 			known = append(known, s.KnownHostsLineAt(p))
 		}
+		if i == 0 {
+			w.slow = sshtest.NewRelay(t, fmt.Sprintf("127.0.0.1:%d", w.ports["lab-3"]))
+			known = append(known, s.KnownHostsLineAt(w.slow.Port))
+		}
 	}
-	require.Len(t, known, 30)
+	require.Len(t, known, 31)
 	w.ports["lab-31"], w.ports["lab-32"] = sshtest.FreePort(t), sshtest.FreePort(t)
 	var cfg []string
 	for i := 1; i <= 32; i++ {
 		alias := fmt.Sprintf("lab-%d", i)
 		cfg = append(cfg, hostEntry(alias, w.ports[alias], username))
 	}
+	cfg = append(cfg, hostEntry("lab-slow", w.slow.Port, username))
 	w.Env = sshEnv(t, home, cfg, known)
 	// Swapping 30 sessions at the hub's stop would only slow the test.
 	w.WriteConfig(`{"groups": {"lab": ["lab-[1-32]"], "few": ["lab-[1-3]", "lab-31"]}, "swap_after_hours": 0, "linger": 0}`)
@@ -153,6 +160,71 @@ func TestFanout(t *testing.T) {
 		assert.Equal(t, 1, r.Code, "%s", r)
 		assert.Contains(t, r.Stdout, "KeyboardInterrupt")
 		assert.Contains(t, r.Stdout, "lab-2: raised KeyboardInterrupt")
+	})
+
+	t.Run("group cells", func(t *testing.T) {
+		// lab-3 ran a cell alone, so the group's cells have other numbers
+		// there; the reply says which, and wait takes the group's.
+		r := w.Run("exec", "probe", "port", "--no-wait")
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "[group cell 5 is cell 6 on lab-3]\n")
+		r = w.Run("wait", "probe", "--cell", "5")
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "[group cell 5 is cell 6 on lab-3]\n")
+		assert.Contains(t, r.Stdout, fmt.Sprintf("Out[5]: %d\n", w.ports["lab-1"]))
+		assert.Contains(t, r.Stdout, fmt.Sprintf("Out[6]: %d\n", w.ports["lab-3"]))
+		r = w.Run("exec", "probe", "port + 1", "--json")
+		require.Equal(t, 0, r.Code, "%s", r)
+		for _, line := range strings.Split(strings.TrimSpace(r.Stdout), "\n") {
+			var h wire.HostResult
+			require.NoError(t, json.Unmarshal([]byte(line), &h), line)
+			assert.Equal(t, 6, h.GroupCell, line)
+			assert.Equal(t, map[bool]int{true: 7, false: 6}[h.Host == "lab-3"], h.Cell, line)
+		}
+		r = w.Run("interrupt", "probe", "--cell", "6")
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "lab-3: cell 7 of session 'probe@HOST' has finished: nothing to interrupt\n", "interrupt maps it too")
+		r = w.Run("wait", "probe", "--cell", "99")
+		assert.Equal(t, 2, r.Code, "%s", r)
+		assert.Contains(t, r.Stderr, "group 'probe' has no cell 99 on record (this hub knows its cells 1 to 6)")
+		assert.Equal(t, 1, strings.Count(r.Stderr, "\n"), "one line: %s", r.Stderr)
+	})
+
+	t.Run("slow connection", func(t *testing.T) {
+		// lab-slow takes the connection and says nothing: the reply does
+		// not wait for ssh's own limits, and wait tells how it went.
+		w.slow.Hold()
+		start := time.Now()
+		r := w.Run("exec", "probe", portCell+"\nport", "--hosts", "lab-[1-3],lab-slow", "-t", "3")
+		took := time.Since(start)
+		require.Equal(t, 3, r.Code, "%s", r)
+		assert.Less(t, took, 9*time.Second, "bounded by -t: %s", r)
+		assert.Contains(t, r.Stdout, "[group 'probe' on 4 hosts: 3 ok, 1 still connecting]\n")
+		assert.Contains(t, r.Stdout, "\n  lab-slow: still connecting: ")
+		r = w.Run("wait", "probe", "-t", "1")
+		assert.Equal(t, 3, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "\n  lab-slow: still connecting: ")
+		// Once the host answers, the session starts and its cell runs.
+		w.slow.Release()
+		r = w.Run("wait", "probe", "-t", "30")
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "\nlab-slow (1)\n")
+		assert.Contains(t, r.Stdout, fmt.Sprintf("\nOut[1]: %d\n", w.ports["lab-3"]))
+		r = w.Run("kill", "probe@lab-slow")
+		require.Equal(t, 0, r.Code, "%s", r)
+
+		// A start that fails after the reply is told by wait. (The drop
+		// ends the connection the hub keeps to lab-slow.)
+		w.slow.Drop()
+		w.slow.Restore()
+		w.slow.Hold()
+		r = w.Run("exec", "late", "1", "--hosts", "lab-slow", "-t", "2")
+		require.Equal(t, 3, r.Code, "%s", r)
+		w.slow.Drop()
+		defer w.slow.Restore()
+		r = w.Run("wait", "late", "-t", "20")
+		assert.Equal(t, 2, r.Code, "%s", r)
+		assert.Regexp(t, `\n  lab-slow: could not run: `, r.Stdout)
 	})
 
 	t.Run("mcp", func(t *testing.T) {

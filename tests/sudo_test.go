@@ -247,17 +247,26 @@ func TestSudoRefusals(t *testing.T) {
 	})
 }
 
-func TestSudoRelayRemote(t *testing.T) {
+// remoteFakeSudo is a world of hosts names, each an sshd whose logins
+// find the fake sudo (wanting fakePassword), and whose client's askpass
+// gives it.
+func remoteFakeSudo(t *testing.T, names ...string) (*fakeSudo, *sshWorld) {
+	t.Helper()
 	f := newFakeSudo(t, fakePassword, fakePassword)
 	env := f.vars("password")
 	set := map[string]string{}
 	for _, k := range []string{"REPLHUB_SUDO", "FAKE_SUDO_MODE", "FAKE_SUDO_LOG", "FAKE_SUDO_EXPECT_FILE"} {
 		set[k] = env[k]
 	}
-	w := newSSHWorld(t, []string{"web"}, sshtest.Options{SetEnv: set})
+	w := newSSHWorld(t, names, sshtest.Options{SetEnv: set})
 	w.Setenv("SUDO_ASKPASS", f.askpass)
 	w.Setenv("FAKE_ASKPASS_FILE", f.pwfile)
 	w.Setenv("FAKE_ASKPASS_CALLS", f.calls)
+	return f, w
+}
+
+func TestSudoRelayRemote(t *testing.T) {
+	f, w := remoteFakeSudo(t, "web")
 	stop := scanForSecret(fakePassword)
 	r := w.Run("exec", "web", "import os; 'relayed'", "--host", "web", "--sudo")
 	leaks := stop()
@@ -464,4 +473,26 @@ root.push(b"new", %q)
 		assert.Contains(t, r.Stdout, "came back at")
 		assert.Equal(t, 1, countLines(calls), "no password asked again")
 	})
+}
+
+// TestSudoRelayGroup: a root group whose hosts want sudo's password asks
+// for it once, before any cell runs, and hands it to each host.
+func TestSudoRelayGroup(t *testing.T) {
+	f, w := remoteFakeSudo(t, "web", "db")
+	stop := scanForSecret(fakePassword)
+	r := w.Run("exec", "ops", "print('once'); 'root'", "--hosts", "web,db", "--sudo")
+	leaks := stop()
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "[group 'ops' on 2 hosts: 2 ok; created 2 sessions ops@HOST]\n")
+	assert.Contains(t, r.Stdout, "\ndb,web (2)\n")
+	assert.Equal(t, 1, strings.Count(r.Stdout, "once\n"), "the cell ran once on each host, after the password: %s", r)
+	assert.Equal(t, 1, f.askpassCalls(), "one question for the group")
+	b, _ := os.ReadFile(f.calls)
+	assert.Equal(t, fmt.Sprintf("[sudo] password for %s on db,web (replhub root session 'ops@HOST'): \n", w.user), string(b))
+	assert.Equal(t, fakePassword+"\n"+fakePassword+"\n", f.sudoRead(), "byte-exact, once on each host")
+	assert.Empty(t, leaks)
+	noSecretOnDisk(t, w.Env, fakePassword)
+	r = w.Run("sessions")
+	assert.Contains(t, r.Stdout, "ops@web  on web  as root  pid")
+	assert.Contains(t, r.Stdout, "ops@db  on db  as root  pid")
 }

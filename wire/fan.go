@@ -15,6 +15,13 @@ type HostResult struct {
 	Host string `json:"host"`
 	*Result
 	Failure string `json:"failure,omitempty"`
+	// GroupCell is the group's number for the cell (Result.Cell is the
+	// host's own): wait and interrupt of the group take it.
+	GroupCell int `json:"group_cell,omitempty"`
+	// Connecting is set, with Status StatusRunning, on a host whose
+	// session was still starting when the cell's timeout ended: the start
+	// goes on, and the cell runs once it is up.
+	Connecting bool `json:"connecting,omitempty"`
 }
 
 // severity orders statuses from best to worst, for a group's Status and
@@ -71,6 +78,9 @@ func (r *Result) fanText(surface string) string {
 	for _, n := range r.Notes {
 		line("[" + n + "]")
 	}
+	if c := r.hostCells(); c != "" {
+		line("[" + c + "]")
+	}
 	type block struct {
 		hosts []string
 		first *Result
@@ -80,7 +90,7 @@ func (r *Result) fanText(surface string) string {
 	var order []*block
 	var failed []HostResult
 	for _, h := range r.Fan {
-		if h.Status == StatusFailed {
+		if h.Status == StatusFailed || h.Connecting {
 			failed = append(failed, h)
 			continue
 		}
@@ -120,11 +130,44 @@ func (r *Result) fanText(surface string) string {
 	return b.String()
 }
 
+// hostCells tells, for a group's cell, the hosts on which it has another
+// number of their own: "group cell 4 is cell 5 on lab-3, cell 2 on
+// lab-[7-8]". Empty when every host numbered it as the group did.
+func (r *Result) hostCells() string {
+	if r.Cell <= 0 {
+		return ""
+	}
+	byCell := map[int][]string{}
+	var cells []int
+	for _, h := range r.Fan {
+		if h.Result == nil || h.Status == StatusFailed || h.Connecting || h.Cell <= 0 || h.Cell == r.Cell {
+			continue
+		}
+		if byCell[h.Cell] == nil {
+			cells = append(cells, h.Cell)
+		}
+		byCell[h.Cell] = append(byCell[h.Cell], h.Host)
+	}
+	if len(cells) == 0 {
+		return ""
+	}
+	sort.Ints(cells)
+	parts := make([]string, len(cells))
+	for i, c := range cells {
+		parts[i] = fmt.Sprintf("cell %d on %s", c, nodeset.Fold(byCell[c]))
+	}
+	return fmt.Sprintf("group cell %d is %s", r.Cell, strings.Join(parts, ", "))
+}
+
 // fanSummary counts a group's hosts by outcome.
 func (r *Result) fanSummary() string {
 	counts := map[string]int{}
 	created := 0
 	for _, h := range r.Fan {
+		if h.Connecting {
+			counts["connecting"]++
+			continue
+		}
 		counts[h.Status]++
 		if h.Result != nil && h.Created != nil {
 			created++
@@ -133,7 +176,7 @@ func (r *Result) fanSummary() string {
 	var parts []string
 	for _, c := range []struct{ status, word string }{
 		{StatusOK, "ok"}, {StatusStarted, "started"}, {StatusQueued, "queued"}, {StatusIdle, "idle"}, {StatusError, "raised"},
-		{StatusRunning, "still running"}, {StatusDead, "dead"}, {StatusFailed, "could not run"},
+		{StatusRunning, "still running"}, {"connecting", "still connecting"}, {StatusDead, "dead"}, {StatusFailed, "could not run"},
 	} {
 		if n := counts[c.status]; n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, c.word))
@@ -195,6 +238,9 @@ func foldReasons(failed []HostResult, group string, adv Advice) []string {
 			}
 		case StatusRunning:
 			reason = fmt.Sprintf("timed out: the cell still runs (%s collects it)", adv.Wait(group))
+			if h.Connecting {
+				reason = fmt.Sprintf("still connecting: the start goes on, and the cell runs once the session is up (%s tells how it went)", adv.Wait(group))
+			}
 		case StatusDead:
 			reason = "died: " + firstLine(h.Death)
 		}

@@ -59,3 +59,21 @@ failed on 5 of 9 hosts:
 	dead := []HostResult{{Host: "x", Result: &Result{Status: StatusDead}}, {Host: "y", Result: &Result{Status: StatusFailed}}}
 	assert.Equal(t, StatusDead, Worst(dead))
 }
+
+func TestFanTextGroupCell(t *testing.T) {
+	r := &Result{Session: "p", Cell: 5, Fan: []HostResult{
+		hostOK("a1", "", "1", 5), hostOK("a2", "", "1", 6), hostOK("a3", "", "1", 6), hostOK("a4", "", "1", 2),
+		{Host: "a5", Result: &Result{Session: "p@a5", Status: StatusRunning, DurationMS: 3000}, Connecting: true},
+	}}
+	r.Status = Worst(r.Fan)
+	assert.Equal(t, StatusRunning, r.Status, "a host still connecting is pending, as a running cell")
+	text := r.Text()
+	assert.Contains(t, text, "[group 'p' on 5 hosts: 4 ok, 1 still connecting]\n[group cell 5 is cell 2 on a4, cell 6 on a[2-3]]\n")
+	assert.Contains(t, text, "a[1-4] (4)\n---------------\nOut: 1\n")
+	assert.Contains(t, text, "failed on 1 of 5 hosts:\n  a5: still connecting: the start goes on")
+	assert.NotContains(t, text, "a5 (1)", "a host with no session yet has no block")
+
+	// Where every host numbers it as the group does, nothing is said.
+	r = &Result{Session: "p", Cell: 3, Fan: []HostResult{hostOK("a1", "", "1", 3), hostOK("a2", "", "1", 3)}}
+	assert.NotContains(t, r.Text(), "group cell")
+}

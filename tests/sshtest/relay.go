@@ -19,7 +19,10 @@ type Relay struct {
 	target string
 	down   bool // new connections are reset
 	closed bool
-	conns  []*relayed
+	// held, when set, is closed by Release: until then new connections
+	// are accepted and left waiting, not a byte passed either way.
+	held  chan struct{}
+	conns []*relayed
 }
 
 // relayed is one connection through the relay.
@@ -72,20 +75,62 @@ func (r *Relay) serve() {
 			continue
 		}
 		r.mu.Lock()
-		target := r.target
+		held := r.held
 		r.mu.Unlock()
-		bc, err := net.Dial("tcp", target)
-		if err != nil {
-			reset(a)
+		if held == nil {
+			r.connect(a)
 			continue
 		}
-		p := &relayed{a: a, b: bc.(*net.TCPConn), release: make(chan struct{})}
-		r.mu.Lock()
-		r.conns = append(r.conns, p)
-		r.mu.Unlock()
-		r.wg.Add(2)
-		go r.pipe(p, p.a, p.b)
-		go r.pipe(p, p.b, p.a)
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			<-held
+			r.connect(a)
+		}()
+	}
+}
+
+// connect relays a to the target, or resets it while the relay is down.
+func (r *Relay) connect(a *net.TCPConn) {
+	r.mu.Lock()
+	target, refuse := r.target, r.down || r.closed
+	r.mu.Unlock()
+	if refuse {
+		reset(a)
+		return
+	}
+	bc, err := net.Dial("tcp", target)
+	if err != nil {
+		reset(a)
+		return
+	}
+	p := &relayed{a: a, b: bc.(*net.TCPConn), release: make(chan struct{})}
+	r.mu.Lock()
+	r.conns = append(r.conns, p)
+	r.mu.Unlock()
+	r.wg.Add(2)
+	go r.pipe(p, p.a, p.b)
+	go r.pipe(p, p.b, p.a)
+}
+
+// Hold makes the relay accept new connections and leave them waiting,
+// saying nothing, until Release (or Drop, which then resets them): a
+// host that takes the connection and never answers.
+func (r *Relay) Hold() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.held == nil {
+		r.held = make(chan struct{})
+	}
+}
+
+// Release lets the connections Hold left waiting through, and new ones.
+func (r *Relay) Release() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.held != nil {
+		close(r.held)
+		r.held = nil
 	}
 }
 
@@ -132,6 +177,7 @@ func (r *Relay) Drop() {
 	conns := r.conns
 	r.conns = nil
 	r.mu.Unlock()
+	r.Release()
 	for _, p := range conns {
 		p.reset()
 	}

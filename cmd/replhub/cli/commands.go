@@ -243,7 +243,7 @@ func newWaitCmd(e *env) *cobra.Command {
 	}
 	cmd.Flags().Float64VarP(&o.timeout, "timeout", "t", 30, "seconds to wait (at most 600)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
-	cmd.Flags().IntVar(&o.cell, "cell", 0, "collect this cell only (as exec --no-wait numbered it)")
+	cmd.Flags().IntVar(&o.cell, "cell", 0, "collect this cell only (as exec --no-wait numbered it; of a group, the group's number)")
 	maxOutputFlag(cmd, &o.maxOutput)
 	return cmd
 }
