@@ -45,10 +45,6 @@ func runAttach(ctx context.Context, e *env, name string) error {
 	if !ok || !isTerminal(in) || !isTerminal(e.io.Out) {
 		return fmt.Errorf("attach needs a terminal: for a script, use `replhub exec %s -`", name)
 	}
-	paths, err := config.FromEnv(e.getenv)
-	if err != nil {
-		return err
-	}
 	c, err := e.client()
 	if err != nil {
 		return err
@@ -58,7 +54,7 @@ func runAttach(ctx context.Context, e *env, name string) error {
 		return err
 	}
 	defer a.Close()
-	hist, err := historyFile(paths, name)
+	hist, err := historyFile(c.Paths, name)
 	if err != nil {
 		return err
 	}
