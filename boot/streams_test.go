@@ -15,17 +15,20 @@ import (
 // texts is a piece of a worker's output: merged, and each stream.
 type texts struct{ all, stdout, stderr string }
 
+// add appends s, which came on stdout or on stderr.
+func (t *texts) add(stdout bool, s string) {
+	t.all += s
+	if stdout {
+		t.stdout += s
+	} else {
+		t.stderr += s
+	}
+}
+
 // split takes a worker's raw output apart as the hub does.
 func split(token string, raw []byte) texts {
 	var t texts
-	emit := func(stdout bool, b []byte) {
-		t.all += string(b)
-		if stdout {
-			t.stdout += string(b)
-		} else {
-			t.stderr += string(b)
-		}
-	}
+	emit := func(stdout bool, b []byte) { t.add(stdout, string(b)) }
 	d := proto.NewSplitter(token)
 	d.Split(raw, emit)
 	d.Flush(emit)
@@ -51,14 +54,8 @@ func (w *worker) cellTexts(code string) (frame, texts) {
 	var t texts
 	in := w.cell == 1
 	keep := func(stdout bool, s string) {
-		if !in || s == "" {
-			return
-		}
-		t.all += s
-		if stdout {
-			t.stdout += s
-		} else {
-			t.stderr += s
+		if in && s != "" {
+			t.add(stdout, s)
 		}
 	}
 	emit := func(stdout bool, b []byte) {
