@@ -154,7 +154,7 @@ func TestObjectStreamCut(t *testing.T) {
 			require.Equal(t, 3, r.Code, "the put must still be under way: %s", r)
 			stopped := filepath.Join(e.Cwd, "stopped")
 			require.Eventually(t, func() bool { _, err := os.Stat(stopped); return err == nil }, 20*time.Second, 10*time.Millisecond)
-			bpid := sessionPid(t, e, "b")
+			bpid := workerPid(t, e, "b")
 			cont := func() { syscall.Kill(bpid, syscall.SIGCONT) }
 			defer cont()
 			switch how {
