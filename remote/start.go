@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -66,16 +67,12 @@ func Script(spec StartSpec, token string) (string, error) {
 	// The preferred minor's own name is tried first among the defaults,
 	// then the version managers' folders for it, so that the usual start
 	// runs no interpreter just to ask its version.
-	var preferred, defaults []string
-	for _, p := range DefaultPythons {
-		if spec.Prefer != "" && p == "python"+spec.Prefer {
-			preferred = append(preferred, p)
-		} else {
-			defaults = append(defaults, p)
-		}
-	}
-	if spec.Prefer != "" && len(preferred) == 0 {
-		preferred = []string{"python" + spec.Prefer}
+	var preferred []string
+	defaults := DefaultPythons
+	if spec.Prefer != "" {
+		own := "python" + spec.Prefer
+		preferred = []string{own}
+		defaults = slices.DeleteFunc(slices.Clone(DefaultPythons), func(p string) bool { return p == own })
 	}
 	quoted := func(list []string) (string, error) {
 		var out []string

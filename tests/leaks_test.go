@@ -36,13 +36,7 @@ func sessionList(t *testing.T, e *hubtest.Env) wire.SessionList {
 // workerPid is the pid of session name's worker.
 func workerPid(t *testing.T, e *hubtest.Env, name string) int {
 	t.Helper()
-	for _, s := range sessionList(t, e).Sessions {
-		if s.Name == name {
-			return s.Pid
-		}
-	}
-	t.Fatalf("no session %q", name)
-	return 0
+	return sessionInfo(t, e, name).Pid
 }
 
 // fdsOf lists pid's open fds: fd → what it points at, and whether it is

@@ -1,10 +1,8 @@
 package tests
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -156,7 +154,7 @@ func TestObjectStreamCut(t *testing.T) {
 			require.Equal(t, 3, r.Code, "the put must still be under way: %s", r)
 			stopped := filepath.Join(e.Cwd, "stopped")
 			require.Eventually(t, func() bool { _, err := os.Stat(stopped); return err == nil }, 20*time.Second, 10*time.Millisecond)
-			bpid := sessionPid(t, e, "b")
+			bpid := workerPid(t, e, "b")
 			cont := func() { syscall.Kill(bpid, syscall.SIGCONT) }
 			defer cont()
 			switch how {
@@ -189,10 +187,10 @@ func TestObjectStreamHubMemory(t *testing.T) {
 	e.Setenv("REPLHUB_PYTHON", py(t, "3.12"))
 	ok(t, e.Run("exec", "b", "1"))
 	ok(t, e.Run("exec", "a", `b = session("b"); b.put(warm=bytes(16 << 20)); big = bytearray(512 << 20)`))
-	before := vmHWM(t, e.HubPid())
+	before := peakRSS(t, e.HubPid())
 	out := ok(t, e.Run("exec", "a", `b.put(big=big); b.call(lambda: len(big))`, "-t", "120"))
 	assert.Contains(t, out, "536870912")
-	grew := vmHWM(t, e.HubPid()) - before
+	grew := peakRSS(t, e.HubPid()) - before
 	t.Logf("hub peak grew by %d KiB during a 512 MiB put", grew>>10)
 	// The race detector's shadow memory, and its pool that drops buffers
 	// at random, cost more; still far less than the object.
@@ -201,22 +199,6 @@ func TestObjectStreamHubMemory(t *testing.T) {
 		bound = 256 << 20
 	}
 	assert.Less(t, grew, bound, "the hub's peak grew by %d MiB", grew>>20)
-}
-
-// vmHWM is a process's peak resident memory, in bytes.
-func vmHWM(t *testing.T, pid int) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	require.NoError(t, err)
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
-			kb, err := strconv.ParseInt(f[1], 10, 64)
-			require.NoError(t, err)
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmHWM")
-	return 0
 }
 
 // freeAgain runs code in session name once it is no longer busy (within

@@ -37,15 +37,11 @@ func cells(t *testing.T, e *hubtest.Env, name string) int {
 // sessionInfo is what sessions --json says of a live session.
 func sessionInfo(t *testing.T, e *hubtest.Env, name string) wire.SessionInfo {
 	t.Helper()
-	r := e.Run("sessions", "--json")
-	var l wire.SessionList
-	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &l), "%s", r)
-	for _, s := range l.Sessions {
-		if s.Name == name {
-			return s
-		}
+	l := sessionList(t, e)
+	if s := liveOf(l, name); s != nil {
+		return *s
 	}
-	t.Fatalf("no session %q: %s", name, r)
+	t.Fatalf("no session %q: %+v", name, l)
 	return wire.SessionInfo{}
 }
 

@@ -1,7 +1,6 @@
 package tests
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/replhub/replhub/tests/hubtest"
 	"github.com/replhub/replhub/tests/sshtest"
-	"github.com/replhub/replhub/wire"
 )
 
 // What kills a naive REPL (a recursion error in the parser, an exception
@@ -88,29 +86,13 @@ func TestInterruptWhileParsing(t *testing.T) {
 	require.Equal(t, 0, r.Code, "%s", r)
 }
 
-// sessionPid reads a session's worker pid from `sessions --json`.
-func sessionPid(t *testing.T, e *hubtest.Env, name string) int {
-	t.Helper()
-	r := e.Run("sessions", "--json")
-	require.Equal(t, 0, r.Code, "%s", r)
-	var l wire.SessionList
-	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &l), r.Stdout)
-	for _, s := range l.Sessions {
-		if s.Name == name {
-			return s.Pid
-		}
-	}
-	t.Fatalf("no session %s in %s", name, r.Stdout)
-	return 0
-}
-
 // A worker that dies on its own, or is killed from outside the hub, takes
 // the processes its cells started with it.
 func TestWorkerDeathEndsItsChildren(t *testing.T) {
 	e := hubtest.Start(t)
 	deaths := map[string]func(name string){
 		"os._exit": func(name string) { e.Run("exec", name, "os._exit(3)") },
-		"SIGKILL":  func(name string) { syscall.Kill(sessionPid(t, e, name), syscall.SIGKILL) },
+		"SIGKILL":  func(name string) { syscall.Kill(workerPid(t, e, name), syscall.SIGKILL) },
 	}
 	for how, die := range deaths {
 		t.Run(how, func(t *testing.T) {
