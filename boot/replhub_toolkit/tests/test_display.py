@@ -158,5 +158,19 @@ class RichTest(unittest.TestCase):
         self.assertEqual(d.richest(J()), ("application/json", b'{\n "a": [\n  1,\n  2\n ]\n}'))
 
 
+class WorkerTwinTest(unittest.TestCase):
+    def test_the_worker_looks_for_the_methods_display_uses(self):
+        # The worker keeps its own list so that it need not load display to
+        # look at a value; it must name the same methods.
+        import ast
+        import os
+        path = os.path.join(os.path.dirname(d.__file__), "..", "worker.py")
+        with open(path) as f:
+            tree = ast.parse(f.read())
+        found = [ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+                 and any(getattr(t, "id", "") == "_RICH_METHODS" for t in n.targets)]
+        self.assertEqual(found, [("_repr_mimebundle_",) + tuple(m for _, m in d._METHODS)])
+
+
 if __name__ == "__main__":
     unittest.main()
