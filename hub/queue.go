@@ -365,9 +365,7 @@ func (s *Session) queueInfoLocked(info *wire.SessionInfo, now time.Time) {
 		}
 		info.Queued = append(info.Queued, wire.QueuedCell{Cell: r.cell, Code: line, WaitedS: now.Sub(r.queuedAt).Seconds()})
 	}
-	for _, r := range s.kept {
-		info.UnreadCells = append(info.UnreadCells, r.cell)
-	}
+	info.UnreadCells = append(info.UnreadCells, queuedCells(s.kept)...)
 }
 
 // queuedCells lists the numbers of runs.
