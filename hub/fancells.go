@@ -3,7 +3,6 @@ package hub
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
@@ -313,8 +312,8 @@ func (h *Hub) fanStartRoot(ctx context.Context, req wire.Request, hosts []string
 	if len(asking) == 0 {
 		return made, nil
 	}
-	sort.Slice(asking, func(i, j int) bool { return nodeset.Less(asking[i], asking[j]) })
+	// Fold sorts the hosts itself, whatever order they answered in.
 	prompt.Name, prompt.Host = memberName(req.Name, "HOST"), nodeset.Fold(asking)
 	return made, &wire.Error{Code: wire.CodeNeedPassword, Prompt: h.promptFor(prompt),
-		Message: fmt.Sprintf("root group '%s' needs sudo's password on %s", req.Name, nodeset.Fold(asking))}
+		Message: fmt.Sprintf("root group '%s' needs sudo's password on %s", req.Name, prompt.Host)}
 }

@@ -213,26 +213,20 @@ func fanEach(hosts []string, report func(done, failed int), do func(host string)
 	out := make([]wire.HostResult, len(hosts))
 	var mu sync.Mutex
 	done, failed := 0, 0
-	var wg sync.WaitGroup
-	for i, host := range hosts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r := do(host)
-			r.Host = host
-			out[i] = r
-			mu.Lock()
-			done++
-			if wire.Failed(r.Status) {
-				failed++
-			}
-			if report != nil {
-				report(done, failed)
-			}
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
+	parallel(len(hosts), func(i int) {
+		r := do(hosts[i])
+		r.Host = hosts[i]
+		out[i] = r
+		mu.Lock()
+		done++
+		if wire.Failed(r.Status) {
+			failed++
+		}
+		if report != nil {
+			report(done, failed)
+		}
+		mu.Unlock()
+	})
 	return out
 }
 

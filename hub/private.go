@@ -41,10 +41,7 @@ func (h *Hub) run(ctx context.Context, req wire.Request, progress func(*wire.Pro
 	if res.Status == wire.StatusRunning {
 		res.Status = wire.StatusTimeout
 	}
-	h.mu.Lock()
-	res.Notes = append(h.warnings, res.Notes...)
-	h.warnings = nil
-	h.mu.Unlock()
+	res.Notes = append(h.takeWarnings(), res.Notes...)
 	return res, nil
 }
 

@@ -88,13 +88,8 @@ func (h *Hub) Query(ctx context.Context, req wire.Request) (*wire.Answer, error)
 // query sends q and waits for its answer: up to wait for a running cell,
 // and queryBudget more for the worker to answer.
 func (s *Session) query(ctx context.Context, q *proto.Query, wait time.Duration, adv wire.Advice) (*wire.Answer, error) {
-	if err := s.awaitLink(ctx, max(wait, time.Second)); err != nil {
+	if err := s.lockLive(ctx, max(wait, time.Second)); err != nil {
 		return nil, err
-	}
-	s.mu.Lock()
-	if s.state == stateDead {
-		s.mu.Unlock()
-		return nil, &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' is dead: %s", s.name, s.death)}
 	}
 	if busy := s.busyWithLocked(); busy != "" && q.Kind == wire.OpReset {
 		s.mu.Unlock()

@@ -91,7 +91,7 @@ func (s *Session) queueLocked(code string, adv wire.Advice) (*wire.Result, error
 	// The record counts the queued cell: a hub that dies with the queue
 	// lets its successor name the cells it lost.
 	s.hub.touchLiveLocked(s)
-	return &wire.Result{Session: s.name, Cell: r.cell, Status: wire.StatusQueued, Ahead: s.aheadLocked(r)}, nil
+	return s.queuedResultLocked(r), nil
 }
 
 // aheadLocked counts the cells that run before the queued r, the running
@@ -242,8 +242,8 @@ func (s *Session) toCollectLocked(n int) (*run, error) {
 	return nil, &wire.Error{Code: wire.CodeBadRequest, Message: msg}
 }
 
-// queuedResultLocked is what a wait that timed out says of a cell that
-// has not started.
+// queuedResultLocked is what an exec that queues a cell, or a wait that
+// timed out, says of a cell that has not started.
 func (s *Session) queuedResultLocked(r *run) *wire.Result {
 	return &wire.Result{Session: s.name, Cell: r.cell, Status: wire.StatusQueued, Ahead: s.aheadLocked(r)}
 }
@@ -365,9 +365,7 @@ func (s *Session) queueInfoLocked(info *wire.SessionInfo, now time.Time) {
 		}
 		info.Queued = append(info.Queued, wire.QueuedCell{Cell: r.cell, Code: line, WaitedS: now.Sub(r.queuedAt).Seconds()})
 	}
-	for _, r := range s.kept {
-		info.UnreadCells = append(info.UnreadCells, r.cell)
-	}
+	info.UnreadCells = append(info.UnreadCells, queuedCells(s.kept)...)
 }
 
 // queuedCells lists the numbers of runs.

@@ -340,11 +340,8 @@ func (h *Hub) startFailure(req wire.Request, err error) error {
 	if previous := h.peekDeathNote(req.Name); previous != "" {
 		msg = previous + "\n" + msg
 	}
-	h.mu.Lock()
-	for _, w := range h.warnings {
+	for _, w := range h.takeWarnings() {
 		msg = "warning: " + w + "\n" + msg
 	}
-	h.warnings = nil
-	h.mu.Unlock()
 	return &wire.Error{Code: wire.CodeStart, Message: msg}
 }
