@@ -275,8 +275,7 @@ func (h *Hub) fanStartRoot(ctx context.Context, req wire.Request, hosts []string
 	var asking []string
 	var prompt wire.Request
 	parallel(len(hosts), func(i int) {
-		sub := req
-		sub.Name, sub.Host, sub.Hosts = memberName(req.Name, hosts[i]), hosts[i], ""
+		sub := memberRequest(req, hosts[i])
 		h.mu.Lock()
 		up := h.sessions[sub.Name] != nil
 		h.mu.Unlock()

@@ -301,13 +301,7 @@ func (h *Hub) fanExec(ctx context.Context, req wire.Request, hosts []string, pro
 	}
 	g := h.newFanCell(req.Name, hosts)
 	results := fanEach(hosts, fanProgress(req.Name, len(hosts), progress), func(host string) wire.HostResult {
-		sub := req
-		sub.Name, sub.Host, sub.Hosts = memberName(req.Name, host), host, ""
-		sub.Password = append([]byte(nil), req.Password...)
-		if req.Password == nil {
-			sub.Password = nil
-		}
-		r := h.fanExecOn(ctx, sub, req.Name, g, host, limit, made[host])
+		r := h.fanExecOn(ctx, memberRequest(req, host), req.Name, g, host, limit, made[host])
 		r.GroupCell = g
 		return r
 	})
@@ -318,6 +312,17 @@ func (h *Hub) fanExec(ctx context.Context, req wire.Request, hosts []string, pro
 	res.Notes = h.takeWarnings()
 	res.Others = h.othersLine(req)
 	return res, nil
+}
+
+// memberRequest is req as the session of its group on host gets it: with
+// a copy of the password of its own, since a start zeroes it. An empty
+// password stays empty, not none, as for a single session: sudo is given
+// the empty line.
+func memberRequest(req wire.Request, host string) wire.Request {
+	sub := req
+	sub.Name, sub.Host, sub.Hosts = memberName(req.Name, host), host, ""
+	sub.Password = slices.Clone(req.Password)
+	return sub
 }
 
 // fanWait collects the running or unread cell of every session of the

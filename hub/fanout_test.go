@@ -1,0 +1,37 @@
+package hub
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/replhub/replhub/wire"
+)
+
+// TestMemberRequestPassword: each session of a group gets the password
+// as a single session would, empty included, in a copy of its own.
+func TestMemberRequestPassword(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pw   []byte
+	}{
+		{"none", nil},
+		{"empty", []byte{}},
+		{"given", []byte("p@ss w0rd")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := wire.Request{Op: wire.OpExec, Name: "ops", Hosts: "web,db", Sudo: true, Password: tc.pw}
+			sub := memberRequest(req, "web")
+			assert.Equal(t, "ops@web", sub.Name)
+			assert.Equal(t, "web", sub.Host)
+			assert.Empty(t, sub.Hosts)
+			assert.True(t, sub.Sudo)
+			assert.Equal(t, tc.pw == nil, sub.Password == nil, "a password, even empty, stays one; none stays none")
+			assert.Equal(t, string(tc.pw), string(sub.Password))
+			if len(tc.pw) > 0 {
+				sub.Password[0] = 0
+				assert.Equal(t, byte('p'), tc.pw[0], "zeroing one host's copy leaves the others")
+			}
+		})
+	}
+}
