@@ -182,6 +182,23 @@ func (h *Hub) groupOf(name string) []string {
 	return hosts
 }
 
+type configKey struct{}
+
+// withConfig has the sessions started with the returned context take cfg
+// as config.json: a group reads it once for all its hosts.
+func withConfig(ctx context.Context, cfg *config.File) context.Context {
+	return context.WithValue(ctx, configKey{}, cfg)
+}
+
+// loadConfig returns the config.json ctx carries (withConfig), else reads
+// it anew.
+func (h *Hub) loadConfig(ctx context.Context) (*config.File, error) {
+	if cfg, _ := ctx.Value(configKey{}).(*config.File); cfg != nil {
+		return cfg, nil
+	}
+	return config.Load(h.paths.ConfigFile())
+}
+
 type dialSlotsKey struct{}
 
 // withDialSlots bounds, for the sessions started with the returned
@@ -289,7 +306,7 @@ func (h *Hub) fanExec(ctx context.Context, req wire.Request, hosts []string, pro
 	}
 	h.mu.Unlock()
 
-	ctx = withDialSlots(ctx, cfg.FanoutOr(req.Fanout))
+	ctx = withDialSlots(withConfig(ctx, cfg), cfg.FanoutOr(req.Fanout))
 	limit := timeoutOf(req.Timeout)
 	made := map[string]fanMade{}
 	if req.Sudo && req.Password == nil {

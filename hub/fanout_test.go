@@ -1,9 +1,13 @@
 package hub
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/replhub/replhub/wire"
 )
@@ -34,4 +38,23 @@ func TestMemberRequestPassword(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLoadConfigCarried: a start under a group's context takes the
+// config.json the group read, and reads none of its own.
+func TestLoadConfigCarried(t *testing.T) {
+	p := testPaths(t)
+	h := testHub(t, p)
+	require.NoError(t, os.MkdirAll(filepath.Dir(p.ConfigFile()), 0o755))
+	require.NoError(t, os.WriteFile(p.ConfigFile(), []byte(`{"sudo": "nopasswd"}`), 0o644))
+	read, err := h.loadConfig(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "nopasswd", read.Sudo)
+
+	require.NoError(t, os.WriteFile(p.ConfigFile(), []byte(`{"sudo": `), 0o644))
+	_, err = h.loadConfig(context.Background())
+	assert.Error(t, err, "read anew without a group's")
+	cfg, err := h.loadConfig(withConfig(context.Background(), read))
+	require.NoError(t, err)
+	assert.Same(t, read, cfg, "the group's, not the file as it is now")
 }

@@ -89,7 +89,7 @@ func (h *Hub) fanOpen(from *Session, f *proto.Req, reply *proto.Reply) {
 		}
 	}
 	h.mu.Unlock()
-	ctx := withDialSlots(context.Background(), cfg.FanoutOr(0))
+	ctx := withDialSlots(withConfig(context.Background(), cfg), cfg.FanoutOr(0))
 	reply.Fan = make([]proto.FanItem, len(hosts))
 	parallel(len(hosts), func(i int) {
 		sub := member(i)

@@ -30,9 +30,10 @@ func (s *Session) isRoot() bool {
 }
 
 // startSession starts s where req says: here or on req.Host, as the user or
-// as root. config.json is read anew for every start.
+// as root. config.json is read anew for every start but a group's, which
+// reads it once for all its hosts (withConfig).
 func (h *Hub) startSession(ctx context.Context, s *Session, req wire.Request) error {
-	cfg, err := config.Load(h.paths.ConfigFile())
+	cfg, err := h.loadConfig(ctx)
 	if err != nil {
 		closeFailed(s)
 		return err
