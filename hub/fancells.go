@@ -83,8 +83,8 @@ func (h *Hub) noteFanCell(group string, g int, host string, cell int) {
 
 // checkFanCell refuses a cell number the group never had in this hub.
 func (h *Hub) checkFanCell(group string, g int, adv wire.Advice) error {
-	if g < 0 {
-		return &wire.Error{Code: wire.CodeBadRequest, Message: "a cell number is 1 or more"}
+	if err := checkCell(g); err != nil {
+		return err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -629,8 +629,8 @@ func (h *Hub) Wait(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	if err != nil {
 		return nil, err
 	}
-	if req.Cell < 0 {
-		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: "a cell number is 1 or more"}
+	if err := checkCell(req.Cell); err != nil {
+		return nil, err
 	}
 	if err := checkMaxOutput(req.MaxOutput); err != nil {
 		return nil, err
@@ -685,8 +685,8 @@ func (h *Hub) Interrupt(req wire.Request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if req.Cell < 0 {
-		return "", &wire.Error{Code: wire.CodeBadRequest, Message: "a cell number is 1 or more"}
+	if err := checkCell(req.Cell); err != nil {
+		return "", err
 	}
 	if req.Cell > 0 {
 		return s.interruptCell(adv, req.Cell)

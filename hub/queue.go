@@ -36,6 +36,14 @@ const (
 	maxGone       = 256
 )
 
+// checkCell refuses a negative cell number; 0 is a request's "no number".
+func checkCell(n int) error {
+	if n < 0 {
+		return &wire.Error{Code: wire.CodeBadRequest, Message: "a cell number is 1 or more"}
+	}
+	return nil
+}
+
 // enqueue puts code at the end of the queue. A cell that can start at
 // once does, and the call then collects it as exec does (or, with noWait,
 // says it started); one that must wait answers at once with its number.

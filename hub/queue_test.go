@@ -43,3 +43,17 @@ func TestTakeQueueOverBounds(t *testing.T) {
 	assert.Equal(t, 3*maxKept, s.kept[len(s.kept)-1].cell, "the latest results stay")
 	assert.Contains(t, s.gone[100+3*maxQueue], "never ran")
 }
+
+// TestCheckCell: a negative cell number is refused in one line, by a
+// single session's wait and interrupt and by a group's alike.
+func TestCheckCell(t *testing.T) {
+	h := testHub(t, testPaths(t))
+	for _, n := range []int{0, 1, 7} {
+		assert.NoError(t, checkCell(n))
+	}
+	for _, err := range []error{checkCell(-1), h.checkFanCell("ops", -3, wire.Advice{})} {
+		require.Error(t, err)
+		assert.True(t, wire.IsCode(err, wire.CodeBadRequest))
+		assert.Equal(t, "a cell number is 1 or more", err.Error())
+	}
+}
