@@ -241,13 +241,19 @@ func (s *Session) toCollectLocked(n int) (*run, error) {
 	if r != nil && !r.collected {
 		return r, nil
 	}
-	msg := fmt.Sprintf("cell %d of session '%s' has not started: the last cell is %d", n, s.name, s.cells)
+	msg := s.notStarted(n, s.cells)
 	if why := s.gone[n]; why != "" {
 		msg = why
 	} else if n <= s.cells {
 		msg = fmt.Sprintf("cell %d of session '%s' was collected already: a result goes to one reply", n, s.name)
 	}
 	return nil, &wire.Error{Code: wire.CodeBadRequest, Message: msg}
+}
+
+// notStarted says that cell n has not started, last being the session's
+// last cell.
+func (s *Session) notStarted(n, last int) string {
+	return fmt.Sprintf("cell %d of session '%s' has not started: the last cell is %d", n, s.name, last)
 }
 
 // queuedResultLocked is what an exec that queues a cell, or a wait that
@@ -297,7 +303,7 @@ func (s *Session) interruptCell(adv wire.Advice, n int) (string, error) {
 	case dead || running:
 		return s.interrupt(adv, false, n)
 	case n > last:
-		return "", &wire.Error{Code: wire.CodeBadRequest, Message: fmt.Sprintf("cell %d of session '%s' has not started: the last cell is %d", n, s.name, last)}
+		return "", &wire.Error{Code: wire.CodeBadRequest, Message: s.notStarted(n, last)}
 	case unread:
 		return fmt.Sprintf("cell %d of session '%s' has finished: nothing to interrupt; %s shows its result", n, s.name, adv.WaitCell(s.name, n)), nil
 	}
