@@ -279,28 +279,41 @@ func (s *Session) showCellLocked(r *run, w *watcher, by, code string) {
 
 // cellFinishedLocked is called as cell r finishes: watchers that only
 // looked get its status, value and error (its output came as it was
-// written).
+// written), in one event they share: nobody writes to an event once sent.
 func (s *Session) cellFinishedLocked(r *run) {
 	if w := r.stream; w != nil {
 		w.flushLocked()
 		w.holding = w.person
 	}
+	if r.result == nil {
+		return
+	}
+	var done *wire.Event
 	for _, w := range s.attached.watchers {
-		if w == r.stream || r.result == nil || !w.person {
+		if w == r.stream || !w.person {
 			continue
 		}
 		w.flushLocked()
-		res := *r.result
-		res.Output, res.Notes, res.Truncated, res.TruncatedChars = "", nil, false, 0
-		res.Stdout, res.Stderr = "", ""
-		// Images are the agent's: a console sees what they were.
-		res.Display = make([]wire.Display, len(r.result.Display))
-		for i, d := range r.result.Display {
-			d.Data = nil
-			res.Display[i] = d
+		if done == nil {
+			done = &wire.Event{Kind: wire.EventDone, Cell: r.cell, Result: lookedResult(r.result)}
 		}
-		w.pushLocked(&wire.Event{Kind: wire.EventDone, Cell: r.cell, Result: &res})
+		w.pushLocked(done)
 	}
+}
+
+// lookedResult is what a console that only looked is told of a finished
+// cell: res without the output it saw as it came, and without images.
+func lookedResult(res *wire.Result) *wire.Result {
+	looked := *res
+	looked.Output, looked.Notes, looked.Truncated, looked.TruncatedChars = "", nil, false, 0
+	looked.Stdout, looked.Stderr = "", ""
+	// Images are the agent's: a console sees what they were.
+	looked.Display = make([]wire.Display, len(res.Display))
+	for i, d := range res.Display {
+		d.Data = nil
+		looked.Display[i] = d
+	}
+	return &looked
 }
 
 // personNote says, once, which cells a person typed in a console since the

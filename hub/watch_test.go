@@ -146,3 +146,29 @@ func TestWatcherScopes(t *testing.T) {
 	assert.Equal(t, []string{"out:mine\n"}, got, "the streaming exec's own cell, and nothing after it")
 	assert.Len(t, console.held, 2, "cell 3's start and output wait for cell 2's reply")
 }
+
+// Consoles that only looked are told of a finished cell in one event they
+// share, without the output they saw and without images' data; the
+// cell's own result is left as it was, for its reply.
+func TestCellFinishedOnceForLookers(t *testing.T) {
+	s := newSession(&Hub{}, "t")
+	a, b := newWatcher(true), newWatcher(true)
+	res := &wire.Result{Cell: 1, Status: wire.StatusOK, Output: "1\n", Stdout: "1\n", Notes: []string{"n"},
+		Display: []wire.Display{{MIME: "image/png", Data: []byte("iVBOR")}}}
+	s.mu.Lock()
+	s.watchLocked(a)
+	s.watchLocked(b)
+	s.cellFinishedLocked(&run{cell: 1, finished: make(chan struct{}), result: res})
+	s.mu.Unlock()
+	ea, eb := <-a.events, <-b.events
+	assert.Same(t, ea, eb, "built once")
+	assert.Equal(t, wire.EventDone, ea.Kind)
+	assert.Equal(t, wire.StatusOK, ea.Result.Status)
+	assert.Empty(t, ea.Result.Output+ea.Result.Stdout)
+	assert.Nil(t, ea.Result.Notes)
+	require.Len(t, ea.Result.Display, 1)
+	assert.Equal(t, "image/png", ea.Result.Display[0].MIME)
+	assert.Empty(t, ea.Result.Display[0].Data)
+	assert.Equal(t, "1\n", res.Output)
+	assert.Equal(t, "iVBOR", string(res.Display[0].Data))
+}
