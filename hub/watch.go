@@ -323,11 +323,8 @@ func (s *Session) personNote() string {
 	cells := s.attached.personCells
 	s.attached.personCells = nil
 	s.mu.Unlock()
-	switch len(cells) {
-	case 0:
+	if len(cells) == 0 {
 		return ""
-	case 1:
-		return fmt.Sprintf("someone worked in this session from `replhub attach`: cell %d", cells[0])
 	}
-	return fmt.Sprintf("someone worked in this session from `replhub attach`: cells %d-%d", cells[0], cells[len(cells)-1])
+	return "someone worked in this session from `replhub attach`: " + cellList(cells)
 }

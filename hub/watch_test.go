@@ -172,3 +172,24 @@ func TestCellFinishedOnceForLookers(t *testing.T) {
 	assert.Equal(t, "1\n", res.Output)
 	assert.Equal(t, "iVBOR", string(res.Display[0].Data))
 }
+
+// The person's cells are named exactly: a cell between them that an
+// agent ran is not counted as the person's.
+func TestPersonNoteCells(t *testing.T) {
+	s := newSession(&Hub{}, "t")
+	console := newWatcher(true)
+	s.mu.Lock()
+	s.watchLocked(console)
+	for cell := 1; cell <= 6; cell++ {
+		r := &run{cell: cell, finished: make(chan struct{})}
+		s.cur = r
+		ctx := context.Background()
+		if cell == 3 || cell == 5 || cell == 6 {
+			ctx = withWatcher(ctx, console)
+		}
+		s.cellStartedLocked(ctx, r, "pass")
+	}
+	s.mu.Unlock()
+	assert.Equal(t, "someone worked in this session from `replhub attach`: cells 3, 5-6", s.personNote())
+	assert.Equal(t, "", s.personNote(), "once")
+}
