@@ -8,6 +8,7 @@ import (
 
 	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/proto"
+	"github.com/replhub/replhub/wire"
 )
 
 // A group from code in a session: sessions_on(hosts, name) opens the
@@ -137,7 +138,7 @@ func (h *Hub) fanServe(from *Session, f *proto.Req, reply *proto.Reply) {
 		}
 		if n := int64(len(served.Data)); !budget.take(n) {
 			item.Error = fmt.Sprintf("the %s from '%s' is too large for the group's reply: %s, while its values together may be at most %s (max_object_mb in config.json)",
-				f.Kind, sub.Target, mib(n), mib(budget.max))
+				f.Kind, sub.Target, wire.MBUp(n), wire.MBUp(budget.max))
 			return
 		}
 		item.OK, item.Py, item.Kept, item.Error = served.OK, served.Py, served.Kept, served.Error
@@ -176,9 +177,6 @@ func (b *blobBudget) take(n int64) bool {
 	b.left -= n
 	return true
 }
-
-// mib writes a size in MiB, rounded up.
-func mib(n int64) string { return fmt.Sprintf("%d MiB", (n+1<<20-1)>>20) }
 
 // parallel runs do(0) … do(n-1) at once and waits for them all.
 func parallel(n int, do func(i int)) {

@@ -206,10 +206,14 @@ func Duration(sec float64) string {
 	}
 }
 
-// MB renders a byte count in MB.
-func MB(n int64) string {
-	return fmt.Sprintf("%d MB", (n+(1<<19))>>20)
-}
+// MB renders a byte count in MB (of 2^20 bytes), rounded to the nearest.
+func MB(n int64) string { return mb(n + 1<<19) }
+
+// MBUp renders a byte count in MB rounded up, for a size said to be too
+// large: it never reads as 0 MB.
+func MBUp(n int64) string { return mb(n + 1<<20 - 1) }
+
+func mb(n int64) string { return fmt.Sprintf("%d MB", n>>20) }
 
 // Only keeps session name (live or dead), or the sessions NAME@HOST of
 // group name, and reports whether it was there.

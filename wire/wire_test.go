@@ -58,3 +58,20 @@ func TestReadLine(t *testing.T) {
 	_, err = ReadLine(r, 50)
 	assert.ErrorIs(t, err, ErrLineTooLong)
 }
+
+func TestMB(t *testing.T) {
+	for _, c := range []struct {
+		n        int64
+		mb, mbUp string
+	}{
+		{0, "0 MB", "0 MB"},
+		{100, "0 MB", "1 MB"},
+		{1 << 19, "1 MB", "1 MB"},
+		{1 << 20, "1 MB", "1 MB"},
+		{1<<20 + 1, "1 MB", "2 MB"},
+		{5<<20 - 1, "5 MB", "5 MB"},
+	} {
+		assert.Equal(t, c.mb, MB(c.n), "MB(%d)", c.n)
+		assert.Equal(t, c.mbUp, MBUp(c.n), "MBUp(%d)", c.n)
+	}
+}
