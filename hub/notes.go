@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/replhub/replhub/internal/atomicfile"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -59,7 +60,7 @@ func (h *Hub) writeDeathNote(n deathNote) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(h.deathNotePath(n.Name), b, 0o600); err != nil {
+	if err := atomicfile.WriteFile(h.deathNotePath(n.Name), b, 0o600); err != nil {
 		return err
 	}
 	h.mu.Lock()
@@ -233,23 +234,4 @@ func (s *Session) openTranscriptLocked() error {
 	}
 	s.transcript = f
 	return nil
-}
-
-// writeFileAtomic writes b to path through a temporary file and a rename.
-func writeFileAtomic(path string, b []byte, mode os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return err
-	}
-	tmp.Chmod(mode)
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

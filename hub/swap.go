@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/internal/atomicfile"
 	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/wire"
 )
@@ -604,7 +605,7 @@ func (h *Hub) writeSwap(name, part string, rec *swapRecord) error {
 	if err := os.Rename(part, pickle); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(record, b, 0o600); err != nil {
+	if err := atomicfile.WriteFile(record, b, 0o600); err != nil {
 		os.Remove(pickle)
 		return err
 	}

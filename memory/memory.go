@@ -10,6 +10,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/replhub/replhub/internal/atomicfile"
 	"github.com/replhub/replhub/internal/lazyre"
 )
 
@@ -393,30 +394,7 @@ func (s *Store) files() (map[string]bool, error) {
 // folder, so a reader sees the old text or the new, never a part. A file
 // that exists keeps its mode; a new one is 0600.
 func writeAtomic(path string, data []byte) error {
-	mode := fs.FileMode(0o600)
-	if fi, err := os.Stat(path); err == nil {
-		mode = fi.Mode().Perm()
-	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return fmt.Errorf("memory: %v", err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
+	if err := atomicfile.WriteFileSync(path, data, 0); err != nil {
 		return fmt.Errorf("memory: writing %s: %v", filepath.Base(path), unwrapPath(err))
 	}
 	return nil

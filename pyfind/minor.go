@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/replhub/replhub/internal/atomicfile"
 )
 
 // MinorFromPath reads "3.N" from where the interpreter at path lives, or
@@ -210,12 +212,5 @@ func (c *Cache) saveLocked() {
 	if err != nil || len(b) > maxCacheFile {
 		return
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(c.File), ".pythons-*")
-	if err != nil {
-		return
-	}
-	_, werr := tmp.Write(b)
-	if cerr := tmp.Close(); werr != nil || cerr != nil || os.Rename(tmp.Name(), c.File) != nil {
-		os.Remove(tmp.Name())
-	}
+	atomicfile.WriteFile(c.File, b, 0o600) // a cache: one not written is read anew
 }
