@@ -177,11 +177,7 @@ func (s *Session) answerOf(q *proto.Query, a *proto.Answer, adv wire.Advice) (*w
 	if a.Note != "" {
 		out.Notes = append(out.Notes, "the list stopped early: "+a.Note)
 	}
-	out.Vars, out.Total, out.Hidden, out.Left = a.Vars, a.Total, a.Hidden, a.Left
-	out.Inspect = a.Inspect
-	out.Check = a.Check
-	out.Completions = a.Completions
-	out.Removed, out.Kept, out.Restored, out.Names = a.Removed, a.Kept, a.Restored, a.Names
+	out.Findings = a.Findings
 	if q.Kind == wire.OpReset {
 		s.mu.Lock()
 		s.names = a.Names

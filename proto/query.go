@@ -28,10 +28,12 @@ type Query struct {
 	Wait        float64 `json:"wait,omitempty"`
 }
 
-// Answer answers the Query of ID: OK with the fields of its kind; or not
-// OK with Error, or Busy (the main thread stayed busy for Waited seconds,
-// with cell Cell, or 0 for a put/get/call or swap). An OK answer that
-// waited says for which Cell, and how long.
+// Answer answers the Query of ID: OK with the findings of its kind; or
+// not OK with Error, or Busy (the main thread stayed busy for Waited
+// seconds, with cell Cell, or 0 for a put/get/call or swap). An OK answer
+// that waited says for which Cell, and how long. The findings are the
+// client's wire.Findings as they are: this protocol builds on the
+// client's types, never the other way round.
 type Answer struct {
 	Head
 	ID     int64   `json:"id"`
@@ -41,22 +43,7 @@ type Answer struct {
 	Cell   int     `json:"cell,omitempty"`
 	Waited float64 `json:"waited,omitempty"`
 	Note   string  `json:"note,omitempty"`
-	// vars
-	Vars   []wire.Var `json:"vars,omitempty"`
-	Total  int        `json:"total,omitempty"`
-	Hidden int        `json:"hidden,omitempty"`
-	Left   int        `json:"left,omitempty"`
-	// inspect
-	Inspect *wire.Inspection `json:"inspect,omitempty"`
-	// complete
-	Completions []string `json:"completions,omitempty"`
-	// reset
-	Removed  int      `json:"removed,omitempty"`
-	Kept     []string `json:"kept,omitempty"`
-	Restored []string `json:"restored,omitempty"`
-	Names    []string `json:"names,omitempty"`
-	// check
-	Check string `json:"check,omitempty"`
+	wire.Findings
 }
 
 func (*Query) Op() string  { return OpQuery }

@@ -63,6 +63,14 @@ type Answer struct {
 	// did not evaluate).
 	Error string `json:"error,omitempty"`
 
+	Findings
+
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Findings are what a query found, by its kind: as the worker sends
+// them in its answer frame (proto.Answer) and as the client reads them.
+type Findings struct {
 	// vars: the names shown, how many there are in all (Total), how many
 	// start with _ and were not asked for (Hidden), and how many of Total
 	// are not shown (Left).
@@ -85,8 +93,6 @@ type Answer struct {
 
 	// check: CheckComplete, CheckIncomplete or CheckInvalid.
 	Check string `json:"check,omitempty"`
-
-	Notes []string `json:"notes,omitempty"`
 }
 
 // Text renders the answer as a person or an agent reads it.

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bufio"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -74,4 +75,23 @@ func TestMB(t *testing.T) {
 		assert.Equal(t, c.mb, MB(c.n), "MB(%d)", c.n)
 		assert.Equal(t, c.mbUp, MBUp(c.n), "MBUp(%d)", c.n)
 	}
+}
+
+// An answer's findings read and write as keys of the answer itself, in
+// the order they always had.
+func TestAnswerJSON(t *testing.T) {
+	const text = `{"session":"s","kind":"vars","waited_ms":5,"waited_for":2,"error":"e",` +
+		`"vars":[{"name":"x","type":"int","repr":"1"}],"total":3,"hidden":1,"left":2,` +
+		`"inspect":{"expr":"x","type":"int","kind":"object","repr":"1"},"completions":["xy"],` +
+		`"removed":4,"kept":["json"],"restored":["r"],"names":["n"],"check":"complete","notes":["n1"]}`
+	var a Answer
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&a))
+	assert.Equal(t, 3, a.Total)
+	assert.Equal(t, []string{"xy"}, a.Completions)
+	assert.Equal(t, "x", a.Inspect.Expr)
+	b, err := json.Marshal(&a)
+	require.NoError(t, err)
+	assert.Equal(t, text, string(b))
 }
