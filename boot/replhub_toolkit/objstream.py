@@ -355,7 +355,7 @@ def ask(link, kind, blob, bufs, oob, fields):
             raise relay.HubError(header.get("error") or "refused")
         if value is not None:
             return relay.loads(value[0], value[1], value[2]), header
-        return (relay.loads(data, header.get("py")) if data is not None else None), header
+        return relay.reply_value(header, data)
     except StreamError as e:
         _cancel(link, st)
         raise relay.HubError(str(e))

@@ -446,9 +446,20 @@ def route(header, data):
     if header.get("op") == "ack":
         st.ack(header.get("seq", -1))
         return
-    if header.get("op") == "reply" and header.get("bufs"):
-        st.expect(header)  # before its chunks, which follow it
+    if header.get("op") == "reply":
+        _expect_bufs(header, st)
     st.put(header, data)
+
+
+def _expect_bufs(header, st=None):
+    """Reader thread: a reply that carries buffers tells st (else the
+    stream header names) their sizes, before the chunks that follow it."""
+    if not header.get("bufs"):
+        return
+    if st is None:
+        st = _stream_of(header)
+    if st is not None:
+        st.expect(header)
 
 
 def chunk_into(header, n):
@@ -508,10 +519,7 @@ class Link(object):
         with self.lock:
             slot = self.waiting.get(header.get("id"))
             if slot is not None and not slot[0].is_set():
-                if header.get("bufs"):
-                    st = _stream_of(header)
-                    if st is not None:
-                        st.expect(header)  # before its chunks
+                _expect_bufs(header)
                 slot[1], slot[2] = header, data
                 slot[0].set()
                 return
@@ -674,6 +682,12 @@ def _ask(kind, blob, bufs, oob=False, **fields):
     if bufs or oob:
         return _objstream().ask(link, kind, blob, bufs, oob, fields)
     header, data = link.request(kind, blob, **fields)
+    return reply_value(header, data)
+
+
+def reply_value(header, data):
+    """The value a reply to a put, get or call carries (None without one),
+    and the reply."""
     return (loads(data, header.get("py")) if data is not None else None), header
 
 
