@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/replhub/replhub/tests/hubtest"
 	"github.com/replhub/replhub/tests/sshtest"
+	"github.com/replhub/replhub/wire"
 )
 
 // tty runs the binary in a real terminal: a tmux server of the test's own.
@@ -114,16 +116,11 @@ const waitLong = 30 * time.Second
 func waitRunning(t *testing.T, e *hubtest.Env, name string, n int) {
 	t.Helper()
 	c := e.Client()
-	for deadline := time.Now().Add(waitLong); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	waitFor(t, func() bool {
 		l, err := c.Sessions(context.Background())
 		require.NoError(t, err)
-		for _, s := range l.Sessions {
-			if s.Name == name && s.RunningCell == n {
-				return
-			}
-		}
-	}
-	t.Fatalf("session %s never ran cell %d", name, n)
+		return slices.ContainsFunc(l.Sessions, func(s wire.SessionInfo) bool { return s.Name == name && s.RunningCell == n })
+	}, func() string { return fmt.Sprintf("session %s never ran cell %d", name, n) })
 }
 
 func TestAttachConsole(t *testing.T) {

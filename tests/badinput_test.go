@@ -121,13 +121,13 @@ func TestFloodsAndOddBytes(t *testing.T) {
 	pythons(t, func(t *testing.T, py string) {
 		e := hubtest.Start(t)
 		e.Setenv("REPLHUB_PYTHON", py)
-		res, r := execJSON(t, e, "flood", `import sys; sys.stdout.write("z" * (50 << 20)); "after"`)
+		res, r := jsonResult(t, e, "exec", "--json", "flood", `import sys; sys.stdout.write("z" * (50 << 20)); "after"`)
 		require.Equal(t, 0, r.Code, "%s", r)
 		assert.True(t, res.Truncated)
 		assert.Less(t, len(res.Output), 31000)
 		assert.Equal(t, "'after'", *res.Value)
 
-		res, r = execJSON(t, e, "flood", `import os; os.write(1, b"ok \xff\xfe bytes\x00 and NUL\n"); print("\u00e9")`)
+		res, r = jsonResult(t, e, "exec", "--json", "flood", `import os; os.write(1, b"ok \xff\xfe bytes\x00 and NUL\n"); print("\u00e9")`)
 		require.Equal(t, 0, r.Code, "%s", r)
 		assert.Equal(t, "ok \ufffd\ufffd bytes␀ and NUL\né\n", res.Output)
 		notes := strings.Join(res.Notes, "\n")

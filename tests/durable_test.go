@@ -159,7 +159,7 @@ func TestOutputWhileNoHub(t *testing.T) {
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "written while no hub ran")
 	assert.Contains(t, r.Stdout, "Out[2]: 7")
-	res, _ := execJSON(t, e, "w", "8")
+	res, _ := jsonResult(t, e, "exec", "--json", "w", "8")
 	assert.Equal(t, wire.StatusOK, res.Status)
 	assert.False(t, strings.Contains(res.Output, "written while"), "shown once")
 }

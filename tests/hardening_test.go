@@ -81,13 +81,10 @@ func TestLostDoneFrameIsRecoveredByInterrupt(t *testing.T) {
 func usable(t *testing.T, e *hubtest.Env, name string) {
 	t.Helper()
 	var r hubtest.Result
-	for i := 0; i < 50; i++ {
+	waitFor(t, func() bool {
 		r = e.Run("exec", name, "6 * 7", "-t", "10")
-		if r.Code != 2 || !strings.Contains(r.Stderr, "busy") {
-			break
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return r.Code != 2 || !strings.Contains(r.Stderr, "busy")
+	}, func() string { return "session " + name + " stays busy: " + r.String() })
 	require.Equal(t, 0, r.Code, "session %s is not usable: %s", name, r)
 	assert.Contains(t, r.Stdout, "42")
 }
@@ -96,14 +93,10 @@ func usable(t *testing.T, e *hubtest.Env, name string) {
 func noPartFile(t *testing.T, dir string) {
 	t.Helper()
 	var left []string
-	for i := 0; i < 100; i++ {
+	waitFor(t, func() bool {
 		left, _ = filepath.Glob(filepath.Join(dir, "*.replhub-part"))
-		if len(left) == 0 {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("part files left: %v", left)
+		return len(left) == 0
+	}, func() string { return fmt.Sprintf("part files left: %v", left) })
 }
 
 // Ctrl-C on `replhub pull` of 300 MB: the CLI returns, no part file is

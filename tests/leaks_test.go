@@ -179,7 +179,7 @@ func TestSessionLostWithTheHub(t *testing.T) {
 	assert.True(t, os.IsNotExist(err), "the record became the note")
 
 	// Another session's reply names it.
-	res, _ := execJSON(t, e, "other", "1")
+	res, _ := jsonResult(t, e, "exec", "--json", "other", "1")
 	assert.Equal(t, "other sessions: lost died: `replhub sessions` shows how", res.Others)
 
 	// The next exec under the name opens with the note, in a new session

@@ -84,9 +84,7 @@ func TestRemoteSessionSurvivesADroppedLink(t *testing.T) {
 	// instant before the hub sees the drop is told it never reached the
 	// session: so the hub is let see it first.)
 	relay.Drop()
-	for i := 0; i < 200 && sessionInfo(t, w.Env, "r").LinkDownS == 0; i++ {
-		time.Sleep(25 * time.Millisecond)
-	}
+	waitFor(t, func() bool { return sessionInfo(t, w.Env, "r").LinkDownS != 0 }, func() string { return "the hub never saw the link drop" })
 	go func() {
 		time.Sleep(2 * time.Second)
 		relay.Restore()
@@ -115,10 +113,7 @@ func TestRemoteSessionSurvivesADroppedLink(t *testing.T) {
 	assert.Contains(t, r.Stdout, "142")
 
 	ok(t, w.Run("kill", "r"))
-	for i := 0; i < 200 && hubtest.Alive(pid); i++ {
-		time.Sleep(25 * time.Millisecond)
-	}
-	assert.False(t, hubtest.Alive(pid), "killed over its socket")
+	assert.True(t, hubtest.WaitGone(pid, 5*time.Second), "killed over its socket")
 	for _, s := range lingerSockets() {
 		assert.NotContains(t, s, fmt.Sprint(pid))
 	}
@@ -138,10 +133,7 @@ func TestRemoteLingerExpires(t *testing.T) {
 	}
 	require.Len(t, mine, 1, "one socket, and nothing else, in the folder")
 	relay.Drop()
-	for i := 0; i < 400 && hubtest.Alive(pid); i++ {
-		time.Sleep(25 * time.Millisecond)
-	}
-	require.False(t, hubtest.Alive(pid), "the worker ends when its linger is over")
+	require.True(t, hubtest.WaitGone(pid, 10*time.Second), "the worker ends when its linger is over")
 	_, err := os.Stat(mine[0])
 	assert.True(t, os.IsNotExist(err), "its socket went with it")
 	relay.Restore()
@@ -160,10 +152,7 @@ func TestRemoteLingerOff(t *testing.T) {
 	pid := endWorkerAtCleanup(t, w.Env, "o")
 	assert.ElementsMatch(t, before, lingerSockets(), "no socket without a linger")
 	relay.Drop()
-	for i := 0; i < 200 && hubtest.Alive(pid); i++ {
-		time.Sleep(25 * time.Millisecond)
-	}
-	assert.False(t, hubtest.Alive(pid), "the worker ends with its link")
+	assert.True(t, hubtest.WaitGone(pid, 5*time.Second), "the worker ends with its link")
 	r := w.Run("exec", "o", "x")
 	assert.Contains(t, r.Stdout+r.Stderr, "link to lab lost")
 }

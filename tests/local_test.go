@@ -29,9 +29,11 @@ func pythons(t *testing.T, f func(t *testing.T, py string)) {
 	}
 }
 
-func execJSON(t *testing.T, e *hubtest.Env, args ...string) (wire.Result, hubtest.Result) {
+// jsonResult runs replhub with args, which ask for --json, and decodes
+// the result it prints.
+func jsonResult(t *testing.T, e *hubtest.Env, args ...string) (wire.Result, hubtest.Result) {
 	t.Helper()
-	r := e.Run(append([]string{"exec", "--json"}, args...)...)
+	r := e.Run(args...)
 	var res wire.Result
 	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &res), "%s", r)
 	return res, r
@@ -132,7 +134,7 @@ print("six", flush=False)`)
 func TestJSONHasEveryField(t *testing.T) {
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
-	res, r := execJSON(t, e, "j", "print('hi'); 2 + 2", "--python", newer)
+	res, r := jsonResult(t, e, "exec", "--json", "j", "print('hi'); 2 + 2", "--python", newer)
 	assert.Equal(t, 0, r.Code)
 	assert.Equal(t, "j", res.Session)
 	assert.Equal(t, 1, res.Cell)
@@ -147,7 +149,7 @@ func TestJSONHasEveryField(t *testing.T) {
 		assert.Contains(t, raw, k)
 	}
 
-	res, r = execJSON(t, e, "j", "raise ValueError('bad')")
+	res, r = jsonResult(t, e, "exec", "--json", "j", "raise ValueError('bad')")
 	assert.Equal(t, 1, r.Code)
 	assert.Equal(t, wire.StatusError, res.Status)
 	require.NotNil(t, res.Error)
@@ -233,7 +235,7 @@ func TestInterrupt(t *testing.T) {
 func TestKillFreesTheName(t *testing.T) {
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
-	res, _ := execJSON(t, e, "k", "import os, subprocess; p = subprocess.Popen(['sleep', '300']); x = 1; (os.getpid(), p.pid)", "--python", newer)
+	res, _ := jsonResult(t, e, "exec", "--json", "k", "import os, subprocess; p = subprocess.Popen(['sleep', '300']); x = 1; (os.getpid(), p.pid)", "--python", newer)
 	var pids [2]int
 	require.NoError(t, json.Unmarshal([]byte(strings.NewReplacer("(", "[", ")", "]").Replace(*res.Value)), &pids))
 	r := e.Run("kill", "k")
@@ -252,7 +254,7 @@ func TestKillFreesTheName(t *testing.T) {
 func TestCaps(t *testing.T) {
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
-	res, _ := execJSON(t, e, "c", `print("a" * 20000 + "b" * 20000 + "c" * 20000)`, "--python", newer)
+	res, _ := jsonResult(t, e, "exec", "--json", "c", `print("a" * 20000 + "b" * 20000 + "c" * 20000)`, "--python", newer)
 	assert.True(t, res.Truncated)
 	assert.Equal(t, 60001-30000, res.TruncatedChars)
 	assert.True(t, strings.HasPrefix(res.Output, strings.Repeat("a", 15000)))
@@ -260,13 +262,13 @@ func TestCaps(t *testing.T) {
 	assert.Contains(t, res.Output, "[... 30001 characters left out ...]")
 	assert.Less(t, len(res.Output), 30100)
 
-	res, _ = execJSON(t, e, "c", `"x" * 50000`)
+	res, _ = jsonResult(t, e, "exec", "--json", "c", `"x" * 50000`)
 	require.NotNil(t, res.Value)
 	assert.LessOrEqual(t, len(*res.Value), 10100)
 	assert.Contains(t, *res.Value, "characters left out")
 
 	// More unread output than a session keeps: the oldest goes, with a note.
-	res, _ = execJSON(t, e, "c", `import sys
+	res, _ = jsonResult(t, e, "exec", "--json", "c", `import sys
 for i in range(30):
     sys.stdout.write(str(i % 10) * 100000)
 print()`)
@@ -351,7 +353,7 @@ func TestHubStopLeavesDeathNotes(t *testing.T) {
 	e := hubtest.Start(t)
 	e.WriteConfig(`{"swap_after_hours": 0}`) // else a stop swaps them (swap_test.go)
 	newer, _ := hubtest.PickPythons(t)
-	res, _ := execJSON(t, e, "victim", "import os; os.getpid()", "--python", newer)
+	res, _ := jsonResult(t, e, "exec", "--json", "victim", "import os; os.getpid()", "--python", newer)
 	r := e.Run("stop")
 	require.Equal(t, 0, r.Code, "%s", r)
 	pid := 0

@@ -19,7 +19,7 @@ func TestMaxOutputPerCall(t *testing.T) {
 	e.Setenv("REPLHUB_PYTHON", newer)
 
 	// Below the default: head and tail, and --json says how much was cut.
-	res, r := execJSON(t, e, "m", `print("a" * 500 + "z" * 500)`, "--max-output", "100")
+	res, r := jsonResult(t, e, "exec", "--json", "m", `print("a" * 500 + "z" * 500)`, "--max-output", "100")
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.True(t, res.Truncated)
 	assert.Equal(t, 901, res.TruncatedChars)
@@ -27,9 +27,9 @@ func TestMaxOutputPerCall(t *testing.T) {
 	assert.True(t, strings.HasSuffix(res.Output, strings.Repeat("z", 49)+"\n"), res.Output)
 
 	// Above it: what the default would cut comes whole.
-	res, r = execJSON(t, e, "m", `print("b" * 50000)`)
+	res, r = jsonResult(t, e, "exec", "--json", "m", `print("b" * 50000)`)
 	assert.True(t, res.Truncated, "the default cuts 50,000: %s", r)
-	res, r = execJSON(t, e, "m", `print("b" * 50000)`, "--max-output", "60000")
+	res, r = jsonResult(t, e, "exec", "--json", "m", `print("b" * 50000)`, "--max-output", "60000")
 	assert.False(t, res.Truncated, "%s", r)
 	assert.Equal(t, 0, res.TruncatedChars)
 	assert.Len(t, res.Output, 50001)
@@ -47,10 +47,8 @@ func TestMaxOutputPerCall(t *testing.T) {
 	// reply's cap too.
 	r = e.Run("exec", "m", `time.sleep(0.5); print("f" * 5000)`, "-t", "0.1")
 	assert.Equal(t, 3, r.Code, "%s", r)
-	for i := 0; i < 200 && !sessionInfo(t, e, "m").Unread; i++ {
-		time.Sleep(50 * time.Millisecond)
-	}
-	res, r = execJSON(t, e, "m", "2", "--max-output", "100")
+	waitFor(t, func() bool { return sessionInfo(t, e, "m").Unread }, func() string { return "the cell's result never waited unread" })
+	res, r = jsonResult(t, e, "exec", "--json", "m", "2", "--max-output", "100")
 	assert.Contains(t, res.Notes[0], "finished while nobody waited", "%s", r)
 	assert.Contains(t, res.Output, "[... 4901 characters left out ...]")
 	assert.Less(t, len(res.Output), 300)

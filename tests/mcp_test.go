@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replhub/replhub/tests/hubtest"
-	"github.com/replhub/replhub/wire"
 )
 
 // mcpSession starts `replhub mcp` as a real subprocess and connects an SDK
@@ -138,15 +137,10 @@ func TestMCPServer(t *testing.T) {
 	_, err = cs.CallTool(cctx, &sdk.CallToolParams{Name: "exec", Arguments: map[string]any{"name": "m", "code": "time.sleep(60)", "timeout": 120}})
 	ccancel()
 	require.Error(t, err)
-	idle := false
-	for i := 0; i < 100 && !idle; i++ {
-		time.Sleep(100 * time.Millisecond)
-		r := e.Run("sessions", "--json")
-		var l wire.SessionList
-		require.NoError(t, json.Unmarshal([]byte(r.Stdout), &l))
-		idle = len(l.Sessions) == 1 && l.Sessions[0].State == "idle"
-	}
-	assert.True(t, idle, "the cancelled call's cell was interrupted")
+	waitFor(t, func() bool {
+		l := sessionList(t, e)
+		return len(l.Sessions) == 1 && l.Sessions[0].State == "idle"
+	}, func() string { return "the cancelled call's cell was not interrupted" })
 	b, _ = exec.Command("cat", e.Paths.Transcript("m")).Output()
 	assert.Contains(t, string(b), "time.sleep(60)")
 	// Its output was not thrown away with the cancelled call's response.

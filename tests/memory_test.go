@@ -63,15 +63,13 @@ func TestMemoryCeilingInSessionsAndDeathNotes(t *testing.T) {
 	killed := func(name string, pid int) string {
 		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 		require.True(t, hubtest.WaitGone(pid, 5*time.Second))
-		for i := 0; i < 100; i++ {
-			r := e.Run("sessions", name)
-			if _, note, ok := strings.Cut(r.Stdout, name+"  dead: "); ok {
-				return strings.SplitN(note, "\n", 2)[0]
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("no death note for %s", name)
-		return ""
+		var note string
+		waitFor(t, func() bool {
+			_, n, ok := strings.Cut(e.Run("sessions", name).Stdout, name+"  dead: ")
+			note, _, _ = strings.Cut(n, "\n")
+			return ok
+		}, func() string { return "no death note for " + name })
+		return note
 	}
 
 	far := pidOf("far")

@@ -36,7 +36,7 @@ func TestExecNoWaitAndWaitCell(t *testing.T) {
 	assert.Contains(t, r.Stderr, "cell 2 of session 'nw' was collected already")
 
 	// --json says started; a result nobody collected waits for the next exec.
-	out, jr := execJSON(t, e, "nw", "'quick'", "--no-wait")
+	out, jr := jsonResult(t, e, "exec", "--json", "nw", "'quick'", "--no-wait")
 	require.Equal(t, 0, jr.Code, "%s", jr)
 	assert.Equal(t, wire.StatusStarted, out.Status)
 	assert.Equal(t, 3, out.Cell)

@@ -44,7 +44,7 @@ func TestQueueTenInOrder(t *testing.T) {
 	gate := blocker(t, e, "q")
 	refused(t, e.Run("exec", "q", "1"), "`replhub exec q --queue CODE` runs yours after it")
 	for i := 1; i <= 10; i++ {
-		res, jr := execJSON(t, e, "q", fmt.Sprintf("order.append(%d); print('cell', %d); %d", i, i, i), "--queue")
+		res, jr := jsonResult(t, e, "exec", "--json", "q", fmt.Sprintf("order.append(%d); print('cell', %d); %d", i, i, i), "--queue")
 		require.Equal(t, 0, jr.Code, "%s", jr)
 		assert.Equal(t, wire.StatusQueued, res.Status)
 		assert.Equal(t, 3+i, res.Cell)
@@ -268,8 +268,10 @@ func TestQueueRemote(t *testing.T) {
 
 func itoa(n int) string { return fmt.Sprint(n) }
 
-// waitFor polls cond for up to 30 s.
-func waitFor(t *testing.T, cond func() bool) {
+// waitFor polls cond for up to 30 s, and fails the test when it never
+// holds. what, when given, says what was waited for; it is called then,
+// so it can tell what was found instead.
+func waitFor(t *testing.T, cond func() bool, what ...func() string) {
 	t.Helper()
 	for range 300 {
 		if cond() {
@@ -277,5 +279,9 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	t.Fatal("condition not met within 30s")
+	msg := "condition"
+	for _, w := range what {
+		msg = w()
+	}
+	t.Fatalf("%s: not within 30s", msg)
 }

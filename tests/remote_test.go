@@ -289,12 +289,7 @@ Host locked
 	agent := exec.Command("ssh-agent", "-D", "-a", sock)
 	require.NoError(t, agent.Start())
 	defer func() { agent.Process.Kill(); agent.Wait() }()
-	for i := 0; i < 100; i++ {
-		if _, err := os.Stat(sock); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitFor(t, func() bool { _, err := os.Stat(sock); return err == nil }, func() string { return "no agent socket " + sock })
 	add := exec.Command("ssh-add", agentKey.Path)
 	add.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
 	out, err := add.CombinedOutput()
@@ -390,7 +385,7 @@ func TestRemoteNoiseAndPythonDiscovery(t *testing.T) {
 		}
 	}
 	glob := filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(newer))), "*", "bin", "python3.*")
-	res, r2 := execJSON(t, w.Env, "g", "import sys; sys.executable", "--host", "lab", "--pythons", glob)
+	res, r2 := jsonResult(t, w.Env, "exec", "--json", "g", "import sys; sys.executable", "--host", "lab", "--pythons", glob)
 	require.Equal(t, 0, r2.Code, "%s", r2)
 	require.NotNil(t, res.Created)
 	assert.True(t, strings.HasPrefix(res.Created.Python, localMinor+"."), "picked %s, local is %s", res.Created.Python, localMinor)

@@ -142,12 +142,11 @@ print("started", flush=True)
 	r.cmd.Env, r.cmd.Dir = e.Vars, e.Cwd
 	r.cmd.Stdout, r.cmd.Stderr = &r.out, &r.errb
 	require.NoError(t, r.cmd.Start())
-	for i := 0; i < 300 && r.pid == 0; i++ {
+	waitFor(t, func() bool {
 		b, _ := os.ReadFile(mark)
 		r.pid, _ = strconv.Atoi(string(b))
-		time.Sleep(20 * time.Millisecond)
-	}
-	require.NotZero(t, r.pid, "the cell started")
+		return r.pid != 0
+	}, func() string { return "the cell never started" })
 	return r
 }
 

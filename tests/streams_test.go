@@ -2,7 +2,6 @@ package tests
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -17,14 +16,6 @@ import (
 
 // jsonResult runs replhub with args (which ask for --json) and decodes
 // the result it prints.
-func jsonResult(t *testing.T, e *hubtest.Env, args ...string) wire.Result {
-	t.Helper()
-	r := e.Run(args...)
-	var res wire.Result
-	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &res), "%s", r)
-	return res
-}
-
 // mixCell prints to both streams, from Python, from a child and from
 // fd 2, and ends with a value.
 const mixCell = "import sys, subprocess\n" +
@@ -48,21 +39,22 @@ func checkMix(t *testing.T, res wire.Result) {
 // far, and wait the rest; the Go client returns the same.
 func TestExecJSONStreams(t *testing.T) {
 	e := hubtest.Start(t)
-	checkMix(t, jsonResult(t, e, "exec", "s", "--json", mixCell))
+	mix, _ := jsonResult(t, e, "exec", "s", "--json", mixCell)
+	checkMix(t, mix)
 
-	res := jsonResult(t, e, "exec", "s", "--json", "print('x'); {}['k']")
+	res, _ := jsonResult(t, e, "exec", "s", "--json", "print('x'); {}['k']")
 	assert.Equal(t, wire.StatusError, res.Status)
 	assert.Equal(t, "x\n", res.Stdout)
 	assert.Empty(t, res.Stderr, "the cell's own traceback is in error")
 	require.NotNil(t, res.Error)
 	assert.Contains(t, res.Error.Traceback, "KeyError")
 
-	res = jsonResult(t, e, "exec", "s", "--json", "-t", "0.5",
+	res, _ = jsonResult(t, e, "exec", "s", "--json", "-t", "0.5",
 		"import time; print('a', flush=True); sys.stderr.write('b\\n'); time.sleep(1.5); print('c'); sys.stderr.write('d\\n')")
 	assert.Equal(t, wire.StatusRunning, res.Status, "%+v", res)
 	assert.Equal(t, "a\n", res.Stdout)
 	assert.Equal(t, "b\n", res.Stderr)
-	res = jsonResult(t, e, "wait", "s", "--json", "-t", "20")
+	res, _ = jsonResult(t, e, "wait", "s", "--json", "-t", "20")
 	assert.Equal(t, wire.StatusOK, res.Status, "%+v", res)
 	assert.Equal(t, texts3("c\nd\n", "c\n", "d\n"), texts3(res.Output, res.Stdout, res.Stderr))
 
@@ -72,7 +64,7 @@ func TestExecJSONStreams(t *testing.T) {
 	assert.Equal(t, texts3("go\nwent\n", "go\n", "went\n"), texts3(got.Output, got.Stdout, got.Stderr))
 
 	// A flood is capped per stream as the merged output is.
-	res = jsonResult(t, e, "exec", "s", "--json", "print('o' * 100000); sys.stderr.write('small\\n')")
+	res, _ = jsonResult(t, e, "exec", "s", "--json", "print('o' * 100000); sys.stderr.write('small\\n')")
 	assert.True(t, res.StdoutTruncated)
 	assert.False(t, res.StderrTruncated)
 	assert.Equal(t, "small\n", res.Stderr)
@@ -80,7 +72,7 @@ func TestExecJSONStreams(t *testing.T) {
 	assert.Less(t, len(res.Stdout), 40000)
 
 	// A caller's cap applies to each stream alike.
-	res = jsonResult(t, e, "exec", "s", "--json", "--max-output", "10", "print('o' * 50); print('e' * 50, file=sys.stderr)")
+	res, _ = jsonResult(t, e, "exec", "s", "--json", "--max-output", "10", "print('o' * 50); print('e' * 50, file=sys.stderr)")
 	assert.True(t, res.StdoutTruncated && res.StderrTruncated && res.Truncated, "%+v", res)
 	assert.Equal(t, "ooooo\n[... 41 characters left out ...]\noooo", strings.TrimSpace(res.Stdout))
 
@@ -90,7 +82,7 @@ func TestExecJSONStreams(t *testing.T) {
 
 	// A crash's last words, written straight to the output stream, are
 	// stderr.
-	res = jsonResult(t, e, "exec", "crash", "--json", "print('going'); import faulthandler; faulthandler._sigsegv()")
+	res, _ = jsonResult(t, e, "exec", "crash", "--json", "print('going'); import faulthandler; faulthandler._sigsegv()")
 	assert.Equal(t, wire.StatusDead, res.Status, "%+v", res)
 	assert.Equal(t, "going\n", res.Stdout)
 	assert.Contains(t, res.Stderr, "Fatal Python error")
@@ -109,17 +101,18 @@ func TestStreamsAcrossRestart(t *testing.T) {
 	r := e.Run("exec", "d", "print('r1'); sys.stderr.write('r2\\n'); time.sleep(3); print('r3'); sys.stderr.write('r4\\n'); 7", "-t", "0.5")
 	require.Equal(t, 3, r.Code, "%s", r)
 	ok(t, e.Run("restart"))
-	res := jsonResult(t, e, "wait", "d", "--json", "-t", "20")
+	res, _ := jsonResult(t, e, "wait", "d", "--json", "-t", "20")
 	assert.Equal(t, wire.StatusOK, res.Status, "%+v", res)
 	assert.Equal(t, "r3\n", res.Stdout)
 	assert.Equal(t, "r4\n", res.Stderr)
-	checkMix(t, jsonResult(t, e, "exec", "d", "--json", mixCell))
+	mix, _ := jsonResult(t, e, "exec", "d", "--json", mixCell)
+	checkMix(t, mix)
 
 	// Output between cells, while the hub restarts, arrives apart.
 	ok(t, e.Run("exec", "d", "threading.Timer(0.3, lambda: (print('late-out'), sys.stderr.write('late-err\\n'))).start()"))
 	ok(t, e.Run("restart"))
 	time.Sleep(500 * time.Millisecond)
-	res = jsonResult(t, e, "exec", "d", "--json", "print('now')")
+	res, _ = jsonResult(t, e, "exec", "d", "--json", "print('now')")
 	assert.Equal(t, "late-out\nnow\n", res.Stdout, "%+v", res)
 	assert.Equal(t, "late-err\n", res.Stderr)
 }
@@ -128,11 +121,13 @@ func TestStreamsAcrossRestart(t *testing.T) {
 // after a dropped link is reattached (out frames on its socket).
 func TestRemoteStreams(t *testing.T) {
 	w, relay := lingerWorld(t)
-	checkMix(t, jsonResult(t, w.Env, "exec", "r", "--json", "--host", "lab", mixCell))
+	mix, _ := jsonResult(t, w.Env, "exec", "r", "--json", "--host", "lab", mixCell)
+	checkMix(t, mix)
 	endWorkerAtCleanup(t, w.Env, "r")
 	relay.Drop()
 	time.Sleep(1500 * time.Millisecond)
 	relay.Restore()
-	checkMix(t, jsonResult(t, w.Env, "exec", "r", "--json", mixCell))
+	mix, _ = jsonResult(t, w.Env, "exec", "r", "--json", mixCell)
+	checkMix(t, mix)
 	ok(t, w.Run("kill", "r"))
 }

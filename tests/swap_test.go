@@ -250,20 +250,14 @@ func TestSwapSweep(t *testing.T) {
 	r := e.Run("exec", "busy", "import time; time.sleep(8)", "-t", "0.2")
 	require.Equal(t, 3, r.Code, "%s", r)
 
-	waitFor := func(what string, cond func(wire.SessionList) bool) wire.SessionList {
+	waitList := func(what string, cond func(wire.SessionList) bool) wire.SessionList {
 		t.Helper()
 		var l wire.SessionList
-		for i := 0; i < 100; i++ {
-			l = sessionList(t, e)
-			if cond(l) {
-				return l
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		t.Fatalf("%s: never happened: %+v", what, l)
+		waitFor(t, func() bool { l = sessionList(t, e); return cond(l) },
+			func() string { return fmt.Sprintf("%s: never happened: %+v", what, l) })
 		return l
 	}
-	l := waitFor("idle swapped", func(l wire.SessionList) bool { return swappedOf(l, "idle") != nil })
+	l := waitList("idle swapped", func(l wire.SessionList) bool { return swappedOf(l, "idle") != nil })
 	time.Sleep(time.Second) // a few more rounds
 	l = sessionList(t, e)
 	for _, n := range []string{"job", "kid", "ops", "busy"} {
@@ -275,10 +269,10 @@ func TestSwapSweep(t *testing.T) {
 	// The job ends: the session goes at a later round.
 	ok(t, e.Run("exec", "job", "ev.set()"))
 	ok(t, e.Run("exec", "kid", "child.kill(); child.wait()"))
-	waitFor("job and kid swapped", func(l wire.SessionList) bool {
+	waitList("job and kid swapped", func(l wire.SessionList) bool {
 		return swappedOf(l, "job") != nil && swappedOf(l, "kid") != nil
 	})
-	l = waitFor("busy swapped once its cell ended", func(l wire.SessionList) bool { return swappedOf(l, "busy") != nil })
+	l = waitList("busy swapped once its cell ended", func(l wire.SessionList) bool { return swappedOf(l, "busy") != nil })
 	assert.NotNil(t, liveOf(l, "ops"), "a root session is never swapped")
 	r = e.Run("swap", "ops")
 	assert.Equal(t, 2, r.Code)
@@ -293,7 +287,7 @@ func TestSwapSweep(t *testing.T) {
 	// An exec restores one; the others expire.
 	assert.Contains(t, ok(t, e.Run("exec", "idle", "x")), "Out[2]: 1")
 	e.WriteConfig(`{"swap_after_hours": 0, "swap_keep_days": 0.00001}`) // 0.86 s
-	l = waitFor("swaps expired", func(l wire.SessionList) bool { return len(l.Swapped) == 0 })
+	l = waitList("swaps expired", func(l wire.SessionList) bool { return len(l.Swapped) == 0 })
 	r = e.Run("exec", "job", "1")
 	assert.Contains(t, r.Stdout, "was not restored within swap_keep_days")
 	assert.Contains(t, r.Stdout, "its state is gone")
@@ -465,13 +459,8 @@ class Slow:
 slow = Slow()
 x = 'kept'`))
 	e.WriteConfig(`{"swap_after_hours": 0.0003}`) // 1.08 s
-	deadline := time.Now().Add(15 * time.Second)
-	for time.Now().Before(deadline) {
-		if s := liveOf(sessionList(t, e), "slow"); s != nil && s.Serving != "" {
-			break
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitFor(t, func() bool { s := liveOf(sessionList(t, e), "slow"); return s != nil && s.Serving != "" },
+		func() string { return "the sweep never swapped 'slow'" })
 	s := liveOf(sessionList(t, e), "slow")
 	require.NotNil(t, s)
 	require.Contains(t, s.Serving, "swap", "the sweep's swap is under way")

@@ -103,11 +103,8 @@ left = sh("sleep 301 & echo started")
 	left := findProcess(t, "sleep 301")
 	require.NotZero(t, left)
 	require.NoError(t, syscall.Kill(worker, syscall.SIGKILL))
-	for i := 0; i < 200 && (hubtest.Alive(slow) || hubtest.Alive(left)); i++ {
-		time.Sleep(25 * time.Millisecond)
-	}
-	assert.False(t, hubtest.Alive(slow), "the job ended with its worker")
-	assert.False(t, hubtest.Alive(left), "what sh left running ended with its worker")
+	assert.True(t, hubtest.WaitGone(slow, 5*time.Second), "the job ended with its worker")
+	assert.True(t, hubtest.WaitGone(left, 5*time.Second), "what sh left running ended with its worker")
 }
 
 // findProcess is the pid of a process whose command line is cmdline.
