@@ -80,7 +80,7 @@ func manyRows(w *world, rounds int) ([]row, error) {
 		}
 		byPkg = append(byPkg, d)
 		if r == rounds-1 {
-			time.Sleep(500 * time.Millisecond) // idle: the starts' garbage may go
+			time.Sleep(5 * time.Second) // idle: the hub trims its heap (hub/trim.go)
 			pid := hubPid(w)
 			if rss, hwm = procKB(pid, "VmRSS"), procKB(pid, "VmHWM"); rss == 0 || hwm == 0 {
 				return nil, fmt.Errorf("no VmRSS/VmHWM in /proc/%d/status", pid)

@@ -10,9 +10,9 @@ import (
 // The buffers a worker's output is read into. A session borrows one for a
 // read and gives it back: fifty sessions holding a big buffer each would be
 // most of the hub's heap, and fifty starting at once would make as many.
-// A read takes a small buffer unless the one before filled its own: then
-// output is flooding (a worker's pipe holds 1 MiB), and big reads keep
-// the flood cheap.
+// A read takes a small buffer unless the one before brought as much as a
+// small buffer holds: then output is flooding (a worker's pipe holds
+// 1 MiB), and big reads keep the flood cheap.
 const (
 	smallRead = 4 << 10
 	bigRead   = 256 << 10
@@ -27,7 +27,7 @@ var (
 type outputReader struct {
 	r  io.Reader
 	rc syscall.RawConn // r's, where the runtime polls it (a local pipe)
-	// big says the last read filled its buffer.
+	// big says the last read brought a small buffer's worth or more.
 	big bool
 }
 
@@ -110,5 +110,5 @@ func (o *outputReader) took(take func([]byte), b []byte, n int) {
 	if n > 0 {
 		take(b[:n])
 	}
-	o.big = n == len(b)
+	o.big = n >= smallRead
 }
