@@ -6,7 +6,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -59,29 +58,19 @@ func durableRows(w *world) ([]row, error) {
 	if err := w.c.Ping(ctx); err != nil {
 		return nil, err
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, count)
-	for i := 0; i < count; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			c := client.New(w.c.Paths)
-			c.Exe, c.Env = w.bin, w.env
-			defer c.Close()
-			res, err := c.Exec(ctx, fmt.Sprintf("live-%d", i), "v", opts)
-			if err == nil && !strings.Contains(res.Text(), fmt.Sprintf("Out[2]: %d", i)) {
-				err = fmt.Errorf("live-%d came back as %q", i, res.Text())
-			}
-			errs <- err
-		}()
-	}
-	wg.Wait()
-	adopted := time.Since(t0)
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			return nil, err
+	err := parallel(count, func(i int) error {
+		c := client.New(w.c.Paths)
+		c.Exe, c.Env = w.bin, w.env
+		defer c.Close()
+		res, err := c.Exec(ctx, fmt.Sprintf("live-%d", i), "v", opts)
+		if err == nil && !strings.Contains(res.Text(), fmt.Sprintf("Out[2]: %d", i)) {
+			err = fmt.Errorf("live-%d came back as %q", i, res.Text())
 		}
+		return err
+	})
+	adopted := time.Since(t0)
+	if err != nil {
+		return nil, err
 	}
 	for i := 0; i < count; i++ {
 		w.c.Kill(ctx, fmt.Sprintf("live-%d", i))

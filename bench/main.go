@@ -2,7 +2,7 @@
 // prints a table of medians and ratios. It builds the binary and runs a
 // private hub in a temporary folder; nothing of the user's is touched.
 //
-//	go run ./bench [-python PATH] [-n RUNS] [-remote=false] [-objects] [-transfers K] [-swap] [-durable] [-linger] [-toolkit] [-query] [-modules] [-queue] [-fanout] ...
+//	go run ./bench [-python PATH] [-n RUNS] [-remote=false] [-objects] [-transfers K] [-swap] [-durable] [-linger] [-toolkit] [-query] [-modules] [-queue] [-fanout] [-many] ...
 //
 // `go run ./bench -h` lists every measurement that runs alone.
 package main
@@ -16,7 +16,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/replhub/replhub/client"
@@ -251,21 +250,12 @@ func localRows(w *world, n int) (rows []row, localRT time.Duration, err error) {
 
 	// 5. 50 sessions at once: time, and the hub's own memory.
 	t0 := time.Now()
-	var wg sync.WaitGroup
-	errs := make(chan error, 50)
-	for i := 0; i < 50; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			if _, err := w.c.Exec(ctx, fmt.Sprintf("many-%d", i), "x = 1", client.ExecOptions{Cwd: w.cwd, Env: w.env}); err != nil {
-				errs <- err
-			}
-		}(i)
-	}
-	wg.Wait()
+	err = parallel(manyCount, func(i int) error {
+		_, err := w.c.Exec(ctx, fmt.Sprintf("many-%d", i), "x = 1", client.ExecOptions{Cwd: w.cwd, Env: w.env})
+		return err
+	})
 	all := time.Since(t0)
-	close(errs)
-	if err := <-errs; err != nil {
+	if err != nil {
 		return nil, 0, err
 	}
 	l, err := w.c.Sessions(ctx)

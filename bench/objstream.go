@@ -142,15 +142,19 @@ func hubPid(w *world) int {
 }
 
 // vmRSS is a process's resident memory in bytes; 0 when it cannot be read.
-func vmRSS(pid int) int64 {
+func vmRSS(pid int) int64 { return procKB(pid, "VmRSS") << 10 }
+
+// procKB is a field of /proc/PID/status in KiB (VmRSS, VmHWM); 0 when it
+// cannot be read.
+func procKB(pid int, field string) int64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == field+":" {
 			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
+			return kb
 		}
 	}
 	return 0

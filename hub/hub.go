@@ -74,6 +74,10 @@ type Hub struct {
 	// restarting is set by a restart request: shutdown then hands the
 	// durable sessions over instead of ending them.
 	restarting atomic.Bool
+	// inFlight counts the requests being answered and served those begun
+	// since trimLoop last looked (trim.go).
+	inFlight atomic.Int32
+	served   atomic.Int64
 
 	pool    *remote.Pool
 	pythons *pyfind.Cache // what interpreters said of themselves
@@ -158,6 +162,7 @@ func (h *Hub) Run(ctx context.Context, ln *net.UnixListener) error {
 	}()
 	go h.watchFrames(ctx)
 	go h.swapLoop(ctx)
+	go h.trimLoop(ctx)
 	h.log.Info("hub serving", "socket", h.paths.Socket(), "pid", os.Getpid(), "supervisor", h.supervisor, "version", h.version)
 	var err error
 	for {
@@ -308,7 +313,10 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 				return nil, false
 			}
 		}
+		h.inFlight.Add(1)
+		h.served.Add(1)
 		reply := h.handle(rctx, *in.req, send, next)
+		h.inFlight.Add(-1)
 		sudo.Zero(in.req.Password)
 		cancel()
 		big := len(in.req.Code) > bigRequest
@@ -510,7 +518,7 @@ func (h *Hub) runCell(ctx context.Context, s *Session, req wire.Request, created
 		return nil, &wire.Error{Code: wire.CodeInternal, Message: "the client cancelled this call"}
 	}
 	if created {
-		info := s.snapshot()
+		info := s.startedInfo()
 		res.Created = &info
 	}
 	res.Previous = previous

@@ -28,16 +28,14 @@ import (
 // readOutput copies the worker's output stream into the session.
 func (s *Session) readOutput() {
 	defer close(s.outClosed)
-	buf := make([]byte, 256<<10)
-	r := s.proc.Stderr()
+	r := newOutputReader(s.proc.Stderr())
+	take := func(p []byte) {
+		s.mu.Lock()
+		s.takeOutputLocked(p, false)
+		s.mu.Unlock()
+	}
 	for {
-		n, err := r.Read(buf)
-		if n > 0 {
-			s.mu.Lock()
-			s.takeOutputLocked(buf[:n], false)
-			s.mu.Unlock()
-		}
-		if err != nil {
+		if err := r.read(take); err != nil {
 			s.mu.Lock()
 			s.endEarlyLocked()
 			s.rawSplit.Flush(s.takeRunLocked)

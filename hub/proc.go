@@ -109,6 +109,7 @@ func (p *localProc) Stderr() io.Reader     { return p.stderr }
 func (p *localProc) Pid() int              { return p.cmd.Process.Pid }
 
 func (p *localProc) Wait() Exit {
+	awaitExit(p.cmd.Process.Pid)
 	err := p.cmd.Wait()
 	p.stdin.Close()
 	var ee *exec.ExitError

@@ -1025,6 +1025,16 @@ func (s *Session) snapshot() wire.SessionInfo {
 	return info
 }
 
+// startedInfo describes a session that has just run its first cell: the
+// worker told its memory (its children's too) in the done frame, so /proc
+// is not walked again for each of many sessions starting at once.
+func (s *Session) startedInfo() wire.SessionInfo {
+	if info := s.snapshotOf(); info.RSS > 0 {
+		return info
+	}
+	return s.snapshot()
+}
+
 func (s *Session) snapshotOf() wire.SessionInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()

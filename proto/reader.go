@@ -60,8 +60,14 @@ func NewReader(r io.Reader) *Reader { return newReader(r, fromWorker) }
 
 func newReader(r io.Reader, ops map[string]func() Msg) *Reader {
 	w := &watched{r: r}
-	return &Reader{br: bufio.NewReaderSize(w, 1<<16), src: w, ops: ops}
+	return &Reader{br: bufio.NewReaderSize(w, readBuf), src: w, ops: ops}
 }
+
+// readBuf is a Reader's buffer: one for every session the hub holds, idle
+// or not, so it is a page. It holds a usual header whole; a longer header
+// is read in pieces, and a payload bigger than it goes past it, straight
+// into the frame's own buffer.
+const readBuf = 4 << 10
 
 // Reset drops what is buffered of a stream that ended, perhaps mid-frame
 // (a link that dropped), and reads on from the same source, which now

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -229,17 +228,4 @@ func TestFilesAcrossHosts(t *testing.T) {
 }
 
 // peakRSS is a process's peak resident memory (VmHWM).
-func peakRSS(t *testing.T, pid int) int64 {
-	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	require.NoError(t, err)
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "VmHWM:") {
-			var kb int64
-			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(l, "VmHWM:")), "%d", &kb)
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmHWM")
-	return 0
-}
+func peakRSS(t *testing.T, pid int) int64 { return procStatus(t, pid, "VmHWM") }

@@ -42,8 +42,14 @@ func (e *RequestError) Error() string { return "wire: bad request: " + e.Reason 
 // not be found.
 var ErrOutOfStep = errors.New("wire: the request stream is out of step after a bad request")
 
-// readerSize is a Reader's buffer when no request is bigger.
-const readerSize = 64 << 10
+// readerSize is the most a Reader's buffer keeps once a bigger request is
+// over; readerStart is its first size, which holds a usual request (the
+// caller's environment is most of it) and is all that each of many
+// clients connected at once costs.
+const (
+	readerSize  = 64 << 10
+	readerStart = 8 << 10
+)
 
 // Reader reads requests: JSON lines, each followed by PasswordLen raw
 // bytes when it says so. It exists, instead of a bufio.Reader, because it
@@ -156,7 +162,7 @@ func (r *Reader) fill() error {
 		r.i = 0
 	}
 	if r.j == len(r.buf) {
-		buf := make([]byte, min(max(readerSize, 2*len(r.buf)), r.max+1))
+		buf := make([]byte, min(max(readerStart, 2*len(r.buf)), r.max+1))
 		copy(buf, r.buf[:r.j])
 		r.buf = buf
 	}

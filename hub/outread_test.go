@@ -1,0 +1,74 @@
+package hub
+
+import (
+	"bytes"
+	"crypto/rand"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// readAll reads o to its end, noting each read's size.
+func readAll(t *testing.T, o *outputReader) (got []byte, sizes []int) {
+	t.Helper()
+	for i := 0; i < 1<<16; i++ {
+		err := o.read(func(p []byte) {
+			got = append(got, p...)
+			sizes = append(sizes, len(p))
+		})
+		if err == io.EOF {
+			return got, sizes
+		}
+		require.NoError(t, err)
+	}
+	t.Fatal("no end")
+	return nil, nil
+}
+
+// A pipe's output arrives whole and in order: small reads while it
+// trickles, big ones once a read fills its buffer, and EOF at the end.
+func TestOutputReaderPipe(t *testing.T) {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	o := newOutputReader(r)
+	require.NotNil(t, o.rc, "a pipe is polled")
+	flood := make([]byte, 3<<20)
+	rand.Read(flood)
+	go func() {
+		w.Write([]byte("hello\n"))
+		time.Sleep(20 * time.Millisecond)
+		w.Write(flood)
+		w.Close()
+	}()
+	got, sizes := readAll(t, o)
+	assert.True(t, bytes.Equal(append([]byte("hello\n"), flood...), got), "the bytes, in order")
+	assert.Equal(t, 6, sizes[0], "a trickle is read as it comes")
+	assert.Less(t, len(sizes), len(flood)/(32<<10), "a flood is read in big reads (as big as the pipe holds): %v", sizes)
+}
+
+// A reader the runtime does not poll (an ssh channel's) is read through a
+// borrowed buffer; an adopted worker's output only ends.
+func TestOutputReaderOthers(t *testing.T) {
+	data := bytes.Repeat([]byte("abc"), 100_000)
+	got, sizes := readAll(t, newOutputReader(bytes.NewReader(data)))
+	assert.Equal(t, data, got)
+	assert.Equal(t, smallRead, sizes[0])
+	assert.Contains(t, sizes, bigRead)
+
+	eof := make(chan struct{})
+	o := newOutputReader(outputEnd{eof})
+	done := make(chan error, 1)
+	go func() { done <- o.read(func([]byte) { t.Error("no bytes come") }) }()
+	select {
+	case <-done:
+		t.Fatal("ended before its stream did")
+	case <-time.After(20 * time.Millisecond):
+	}
+	close(eof)
+	assert.Equal(t, io.EOF, <-done)
+}
