@@ -1,0 +1,78 @@
+package cmdenv
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+
+	"github.com/replhub/replhub/client"
+)
+
+// DefaultTimeout is how many seconds exec and wait wait when -t is not
+// given.
+const DefaultTimeout = 30
+
+// Exec runs code in session name and prints the result (as JSON with
+// asJSON). With stream, a terminal sees the cell's output as it is
+// written. Ctrl-C interrupts the cell; a second one stops waiting.
+func (e *Env) Exec(ctx context.Context, name, code string, eo client.ExecOptions, asJSON, stream bool) error {
+	ctx, c, stop, err := e.Blocking(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	eo.OnProgress = e.FanProgress()
+	defer e.ClearFanProgress()
+	streamed := e.StreamOn(&eo, stream)
+	res, err := c.Exec(ctx, name, code, eo)
+	if err != nil {
+		return err
+	}
+	streamed.EndLine(res.Text() != "")
+	return e.PrintResult(res, asJSON)
+}
+
+// Blocking prepares a call that waits on session name's cell: a first
+// Ctrl-C interrupts the cell, a second stops waiting. Call stop when done.
+func (e *Env) Blocking(ctx context.Context, name string) (context.Context, *client.Client, func(), error) {
+	c, err := e.Client()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ctx, stop := InterruptOnSignal(ctx, c, name, fmt.Sprintf("[interrupting session '%s'; Ctrl-C again stops waiting]", name), e.IO.Err)
+	return ctx, c, stop, nil
+}
+
+// InterruptOnSignal makes a first Ctrl-C interrupt the session's running
+// cell (the reply then shows the KeyboardInterrupt), saying so with msg,
+// and a second one stop waiting.
+func InterruptOnSignal(ctx context.Context, c *client.Client, name, msg string, errw io.Writer) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	sig := make(chan os.Signal, 2)
+	signal.Notify(sig, os.Interrupt)
+	done := make(chan struct{})
+	go func() {
+		n := 0
+		for {
+			select {
+			case <-sig:
+				n++
+				if n > 1 {
+					cancel()
+					return
+				}
+				fmt.Fprintln(errw, msg)
+				go c.Interrupt(context.Background(), name)
+			case <-done:
+				return
+			}
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sig)
+		close(done)
+		cancel()
+	}
+}
