@@ -7,7 +7,6 @@ package client
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -192,19 +191,6 @@ func (c *Client) roundTrip(ctx context.Context, k *conn, req wire.Request, onPro
 		}
 		return rep, false, nil
 	}
-}
-
-// parseReply decodes a reply line; a reply of another protocol version is
-// an error that says what to do.
-func parseReply(line []byte) (*wire.Reply, error) {
-	var rep wire.Reply
-	if err := json.Unmarshal(line, &rep); err != nil {
-		return nil, fmt.Errorf("client: malformed reply from hub: %v", err)
-	}
-	if rep.V != wire.Version && rep.Err == nil && rep.Progress == nil && rep.Event == nil {
-		return nil, &wire.Error{Code: wire.CodeVersion, Message: fmt.Sprintf("the hub speaks protocol %d, this client %d: run `replhub stop` and try again (sessions end)", rep.V, wire.Version)}
-	}
-	return &rep, nil
 }
 
 // ExecOptions are exec's optional parts.
