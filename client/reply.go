@@ -29,6 +29,40 @@ type replyLine struct {
 	Event    json.RawMessage `json:"event"`
 }
 
+// resultLine is a wire.Result as it is read: its rarer parts, whose types
+// reach far (a new session's info, display items, a group's hosts), stay
+// raw until they are there. They hide the embedded Result's fields of the
+// same JSON names (encoding/json's rule for embedded fields), which so are
+// never prepared.
+type resultLine struct {
+	wire.Result
+	Created json.RawMessage `json:"created"`
+	Display json.RawMessage `json:"display"`
+	Fan     json.RawMessage `json:"fan"`
+}
+
+// decodeResult decodes a result as json.Unmarshal into a *wire.Result
+// would.
+func decodeResult(raw json.RawMessage) (*wire.Result, error) {
+	var l *resultLine
+	if err := json.Unmarshal(raw, &l); err != nil || l == nil {
+		return nil, err
+	}
+	r := &l.Result
+	for _, p := range []struct {
+		raw json.RawMessage
+		to  any
+	}{{l.Created, &r.Created}, {l.Display, &r.Display}, {l.Fan, &r.Fan}} {
+		if len(p.raw) == 0 {
+			continue
+		}
+		if err := json.Unmarshal(p.raw, p.to); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
 // decodeReply decodes a reply line as json.Unmarshal into a wire.Reply
 // would, the parts it has only.
 func decodeReply(line []byte) (*wire.Reply, error) {
@@ -37,11 +71,18 @@ func decodeReply(line []byte) (*wire.Reply, error) {
 		return nil, err
 	}
 	rep := &wire.Reply{V: l.V, Message: l.Message}
+	if len(l.Result) > 0 {
+		r, err := decodeResult(l.Result)
+		if err != nil {
+			return nil, err
+		}
+		rep.Result = r
+	}
 	for _, p := range []struct {
 		raw json.RawMessage
 		to  any
 	}{
-		{l.Progress, &rep.Progress}, {l.Err, &rep.Err}, {l.Result, &rep.Result}, {l.Sessions, &rep.Sessions},
+		{l.Progress, &rep.Progress}, {l.Err, &rep.Err}, {l.Sessions, &rep.Sessions},
 		{l.Stream, &rep.Stream}, {l.Swaps, &rep.Swaps}, {l.Answer, &rep.Answer}, {l.Event, &rep.Event},
 	} {
 		if len(p.raw) == 0 {

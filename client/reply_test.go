@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -28,6 +29,17 @@ func TestReplyLineCoversReply(t *testing.T) {
 	assert.ElementsMatch(t, jsonNames(reflect.TypeFor[wire.Reply]()), jsonNames(reflect.TypeFor[replyLine]()))
 }
 
+// The raw parts of resultLine hide fields of wire.Result's: a name that
+// matched none would leave that field out of every result.
+func TestResultLineHidesResultsParts(t *testing.T) {
+	names := jsonNames(reflect.TypeFor[wire.Result]())
+	own := jsonNames(reflect.TypeFor[resultLine]())[1:] // after the embedded Result
+	require.NotEmpty(t, own)
+	for _, n := range own {
+		assert.Contains(t, names, n)
+	}
+}
+
 // A reply with every part set decodes as json.Unmarshal decodes it.
 func TestDecodeReplyAsUnmarshal(t *testing.T) {
 	v := "2"
@@ -53,7 +65,8 @@ func TestDecodeReplyAsUnmarshal(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, want, *got, "%s", line)
 	}
-	for _, line := range []string{`{"v":2,"result":null,"err":null}`, `{"V":2,"RESULT":{"cell":4}}`} {
+	for _, line := range []string{`{"v":2,"result":null,"err":null}`, `{"V":2,"RESULT":{"cell":4,"Fan":null,"DISPLAY":[{"mime":"x"}]}}`,
+		`{"v":2,"result":{"created":null,"fan":[{"host":"h","result":null}]}}`} {
 		var want wire.Reply
 		require.NoError(t, json.Unmarshal([]byte(line), &want))
 		got, err := decodeReply([]byte(line))
@@ -71,6 +84,8 @@ func FuzzDecodeReply(f *testing.F) {
 	f.Add([]byte(`{"v":2,"sessions":{"hub":{"pid":1},"sessions":[{"name":"a","queued":[{"cell":1}]}]}}`))
 	f.Add([]byte(`{"v":"2"}`))
 	f.Add([]byte(`[1]`))
+	f.Add([]byte(`{"v":2,"result":{"created":{"name":"s","queued":[{"cell":1}]},"display":[{"mime":"image/png","data":"cG5n"}],"fan":[{"host":"h","result":{"cell":2}}]}}`))
+	f.Add([]byte(`{"v":2,"result":{"fan":5}}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		var want wire.Reply
 		werr := json.Unmarshal(line, &want)
@@ -87,29 +102,30 @@ func FuzzDecodeReply(f *testing.F) {
 	})
 }
 
-// repeatsAKey reports whether line's object repeats a key (in any case):
-// json.Unmarshal merges the two into one part, decodeReply keeps the last,
-// and no hub sends such a line.
+// repeatsAKey reports whether line's object, or the result in it, repeats
+// a key (in any case): json.Unmarshal merges the two into one part,
+// decodeReply keeps the last, and no hub sends such a line.
 func repeatsAKey(line []byte) bool {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(line, &m) != nil {
-		return true
+	dec := json.NewDecoder(bytes.NewReader(line))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return false
 	}
-	dec := json.NewDecoder(strings.NewReader(string(line)))
-	dec.Token()
 	seen := map[string]bool{}
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
 			return true
 		}
-		k := strings.ToLower(tok.(string))
+		k := strings.ToLower(strings.ToUpper(tok.(string))) // as json folds a name
 		if seen[k] {
 			return true
 		}
 		seen[k] = true
-		var skip json.RawMessage
-		if dec.Decode(&skip) != nil {
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			return true
+		}
+		if k == "result" && repeatsAKey(v) {
 			return true
 		}
 	}
