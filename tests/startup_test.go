@@ -115,21 +115,29 @@ func TestPlainExecCtrlC(t *testing.T) {
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	require.NoError(t, cmd.Start())
-	defer cmd.Process.Kill()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for deadline := time.Now().Add(30 * time.Second); ; {
 		if _, err := os.Stat(mark); err == nil {
 			break
 		}
-		require.True(t, time.Now().Before(deadline), "the cell did not start: %s", errb.String())
-		time.Sleep(20 * time.Millisecond)
+		select {
+		case err := <-done:
+			t.Fatalf("exec ended before its cell started: %v: %s %s", err, out.String(), errb.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			<-done
+			t.Fatalf("the cell did not start: %s %s", out.String(), errb.String())
+		}
 	}
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
 		t.Fatalf("exec did not return after Ctrl-C: %s %s", out.String(), errb.String())
 	}
 	assert.Equal(t, 1, cmd.ProcessState.ExitCode(), "stdout %s stderr %s", out.String(), errb.String())
