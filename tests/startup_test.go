@@ -63,20 +63,21 @@ func initsRun(stderr string) map[string]bool {
 	return run
 }
 
-// A plain `replhub exec NAME CODE` runs from package early's init, before
-// the inits of what only the hub, MCP and ssh need; the same call with a
-// flag goes through cobra, and both print and exit alike.
+// A plain `replhub exec NAME CODE` (CODE - for stdin) runs from package
+// early's init, before the inits of what only the hub, MCP and ssh need;
+// the same call with a flag goes through cobra, and both print and exit
+// alike.
 func TestPlainExecSkipsHeavyInits(t *testing.T) {
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	require.Equal(t, 0, e.Run("exec", "s", "x = 1", "--python", newer).Code)
 	e.Setenv("GODEBUG", "inittrace=1")
 	for _, c := range []struct {
-		code, out string
-		exit      int
-	}{{"x + 1", "Out[%d]: 2\n", 0}, {"print('hi'); 1/0", "hi\n", 1}} {
-		plain := e.Run("exec", "s", c.code)
-		flagged := e.Run("exec", "s", c.code, "-t", "30")
+		code, stdin, out string
+		exit             int
+	}{{"x + 1", "", "", 0}, {"-", "x + 1", "", 0}, {"print('hi'); 1/0", "", "hi\n", 1}} {
+		plain := e.RunInput(c.stdin, "exec", "s", c.code)
+		flagged := e.RunInput(c.stdin, "exec", "s", c.code, "-t", "30")
 		for _, r := range []hubtest.Result{plain, flagged} {
 			assert.Equal(t, c.exit, r.Code, "%s", r)
 		}

@@ -63,7 +63,7 @@ Exit status: 0 ok, 1 the cell raised, 2 replhub failed, 3 still running,
 			o.name = args[0]
 			o.jumpSet = cmd.Flags().Changed("jump")
 			var err error
-			if o.code, err = e.readCode(args[1]); err != nil {
+			if o.code, err = e.ReadCode(args[1]); err != nil {
 				return err
 			}
 			return runExec(cmd.Context(), e, o)
@@ -77,18 +77,6 @@ Exit status: 0 ok, 1 the cell raised, 2 replhub failed, 3 still running,
 	cmd.Flags().IntVar(&o.fanout, "fanout", 0, "with --hosts: how many hosts connect at once (default config.json's \"fanout\", else 16)")
 	cmd.MarkFlagsMutuallyExclusive("host", "hosts")
 	return cmd
-}
-
-// readCode is code, or standard input for "-".
-func (e *env) readCode(code string) (string, error) {
-	if code != "-" {
-		return code, nil
-	}
-	b, err := io.ReadAll(e.IO.In)
-	if err != nil {
-		return "", fmt.Errorf("reading code from stdin: %w", err)
-	}
-	return string(b), nil
 }
 
 // sessionFlags adds the flags that exec and run share: where a new

@@ -38,7 +38,7 @@ the timeout, 4 the session died.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.jumpSet = cmd.Flags().Changed("jump")
 			var err error
-			if o.code, err = e.readCode(args[0]); err != nil {
+			if o.code, err = e.ReadCode(args[0]); err != nil {
 				return err
 			}
 			return runRun(cmd.Context(), e, o)

@@ -9,7 +9,7 @@
 // package imports only cmdenv and what it imports (client, config, wire),
 // none of which pulls in the hub, MCP or ssh packages, so its init runs
 // before theirs; tests/startup_test.go checks that with GODEBUG=inittrace.
-// Any other command line, a flag or `-` included, returns from init and
+// Any other command line, a flag included, returns from init and
 // goes through package cli as before, with the same cmdenv doing the work.
 package early
 
@@ -17,6 +17,7 @@ import (
 	"context"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/replhub/replhub/client"
 	"github.com/replhub/replhub/cmd/replhub/cli/cmdenv"
@@ -28,22 +29,24 @@ func init() {
 		return
 	}
 	e := cmdenv.New(cmdenv.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, os.Getenv)
-	err := e.Exec(context.Background(), name, code, client.ExecOptions{Timeout: cmdenv.DefaultTimeout * 1e9}, false, true)
+	code, err := e.ReadCode(code)
+	if err == nil {
+		err = e.Exec(context.Background(), name, code, client.ExecOptions{Timeout: cmdenv.DefaultTimeout * time.Second}, false, true)
+	}
 	os.Exit(e.Finish(err))
 }
 
-// PlainExec reports whether args are `exec NAME CODE` and nothing else:
-// no flag (an argument that starts with -, which also keeps `-` for
-// stdin and `--` with cobra) and no empty argument, which package cli
-// would refuse with its own message.
+// PlainExec reports whether args are `exec NAME CODE` and nothing else,
+// CODE being `-` for standard input: no flag (an argument that starts
+// with -, which also leaves `--` to cobra) and no empty argument, which
+// package cli refuses with its own message.
 func PlainExec(args []string) (name, code string, ok bool) {
 	if len(args) != 3 || args[0] != "exec" {
 		return "", "", false
 	}
-	for _, a := range args[1:] {
-		if a == "" || strings.HasPrefix(a, "-") {
-			return "", "", false
-		}
+	name, code = args[1], args[2]
+	if name == "" || code == "" || strings.HasPrefix(name, "-") || strings.HasPrefix(code, "-") && code != "-" {
+		return "", "", false
 	}
-	return args[1], args[2], true
+	return name, code, true
 }

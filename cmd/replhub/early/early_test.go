@@ -14,7 +14,8 @@ func TestPlainExec(t *testing.T) {
 	}{
 		{[]string{"exec", "s", "1+1"}, true},
 		{[]string{"exec", "lab@gw", "print('-t')"}, true},
-		{[]string{"exec", "s", "-"}, false},  // stdin
+		{[]string{"exec", "s", "-"}, true}, // stdin
+		{[]string{"exec", "-", "x"}, false},
 		{[]string{"exec", "s", "-1"}, false}, // cobra reads it as a flag
 		{[]string{"exec", "--", "s", "x"}, false},
 		{[]string{"exec", "s", "x", "-t", "5"}, false},
@@ -36,8 +37,8 @@ func TestPlainExec(t *testing.T) {
 }
 
 // Whatever the arguments, PlainExec takes only `exec NAME CODE` with
-// neither a flag nor an empty word, and gives back NAME and CODE as they
-// were.
+// neither a flag (CODE may be -) nor an empty word, and gives back NAME
+// and CODE as they were.
 func FuzzPlainExec(f *testing.F) {
 	f.Add("exec", "s", "1+1", "")
 	f.Add("exec", "s", "-", "")
@@ -47,7 +48,7 @@ func FuzzPlainExec(f *testing.F) {
 		for _, args := range [][]string{{a}, {a, b}, {a, b, c}, {a, b, c, d}} {
 			name, code, ok := PlainExec(args)
 			plain := len(args) == 3 && args[0] == "exec" && args[1] != "" && args[2] != "" &&
-				!strings.HasPrefix(args[1], "-") && !strings.HasPrefix(args[2], "-")
+				!strings.HasPrefix(args[1], "-") && (args[2] == "-" || !strings.HasPrefix(args[2], "-"))
 			if ok != plain {
 				t.Fatalf("PlainExec(%q) = %v", args, ok)
 			}

@@ -34,6 +34,18 @@ func (e *Env) Exec(ctx context.Context, name, code string, eo client.ExecOptions
 	return e.PrintResult(res, asJSON)
 }
 
+// ReadCode is code, or standard input for "-".
+func (e *Env) ReadCode(code string) (string, error) {
+	if code != "-" {
+		return code, nil
+	}
+	b, err := io.ReadAll(e.IO.In)
+	if err != nil {
+		return "", fmt.Errorf("reading code from stdin: %w", err)
+	}
+	return string(b), nil
+}
+
 // Blocking prepares a call that waits on session name's cell: a first
 // Ctrl-C interrupts the cell, a second stops waiting. Call stop when done.
 func (e *Env) Blocking(ctx context.Context, name string) (context.Context, *client.Client, func(), error) {
