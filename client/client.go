@@ -337,6 +337,18 @@ func (c *Client) sessions(ctx context.Context, brief bool) (*wire.SessionList, e
 	return rep.Sessions, nil
 }
 
+// Connect dials the hub (starting it when needed) and keeps the
+// connection for the next call, so that a caller can do other work while
+// it dials.
+func (c *Client) Connect(ctx context.Context) error {
+	k, err := c.get(ctx)
+	if err != nil {
+		return err
+	}
+	c.put(k)
+	return nil
+}
+
 // Ping checks that a hub answers (starting one when AutoStart is set).
 func (c *Client) Ping(ctx context.Context) error {
 	_, err := c.Do(ctx, wire.Request{Op: wire.OpPing}, nil)

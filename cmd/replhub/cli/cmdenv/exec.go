@@ -18,11 +18,28 @@ const DefaultTimeout = 30
 // asJSON). With stream, a terminal sees the cell's output as it is
 // written. Ctrl-C interrupts the cell; a second one stops waiting.
 func (e *Env) Exec(ctx context.Context, name, code string, eo client.ExecOptions, asJSON, stream bool) error {
-	ctx, c, stop, err := e.Blocking(ctx, name)
+	c, err := e.Client()
 	if err != nil {
 		return err
 	}
-	defer stop()
+	// Ctrl-C's handler takes a new thread to set up: it is made while the
+	// client dials, and is in place before the cell is sent.
+	type blocking struct {
+		ctx  context.Context
+		stop func()
+	}
+	ready := make(chan blocking, 1)
+	go func() {
+		ctx, stop := e.interruptOnCtrlC(ctx, c, name)
+		ready <- blocking{ctx, stop}
+	}()
+	err = c.Connect(ctx)
+	b := <-ready
+	defer b.stop()
+	if err != nil {
+		return err
+	}
+	ctx = b.ctx
 	eo.OnProgress = e.FanProgress()
 	defer e.ClearFanProgress()
 	streamed := e.StreamOn(&eo, stream)
@@ -53,8 +70,12 @@ func (e *Env) Blocking(ctx context.Context, name string) (context.Context, *clie
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ctx, stop := InterruptOnSignal(ctx, c, name, fmt.Sprintf("[interrupting session '%s'; Ctrl-C again stops waiting]", name), e.IO.Err)
+	ctx, stop := e.interruptOnCtrlC(ctx, c, name)
 	return ctx, c, stop, nil
+}
+
+func (e *Env) interruptOnCtrlC(ctx context.Context, c *client.Client, name string) (context.Context, func()) {
+	return InterruptOnSignal(ctx, c, name, fmt.Sprintf("[interrupting session '%s'; Ctrl-C again stops waiting]", name), e.IO.Err)
 }
 
 // InterruptOnSignal makes a first Ctrl-C interrupt the session's running
