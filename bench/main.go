@@ -48,6 +48,8 @@ type world struct {
 	c    *client.Client
 	py   string
 	root string
+	// build is how the binary was built: as README.md installs it.
+	build string
 }
 
 func setup(python string) (*world, error) {
@@ -56,8 +58,8 @@ func setup(python string) (*world, error) {
 		return nil, err
 	}
 	w := &world{root: root, bin: filepath.Join(root, "replhub"), cwd: root}
-	if out, err := exec.Command("go", "build", "-o", w.bin, "./cmd/replhub").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build: %v\n%s", err, out)
+	if w.build, err = buildDocumented(w.bin); err != nil {
+		return nil, err
 	}
 	if python == "" {
 		out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
@@ -127,7 +129,7 @@ func run(python string, n int) error {
 	}
 	defer w.close()
 	var rows []row
-	fmt.Printf("python %s, %d runs per whole-process figure\n\n", w.py, n)
+	fmt.Printf("python %s, %d runs per whole-process figure; the binary built as README.md installs it (%s)\n\n", w.py, n, w.build)
 
 	if picked := pickedAlone(); len(picked) > 0 {
 		for _, a := range picked {

@@ -59,6 +59,14 @@ func speedRows(w *world, n int) (rows []row, err error) {
 	}
 	rows = append(rows, row{"`replhub exec s '1+1'`, warm", ms(rh), fmt.Sprintf("`%s -c 'print(1+1)'` %s", sysPy, ms(py)),
 		fmt.Sprintf("%.2fx faster", float64(py)/float64(rh)), "at least 4x faster"})
+	// With a flag, the call goes through cobra after every package's init;
+	// the plain one runs from package early's init, before most of them.
+	flagged, plain, err := w.pair(n, []string{w.bin, "exec", "warm", "1+1", "-t", "30"}, []string{w.bin, "exec", "warm", "1+1"})
+	if err != nil {
+		return rows, err
+	}
+	rows = append(rows, row{"`replhub exec s '1+1' -t 30`, warm (through cobra)", ms(flagged), "the plain exec " + ms(plain),
+		fmt.Sprintf("%.2fx", float64(flagged)/float64(plain)), ""})
 
 	// The session runs the same interpreter as the baseline: the start's
 	// own cost, not one interpreter's site-packages against another's.

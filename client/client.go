@@ -7,7 +7,6 @@ package client
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -194,19 +193,6 @@ func (c *Client) roundTrip(ctx context.Context, k *conn, req wire.Request, onPro
 	}
 }
 
-// parseReply decodes a reply line; a reply of another protocol version is
-// an error that says what to do.
-func parseReply(line []byte) (*wire.Reply, error) {
-	var rep wire.Reply
-	if err := json.Unmarshal(line, &rep); err != nil {
-		return nil, fmt.Errorf("client: malformed reply from hub: %v", err)
-	}
-	if rep.V != wire.Version && rep.Err == nil && rep.Progress == nil && rep.Event == nil {
-		return nil, &wire.Error{Code: wire.CodeVersion, Message: fmt.Sprintf("the hub speaks protocol %d, this client %d: run `replhub stop` and try again (sessions end)", rep.V, wire.Version)}
-	}
-	return &rep, nil
-}
-
 // ExecOptions are exec's optional parts.
 type ExecOptions struct {
 	// Timeout for the call; zero means the hub's default (30 s).
@@ -349,6 +335,18 @@ func (c *Client) sessions(ctx context.Context, brief bool) (*wire.SessionList, e
 		return nil, err
 	}
 	return rep.Sessions, nil
+}
+
+// Connect dials the hub (starting it when needed) and keeps the
+// connection for the next call, so that a caller can do other work while
+// it dials.
+func (c *Client) Connect(ctx context.Context) error {
+	k, err := c.get(ctx)
+	if err != nil {
+		return err
+	}
+	c.put(k)
+	return nil
 }
 
 // Ping checks that a hub answers (starting one when AutoStart is set).

@@ -67,6 +67,7 @@ func TestNoHubWithoutAutoStart(t *testing.T) {
 	c := &client.Client{Paths: p}
 	err := c.Ping(context.Background())
 	assert.True(t, client.IsNoHub(err), "got %v", err)
+	assert.True(t, client.IsNoHub(c.Connect(context.Background())), "Connect dials as a call does")
 	msg, err := c.Stop(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, "no hub was running", msg)
@@ -90,6 +91,19 @@ func TestExecSendsTheEnvironmentOnlyToCreate(t *testing.T) {
 	// To a new one, the hub asks for it.
 	_, err = c.Do(ctx, wire.Request{Op: wire.OpExec, Name: "new", Code: "1"}, nil)
 	assert.True(t, wire.IsCode(err, wire.CodeNeedEnv), "got %v", err)
+}
+
+// A connection made ahead carries the next call, which then dials no more.
+func TestConnectAhead(t *testing.T) {
+	p := startHub(t)
+	c := &client.Client{Paths: p}
+	defer c.Close()
+	ctx := context.Background()
+	require.NoError(t, c.Connect(ctx))
+	require.NoError(t, os.Remove(p.Socket()))
+	res, err := c.Exec(ctx, "ahead", "6 * 7", client.ExecOptions{Python: python(t), Env: []string{"PATH=/usr/bin:/bin"}, Cwd: "/"})
+	require.NoError(t, err)
+	assert.Equal(t, "42", *res.Value)
 }
 
 func TestConcurrentCalls(t *testing.T) {

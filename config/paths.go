@@ -10,8 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/replhub/replhub/internal/lazyre"
 )
 
 // Paths are the folders replhub uses. A zero Paths is not usable; call
@@ -119,7 +117,17 @@ func Hostname() string {
 	if err != nil || h == "" {
 		return "localhost"
 	}
-	return unsafePath.ReplaceAllString(h, "_")
+	return safeName(h)
 }
 
-var unsafePath = lazyre.New(`[^A-Za-z0-9._-]`)
+// safeName is s with each character other than A-Z, a-z, 0-9, '.', '_'
+// and '-' (each byte of invalid UTF-8 too) replaced by '_'. Every CLI call
+// runs it: a loop, not a regexp compiled for one use.
+func safeName(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '.' || r == '_' || r == '-' {
+			return r
+		}
+		return '_'
+	}, s)
+}

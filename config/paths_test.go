@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -37,4 +38,18 @@ func TestGetenv(t *testing.T) {
 	assert.Equal(t, "x=y", Getenv(env, "B"))
 	assert.Equal(t, "", Getenv(env, "NOEQUALS"))
 	assert.Equal(t, "", Getenv(nil, "A"))
+}
+
+// safeName replaces what the state folder's name may not hold, exactly as
+// the regexp it stands in for did, so that no existing folder moves.
+func FuzzSafeName(f *testing.F) {
+	unsafe := regexp.MustCompile(`[^A-Za-z0-9._-]`)
+	for _, s := range []string{"vm", "lab-7.example.org", "my host", "hôte", "a/b\\c", "\xff\xfeok", "", "_.-"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := safeName(s), unsafe.ReplaceAllString(s, "_"); got != want {
+			t.Fatalf("safeName(%q) = %q, the regexp gives %q", s, got, want)
+		}
+	})
 }

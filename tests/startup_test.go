@@ -1,11 +1,16 @@
 package tests
 
 import (
+	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -37,4 +42,106 @@ func TestCLIInitIsCheap(t *testing.T) {
 		assert.LessOrEqual(t, bytes, 16<<10, "%s allocates %d bytes at init: build it at its first use", m[1], bytes)
 	}
 	assert.Greater(t, seen, 3, "no init trace of replhub's packages in:\n%s", out)
+}
+
+// heavyInits are packages whose init only the hub, the MCP server, ssh or
+// cobra need; a plain exec must end before any of them runs.
+var heavyInits = []string{
+	"github.com/modelcontextprotocol/go-sdk/mcp", "github.com/google/jsonschema-go/jsonschema",
+	"golang.org/x/crypto/ssh", "net/http", "crypto/x509", "github.com/spf13/cobra",
+}
+
+// initsRun lists the packages whose init ran, from GODEBUG=inittrace=1's
+// lines on stderr.
+func initsRun(stderr string) map[string]bool {
+	run := map[string]bool{}
+	for _, l := range strings.Split(stderr, "\n") {
+		if f := strings.Fields(l); len(f) > 2 && f[0] == "init" {
+			run[f[1]] = true
+		}
+	}
+	return run
+}
+
+// A plain `replhub exec NAME CODE` (CODE - for stdin) runs from package
+// early's init, before the inits of what only the hub, MCP and ssh need;
+// the same call with a flag goes through cobra, and both print and exit
+// alike.
+func TestPlainExecSkipsHeavyInits(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	require.Equal(t, 0, e.Run("exec", "s", "x = 1", "--python", newer).Code)
+	e.Setenv("GODEBUG", "inittrace=1")
+	for _, c := range []struct {
+		code, stdin, out string
+		exit             int
+	}{{"x + 1", "", "", 0}, {"-", "x + 1", "", 0}, {"print('hi'); 1/0", "", "hi\n", 1}} {
+		plain := e.RunInput(c.stdin, "exec", "s", c.code)
+		flagged := e.RunInput(c.stdin, "exec", "s", c.code, "-t", "30")
+		for _, r := range []hubtest.Result{plain, flagged} {
+			assert.Equal(t, c.exit, r.Code, "%s", r)
+		}
+		run := initsRun(plain.Stderr)
+		require.True(t, run["github.com/replhub/replhub/cmd/replhub/cli/cmdenv"], "no init trace: %s", plain.Stderr)
+		for _, p := range heavyInits {
+			assert.False(t, run[p], "a plain exec ran %s's init", p)
+			assert.True(t, initsRun(flagged.Stderr)[p], "exec with a flag did not run %s's init: is it still in the binary?", p)
+		}
+		if c.exit == 0 {
+			assert.Regexp(t, `^Out\[\d+\]: 2\n$`, plain.Stdout)
+			assert.Equal(t, regexp.MustCompile(`\d+`).ReplaceAllString(plain.Stdout, "N"), regexp.MustCompile(`\d+`).ReplaceAllString(flagged.Stdout, "N"))
+		} else {
+			for _, r := range []hubtest.Result{plain, flagged} {
+				assert.True(t, strings.HasPrefix(r.Stdout, c.out), "%s", r)
+				assert.Contains(t, r.Stdout, "ZeroDivisionError")
+			}
+		}
+	}
+	// An error of replhub's own: the same line, the same exit code.
+	for _, args := range [][]string{{"exec", "s/x", "1"}, {"exec", "s/x", "1", "-t", "30"}} {
+		r := e.Run(args...)
+		assert.Equal(t, 2, r.Code, "%s", r)
+		assert.Contains(t, r.Stderr, "\nreplhub: ", "%s", r)
+	}
+}
+
+// Ctrl-C on a plain exec interrupts the cell, as on any exec.
+func TestPlainExecCtrlC(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	require.Equal(t, 0, e.Run("exec", "c", "import time", "--python", newer).Code)
+	mark := filepath.Join(t.TempDir(), "started")
+	cmd := exec.Command(e.Bin, "exec", "c", "open("+strconv.Quote(mark)+", 'w').close(); time.sleep(60)")
+	cmd.Env, cmd.Dir = e.Vars, e.Cwd
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	require.NoError(t, cmd.Start())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if _, err := os.Stat(mark); err == nil {
+			break
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("exec ended before its cell started: %v: %s %s", err, out.String(), errb.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			<-done
+			t.Fatalf("the cell did not start: %s %s", out.String(), errb.String())
+		}
+	}
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("exec did not return after Ctrl-C: %s %s", out.String(), errb.String())
+	}
+	assert.Equal(t, 1, cmd.ProcessState.ExitCode(), "stdout %s stderr %s", out.String(), errb.String())
+	assert.Contains(t, out.String(), "KeyboardInterrupt")
+	assert.Contains(t, errb.String(), "[interrupting session 'c'")
 }

@@ -6,6 +6,9 @@ import (
 	"os"
 
 	"github.com/replhub/replhub/cmd/replhub/cli"
+	// A plain `replhub exec NAME CODE` runs and exits from this package's
+	// init, before the hub's, MCP's and ssh's inits (see its doc).
+	_ "github.com/replhub/replhub/cmd/replhub/early"
 )
 
 func main() { os.Exit(cli.Main()) }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/cmd/replhub/cli/cmdenv"
 	"github.com/replhub/replhub/config"
 )
 
@@ -41,11 +42,11 @@ Ctrl-D or Ctrl-] detaches, and the session goes on.`,
 const ctrlBracket = 0x1d
 
 func runAttach(ctx context.Context, e *env, name string) error {
-	in, ok := e.io.In.(*os.File)
-	if !ok || !isTerminal(in) || !isTerminal(e.io.Out) {
+	in, ok := e.IO.In.(*os.File)
+	if !ok || !cmdenv.IsTerminal(in) || !cmdenv.IsTerminal(e.IO.Out) {
 		return fmt.Errorf("attach needs a terminal: for a script, use `replhub exec %s -`", name)
 	}
-	c, err := e.client()
+	c, err := e.Client()
 	if err != nil {
 		return err
 	}
@@ -59,8 +60,8 @@ func runAttach(ctx context.Context, e *env, name string) error {
 		return err
 	}
 	con := &console{
-		ctx: ctx, c: c, a: a, name: name, out: e.io.Out, save: e.saveDisplay,
-		paint: painter(e.getenv("NO_COLOR") == "" && e.getenv("TERM") != "dumb"),
+		ctx: ctx, c: c, a: a, name: name, out: e.IO.Out, save: e.SaveDisplay,
+		paint: painter(e.Getenv("NO_COLOR") == "" && e.Getenv("TERM") != "dumb"),
 	}
 	// The editor's Close waits for its reader, which only a cancelable
 	// stdin lets go.
@@ -77,8 +78,8 @@ func runAttach(ctx context.Context, e *env, name string) error {
 		InterruptPrompt:     "^C",
 		EOFPrompt:           "\n",
 		Stdin:               stdin,
-		Stdout:              e.io.Out,
-		Stderr:              e.io.Err,
+		Stdout:              e.IO.Out,
+		Stderr:              e.IO.Err,
 		FuncFilterInputRune: con.filter,
 	})
 	if err != nil {
@@ -97,13 +98,13 @@ func runAttach(ctx context.Context, e *env, name string) error {
 	con.mu.Unlock()
 	switch {
 	case died:
-		e.code = ExitDead
+		e.Code = cmdenv.ExitDead
 	case broken:
-		e.code = ExitFailure
+		e.Code = cmdenv.ExitFailure
 	}
 	if leaving {
 		a.Close()
-		fmt.Fprintln(e.io.Out, con.paint.note(fmt.Sprintf("[detached from '%s'; the session goes on]", name)))
+		fmt.Fprintln(e.IO.Out, con.paint.note(fmt.Sprintf("[detached from '%s'; the session goes on]", name)))
 	}
 	return nil
 }

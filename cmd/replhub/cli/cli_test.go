@@ -3,15 +3,12 @@ package cli
 import (
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/replhub/replhub/safesock"
-	"github.com/replhub/replhub/wire"
+	"github.com/replhub/replhub/cmd/replhub/cli/cmdenv"
 )
 
 // run runs the CLI with an environment whose hub folder does not exist, so
@@ -20,7 +17,7 @@ func run(t *testing.T, stdin string, args ...string) (string, string, int) {
 	t.Helper()
 	env := map[string]string{"HOME": t.TempDir(), "XDG_RUNTIME_DIR": "/nonexistent/replhub-test"}
 	var out, errb bytes.Buffer
-	code := Run(context.Background(), args, IO{strings.NewReader(stdin), &out, &errb}, func(k string) string { return env[k] })
+	code := Run(context.Background(), args, IO{In: strings.NewReader(stdin), Out: &out, Err: &errb}, func(k string) string { return env[k] })
 	return out.String(), errb.String(), code
 }
 
@@ -39,7 +36,7 @@ func TestUsageErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
 			_, errs, code := run(t, "", tt.args...)
-			assert.Equal(t, ExitFailure, code)
+			assert.Equal(t, cmdenv.ExitFailure, code)
 			assert.Contains(t, errs, tt.want)
 			assert.True(t, strings.HasPrefix(errs, "replhub: "))
 		})
@@ -56,17 +53,4 @@ func TestHelpAndCompletion(t *testing.T) {
 	out, _, code = run(t, "", "completion", "bash")
 	assert.Equal(t, 0, code)
 	assert.Contains(t, out, "bash completion")
-}
-
-func TestResultCode(t *testing.T) {
-	for status, want := range map[string]int{wire.StatusOK: 0, wire.StatusError: 1, wire.StatusRunning: 3, wire.StatusDead: 4, wire.StatusIdle: 0} {
-		assert.Equal(t, want, resultCode(&wire.Result{Status: status}), status)
-	}
-}
-
-func TestErrorText(t *testing.T) {
-	assert.Equal(t, "session 's' is busy", errorText(fmt.Errorf("x: %w", &wire.Error{Code: wire.CodeBusy, Message: "session 's' is busy"})))
-	assert.Equal(t, "no hub is running (`replhub start` starts one)", errorText(fmt.Errorf("%w (/x)", safesock.ErrNoHub)))
-	assert.Contains(t, errorText(&safesock.PeerError{Want: 1000, Got: 0}), "refusing to send your code")
-	assert.Equal(t, "plain", errorText(errors.New("plain")))
 }

@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/cmd/replhub/cli/cmdenv"
 	"github.com/replhub/replhub/hub"
 	"github.com/replhub/replhub/wire"
 )
@@ -64,7 +63,7 @@ Exit status: 0 ok, 1 the cell raised, 2 replhub failed, 3 still running,
 			o.name = args[0]
 			o.jumpSet = cmd.Flags().Changed("jump")
 			var err error
-			if o.code, err = e.readCode(args[1]); err != nil {
+			if o.code, err = e.ReadCode(args[1]); err != nil {
 				return err
 			}
 			return runExec(cmd.Context(), e, o)
@@ -80,22 +79,10 @@ Exit status: 0 ok, 1 the cell raised, 2 replhub failed, 3 still running,
 	return cmd
 }
 
-// readCode is code, or standard input for "-".
-func (e *env) readCode(code string) (string, error) {
-	if code != "-" {
-		return code, nil
-	}
-	b, err := io.ReadAll(e.io.In)
-	if err != nil {
-		return "", fmt.Errorf("reading code from stdin: %w", err)
-	}
-	return string(b), nil
-}
-
 // sessionFlags adds the flags that exec and run share: where a new
 // session runs, how long to wait, how to print.
 func (o *execOptions) sessionFlags(cmd *cobra.Command) {
-	cmd.Flags().Float64VarP(&o.timeout, "timeout", "t", 30, "seconds the cell may run (at most 600)")
+	cmd.Flags().Float64VarP(&o.timeout, "timeout", "t", cmdenv.DefaultTimeout, "seconds the cell may run (at most 600)")
 	cmd.Flags().StringVar(&o.python, "python", "", "interpreter for a new session (default $REPLHUB_PYTHON, else python3 on PATH)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
 	cmd.Flags().StringVar(&o.host, "host", "", "run a new session on this host over ssh: [user@]host[:port] or an ssh_config alias")
@@ -156,12 +143,7 @@ func (e *env) blocking(ctx context.Context, timeout float64, name string) (conte
 	if err := checkTimeout(timeout); err != nil {
 		return nil, nil, nil, err
 	}
-	c, err := e.client()
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	ctx, stop := interruptOnSignal(ctx, c, name, fmt.Sprintf("[interrupting session '%s'; Ctrl-C again stops waiting]", name), e.io.Err)
-	return ctx, c, stop, nil
+	return e.Blocking(ctx, name)
 }
 
 func runExec(ctx context.Context, e *env, o *execOptions) error {
@@ -171,53 +153,10 @@ func runExec(ctx context.Context, e *env, o *execOptions) error {
 	if o.fanout < 0 {
 		return fmt.Errorf("--fanout must be a number of hosts from 1")
 	}
-	ctx, c, stop, err := e.blocking(ctx, o.timeout, o.name)
-	if err != nil {
+	if err := checkTimeout(o.timeout); err != nil {
 		return err
 	}
-	defer stop()
-	eo := o.client()
-	eo.OnProgress = e.fanProgress()
-	defer e.clearFanProgress()
-	streamed := e.streamOn(&eo, !o.json && !o.noWait && !o.queue && o.hosts == "")
-	res, err := c.Exec(ctx, o.name, o.code, eo)
-	if err != nil {
-		return err
-	}
-	streamed.endLine(res.Text() != "")
-	return e.printResult(res, o.json)
-}
-
-// interruptOnSignal makes a first Ctrl-C interrupt the session's running
-// cell (the reply then shows the KeyboardInterrupt), saying so with msg,
-// and a second one stop waiting.
-func interruptOnSignal(ctx context.Context, c *client.Client, name, msg string, errw io.Writer) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, os.Interrupt)
-	done := make(chan struct{})
-	go func() {
-		n := 0
-		for {
-			select {
-			case <-sig:
-				n++
-				if n > 1 {
-					cancel()
-					return
-				}
-				fmt.Fprintln(errw, msg)
-				go c.Interrupt(context.Background(), name)
-			case <-done:
-				return
-			}
-		}
-	}()
-	return ctx, func() {
-		signal.Stop(sig)
-		close(done)
-		cancel()
-	}
+	return e.Exec(ctx, o.name, o.code, o.client(), o.json, !o.json && !o.noWait && !o.queue && o.hosts == "")
 }
 
 type waitOptions struct {
@@ -241,7 +180,7 @@ func newWaitCmd(e *env) *cobra.Command {
 			return runWait(cmd.Context(), e, o)
 		},
 	}
-	cmd.Flags().Float64VarP(&o.timeout, "timeout", "t", 30, "seconds to wait (at most 600)")
+	cmd.Flags().Float64VarP(&o.timeout, "timeout", "t", cmdenv.DefaultTimeout, "seconds to wait (at most 600)")
 	cmd.Flags().BoolVar(&o.json, "json", false, "print the result as JSON")
 	cmd.Flags().IntVar(&o.cell, "cell", 0, "collect this cell only (as exec --no-wait numbered it; of a group, the group's number)")
 	maxOutputFlag(cmd, &o.maxOutput)
@@ -257,14 +196,14 @@ func runWait(ctx context.Context, e *env, o *waitOptions) error {
 		return err
 	}
 	defer stop()
-	res, err := c.WaitCell(ctx, o.name, o.cell, time.Duration(o.timeout*float64(time.Second)), o.maxOutput, e.fanProgress())
-	e.clearFanProgress()
+	res, err := c.WaitCell(ctx, o.name, o.cell, time.Duration(o.timeout*float64(time.Second)), o.maxOutput, e.FanProgress())
+	e.ClearFanProgress()
 	if err != nil {
 		return err
 	}
-	err = e.printResult(res, o.json)
+	err = e.PrintResult(res, o.json)
 	if res.Status == wire.StatusQueued {
-		e.code = ExitRunning // it has not even started
+		e.Code = cmdenv.ExitRunning // it has not even started
 	}
 	return err
 }
@@ -305,7 +244,7 @@ func newKillCmd(e *env) *cobra.Command {
 }
 
 func (e *env) message(ctx context.Context, f func(*client.Client) (string, error)) error {
-	c, err := e.client()
+	c, err := e.Client()
 	if err != nil {
 		return err
 	}
@@ -313,7 +252,7 @@ func (e *env) message(ctx context.Context, f func(*client.Client) (string, error
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(e.io.Out, msg)
+	fmt.Fprintln(e.IO.Out, msg)
 	return nil
 }
 
@@ -343,7 +282,7 @@ func newSessionsCmd(e *env) *cobra.Command {
 }
 
 func runSessions(ctx context.Context, e *env, o *sessionsOptions) error {
-	c, err := e.client()
+	c, err := e.Client()
 	if err != nil {
 		return err
 	}
@@ -355,9 +294,9 @@ func runSessions(ctx context.Context, e *env, o *sessionsOptions) error {
 		return fmt.Errorf("no session '%s'", o.name)
 	}
 	if o.json {
-		return writeJSON(e.io.Out, l)
+		return cmdenv.WriteJSON(e.IO.Out, l)
 	}
-	_, err = io.WriteString(e.io.Out, l.Text(o.name != ""))
+	_, err = io.WriteString(e.IO.Out, l.Text(o.name != ""))
 	return err
 }
 
@@ -367,7 +306,7 @@ func newStartCmd(e *env) *cobra.Command {
 		Short: "Start the hub now (any command starts it on first use)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
+			c, err := e.Client()
 			if err != nil {
 				return err
 			}
@@ -378,7 +317,7 @@ func newStartCmd(e *env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(e.io.Out, "hub running: pid %d, %s, socket %s, log %s\n", l.Hub.Pid, l.Hub.Supervisor, l.Hub.Socket, l.Hub.Log)
+			fmt.Fprintf(e.IO.Out, "hub running: pid %d, %s, socket %s, log %s\n", l.Hub.Pid, l.Hub.Supervisor, l.Hub.Socket, l.Hub.Log)
 			return nil
 		},
 	}

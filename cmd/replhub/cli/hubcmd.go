@@ -38,7 +38,7 @@ func runHub(ctx context.Context, e *env, supervisor string) error {
 	// Whatever fds the hub was handed beyond 0-2 (a caller's pipe that its
 	// client inherited) must not reach a worker, nor stay open here.
 	inherited := fds.CloseInherited()
-	paths, err := config.FromEnv(e.getenv)
+	paths, err := config.FromEnv(e.Getenv)
 	if err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func runHub(ctx context.Context, e *env, supervisor string) error {
 	defer os.Remove(paths.PidFile())
 	// REPLHUB_CPUPROFILE names a file for a CPU profile of the hub's whole
 	// life, for finding where time goes.
-	if p := e.getenv("REPLHUB_CPUPROFILE"); p != "" {
+	if p := e.Getenv("REPLHUB_CPUPROFILE"); p != "" {
 		if f, err := os.Create(p); err == nil {
 			pprof.StartCPUProfile(f)
 			defer func() { pprof.StopCPUProfile(); f.Close() }()

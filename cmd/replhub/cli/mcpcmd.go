@@ -18,11 +18,11 @@ Register it with, for example:
   claude mcp add -s user replhub -- replhub mcp`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := e.client()
+			c, err := e.Client()
 			if err != nil {
 				return err
 			}
-			return mcp.Serve(cmd.Context(), c, Version, io.NopCloser(e.io.In), nopWriteCloser{e.io.Out})
+			return mcp.Serve(cmd.Context(), c, Version, io.NopCloser(e.IO.In), nopWriteCloser{e.IO.Out})
 		},
 	}
 }

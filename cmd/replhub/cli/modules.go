@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/replhub/replhub/cmd/replhub/cli/cmdenv"
 	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/modules"
 )
@@ -22,15 +23,15 @@ one's docstring. It reads this machine's folder; no hub is needed.`,
   replhub modules --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			paths, err := config.FromEnv(e.getenv)
+			paths, err := config.FromEnv(e.Getenv)
 			if err != nil {
 				return err
 			}
 			list := modules.List(paths.Modules())
 			if asJSON {
-				return writeJSON(e.io.Out, list)
+				return cmdenv.WriteJSON(e.IO.Out, list)
 			}
-			_, err = fmt.Fprintln(e.io.Out, modules.Text(list, paths.Modules()))
+			_, err = fmt.Fprintln(e.IO.Out, modules.Text(list, paths.Modules()))
 			return err
 		},
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/cmd/replhub/cli/cmdenv"
 	"github.com/replhub/replhub/hub"
 	"github.com/replhub/replhub/wire"
 )
@@ -49,7 +50,7 @@ func (e *env) query(o *queryOptions, ask func(*client.Client, client.QueryOption
 	if err != nil {
 		return err
 	}
-	c, err := e.client()
+	c, err := e.Client()
 	if err != nil {
 		return err
 	}
@@ -62,12 +63,12 @@ func (e *env) query(o *queryOptions, ask func(*client.Client, client.QueryOption
 
 func (e *env) printAnswer(a *wire.Answer, asJSON bool) error {
 	if a.Error != "" {
-		e.code = ExitCellError
+		e.Code = cmdenv.ExitCellError
 	}
 	if asJSON {
-		return writeJSON(e.io.Out, a)
+		return cmdenv.WriteJSON(e.IO.Out, a)
 	}
-	_, err := io.WriteString(e.io.Out, a.Text())
+	_, err := io.WriteString(e.IO.Out, a.Text())
 	return err
 }
 
@@ -164,7 +165,7 @@ bound to modules. A session running a cell refuses it. The transcript notes it.`
 }
 
 func runReset(ctx context.Context, e *env, name string, keep, asJSON bool) error {
-	c, err := e.client()
+	c, err := e.Client()
 	if err != nil {
 		return err
 	}

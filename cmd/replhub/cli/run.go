@@ -8,6 +8,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/replhub/replhub/cmd/replhub/cli/cmdenv"
 )
 
 type runOptions struct {
@@ -36,7 +38,7 @@ the timeout, 4 the session died.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.jumpSet = cmd.Flags().Changed("jump")
 			var err error
-			if o.code, err = e.readCode(args[0]); err != nil {
+			if o.code, err = e.ReadCode(args[0]); err != nil {
 				return err
 			}
 			return runRun(cmd.Context(), e, o)
@@ -61,17 +63,17 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 	if err := checkTimeout(o.timeout); err != nil {
 		return err
 	}
-	c, err := e.client()
+	c, err := e.Client()
 	if err != nil {
 		return err
 	}
 	o.name = runName()
 	cmdCtx := ctx
-	ctx, stop := interruptOnSignal(ctx, c, o.name, "[interrupting the cell; Ctrl-C again ends the run at once]", e.io.Err)
+	ctx, stop := cmdenv.InterruptOnSignal(ctx, c, o.name, "[interrupting the cell; Ctrl-C again ends the run at once]", e.IO.Err)
 	defer stop()
 	eo := o.execOptions.client()
 	eo.Private, eo.Transcript = true, o.transcript
-	streamed := e.streamOn(&eo, !o.json)
+	streamed := e.StreamOn(&eo, !o.json)
 	res, err := c.Exec(ctx, o.name, o.code, eo)
 	if err != nil && ctx.Err() != nil && cmdCtx.Err() == nil {
 		return errors.New("stopped at the second Ctrl-C; the run's session ended with it")
@@ -79,9 +81,9 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 	if err != nil {
 		return err
 	}
-	streamed.endLine(res.Text() != "")
+	streamed.EndLine(res.Text() != "")
 	if o.transcript {
-		fmt.Fprintf(e.io.Err, "[transcript: %s]\n", c.Paths.Transcript(o.name))
+		fmt.Fprintf(e.IO.Err, "[transcript: %s]\n", c.Paths.Transcript(o.name))
 	}
-	return e.printResult(res, o.json)
+	return e.PrintResult(res, o.json)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/cmd/replhub/cli/cmdenv"
 	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/wire"
 )
@@ -168,7 +169,7 @@ func runSelfTest(ctx context.Context, e *env, python string) error {
 		if v, ok := vars[k]; ok {
 			return v
 		}
-		return e.getenv(k)
+		return e.Getenv(k)
 	})
 	if err != nil {
 		return err
@@ -193,24 +194,24 @@ func runSelfTest(ctx context.Context, e *env, python string) error {
 			if first == nil {
 				first = err
 			}
-			fmt.Fprintf(e.io.Out, "FAIL  %s (%s): %v\n", chk.name, wire.Duration(time.Since(t0).Seconds()), err)
+			fmt.Fprintf(e.IO.Out, "FAIL  %s (%s): %v\n", chk.name, wire.Duration(time.Since(t0).Seconds()), err)
 		} else {
-			fmt.Fprintf(e.io.Out, "PASS  %s (%s)\n", chk.name, wire.Duration(time.Since(t0).Seconds()))
+			fmt.Fprintf(e.IO.Out, "PASS  %s (%s)\n", chk.name, wire.Duration(time.Since(t0).Seconds()))
 		}
 	}
 	if failed == 0 {
-		fmt.Fprintf(e.io.Out, "self-test: PASS, all %d checks passed: replhub works on this machine\n", len(selfChecks))
+		fmt.Fprintf(e.IO.Out, "self-test: PASS, all %d checks passed: replhub works on this machine\n", len(selfChecks))
 		return nil
 	}
-	fmt.Fprintf(e.io.Out, "self-test: FAIL, %d of %d checks failed; %s\n", failed, len(selfChecks), selfTestAdvice(first))
-	e.code = ExitCellError
+	fmt.Fprintf(e.IO.Out, "self-test: FAIL, %d of %d checks failed; %s\n", failed, len(selfChecks), selfTestAdvice(first))
+	e.Code = cmdenv.ExitCellError
 	return nil
 }
 
 // selfTestAdvice says what to try after a failed self-test, from the
 // first failure.
 func selfTestAdvice(err error) string {
-	msg := errorText(err)
+	msg := cmdenv.ErrorText(err)
 	switch {
 	case strings.Contains(msg, "python3") || strings.Contains(msg, "python \"") || strings.Contains(msg, "did not start"):
 		return "no Python could start: install python3 (Debian: sudo apt-get install -y python3; macOS: brew install python) or pass --python PATH"

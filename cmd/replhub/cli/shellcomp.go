@@ -23,7 +23,7 @@ const completionDeadline = 100 * time.Millisecond
 
 // deadline is completionDeadline, or REPLHUB_COMPLETION_WAIT's.
 func (e *env) deadline() time.Duration {
-	if d, err := time.ParseDuration(e.getenv("REPLHUB_COMPLETION_WAIT")); err == nil && d > 0 && d <= time.Minute {
+	if d, err := time.ParseDuration(e.Getenv("REPLHUB_COMPLETION_WAIT")); err == nil && d > 0 && d <= time.Minute {
 		return d
 	}
 	return completionDeadline
@@ -90,7 +90,7 @@ func (e *env) completeSession(cmd *cobra.Command, args []string, toComplete stri
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
 	names := e.withDeadline(cmd.Context(), func(ctx context.Context) []string {
-		paths, err := config.FromEnv(e.getenv)
+		paths, err := config.FromEnv(e.Getenv)
 		if err != nil {
 			return nil
 		}
@@ -117,7 +117,7 @@ func (e *env) completeSession(cmd *cobra.Command, args []string, toComplete stri
 
 // completeHost offers the Host aliases of the user's ssh configuration.
 func (e *env) completeHost(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
-	home := e.getenv("HOME")
+	home := e.Getenv("HOME")
 	if home == "" {
 		return nil, cobra.ShellCompDirectiveNoFileComp
 	}
@@ -134,7 +134,7 @@ func (e *env) completePython(cmd *cobra.Command, args []string, toComplete strin
 	if strings.Contains(toComplete, "/") {
 		return nil, cobra.ShellCompDirectiveDefault
 	}
-	found := e.withDeadline(cmd.Context(), func(context.Context) []string { return localPythons(e.getenv) })
+	found := e.withDeadline(cmd.Context(), func(context.Context) []string { return localPythons(e.Getenv) })
 	return matching(found, toComplete), cobra.ShellCompDirectiveNoFileComp
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/replhub/replhub/cmd/replhub/cli/cmdenv"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -44,7 +45,7 @@ background job (a thread that is not a daemon, a child process) are kept.`,
 }
 
 func runSwap(ctx context.Context, e *env, o *swapOptions) error {
-	c, err := e.client()
+	c, err := e.Client()
 	if err != nil {
 		return err
 	}
@@ -53,16 +54,16 @@ func runSwap(ctx context.Context, e *env, o *swapOptions) error {
 		return err
 	}
 	if o.name != "" && (len(rep.Swaps) != 1 || rep.Swaps[0].Status != wire.SwapDone) {
-		e.code = ExitFailure
+		e.Code = cmdenv.ExitFailure
 	}
 	if o.json {
-		return writeJSON(e.io.Out, rep.Swaps)
+		return cmdenv.WriteJSON(e.IO.Out, rep.Swaps)
 	}
 	if len(rep.Swaps) == 0 {
-		fmt.Fprintln(e.io.Out, "no sessions")
+		fmt.Fprintln(e.IO.Out, "no sessions")
 	}
 	for _, s := range rep.Swaps {
-		fmt.Fprintln(e.io.Out, s.Line())
+		fmt.Fprintln(e.IO.Out, s.Line())
 	}
 	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/replhub/replhub/cmd/replhub/cli/cmdenv"
 )
 
 func TestSwapCommandParsing(t *testing.T) {
@@ -11,7 +13,7 @@ func TestSwapCommandParsing(t *testing.T) {
 	assert.Equal(t, 0, code)
 	assert.Contains(t, out, "  swap ")
 	_, errs, code := run(t, "", "swap", "a", "b")
-	assert.Equal(t, ExitFailure, code)
+	assert.Equal(t, cmdenv.ExitFailure, code)
 	assert.Contains(t, errs, "accepts at most 1 arg(s)")
 	out, _, code = run(t, "", "swap", "--help")
 	assert.Equal(t, 0, code)
@@ -27,10 +29,10 @@ func TestQueryCommandsParsing(t *testing.T) {
 		assert.Contains(t, out, c)
 	}
 	_, errs, code := run(t, "", "inspect", "a")
-	assert.Equal(t, ExitFailure, code)
+	assert.Equal(t, cmdenv.ExitFailure, code)
 	assert.Contains(t, errs, "accepts 2 arg(s)")
 	_, errs, code = run(t, "", "vars", "a", "--wait", "-1")
-	assert.Equal(t, ExitFailure, code)
+	assert.Equal(t, cmdenv.ExitFailure, code)
 	assert.Contains(t, errs, "--wait must be between 0 and 600 seconds")
 	out, _, code = run(t, "", "reset", "--help")
 	assert.Equal(t, 0, code)

@@ -4,14 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/cmd/replhub/cli/cmdenv"
 )
 
 func newPushCmd(e *env) *cobra.Command {
@@ -50,13 +49,13 @@ mode, a new file takes SRC's.`,
 }
 
 func runTransfer(ctx context.Context, e *env, do func(*client.Client, client.Progress) (string, error)) error {
-	c, err := e.client()
+	c, err := e.Client()
 	if err != nil {
 		return err
 	}
 	var bar *progressBar
-	if isTerminal(e.io.Err) {
-		bar = &progressBar{w: e.io.Err, start: time.Now()}
+	if cmdenv.IsTerminal(e.IO.Err) {
+		bar = &progressBar{w: e.IO.Err, start: time.Now()}
 	}
 	var p client.Progress
 	if bar != nil {
@@ -69,7 +68,7 @@ func runTransfer(ctx context.Context, e *env, do func(*client.Client, client.Pro
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(e.io.Out, msg)
+	fmt.Fprintln(e.IO.Out, msg)
 	return nil
 }
 
@@ -99,14 +98,4 @@ func (b *progressBar) update(done, total int64) {
 
 func (b *progressBar) clear() {
 	fmt.Fprintf(b.w, "\r%s\r", strings.Repeat(" ", 79))
-}
-
-// isTerminal reports whether w is a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
 }

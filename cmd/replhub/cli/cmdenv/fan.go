@@ -1,4 +1,4 @@
-package cli
+package cmdenv
 
 import (
 	"encoding/json"
@@ -9,31 +9,31 @@ import (
 	"github.com/replhub/replhub/wire"
 )
 
-// fanProgress draws a group's progress ("12/40 done, 1 failed") on one
+// FanProgress draws a group's progress ("12/40 done, 1 failed") on one
 // line of stderr while hosts are pending, only when stderr is a terminal;
 // nil otherwise. A single session's progress draws nothing.
-func (e *env) fanProgress() func(*wire.Progress) {
-	if !isTerminal(e.io.Err) {
+func (e *Env) FanProgress() func(*wire.Progress) {
+	if !IsTerminal(e.IO.Err) {
 		return nil
 	}
 	return func(p *wire.Progress) {
 		if p.Hosts == 0 || p.Done >= p.Hosts {
-			e.clearFanProgress()
+			e.ClearFanProgress()
 			return
 		}
 		line := fmt.Sprintf("%s: %d/%d done", p.Session, p.Done, p.Hosts)
 		if p.Failed > 0 {
 			line += fmt.Sprintf(", %d failed", p.Failed)
 		}
-		fmt.Fprintf(e.io.Err, "\r%-60s", line)
+		fmt.Fprintf(e.IO.Err, "\r%-60s", line)
 		e.shown = true
 	}
 }
 
-// clearFanProgress wipes the progress line, if one is shown.
-func (e *env) clearFanProgress() {
+// ClearFanProgress wipes the progress line, if one is shown.
+func (e *Env) ClearFanProgress() {
 	if e.shown {
-		fmt.Fprintf(e.io.Err, "\r%s\r", strings.Repeat(" ", 60))
+		fmt.Fprintf(e.IO.Err, "\r%s\r", strings.Repeat(" ", 60))
 		e.shown = false
 	}
 }

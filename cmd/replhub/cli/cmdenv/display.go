@@ -1,4 +1,4 @@
-package cli
+package cmdenv
 
 import (
 	"fmt"
@@ -21,15 +21,15 @@ var unsafeName = lazyre.New(`[^A-Za-z0-9._-]`)
 // ones are written.
 const keepDisplay = 7 * 24 * time.Hour
 
-// saveDisplay writes each image of r to a file of its own in the state
+// SaveDisplay writes each image of r to a file of its own in the state
 // folder's display/ (0600 in a 0700 folder; names never collide), sets its
 // Path and drops its bytes, so that the text and --json show the path. A
 // group's images are each host's, in files named after NAME@HOST.
-func (e *env) saveDisplay(r *wire.Result) error {
+func (e *Env) SaveDisplay(r *wire.Result) error {
 	if !hasFiles(r) {
 		return nil
 	}
-	paths, err := config.FromEnv(e.getenv)
+	paths, err := config.FromEnv(e.Getenv)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package cli
+package cmdenv
 
 import (
 	"bytes"
@@ -17,15 +17,15 @@ import (
 
 func TestSaveDisplay(t *testing.T) {
 	state := t.TempDir()
-	e := &env{getenv: func(k string) string {
+	e := &Env{Getenv: func(k string) string {
 		return map[string]string{"XDG_STATE_HOME": state, "XDG_RUNTIME_DIR": t.TempDir(), "HOME": t.TempDir()}[k]
 	}}
 	r := &wire.Result{Session: "../evil name", Cell: 3, Display: []wire.Display{
 		{MIME: "image/png", Data: []byte("png")}, {MIME: "text/html", Text: "t"}, {MIME: "image/svg+xml", Data: []byte("<svg/>"), Text: "<svg/>"},
 		{MIME: "image/png", Data: []byte("png2")},
 	}}
-	require.NoError(t, e.saveDisplay(&wire.Result{}))
-	require.NoError(t, e.saveDisplay(r))
+	require.NoError(t, e.SaveDisplay(&wire.Result{}))
+	require.NoError(t, e.SaveDisplay(r))
 	d := filepath.Dir(r.Display[0].Path)
 	require.NoError(t, os.WriteFile(filepath.Join(d, "old.png"), nil, 0o600))
 	require.NoError(t, os.Chtimes(filepath.Join(d, "old.png"), time.Now(), time.Now().Add(-8*24*time.Hour)))
@@ -52,7 +52,7 @@ func TestSaveDisplay(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o700), fi.Mode().Perm())
 	// A later save removes images older than a week, and nothing else.
-	require.NoError(t, e.saveDisplay(&wire.Result{Session: "s", Display: []wire.Display{{MIME: "image/png", Data: []byte("x")}}}))
+	require.NoError(t, e.SaveDisplay(&wire.Result{Session: "s", Display: []wire.Display{{MIME: "image/png", Data: []byte("x")}}}))
 	assert.NoFileExists(t, filepath.Join(d, "old.png"))
 	assert.FileExists(t, filepath.Join(d, "notes.txt"))
 	assert.FileExists(t, r.Display[0].Path)
@@ -62,11 +62,11 @@ func TestSaveDisplay(t *testing.T) {
 // lines carry their paths, not their bytes, as a single result's does.
 func TestSaveDisplayGroup(t *testing.T) {
 	state := t.TempDir()
-	e := &env{getenv: func(k string) string {
+	e := &Env{Getenv: func(k string) string {
 		return map[string]string{"XDG_STATE_HOME": state, "XDG_RUNTIME_DIR": t.TempDir(), "HOME": t.TempDir()}[k]
 	}}
 	var out bytes.Buffer
-	e.io.Out = &out
+	e.IO.Out = &out
 	host := func(name, png string) wire.HostResult {
 		return wire.HostResult{Host: name, Result: &wire.Result{Session: "plots@" + name, Cell: 2, Status: wire.StatusOK,
 			Display: []wire.Display{{MIME: "text/html", Text: "t"}, {MIME: "image/png", Data: []byte(png)},
@@ -74,7 +74,7 @@ func TestSaveDisplayGroup(t *testing.T) {
 	}
 	r := &wire.Result{Session: "plots", Status: wire.StatusOK, Fan: []wire.HostResult{
 		host("lab-1", "one"), {Host: "lab-3", Result: &wire.Result{Status: wire.StatusFailed}, Failure: "no route"}, host("lab-2", "two")}}
-	require.NoError(t, e.printResult(r, true))
+	require.NoError(t, e.PrintResult(r, true))
 	assert.NotContains(t, out.String(), `"data"`)
 	assert.NotContains(t, out.String(), "<svg/>")
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")

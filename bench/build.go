@@ -1,0 +1,42 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+)
+
+// installLine finds README.md's `go install ./cmd/replhub` and the
+// variables set in front of it (CGO_ENABLED=0): the bench times the binary
+// as a user builds it, not as a bare `go build` would.
+var installLine = regexp.MustCompile(`((?:[A-Z_][A-Z0-9_]*=\S*\s+)*)go install \./cmd/replhub`)
+
+// installEnv returns the variables README.md's install command sets.
+func installEnv(readme string) ([]string, error) {
+	b, err := os.ReadFile(readme)
+	if err != nil {
+		return nil, err
+	}
+	m := installLine.FindSubmatch(b)
+	if m == nil {
+		return nil, fmt.Errorf("%s: no `go install ./cmd/replhub` to build as", readme)
+	}
+	return strings.Fields(string(m[1])), nil
+}
+
+// buildDocumented builds the binary to out as README.md installs it and
+// says how.
+func buildDocumented(out string) (string, error) {
+	vars, err := installEnv("README.md")
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/replhub")
+	cmd.Env = append(os.Environ(), vars...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, b)
+	}
+	return strings.TrimSpace(strings.Join(vars, " ") + " go build ./cmd/replhub"), nil
+}

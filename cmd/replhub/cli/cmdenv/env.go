@@ -1,0 +1,155 @@
+// Package cmdenv is what every replhub command runs with: its streams and
+// environment, a client made on first use, the exit codes and error text
+// (decided here and nowhere else), and the printing of a cell's result
+// with its display files, streamed output and Ctrl-C.
+//
+// It imports neither cobra nor the hub, MCP or ssh packages: package early
+// runs a plain exec with it from an init function, before the inits of
+// those packages have run (see early's doc comment).
+package cmdenv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/safesock"
+	"github.com/replhub/replhub/wire"
+)
+
+// Exit codes, decided here and nowhere else.
+const (
+	ExitOK        = 0
+	ExitCellError = 1 // the cell raised
+	ExitFailure   = 2 // replhub could not do what was asked
+	ExitRunning   = 3 // the cell still runs after the timeout
+	ExitDead      = 4 // the session died
+)
+
+// IO is where a command reads and writes.
+type IO struct {
+	In  io.Reader
+	Out io.Writer
+	Err io.Writer
+}
+
+// Env is what every command shares. Make it with New and end it with
+// Finish.
+type Env struct {
+	IO     IO
+	Getenv func(string) string
+	// Client is the hub's client, made at the first call.
+	Client func() (*client.Client, error)
+	// Code is the exit code a command chose, when it did not fail.
+	Code int
+	// shown is set while a group's progress line is on the terminal.
+	shown  bool
+	client *client.Client
+}
+
+// New returns an Env on stdio and getenv.
+func New(stdio IO, getenv func(string) string) *Env {
+	e := &Env{IO: stdio, Getenv: getenv}
+	e.Client = func() (*client.Client, error) {
+		if e.client != nil {
+			return e.client, nil
+		}
+		paths, err := config.FromEnv(getenv)
+		if err != nil {
+			return nil, err
+		}
+		e.client = client.New(paths)
+		return e.client, nil
+	}
+	return e
+}
+
+// Finish closes the client and returns the process's exit status: on
+// err, ExitFailure after one line on stderr that says what to do.
+func (e *Env) Finish(err error) int {
+	if e.client != nil {
+		e.client.Close()
+	}
+	if err != nil {
+		fmt.Fprintln(e.IO.Err, "replhub: "+ErrorText(err))
+		return ExitFailure
+	}
+	return e.Code
+}
+
+// ErrorText turns an error into one line that says what to do next.
+func ErrorText(err error) string {
+	var we *wire.Error
+	var fe *safesock.FolderError
+	var pe *safesock.PeerError
+	switch {
+	case errors.As(err, &we):
+		return we.Message
+	case errors.As(err, &fe):
+		return fe.Error()
+	case errors.As(err, &pe):
+		return pe.Error() + "; refusing to send your code, cwd and environment to another user's hub"
+	case errors.Is(err, safesock.ErrNoHub):
+		return "no hub is running (`replhub start` starts one)"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timed out waiting for the hub"
+	}
+	return strings.TrimPrefix(err.Error(), "replhub: ")
+}
+
+// ResultCode is the exit code for a cell's result.
+func ResultCode(r *wire.Result) int {
+	switch r.Status {
+	case wire.StatusError:
+		return ExitCellError
+	case wire.StatusRunning, wire.StatusTimeout:
+		return ExitRunning
+	case wire.StatusDead:
+		return ExitDead
+	case wire.StatusFailed:
+		return ExitFailure
+	}
+	return ExitOK
+}
+
+// PrintResult writes a result as text or JSON and sets the exit code. A
+// group's JSON is one object per host, a line each.
+func (e *Env) PrintResult(r *wire.Result, asJSON bool) error {
+	e.Code = ResultCode(r)
+	if err := e.SaveDisplay(r); err != nil {
+		return err
+	}
+	if asJSON && r.Fan != nil {
+		return writeJSONLines(e.IO.Out, r.Fan)
+	}
+	if asJSON {
+		return WriteJSON(e.IO.Out, r)
+	}
+	_, err := io.WriteString(e.IO.Out, r.Text())
+	return err
+}
+
+// WriteJSON writes v as indented JSON.
+func WriteJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// IsTerminal reports whether w is a terminal.
+func IsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}
