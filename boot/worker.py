@@ -70,6 +70,7 @@ PROTO = 2
 PY = "%d.%d" % sys.version_info[:2]
 _WORKER_FILE = __file__ if "__file__" in globals() else "<replhub-worker>"
 IMPORTER = None  # boot.py's, on a host: it asks for late modules through fetch
+BYTECODE = ""    # boot.py's word on its bytecode cache, which ready tells
 
 # What the worker reports is capped before a frame is built: the hub ends a
 # session whose frame header is 1 MiB or more.
@@ -2271,7 +2272,7 @@ def main(argv):
         else:
             ready_extra = (("linger_error", why),)
     token = _streams_token(argv)
-    ready_extra += (("streams", token),)
+    ready_extra += (("streams", token), ("bytecode", BYTECODE))
     rfd, wfd, pump = _setup_fds(token)
     sys.argv = [""]
     # A REPL's sys.path[0] is the current directory, not the worker's folder.

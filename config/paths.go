@@ -123,3 +123,7 @@ func Hostname() string {
 }
 
 var unsafePath = lazyre.New(`[^A-Za-z0-9._-]`)
+
+// BytecodeKey holds the key that the bytecode caches on hosts are made
+// under (see package payload).
+func (p Paths) BytecodeKey() string { return filepath.Join(p.State, "bytecode.key") }
