@@ -31,13 +31,17 @@ func bcStart(t *testing.T, py, cache string) string {
 	cmd := exec.Command(py, "-c", boot.Stub)
 	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cache, "HOME="+filepath.Dir(cache))
 	cmd.Dir = os.TempDir()
-	cmd.Stdin = bytes.NewReader(append(append([]byte(nil), p...), frame...))
+	// stdin stays open until the cell is done: at its end the worker exits.
+	in, err := cmd.StdinPipe()
+	require.NoError(t, err)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
 	defer cmd.Wait()
+	defer in.Close()
+	go in.Write(append(append([]byte(nil), p...), frame...))
 	r := bufio.NewReader(out)
 	var lines []string
 	for i := 0; i < 3; i++ {
