@@ -123,6 +123,52 @@ def _cap(text, limit):
     return (text[:keep] + "\n[... %d characters left out ...]\n" % dropped + text[-keep:]), dropped
 
 
+def _not_json(o):
+    raise TypeError("Object of type %s is not JSON serializable" % type(o).__name__)
+
+
+class _Scanning(object):
+    """What _json's scanner reads of a JSONDecoder: json.loads's defaults."""
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float, parse_int = float, int
+    parse_constant = staticmethod({"NaN": float("nan"), "Infinity": float("inf"),
+                                   "-Infinity": float("-inf")}.__getitem__)
+
+
+def _frame_codec():
+    """(loads, dumps) for frame headers, as json.loads and json.dumps with
+    separators=(",", ":") and ensure_ascii=False do them, on _json's C
+    scanner and encoder straight: the package json (and re, which it
+    imports) costs a session's start some 3 ms. Where _json is missing,
+    json's own."""
+    try:
+        import _json
+        scan = _json.make_scanner(_Scanning())
+        encode = _json.make_encoder(None, _not_json, _json.encode_basestring, None, ":", ",",
+                                    False, False, True)
+    except (ImportError, AttributeError, TypeError):
+        import json
+        return json.loads, lambda o: json.dumps(o, separators=(",", ":"), ensure_ascii=False)
+
+    def loads(text):
+        text = text.strip(" \t\r\n")
+        try:
+            value, end = scan(text, 0)
+        except StopIteration:
+            end = -1
+        if end != len(text):
+            raise ValueError("not one JSON value")
+        return value
+
+    def dumps(o):
+        return "".join(encode(o, 0))
+    return loads, dumps
+
+
+_loads, _dumps = _frame_codec()
+
+
 class Sigint(object):
     """When SIGINT becomes KeyboardInterrupt on the main thread (Python runs
     signal handlers there only).
@@ -225,15 +271,13 @@ class Channel(object):
         """header's line, announcing n bytes to follow (None: no payload);
         the pipe grows before the first big payload. Raises ValueError for
         a header of 1 MiB or more: the hub would end the session."""
-        import json
         if n is not None:
             header["len"] = n
             if n > (1 << 20) and not self._big:
                 self._grow_pipe()
         # Text goes as UTF-8 (a character is at most 6 bytes, not 12); a
         # lone surrogate becomes its JSON escape.
-        line = json.dumps(header, separators=(",", ":"), ensure_ascii=False)
-        line = line.encode("utf-8", "backslashreplace") + b"\n"
+        line = _dumps(header).encode("utf-8", "backslashreplace") + b"\n"
         if len(line) >= MAX_HEADER:
             raise ValueError("replhub: a %s frame of %d bytes is over the hub's limit of 1 MiB"
                              % (header.get("op"), len(line)))
@@ -409,13 +453,12 @@ class Channel(object):
     def recv(self, r=None):
         """Return (header, data) from r (the current generation's reader by
         default); None at EOF.  Raises ValueError on a bad frame."""
-        import json
         r = r or self._r
         line = r.readline()
         if not line:
             return None
         try:
-            header = json.loads(line.decode("utf-8"))
+            header = _loads(line.decode("utf-8"))
         except ValueError as e:
             raise ValueError("malformed frame (%s): %r" % (e, line[:80]))
         if not isinstance(header, dict) or not isinstance(header.get("op"), str):
@@ -1042,13 +1085,15 @@ def _linger_socket():
 
 def _listen(path):
     """The durable worker's socket: 0600, owned by the user whose hub
-    drives it (for a root worker, sudo's caller)."""
-    import socket
+    drives it (for a root worker, sudo's caller). It is a bare _socket
+    socket: the module socket (enum, selectors) costs a start 3 ms, and
+    only a connection needs it (_accept)."""
+    import _socket
     try:
         os.unlink(path)
     except OSError:
         pass
-    ln = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    ln = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     old = os.umask(0o177)
     try:
         ln.bind(path)
@@ -1059,6 +1104,13 @@ def _listen(path):
                  follow_symlinks=False)
     ln.listen(8)
     return ln
+
+
+def _accept(ln):
+    """A connection to listener ln, as a socket.socket."""
+    import socket
+    fd = ln._accept()[0]
+    return socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fd)
 
 
 class ReplhubFinder(object):
@@ -1286,7 +1338,7 @@ class Session(object):
             try:
                 if not select.select([self.listener], [], [], 1.0)[0]:
                     continue
-                conn, _ = self.listener.accept()
+                conn = _accept(self.listener)
             except (OSError, ValueError):
                 continue
             fd = None
@@ -1523,7 +1575,7 @@ class Session(object):
 
     def _own_sigint(self):
         """Put our SIGINT handler back if user code set Python's default one."""
-        import signal
+        import _signal as signal  # not signal's enums: a start pays for them
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             signal.signal(signal.SIGINT, self.sigint.handler)
 
@@ -2294,7 +2346,7 @@ def main(argv):
     # the pump, which dies with the process.
     import faulthandler
     faulthandler.enable(file=pump.errfd)
-    import signal
+    import _signal as signal  # not signal's enums: a start pays for them
     import threading
     session = Session(chan, lambda: _load_tk(cloudpickle_dir), _load_toolkit("--no-tk" in argv))
     session.has_cloudpickle = has_cloudpickle
