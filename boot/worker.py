@@ -555,9 +555,9 @@ def _compile(code, fname):
     then has CO_COROUTINE set, and runs whole on the session's event loop,
     its last expression's value assigned to VALUE_NAME (named is True)."""
     def work():
-        import ast
+        import _ast as ast  # ast's node types, without the package's 1 ms
         flags = getattr(ast, "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0)
-        tree = ast.parse(code, fname, "exec")
+        tree = compile(code, fname, "exec", ast.PyCF_ONLY_AST)  # ast.parse
         last = expr = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             expr = tree.body.pop()
@@ -565,6 +565,7 @@ def _compile(code, fname):
         body = compile(tree, fname, "exec", flags)
         if expr is None or not (body.co_flags | last.co_flags) & CO_COROUTINE:
             return body, last, False
+        import ast
         store = ast.Assign(targets=[ast.Name(id=VALUE_NAME, ctx=ast.Store())], value=expr.value)
         tree.body.append(ast.fix_missing_locations(ast.copy_location(store, expr)))
         return compile(tree, fname, "exec", flags), None, True
@@ -1658,7 +1659,6 @@ class Session(object):
             pass
 
     def run_cell(self, header):
-        import linecache
         import time
         t0 = time.time()
         cell = header.get("cell", 0)
@@ -1671,7 +1671,7 @@ class Session(object):
             if not self._begin(PARSING):
                 status, error = "error", _PARKED
             else:
-                linecache.cache[fname] = (len(code), None, code.splitlines(True), fname)
+                _remember_source(fname, code)
                 try:
                     body, last, named = _compile(code, fname)
                 except Exception:
@@ -1970,17 +1970,19 @@ def _shown(v):
     return text if isinstance(text, str) else None
 
 
-class _MatplotlibHook(object):
+class _ImportHook(object):
     """First on sys.meta_path, it finds nothing itself: it only notices
-    matplotlib's import, to make replhub's inline backend matplotlib's
-    default once matplotlib has loaded (replhub_toolkit/mplinline.py). A
-    session that never imports matplotlib pays one call per import."""
+    two imports, to act once the module has loaded (AFTER): matplotlib's,
+    to make replhub's inline backend matplotlib's default
+    (replhub_toolkit/mplinline.py); linecache's, to hand it the sources of
+    the cells run so far (_remember_source). A session that imports
+    neither pays one call per import."""
 
     def __init__(self):
         self.busy = False
 
     def find_spec(self, name, path=None, target=None):
-        if name != "matplotlib" or self.busy:
+        if name not in _AFTER_IMPORT or self.busy:
             return None
         import importlib.util
         self.busy = True
@@ -1990,15 +1992,16 @@ class _MatplotlibHook(object):
             self.busy = False
         if spec is None or not hasattr(spec.loader, "exec_module"):
             return None
-        spec.loader = _ThenSelect(spec.loader)
+        spec.loader = _Then(spec.loader, _AFTER_IMPORT[name])
         return spec
 
 
-class _ThenSelect(object):
-    """matplotlib's own loader, and then the backend's choice."""
+class _Then(object):
+    """A module's own loader, and then after(module)."""
 
-    def __init__(self, loader):
+    def __init__(self, loader, after):
         self.loader = loader
+        self.after = after
 
     def __getattr__(self, name):
         return getattr(self.loader, name)
@@ -2009,9 +2012,37 @@ class _ThenSelect(object):
     def exec_module(self, module):
         self.loader.exec_module(module)
         try:
-            _load_module("mplinline").select(module)
+            self.after(module)
         except Exception:
             pass
+
+
+# Cells' sources until linecache is imported: linecache (with tokenize and
+# re) costs a session's start 4 ms, and only a traceback, or code that
+# looks at sources, needs it.
+_SOURCES = {}
+
+
+def _remember_source(fname, src):
+    """Register src as fname's lines with linecache, now or at its import."""
+    entry = (len(src), None, src.splitlines(True), fname)
+    lc = sys.modules.get("linecache")
+    if lc is None:
+        _SOURCES[fname] = entry
+        lc = sys.modules.get("linecache")  # imported meanwhile, by a thread
+    cache = getattr(lc, "cache", None)  # None while its import runs
+    if cache is not None:
+        cache[fname] = entry
+
+
+def _sources_to(linecache):
+    linecache.cache.update(_SOURCES)
+
+
+_AFTER_IMPORT = {
+    "matplotlib": lambda module: _load_module("mplinline").select(module),
+    "linecache": _sources_to,
+}
 
 
 def _job_notes():
@@ -2027,26 +2058,37 @@ def _job_notes():
 _LOAD_LOCK = __import__("threading").Lock()  # one thread loads the package
 
 
-def _package():
+def _package(at_start=False):
     """The package replhub_toolkit (beside this file, or served from
     memory): the relay, swap and queries, and the helpers every session
-    starts with."""
+    starts with. Beside this file and at_start, before any user code runs,
+    its __init__'s bytecode is kept in __pycache__ there, as the worker's
+    (see the hub's workerLauncher), whatever PYTHONDONTWRITEBYTECODE says."""
     with _LOAD_LOCK:
         pkg = sys.modules.get("replhub_toolkit")
         if pkg is not None:
             return pkg
         here = os.path.join(os.path.dirname(os.path.abspath(_WORKER_FILE)), "replhub_toolkit")
-        if os.path.isfile(os.path.join(here, "__init__.py")):
-            import importlib.util
-            spec = importlib.util.spec_from_file_location(
-                "replhub_toolkit", os.path.join(here, "__init__.py"), submodule_search_locations=[here])
-            pkg = importlib.util.module_from_spec(spec)
+        init = os.path.join(here, "__init__.py")
+        if os.path.isfile(init):
+            # importlib.machinery, not importlib.util: that costs 3 ms on 3.11.
+            from importlib.machinery import ModuleSpec, SourceFileLoader
+            loader = SourceFileLoader("replhub_toolkit", init)
+            spec = ModuleSpec("replhub_toolkit", loader, origin=init, is_package=True)
+            spec.submodule_search_locations, spec.has_location = [here], True
+            pkg = type(sys)("replhub_toolkit")
+            pkg.__spec__, pkg.__loader__, pkg.__file__ = spec, loader, init
+            pkg.__path__, pkg.__package__ = [here], "replhub_toolkit"
             sys.modules["replhub_toolkit"] = pkg
+            keep = sys.dont_write_bytecode
+            sys.dont_write_bytecode = keep and not at_start
             try:
-                spec.loader.exec_module(pkg)
+                loader.exec_module(pkg)
             except BaseException:
                 del sys.modules["replhub_toolkit"]
                 raise
+            finally:
+                sys.dont_write_bytecode = keep
             return pkg
         import replhub_toolkit
         return replhub_toolkit
@@ -2058,7 +2100,7 @@ def _load_toolkit(no_tk):
     if no_tk:
         return None
     try:
-        return _package()
+        return _package(at_start=True)
     except Exception:
         return None
 
@@ -2298,9 +2340,11 @@ def _has_cloudpickle(cloudpickle_dir):
         return False
     if cloudpickle_dir:
         return True
-    import importlib.util
+    # sys.path's finder straight: importlib.util costs a start 3 ms on some
+    # Pythons, and cloudpickle is a package on sys.path or nowhere.
+    from importlib.machinery import PathFinder
     try:
-        return importlib.util.find_spec("cloudpickle") is not None
+        return "cloudpickle" in sys.modules or PathFinder.find_spec("cloudpickle") is not None
     except Exception:
         return False
 
@@ -2362,7 +2406,7 @@ def main(argv):
         t.start()
     os._exit = pump.exit_after_drain(os._exit)
     signal.signal(signal.SIGINT, chan.sigint.handler)
-    sys.meta_path.insert(0, _MatplotlibHook())
+    sys.meta_path.insert(0, _ImportHook())
     t = threading.Thread(target=session.read_loop, args=(chan._r, chan.gen), name="replhub-reader")
     t.daemon = True
     t.start()
