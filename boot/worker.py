@@ -2351,6 +2351,10 @@ def _has_cloudpickle(cloudpickle_dir):
 
 
 def main(argv):
+    if IMPORTER is not None:
+        # boot.py's sources for linecache wait with the cells' (_SOURCES).
+        _SOURCES.update(IMPORTER.sources)
+        IMPORTER.sources = _SOURCES
     cloudpickle_dir = None
     if "--cloudpickle" in argv:
         cloudpickle_dir = argv[argv.index("--cloudpickle") + 1]

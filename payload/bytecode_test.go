@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -25,9 +26,20 @@ import (
 // bytecode cache; the first cell asks the worker the same, and must agree.
 func bcStart(t *testing.T, py, cache string) string {
 	t.Helper()
+	ready, value := stubRun(t, py, cache, "__import__('sys').modules['replhub_worker'].BYTECODE")
+	assert.Equal(t, "'"+ready.Bytecode+"'", value, "the worker's word is the ready frame's")
+	return ready.Bytecode
+}
+
+// stubRun starts py on the stub and the default payload, as a host does,
+// runs code as its first cell, and returns the ready frame and the cell's
+// value.
+func stubRun(t *testing.T, py, cache, code string) (proto.Ready, string) {
+	t.Helper()
 	p, err := Build(nil, "--stdio")
 	require.NoError(t, err)
-	frame := `{"op":"exec","cell":1,"code":"__import__('sys').modules['replhub_worker'].BYTECODE","fence":"F"}` + "\n"
+	cell, _ := json.Marshal(code)
+	frame := `{"op":"exec","cell":1,"code":` + string(cell) + `,"fence":"F"}` + "\n"
 	cmd := exec.Command(py, "-c", boot.Stub)
 	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+cache, "HOME="+filepath.Dir(cache))
 	cmd.Dir = os.TempDir()
@@ -57,8 +69,7 @@ func bcStart(t *testing.T, py, cache string) string {
 	var done struct{ Status, Value string }
 	require.NoError(t, json.Unmarshal([]byte(lines[2]), &done), lines[2])
 	assert.Equal(t, "ok", done.Status, lines[2])
-	assert.Equal(t, "'"+ready.Bytecode+"'", done.Value, "the worker's word is the ready frame's")
-	return ready.Bytecode
+	return ready, done.Value
 }
 
 // bcFile is the one cache file under cache.
@@ -87,6 +98,16 @@ func TestBytecodeCacheEachPython(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, os.FileMode(0o700), di.Mode().Perm())
 			assert.Equal(t, "cached", bcStart(t, py, cache))
+
+			// What boot.py and the worker import, against what the
+			// interpreter imports by itself (and threading, which the
+			// worker's threads need: on 3.6 and 3.7 it imports traceback).
+			out, err := exec.Command(py, "-c", "import sys, threading; print(list(sys.modules))").Output()
+			require.NoError(t, err)
+			_, value := stubRun(t, py, cache, "import sys; [m for m in sys.modules if m not in "+strings.TrimSpace(string(out))+"]")
+			for _, heavy := range []string{"json", "re", "linecache", "tokenize", "ast", "importlib.abc", "importlib.util", "pathlib", "typing", "socket", "signal", "enum", "hashlib", "hmac"} {
+				assert.NotContains(t, value, "'"+heavy+"'", "a remote start imports %s", heavy)
+			}
 		})
 	}
 }
