@@ -2140,10 +2140,13 @@ def _start_reaper(drain=None, socks=()):
             os._exit(0)
     os.close(r)
     _REAPER[0] = w
-    try:
-        os.waitpid(pid, 0)
-    except OSError:
-        pass
+    # The first child exits as soon as it has forked the reaper: it is
+    # reaped on a thread, not waited for here, which cost a start some
+    # 2 ms (two forks and their scheduling) on a busy machine.
+    import threading
+    t = threading.Thread(target=_reap_child, args=(pid,), name="replhub-reaper-start")
+    t.daemon = True
+    t.start()
     if hasattr(os, "register_at_fork"):
         # A fork of the worker that never execs (multiprocessing) must not
         # keep the reaper waiting after the worker dies.
@@ -2151,6 +2154,13 @@ def _start_reaper(drain=None, socks=()):
 
 
 _REAPER = [None]  # the write end of the reaper's pipe
+
+
+def _reap_child(pid):
+    try:
+        os.waitpid(pid, 0)
+    except OSError:
+        pass
 
 
 def _reaper_group(pgid, alive):
