@@ -84,6 +84,7 @@ class MemoryImporter(object):
 # full disk only costs the compile.
 
 BC_MAX = 64 << 20  # a larger file is not read
+BC_KEEP_DAYS = 30
 
 
 def _mac(key, data):
@@ -189,7 +190,24 @@ def _write_cache(path, key, ident, magic, codes):
         except OSError:
             pass
         return "cache not writable"
+    _prune(d, path)
     return ""
+
+
+def _prune(d, keep):
+    """Remove what older payloads (or a crash) left: files not written for
+    BC_KEEP_DAYS; a host whose hub is upgraded so keeps no more than a
+    month's."""
+    import os
+    import time
+    try:
+        for name in os.listdir(d):
+            p = os.path.join(d, name)
+            if p != keep and name.endswith((".bc", ".tmp")) and \
+                    os.lstat(p).st_mtime < time.time() - BC_KEEP_DAYS * 86400:
+                os.unlink(p)
+    except OSError:
+        pass
 
 
 def _codes(table, importer):

@@ -134,7 +134,7 @@ func build(extra map[string]Module, argv []string) ([]byte, error) {
 	}
 	var z bytes.Buffer
 	w, _ := zlib.NewWriterLevel(&z, zlib.BestCompression)
-	w.Write(boot.Boot)
+	w.Write([]byte(blankComments(string(boot.Boot))))
 	w.Write([]byte{0})
 	w.Write(table)
 	if err := w.Close(); err != nil {
