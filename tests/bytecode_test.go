@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replhub/replhub/tests/hubtest"
 	"github.com/replhub/replhub/tests/sshtest"
 )
 
@@ -59,4 +60,23 @@ func TestRemoteBytecodeCache(t *testing.T) {
 
 	w.StopHub()
 	assert.Equal(t, "cached", word(), "the next hub sends the same key")
+}
+
+// A local session keeps the worker's and the toolkit's bytecode beside
+// them in the hub's runtime folder, though the caller set
+// PYTHONDONTWRITEBYTECODE; the caller's own modules get none, and the
+// session sees the caller's setting.
+func TestLocalBytecodeKept(t *testing.T) {
+	e := hubtest.Start(t)
+	e.Setenv("PYTHONDONTWRITEBYTECODE", "1")
+	require.NoError(t, os.WriteFile(filepath.Join(e.Cwd, "mine.py"), []byte("X = 3\n"), 0o600))
+	r := e.Run("exec", "s", "import sys, mine; (sys.dont_write_bytecode, mine.X)")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "Out[1]: (True, 3)")
+	for _, pat := range []string{"boot-*/__pycache__/worker.*.pyc", "boot-*/replhub_toolkit/__pycache__/__init__.*.pyc"} {
+		found, _ := filepath.Glob(filepath.Join(e.Paths.Runtime, pat))
+		assert.Len(t, found, 1, pat)
+	}
+	_, err := os.Stat(filepath.Join(e.Cwd, "__pycache__"))
+	assert.True(t, os.IsNotExist(err), "the caller's modules get no bytecode")
 }
