@@ -98,11 +98,12 @@ def _mac(key, data):
 
 
 def _cache_dir():
+    """The cache folder, or None where there is no home to put it in."""
     import os
     base = os.environ.get("XDG_CACHE_HOME", "")
     if not base.startswith("/"):
         base = os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "replhub")
+    return os.path.join(base, "replhub") if base.startswith("/") else None
 
 
 def _private(path):
@@ -221,16 +222,19 @@ def _codes(table, importer):
         from _frozen_importlib_external import MAGIC_NUMBER
     except ImportError:
         from importlib.util import MAGIC_NUMBER
-    key, ident = bytes.fromhex(bc["key"]), bc["id"]
-    path = "%s/%s-%s-%s.bc" % (_cache_dir(), ident, sys.implementation.cache_tag, MAGIC_NUMBER.hex())
-    codes, why = _read_cache(path, key, ident, MAGIC_NUMBER)
+    key, ident, d = bytes.fromhex(bc["key"]), bc["id"], _cache_dir()
+    path = "%s/%s-%s-%s.bc" % (d, ident, sys.implementation.cache_tag, MAGIC_NUMBER.hex())
+    codes, why = _read_cache(path, key, ident, MAGIC_NUMBER) if d else (None, "no home folder")
     if codes is not None:
         return codes, "cached"
     codes = {}
     for name, mod in table["modules"].items():
-        if mod.get("src") is not None:
-            codes[name] = compile(mod["src"], importer.filename(name), "exec")
-    said = _write_cache(path, key, ident, MAGIC_NUMBER, codes)
+        try:
+            if mod.get("src") is not None:
+                codes[name] = compile(mod["src"], importer.filename(name), "exec")
+        except SyntaxError:
+            return {}, "compiled: %s does not compile here" % name  # its import says why
+    said = _write_cache(path, key, ident, MAGIC_NUMBER, codes) if d else "no home folder"
     return codes, "compiled, cached (%s)" % why if not said else "compiled: %s (%s)" % (said, why)
 
 

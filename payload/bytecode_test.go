@@ -180,3 +180,16 @@ func TestBytecodeCacheDistrust(t *testing.T) {
 	require.NoError(t, os.WriteFile(blocked, nil, 0o600))
 	assert.Equal(t, "compiled: cannot make the cache folder (no cache)", bcStart(t, py, filepath.Join(blocked, "cache")))
 }
+
+// Without a home folder that is a full path (HOME relative, or a user
+// not in passwd) nothing is written anywhere, not even under the current
+// folder.
+func TestBytecodeCacheNoHome(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("needs python3")
+	}
+	assert.Equal(t, "compiled: no home folder (no home folder)", bcStart(t, py, "relative/cache"))
+	_, err = os.Stat(filepath.Join(os.TempDir(), "relative"))
+	assert.True(t, os.IsNotExist(err))
+}
