@@ -1979,17 +1979,23 @@ class _ImportHook(object):
     neither pays one call per import."""
 
     def __init__(self):
-        self.busy = False
+        self.busy = set()  # names being looked up, by this hook's own find
 
     def find_spec(self, name, path=None, target=None):
-        if name not in _AFTER_IMPORT or self.busy:
+        if name not in _AFTER_IMPORT or name in self.busy:
             return None
-        import importlib.util
-        self.busy = True
+        self.busy.add(name)
         try:
-            spec = importlib.util.find_spec(name)
+            if name == "linecache":
+                # The standard library's, found on sys.path: importlib.util
+                # would cost the first traceback 3 ms on some Pythons.
+                from importlib.machinery import PathFinder
+                spec = PathFinder.find_spec(name)
+            else:
+                import importlib.util
+                spec = importlib.util.find_spec(name)
         finally:
-            self.busy = False
+            self.busy.discard(name)
         if spec is None or not hasattr(spec.loader, "exec_module"):
             return None
         spec.loader = _Then(spec.loader, _AFTER_IMPORT[name])
@@ -2421,6 +2427,8 @@ def main(argv):
     os._exit = pump.exit_after_drain(os._exit)
     signal.signal(signal.SIGINT, chan.sigint.handler)
     sys.meta_path.insert(0, _ImportHook())
+    if "linecache" in sys.modules:  # imported before the hook could see it
+        _sources_to(sys.modules["linecache"])
     t = threading.Thread(target=session.read_loop, args=(chan._r, chan.gen), name="replhub-reader")
     t.daemon = True
     t.start()
