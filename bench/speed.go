@@ -220,9 +220,36 @@ func pyenvHostRows(w *world, n int, tb *benchTB, tr *pyenvtest.Tree, global, oth
 		}
 		rows = append(rows, row{"further remote session on an open route", ms(median(ds)), "python over a ControlMaster " + ms(warm),
 			fmt.Sprintf("%.2fx", float64(median(ds))/float64(warm)), "at most 1.3x"})
+		cold, err := coldBytecodeStarts(w, n, filepath.Dir(tr.Root), o)
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, row{"further remote session, the host's bytecode cache emptied first", ms(cold), "with the cache " + ms(median(ds)),
+			fmt.Sprintf("%.2fx", float64(cold)/float64(median(ds))), "what the cache saves"})
 	}
 	w.c.Env = w.env
 	return rows, nil
+}
+
+// coldBytecodeStarts times further sessions on the open route after the
+// host's bytecode cache (in its $HOME, see boot.py) was removed: each
+// compiles the payload again.
+func coldBytecodeStarts(w *world, n int, home string, o client.ExecOptions) (time.Duration, error) {
+	ctx := context.Background()
+	var ds []time.Duration
+	for i := 0; i < n; i++ {
+		if err := os.RemoveAll(filepath.Join(home, ".cache", "replhub")); err != nil {
+			return 0, err
+		}
+		name := fmt.Sprintf("cold-%d", i)
+		t0 := time.Now()
+		if _, err := w.c.Exec(ctx, name, "pass", o); err != nil {
+			return 0, err
+		}
+		ds = append(ds, time.Since(t0))
+		w.c.Kill(ctx, name)
+	}
+	return median(ds), nil
 }
 
 type minorPy struct{ v, path string }

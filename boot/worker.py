@@ -70,6 +70,7 @@ PROTO = 2
 PY = "%d.%d" % sys.version_info[:2]
 _WORKER_FILE = __file__ if "__file__" in globals() else "<replhub-worker>"
 IMPORTER = None  # boot.py's, on a host: it asks for late modules through fetch
+BYTECODE = ""    # boot.py's word on its bytecode cache, which ready tells
 
 # What the worker reports is capped before a frame is built: the hub ends a
 # session whose frame header is 1 MiB or more.
@@ -120,6 +121,52 @@ def _cap(text, limit):
     keep = limit // 2
     dropped = len(text) - 2 * keep
     return (text[:keep] + "\n[... %d characters left out ...]\n" % dropped + text[-keep:]), dropped
+
+
+def _not_json(o):
+    raise TypeError("Object of type %s is not JSON serializable" % type(o).__name__)
+
+
+class _Scanning(object):
+    """What _json's scanner reads of a JSONDecoder: json.loads's defaults."""
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float, parse_int = float, int
+    parse_constant = staticmethod({"NaN": float("nan"), "Infinity": float("inf"),
+                                   "-Infinity": float("-inf")}.__getitem__)
+
+
+def _frame_codec():
+    """(loads, dumps) for frame headers, as json.loads and json.dumps with
+    separators=(",", ":") and ensure_ascii=False do them, on _json's C
+    scanner and encoder straight: the package json (and re, which it
+    imports) costs a session's start some 3 ms. Where _json is missing,
+    json's own."""
+    try:
+        import _json
+        scan = _json.make_scanner(_Scanning())
+        encode = _json.make_encoder(None, _not_json, _json.encode_basestring, None, ":", ",",
+                                    False, False, True)
+    except (ImportError, AttributeError, TypeError):
+        import json
+        return json.loads, lambda o: json.dumps(o, separators=(",", ":"), ensure_ascii=False)
+
+    def loads(text):
+        text = text.strip(" \t\r\n")
+        try:
+            value, end = scan(text, 0)
+        except StopIteration:
+            end = -1
+        if end != len(text):
+            raise ValueError("not one JSON value")
+        return value
+
+    def dumps(o):
+        return "".join(encode(o, 0))
+    return loads, dumps
+
+
+_loads, _dumps = _frame_codec()
 
 
 class Sigint(object):
@@ -224,15 +271,13 @@ class Channel(object):
         """header's line, announcing n bytes to follow (None: no payload);
         the pipe grows before the first big payload. Raises ValueError for
         a header of 1 MiB or more: the hub would end the session."""
-        import json
         if n is not None:
             header["len"] = n
             if n > (1 << 20) and not self._big:
                 self._grow_pipe()
         # Text goes as UTF-8 (a character is at most 6 bytes, not 12); a
         # lone surrogate becomes its JSON escape.
-        line = json.dumps(header, separators=(",", ":"), ensure_ascii=False)
-        line = line.encode("utf-8", "backslashreplace") + b"\n"
+        line = _dumps(header).encode("utf-8", "backslashreplace") + b"\n"
         if len(line) >= MAX_HEADER:
             raise ValueError("replhub: a %s frame of %d bytes is over the hub's limit of 1 MiB"
                              % (header.get("op"), len(line)))
@@ -408,13 +453,12 @@ class Channel(object):
     def recv(self, r=None):
         """Return (header, data) from r (the current generation's reader by
         default); None at EOF.  Raises ValueError on a bad frame."""
-        import json
         r = r or self._r
         line = r.readline()
         if not line:
             return None
         try:
-            header = json.loads(line.decode("utf-8"))
+            header = _loads(line.decode("utf-8"))
         except ValueError as e:
             raise ValueError("malformed frame (%s): %r" % (e, line[:80]))
         if not isinstance(header, dict) or not isinstance(header.get("op"), str):
@@ -511,9 +555,9 @@ def _compile(code, fname):
     then has CO_COROUTINE set, and runs whole on the session's event loop,
     its last expression's value assigned to VALUE_NAME (named is True)."""
     def work():
-        import ast
+        import _ast as ast  # ast's node types, without the package's 1 ms
         flags = getattr(ast, "PyCF_ALLOW_TOP_LEVEL_AWAIT", 0)
-        tree = ast.parse(code, fname, "exec")
+        tree = compile(code, fname, "exec", ast.PyCF_ONLY_AST)  # ast.parse
         last = expr = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             expr = tree.body.pop()
@@ -521,6 +565,7 @@ def _compile(code, fname):
         body = compile(tree, fname, "exec", flags)
         if expr is None or not (body.co_flags | last.co_flags) & CO_COROUTINE:
             return body, last, False
+        import ast
         store = ast.Assign(targets=[ast.Name(id=VALUE_NAME, ctx=ast.Store())], value=expr.value)
         tree.body.append(ast.fix_missing_locations(ast.copy_location(store, expr)))
         return compile(tree, fname, "exec", flags), None, True
@@ -1041,13 +1086,15 @@ def _linger_socket():
 
 def _listen(path):
     """The durable worker's socket: 0600, owned by the user whose hub
-    drives it (for a root worker, sudo's caller)."""
-    import socket
+    drives it (for a root worker, sudo's caller). It is a bare _socket
+    socket: the module socket (enum, selectors) costs a start 3 ms, and
+    only a connection needs it (_accept)."""
+    import _socket
     try:
         os.unlink(path)
     except OSError:
         pass
-    ln = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    ln = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     old = os.umask(0o177)
     try:
         ln.bind(path)
@@ -1058,6 +1105,13 @@ def _listen(path):
                  follow_symlinks=False)
     ln.listen(8)
     return ln
+
+
+def _accept(ln):
+    """A connection to listener ln, as a socket.socket."""
+    import socket
+    fd = ln._accept()[0]
+    return socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, fd)
 
 
 class ReplhubFinder(object):
@@ -1285,7 +1339,7 @@ class Session(object):
             try:
                 if not select.select([self.listener], [], [], 1.0)[0]:
                     continue
-                conn, _ = self.listener.accept()
+                conn = _accept(self.listener)
             except (OSError, ValueError):
                 continue
             fd = None
@@ -1522,7 +1576,7 @@ class Session(object):
 
     def _own_sigint(self):
         """Put our SIGINT handler back if user code set Python's default one."""
-        import signal
+        import _signal as signal  # not signal's enums: a start pays for them
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             signal.signal(signal.SIGINT, self.sigint.handler)
 
@@ -1605,7 +1659,6 @@ class Session(object):
             pass
 
     def run_cell(self, header):
-        import linecache
         import time
         t0 = time.time()
         cell = header.get("cell", 0)
@@ -1618,7 +1671,7 @@ class Session(object):
             if not self._begin(PARSING):
                 status, error = "error", _PARKED
             else:
-                linecache.cache[fname] = (len(code), None, code.splitlines(True), fname)
+                _remember_source(fname, code)
                 try:
                     body, last, named = _compile(code, fname)
                 except Exception:
@@ -1917,35 +1970,44 @@ def _shown(v):
     return text if isinstance(text, str) else None
 
 
-class _MatplotlibHook(object):
+class _ImportHook(object):
     """First on sys.meta_path, it finds nothing itself: it only notices
-    matplotlib's import, to make replhub's inline backend matplotlib's
-    default once matplotlib has loaded (replhub_toolkit/mplinline.py). A
-    session that never imports matplotlib pays one call per import."""
+    two imports, to act once the module has loaded (AFTER): matplotlib's,
+    to make replhub's inline backend matplotlib's default
+    (replhub_toolkit/mplinline.py); linecache's, to hand it the sources of
+    the cells run so far (_remember_source). A session that imports
+    neither pays one call per import."""
 
     def __init__(self):
-        self.busy = False
+        self.busy = set()  # names being looked up, by this hook's own find
 
     def find_spec(self, name, path=None, target=None):
-        if name != "matplotlib" or self.busy:
+        if name not in _AFTER_IMPORT or name in self.busy:
             return None
-        import importlib.util
-        self.busy = True
+        self.busy.add(name)
         try:
-            spec = importlib.util.find_spec(name)
+            if name == "linecache":
+                # The standard library's, found on sys.path: importlib.util
+                # would cost the first traceback 3 ms on some Pythons.
+                from importlib.machinery import PathFinder
+                spec = PathFinder.find_spec(name)
+            else:
+                import importlib.util
+                spec = importlib.util.find_spec(name)
         finally:
-            self.busy = False
+            self.busy.discard(name)
         if spec is None or not hasattr(spec.loader, "exec_module"):
             return None
-        spec.loader = _ThenSelect(spec.loader)
+        spec.loader = _Then(spec.loader, _AFTER_IMPORT[name])
         return spec
 
 
-class _ThenSelect(object):
-    """matplotlib's own loader, and then the backend's choice."""
+class _Then(object):
+    """A module's own loader, and then after(module)."""
 
-    def __init__(self, loader):
+    def __init__(self, loader, after):
         self.loader = loader
+        self.after = after
 
     def __getattr__(self, name):
         return getattr(self.loader, name)
@@ -1956,9 +2018,37 @@ class _ThenSelect(object):
     def exec_module(self, module):
         self.loader.exec_module(module)
         try:
-            _load_module("mplinline").select(module)
+            self.after(module)
         except Exception:
             pass
+
+
+# Cells' sources until linecache is imported: linecache (with tokenize and
+# re) costs a session's start 4 ms, and only a traceback, or code that
+# looks at sources, needs it.
+_SOURCES = {}
+
+
+def _remember_source(fname, src):
+    """Register src as fname's lines with linecache, now or at its import."""
+    entry = (len(src), None, src.splitlines(True), fname)
+    lc = sys.modules.get("linecache")
+    if lc is None:
+        _SOURCES[fname] = entry
+        lc = sys.modules.get("linecache")  # imported meanwhile, by a thread
+    cache = getattr(lc, "cache", None)  # None while its import runs
+    if cache is not None:
+        cache[fname] = entry
+
+
+def _sources_to(linecache):
+    linecache.cache.update(_SOURCES)
+
+
+_AFTER_IMPORT = {
+    "matplotlib": lambda module: _load_module("mplinline").select(module),
+    "linecache": _sources_to,
+}
 
 
 def _job_notes():
@@ -1974,26 +2064,37 @@ def _job_notes():
 _LOAD_LOCK = __import__("threading").Lock()  # one thread loads the package
 
 
-def _package():
+def _package(at_start=False):
     """The package replhub_toolkit (beside this file, or served from
     memory): the relay, swap and queries, and the helpers every session
-    starts with."""
+    starts with. Beside this file and at_start, before any user code runs,
+    its __init__'s bytecode is kept in __pycache__ there, as the worker's
+    (see the hub's workerLauncher), whatever PYTHONDONTWRITEBYTECODE says."""
     with _LOAD_LOCK:
         pkg = sys.modules.get("replhub_toolkit")
         if pkg is not None:
             return pkg
         here = os.path.join(os.path.dirname(os.path.abspath(_WORKER_FILE)), "replhub_toolkit")
-        if os.path.isfile(os.path.join(here, "__init__.py")):
-            import importlib.util
-            spec = importlib.util.spec_from_file_location(
-                "replhub_toolkit", os.path.join(here, "__init__.py"), submodule_search_locations=[here])
-            pkg = importlib.util.module_from_spec(spec)
+        init = os.path.join(here, "__init__.py")
+        if os.path.isfile(init):
+            # importlib.machinery, not importlib.util: that costs 3 ms on 3.11.
+            from importlib.machinery import ModuleSpec, SourceFileLoader
+            loader = SourceFileLoader("replhub_toolkit", init)
+            spec = ModuleSpec("replhub_toolkit", loader, origin=init, is_package=True)
+            spec.submodule_search_locations, spec.has_location = [here], True
+            pkg = type(sys)("replhub_toolkit")
+            pkg.__spec__, pkg.__loader__, pkg.__file__ = spec, loader, init
+            pkg.__path__, pkg.__package__ = [here], "replhub_toolkit"
             sys.modules["replhub_toolkit"] = pkg
+            keep = sys.dont_write_bytecode
+            sys.dont_write_bytecode = keep and not at_start
             try:
-                spec.loader.exec_module(pkg)
+                loader.exec_module(pkg)
             except BaseException:
                 del sys.modules["replhub_toolkit"]
                 raise
+            finally:
+                sys.dont_write_bytecode = keep
             return pkg
         import replhub_toolkit
         return replhub_toolkit
@@ -2005,7 +2106,7 @@ def _load_toolkit(no_tk):
     if no_tk:
         return None
     try:
-        return _package()
+        return _package(at_start=True)
     except Exception:
         return None
 
@@ -2045,10 +2146,13 @@ def _start_reaper(drain=None, socks=()):
             os._exit(0)
     os.close(r)
     _REAPER[0] = w
-    try:
-        os.waitpid(pid, 0)
-    except OSError:
-        pass
+    # The first child exits as soon as it has forked the reaper: it is
+    # reaped on a thread, not waited for here, which cost a start some
+    # 2 ms (two forks and their scheduling) on a busy machine.
+    import threading
+    t = threading.Thread(target=_reap_child, args=(pid,), name="replhub-reaper-start")
+    t.daemon = True
+    t.start()
     if hasattr(os, "register_at_fork"):
         # A fork of the worker that never execs (multiprocessing) must not
         # keep the reaper waiting after the worker dies.
@@ -2056,6 +2160,13 @@ def _start_reaper(drain=None, socks=()):
 
 
 _REAPER = [None]  # the write end of the reaper's pipe
+
+
+def _reap_child(pid):
+    try:
+        os.waitpid(pid, 0)
+    except OSError:
+        pass
 
 
 def _reaper_group(pgid, alive):
@@ -2245,15 +2356,21 @@ def _has_cloudpickle(cloudpickle_dir):
         return False
     if cloudpickle_dir:
         return True
-    import importlib.util
+    # sys.path's finder straight: importlib.util costs a start 3 ms on some
+    # Pythons, and cloudpickle is a package on sys.path or nowhere.
+    from importlib.machinery import PathFinder
     try:
-        return importlib.util.find_spec("cloudpickle") is not None
+        return "cloudpickle" in sys.modules or PathFinder.find_spec("cloudpickle") is not None
     except Exception:
         return False
 
 
 
 def main(argv):
+    if IMPORTER is not None:
+        # boot.py's sources for linecache wait with the cells' (_SOURCES).
+        _SOURCES.update(IMPORTER.sources)
+        IMPORTER.sources = _SOURCES
     cloudpickle_dir = None
     if "--cloudpickle" in argv:
         cloudpickle_dir = argv[argv.index("--cloudpickle") + 1]
@@ -2271,7 +2388,7 @@ def main(argv):
         else:
             ready_extra = (("linger_error", why),)
     token = _streams_token(argv)
-    ready_extra += (("streams", token),)
+    ready_extra += (("streams", token), ("bytecode", BYTECODE))
     rfd, wfd, pump = _setup_fds(token)
     sys.argv = [""]
     # A REPL's sys.path[0] is the current directory, not the worker's folder.
@@ -2293,7 +2410,7 @@ def main(argv):
     # the pump, which dies with the process.
     import faulthandler
     faulthandler.enable(file=pump.errfd)
-    import signal
+    import _signal as signal  # not signal's enums: a start pays for them
     import threading
     session = Session(chan, lambda: _load_tk(cloudpickle_dir), _load_toolkit("--no-tk" in argv))
     session.has_cloudpickle = has_cloudpickle
@@ -2309,7 +2426,9 @@ def main(argv):
         t.start()
     os._exit = pump.exit_after_drain(os._exit)
     signal.signal(signal.SIGINT, chan.sigint.handler)
-    sys.meta_path.insert(0, _MatplotlibHook())
+    sys.meta_path.insert(0, _ImportHook())
+    if "linecache" in sys.modules:  # imported before the hook could see it
+        _sources_to(sys.modules["linecache"])
     t = threading.Thread(target=session.read_loop, args=(chan._r, chan.gen), name="replhub-reader")
     t.daemon = True
     t.start()

@@ -131,3 +131,7 @@ func safeName(s string) string {
 		return '_'
 	}, s)
 }
+
+// BytecodeKey holds the key that the bytecode caches on hosts are made
+// under (see package payload).
+func (p Paths) BytecodeKey() string { return filepath.Join(p.State, "bytecode.key") }

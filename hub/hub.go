@@ -128,6 +128,7 @@ func New(o Options) (*Hub, error) {
 	}
 	h.pythons = &pyfind.Cache{File: o.Paths.PythonCache()}
 	payload.UseCache(h.pythons)
+	payload.UseKeyFile(o.Paths.BytecodeKey())
 	// Find this machine's cloudpickle now, not at the first session start.
 	go payload.CloudpickleDir()
 	h.pool = &remote.Pool{Logf: func(format string, args ...any) { h.log.Info(fmt.Sprintf(format, args...)) }}

@@ -9,6 +9,7 @@ package payload
 import (
 	"bytes"
 	"compress/zlib"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -118,17 +119,22 @@ func build(extra map[string]Module, argv []string) ([]byte, error) {
 			mods[k] = m
 		}
 	}
+	var bc *bytecode
+	if len(extra) == 0 {
+		bc = &bytecode{Key: hex.EncodeToString(bytecodeKey()), ID: sourcesID(mods)}
+	}
 	table, err := json.Marshal(struct {
 		Modules map[string]Module `json:"modules"`
 		Main    string            `json:"main"`
 		Argv    []string          `json:"argv,omitempty"`
-	}{mods, WorkerModule, argv})
+		BC      *bytecode         `json:"bc,omitempty"`
+	}{mods, WorkerModule, argv, bc})
 	if err != nil {
 		return nil, fmt.Errorf("payload: %w", err)
 	}
 	var z bytes.Buffer
 	w, _ := zlib.NewWriterLevel(&z, zlib.BestCompression)
-	w.Write(boot.Boot)
+	w.Write([]byte(blankComments(string(boot.Boot))))
 	w.Write([]byte{0})
 	w.Write(table)
 	if err := w.Close(); err != nil {

@@ -118,6 +118,10 @@ type Ready struct {
 	// Streams is the token the worker marks its stdout runs with in its
 	// output (see Splitter), the same for its whole life.
 	Streams string `json:"streams,omitempty"`
+	// Bytecode is a remote worker's word on the host's bytecode cache of
+	// the payload: "cached", "compiled, cached (why it missed)" or
+	// "compiled: why it was not kept (why it missed)"; empty locally.
+	Bytecode string `json:"bytecode,omitempty"`
 }
 
 // Done ends a cell: its status ("ok" or "error"), the repr of its last
