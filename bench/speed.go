@@ -134,6 +134,11 @@ func speedRows(w *world, n int) (rows []row, err error) {
 	runs := tr.Runs()
 	rr, err := pyenvHostRows(w, n, tb, tr, global, other)
 	rows = append(rows, rr...)
+	if err == nil {
+		var r row
+		r, err = plainHostRow(w, n, tb, tr)
+		rows = append(rows, r)
+	}
 	if runs += tr.Runs(); runs != "" {
 		names := map[string]bool{}
 		for _, l := range strings.Fields(runs) {
@@ -289,4 +294,50 @@ func (w *world) pair(n int, a, b []string) (time.Duration, time.Duration, error)
 // withEnv is env with vars set (later settings win).
 func withEnv(env []string, vars ...string) []string {
 	return append(append([]string(nil), env...), vars...)
+}
+
+// plainHostRow measures the first remote session on a host whose user has
+// no rc files (python3 is /usr/bin's), started by a user whose own python3
+// is a pyenv shim, against `ssh HOST python3 -c pass`: the local shim is
+// resolved, never run, so the start costs what the host does.
+func plainHostRow(w *world, n int, tb *benchTB, tr *pyenvtest.Tree) (row, error) {
+	ctx := context.Background()
+	what := "first remote session, host user without rc files, python3 here a pyenv shim"
+	home := filepath.Join(w.root, "plain-home")
+	hostHome := filepath.Join(w.root, "plain-host-home") // no rc files
+	os.MkdirAll(hostHome, 0o755)
+	key := sshtest.NewKey(tb, filepath.Join(home, ".ssh", "id_ed25519"), "")
+	srv := sshtest.Start(tb, sshtest.Options{Authorized: []string{key.Public}, SetEnv: map[string]string{
+		"HOME": hostHome, "PATH": "/usr/local/bin:/usr/bin:/bin"}})
+	u, _ := user.Current()
+	cfg := filepath.Join(home, ".ssh", "config")
+	os.WriteFile(cfg, []byte(fmt.Sprintf("Host plainhost\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  UserKnownHostsFile %s\n",
+		srv.Port, u.Username, key.Path, filepath.Join(home, ".ssh", "known_hosts"))), 0o600)
+	os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), []byte(srv.KnownHostsLine()+"\n"), 0o600)
+	env := withEnv(w.env, "HOME="+home, "SSH_AUTH_SOCK=", "REPLHUB_PYTHON=", "PATH="+tr.Shims+":"+os.Getenv("PATH"))
+	saved := w.env
+	w.env = env
+	defer func() { w.env, w.c.Env = saved, saved }()
+	sshPass, err := w.timeCmd(n, "ssh", "-F", cfg, "plainhost", "python3", "-c", "pass")
+	if err != nil {
+		return row{what: what}, err
+	}
+	o := client.ExecOptions{Cwd: w.cwd, Env: env, Host: "plainhost"}
+	var ds []time.Duration
+	for i := 0; i < n; i++ {
+		w.c.Kill(ctx, "first")
+		w.c.Stop(ctx)
+		w.c.Env = env
+		if err := w.c.Ping(ctx); err != nil {
+			return row{what: what}, err
+		}
+		t0 := time.Now()
+		if _, err := w.c.Exec(ctx, "first", "pass", o); err != nil {
+			return row{what: what}, err
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	w.c.Kill(ctx, "first")
+	return row{what, ms(median(ds)), "`ssh HOST python3 -c pass` " + ms(sshPass),
+		fmt.Sprintf("%.2fx", float64(median(ds))/float64(sshPass)), "at most 1.0x"}, nil
 }
