@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"github.com/replhub/replhub/client"
-	"github.com/replhub/replhub/tests/sshtest"
 )
 
 func init() {
@@ -57,15 +55,7 @@ def rounds(n):
 rounds(%[2]d)`
 
 func objstreamRows(tb *benchTB, w *world, n int) ([]row, error) {
-	home := filepath.Join(w.root, "home-objstream")
-	key := sshtest.NewKey(tb, filepath.Join(home, ".ssh", "id_ed25519"), "")
-	srv := sshtest.Start(tb, sshtest.Options{Authorized: []string{key.Public}})
-	u, _ := user.Current()
-	cfg := fmt.Sprintf("Host lab\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  UserKnownHostsFile %s\n",
-		srv.Port, u.Username, key.Path, filepath.Join(home, ".ssh", "known_hosts"))
-	os.WriteFile(filepath.Join(home, ".ssh", "config"), []byte(cfg), 0o600)
-	os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), []byte(srv.KnownHostsLine()+"\n"), 0o600)
-	env := append(append([]string(nil), w.env...), "HOME="+home, "SSH_AUTH_SOCK=")
+	env, _ := oneHost(tb, w, "lab", filepath.Join(w.root, "home-objstream"))
 	c := client.New(w.c.Paths)
 	c.Exe, c.Env = w.bin, env
 	defer c.Close()

@@ -49,6 +49,20 @@ func withSSHD(what string, do func(tb *benchTB) ([]row, error)) (rows []row, err
 	return do(tb)
 }
 
+// oneHost starts a loopback sshd known as alias to ssh in a home of its
+// own, and returns w's environment with that home, and its ssh_config.
+func oneHost(tb *benchTB, w *world, alias, home string) (env []string, sshCfg string) {
+	key := sshtest.NewKey(tb, filepath.Join(home, ".ssh", "id_ed25519"), "")
+	srv := sshtest.Start(tb, sshtest.Options{Authorized: []string{key.Public}})
+	u, _ := user.Current()
+	cfg := fmt.Sprintf("Host %s\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  UserKnownHostsFile %s\n",
+		alias, srv.Port, u.Username, key.Path, filepath.Join(home, ".ssh", "known_hosts"))
+	sshCfg = filepath.Join(home, ".ssh", "config")
+	os.WriteFile(sshCfg, []byte(cfg), 0o600)
+	os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), []byte(srv.KnownHostsLine()+"\n"), 0o600)
+	return append(append([]string(nil), w.env...), "HOME="+home, "SSH_AUTH_SOCK="), sshCfg
+}
+
 // remoteRows measures remote sessions against OpenSSH on loopback sshd's.
 func remoteRows(w *world, n int, localRT time.Duration) ([]row, error) {
 	return withSSHD("remote benchmarks", func(tb *benchTB) ([]row, error) { return remoteRowsWith(tb, w, n, localRT) })

@@ -19,7 +19,7 @@ import (
 )
 
 // startHub runs a hub in this process on a private socket.
-func startHub(t *testing.T) config.Paths {
+func startHub(t testing.TB) config.Paths {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "client-test-")
 	require.NoError(t, err)
@@ -46,7 +46,7 @@ func startHub(t *testing.T) config.Paths {
 	return p
 }
 
-func python(t *testing.T) string {
+func python(t testing.TB) string {
 	for _, p := range []string{"python3"} {
 		if _, err := os.Stat("/usr/bin/" + p); err == nil {
 			return "/usr/bin/" + p

@@ -249,8 +249,13 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 	}
 	reqs := make(chan incoming)
 	gone := make(chan struct{})
+	// The reader cancels cctx as it ends (the client went away), and with
+	// it the request being answered: no goroutine a request to watch.
+	cctx, ccancel := context.WithCancel(ctx)
+	defer ccancel()
 	go func() {
 		defer close(gone)
+		defer ccancel()
 		r := wire.NewReader(c)
 		for {
 			req, err := r.ReadRequest()
@@ -290,14 +295,7 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 			}
 			continue
 		}
-		rctx, cancel := context.WithCancel(ctx)
-		go func() {
-			select {
-			case <-gone:
-				cancel()
-			case <-rctx.Done():
-			}
-		}()
+		rctx, cancel := context.WithCancel(cctx)
 		next := func() (*wire.Request, bool) {
 			select {
 			case m := <-reqs:

@@ -211,12 +211,20 @@ func (h *Hub) transcribe(s *Session, r *run, code string) {
 	if err := s.openTranscriptLocked(); err != nil {
 		return
 	}
-	// Written in pieces, not formatted whole: a cell may be tens of MB.
-	fmt.Fprintf(s.transcript, "\n# ---- cell %d · %s · cwd %s\n", r.cell, r.start.Format(time.RFC3339), s.info.Cwd)
-	io.WriteString(s.transcript, code)
-	if !strings.HasSuffix(code, "\n") {
-		io.WriteString(s.transcript, "\n")
+	// One write for a small cell; a big one is written from where it
+	// lies, not copied behind its header (a cell may be tens of MB).
+	b := fmt.Appendf(make([]byte, 0, 128+min(len(code), 64<<10)), "\n# ---- cell %d · %s · cwd %s\n", r.cell, r.start.Format(time.RFC3339), s.info.Cwd)
+	if len(code) > 64<<10 {
+		s.transcript.Write(b)
+		b = b[:0]
+		io.WriteString(s.transcript, code)
+	} else {
+		b = append(b, code...)
 	}
+	if !strings.HasSuffix(code, "\n") {
+		b = append(b, '\n')
+	}
+	s.transcript.Write(b)
 }
 
 // openTranscriptLocked opens the transcript at its first use.

@@ -139,7 +139,7 @@ func (s *Session) nextLocked() {
 // its frame with an interrupt's: an interrupt that came first parked the
 // cell (parkUnsent), which then ends without running.
 func (s *Session) sendCell(r *run, code string) {
-	s.hub.transcribe(s, r, code)
+	defer s.hub.transcribe(s, r, code)
 	s.imu.Lock()
 	defer s.imu.Unlock()
 	s.mu.Lock()

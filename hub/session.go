@@ -745,11 +745,13 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	s.cellStartedLocked(ctx, r, code)
 	s.mu.Unlock()
 
-	s.hub.transcribe(s, r, code)
 	if err := s.send(&proto.Exec{Cell: r.cell, Code: code, Fence: string(r.fence)}); err != nil {
 		// The worker is dying; its waiter will finish the run as dead.
 		s.hub.log.Warn("exec frame not sent", "session", s.name, "err", err)
 	}
+	// Recorded while the worker runs the cell, not before: the disk's
+	// writes stay off the round trip.
+	s.hub.transcribe(s, r, code)
 	var res *wire.Result
 	if noWait {
 		res = &wire.Result{Session: s.name, Cell: r.cell, Status: wire.StatusStarted}

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/replhub/replhub/client"
+)
+
+func init() {
+	measureAlone("rtt", "measure only a trivial cell's round trip, local and over ssh, against a pipe ping to the same Python",
+		func(w *world, _ int) ([]row, error) { return rttRows(w) })
+}
+
+// rttRows measures the in-process round trip of a trivial cell (client
+// package → hub → worker and back) and of one that prints, against the
+// floor of two pipe hops: a line to a Python that reads it and writes one
+// back. Over ssh the baseline is the local round trip plus the same ping
+// through an ssh channel.
+func rttRows(w *world) ([]row, error) {
+	const k = 3000
+	floor, err := pipePing(w.py, nil, k)
+	if err != nil {
+		return nil, err
+	}
+	var rows []row
+	for _, c := range []struct{ what, code string }{{"a trivial cell", "1"}, {"a cell that prints", "print(1)"}} {
+		rt, err := cellRT(w, "rtt", c.code, k, client.ExecOptions{Cwd: w.cwd, Env: w.env})
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row{"in-process round trip of " + c.what, us(rt), "pipe ping to python " + us(floor),
+			fmt.Sprintf("%.2fx", float64(rt)/float64(floor)), "at most 150 µs"})
+	}
+	rr, err := withSSHD("remote round trip", func(tb *benchTB) ([]row, error) { return remoteRTT(tb, w, k/3) })
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+	}
+	return append(rows, rr...), nil
+}
+
+// cellRT is the median in-process round trip of code in session name.
+func cellRT(w *world, name, code string, k int, o client.ExecOptions) (time.Duration, error) {
+	ctx := context.Background()
+	if _, err := w.c.Exec(ctx, name, code, o); err != nil {
+		return 0, err
+	}
+	ds := make([]time.Duration, 0, k)
+	for i := 0; i < k; i++ {
+		t0 := time.Now()
+		if _, err := w.c.Exec(ctx, name, code, o); err != nil {
+			return 0, err
+		}
+		ds = append(ds, time.Since(t0))
+	}
+	return median(ds), nil
+}
+
+// pipePing is the median round trip of a line through a Python that
+// echoes it, started by argv before the interpreter (ssh HOST, or none).
+func pipePing(py string, prefix []string, k int) (time.Duration, error) {
+	script := "import sys; r, w = sys.stdin.buffer, sys.stdout.buffer; [(w.write(l), w.flush()) for l in iter(r.readline, b'')]"
+	if prefix != nil {
+		script = `"` + script + `"` // through the remote shell
+	}
+	argv := append(append([]string(nil), prefix...), py, "-c", script)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return 0, err
+	}
+	outp, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, err
+	}
+	defer func() { in.Close(); cmd.Process.Kill(); cmd.Wait() }()
+	r := bufio.NewReader(outp)
+	msg := []byte(`{"op":"exec","cell":1,"code":"1"}` + "\n")
+	ds := make([]time.Duration, 0, k)
+	for i := 0; i < k+10; i++ {
+		t0 := time.Now()
+		if _, err := in.Write(msg); err != nil {
+			return 0, err
+		}
+		if _, err := r.ReadBytes('\n'); err != nil {
+			return 0, fmt.Errorf("pipe ping: %v", err)
+		}
+		if i >= 10 {
+			ds = append(ds, time.Since(t0))
+		}
+	}
+	return median(ds), nil
+}
+
+// remoteRTT measures the warm round trip of a trivial cell in a session
+// behind a loopback sshd, against the local round trip plus a pipe ping
+// through ssh to the same Python.
+func remoteRTT(tb *benchTB, w *world, k int) ([]row, error) {
+	env, sshCfg := oneHost(tb, w, "target", filepath.Join(w.root, "rtt-home"))
+	saved := w.env
+	defer func() { w.env, w.c.Env = saved, saved }()
+	w.env, w.c.Env = env, env
+	o := client.ExecOptions{Cwd: w.cwd, Env: w.env, Host: "target", Python: w.py}
+	local, err := cellRT(w, "rtt-local", "1", k, client.ExecOptions{Cwd: w.cwd, Env: w.env})
+	if err != nil {
+		return nil, err
+	}
+	rt, err := cellRT(w, "rtt-remote", "1", k, o)
+	if err != nil {
+		return nil, err
+	}
+	ping, err := pipePing(w.py, []string{"ssh", "-F", sshCfg, "target"}, k)
+	if err != nil {
+		return nil, err
+	}
+	return []row{{"warm round trip of a trivial remote cell", us(rt), fmt.Sprintf("local %s + pipe ping through ssh %s", us(local), us(ping)),
+		fmt.Sprintf("%.2fx", float64(rt)/float64(local+ping)), "at most 350 µs"}}, nil
+}
