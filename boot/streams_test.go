@@ -150,3 +150,40 @@ func TestStreamsApart(t *testing.T) {
 		assert.Equal(t, texts{"still shown\nerr\nto the file\n", "still shown\nto the file\n", "err\n"}, got)
 	})
 }
+
+// A cell after which nothing went out since the last fence writes none,
+// and its done frame says quiet; output between cells, and a cell's own,
+// bring the fence back, after that output.
+func TestQuietCellWritesNoFence(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorker(t, py)
+		out := func(s string) int {
+			deadline := time.Now().Add(10 * time.Second)
+			for !strings.Contains(w.out.String(), s) && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			require.Contains(t, w.out.String(), s)
+			return strings.Index(w.out.String(), s)
+		}
+		done := w.run("x = 1", 20*time.Second)
+		assert.Nil(t, done.h["quiet"], "the first cell fences: %s", done.line)
+		out("<F1>")
+
+		done = w.run("x + 1", 20*time.Second)
+		assert.Equal(t, true, done.h["quiet"], "%s", done.line)
+		assert.Equal(t, "2", done.str("value"))
+
+		// A thread prints after its cell ended: the next cell fences,
+		// after that output.
+		w.run("import threading; threading.Timer(0.2, lambda: print('late')).start()", 20*time.Second)
+		late := out("late")
+		done = w.run("x", 20*time.Second)
+		assert.Nil(t, done.h["quiet"], "%s", done.line)
+		assert.Greater(t, out("<F4>"), late)
+
+		done = w.run("print('own')", 20*time.Second)
+		assert.Nil(t, done.h["quiet"], "%s", done.line)
+		assert.Greater(t, out("<F5>"), out("own"))
+		assert.NotContains(t, w.out.String(), "<F2>")
+	})
+}

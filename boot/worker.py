@@ -15,7 +15,8 @@ DESIGN.md lays them out:
   raw bytes when the header has that key;
 * after each cell the worker flushes, writes the cell's fence token to its
   stdout and sends "done": the hub needs both before it calls the cell
-  finished.
+  finished. When nothing at all went out since the last fence, it writes
+  none, and says so in done's "quiet" (see Pump.fence).
 
 Frames, protocol 2 (hub -> worker):
   exec {cell, code, fence}          run a cell
@@ -42,7 +43,7 @@ Frames, protocol 2 (hub -> worker):
                     vars, inspect, complete or reset, between cells, on a
                     thread of its own; see replhub_toolkit/query.py
 Worker -> hub: ready, done {cell, status, value, error, duration, names,
-rss?, display?: [{mime, size}], dropped?, len?} (the display items' bytes,
+rss?, display?: [{mime, size}], dropped?, quiet?, len?} (the display items' bytes,
 one after another, are its payload: replhub_toolkit/display.py), served
 {sid, ok, error?, py, ...}, req {id, kind, py, ...}, chunk, ack,
 interrupted, pong, answer, out (output, once adopted), detached, error
@@ -802,6 +803,9 @@ class Pump(object):
         _nonblocking(self.e)
         _nonblocking(self.o)
         self.live = [self.e, self.o]  # the pipes not at their end
+        # Nothing went out since the last fence (see fence); a hub that
+        # takes the worker over gets one at its first cell.
+        self.quiet = False
         # A bracket and its contents, written in one piece.
         self.piece = getattr(select, "PIPE_BUF", 512) - 2 * len(self.open)
         self.o_reads = 0    # reads of O so far (settle waits for two)
@@ -843,9 +847,18 @@ class Pump(object):
         """Forward what the pipes hold, then fence as stdout, from the
         calling thread (a cell's end): the cell's reply need not wait for
         the pump's next round. Under the lock no round of the pump's is
-        half done, so nothing the cell wrote can come after its fence."""
+        half done, so nothing the cell wrote can come after its fence.
+        Returns False, having written nothing, when nothing at all went
+        out since the last fence: the hub, which has read up to that one,
+        then needs none (a done frame's quiet)."""
         with self.lock:
-            self._round(True, self.open + fence + self.close)
+            last = self._round(True)
+            if not last and self.quiet:
+                return False
+            # The cell's last output and its fence in one write.
+            self._deliver((last + self.open + fence + self.close).replace(self.joint, b""))
+            self.quiet = True
+            return True
 
     # -- the pump thread -------------------------------------------------
     def run(self):
@@ -860,16 +873,19 @@ class Pump(object):
                 time.sleep(0.05)
                 continue
             with self.lock:
-                self._round(self.o in ready)
+                last = self._round(self.o in ready)
+                if last:
+                    self._deliver(last)
             # A round takes what came meanwhile: woken at every write, the
             # pump would fight a printing thread for the interpreter lock
             # at every print (it made a tight print loop 2.5 times slower).
             time.sleep(PUMP_NAP)
 
-    def _round(self, o_ready, tail=b""):
-        """Forward what E holds, then O's when o_ready, then tail; the
-        lock is held. E first, whatever select said: what it holds now
-        was written before what O held when select looked."""
+    def _round(self, o_ready):
+        """Forward what E holds, then O's when o_ready, but for the last
+        piece, which is returned; the lock is held. E first, whatever
+        select said: what it holds now was written before what O held
+        when select looked."""
         live, last = self.live, b""
         for _ in range(16):
             data = self._read(self.e, live)
@@ -889,11 +905,7 @@ class Pump(object):
             self.o_reads += 1
             if data:
                 last += self.open + data + self.close
-        # The last piece and tail in one write: a cell's output and its
-        # fence cost one system call.
-        last = (last + tail).replace(self.joint, b"") if tail else last
-        if last:
-            self._deliver(last)
+        return last
 
     @staticmethod
     def _read(fd, live):
@@ -987,6 +999,7 @@ class Pump(object):
         return len(data) - len(view)
 
     def _deliver(self, data):
+        self.quiet = False
         if self.errfd is not None:
             n = self._write_first(data)
             if n == len(data):
@@ -1028,6 +1041,7 @@ class Pump(object):
         """The hub hands the worker over: end its output with fence, and
         keep what follows for the next hub."""
         with self.lock:
+            self.quiet = False
             if self.errfd is not None:
                 self._write_first(fence)
                 self._drop_first_hub()
@@ -1044,6 +1058,7 @@ class Pump(object):
         self.superseded = True  # a write stuck on the old link gives up
         with self.lock:
             self.superseded = False
+            self.quiet = False
             self._drop_first_hub()
             kept, self.kept, self.size = self.kept, [], 0
             if self.dropped:
@@ -1868,7 +1883,8 @@ class Session(object):
             # In stdout, after all the cell wrote to either stream, even
             # with fd 1 pointed elsewhere.
             try:
-                self.pump.fence(fence.encode("utf-8"))
+                if not self.pump.fence(fence.encode("utf-8")):
+                    done["quiet"] = True
             except OSError:
                 pass
             self.chan.send(done, data)

@@ -486,6 +486,9 @@ func (s *Session) onDone(f *proto.Done) {
 		return
 	}
 	r.done, r.display, r.dnotes = f, display, dnotes
+	if f.Quiet && r.sealed == nil {
+		s.sealLocked(r) // no fence comes: nothing was written since the last
+	}
 	if f.Names != nil {
 		s.names = f.Names
 	}

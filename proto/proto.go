@@ -142,6 +142,10 @@ type Done struct {
 	// bounds).
 	Display []DisplayItem `json:"display,omitempty"`
 	Dropped int           `json:"dropped,omitempty"`
+	// Quiet says that nothing went to the output stream since the last
+	// cell's fence, so this cell's was not written: its output is what
+	// the hub has read.
+	Quiet bool `json:"quiet,omitempty"`
 
 	Data []byte `json:"-"`
 }

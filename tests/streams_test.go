@@ -117,6 +117,28 @@ func TestStreamsAcrossRestart(t *testing.T) {
 	assert.Equal(t, "late-err\n", res.Stderr)
 }
 
+// A cell after which nothing was written ends without waiting for a
+// fence (the worker writes none), and output that comes between cells is
+// still the next reply's, each stream apart.
+func TestStreamsQuietCells(t *testing.T) {
+	e := hubtest.Start(t)
+	ok(t, e.Run("exec", "q", "import sys, threading"))
+	for _, code := range []string{"1", "threading.Timer(0.2, lambda: (print('late-out'), sys.stderr.write('late-err\\n'))).start()"} {
+		res, _ := jsonResult(t, e, "exec", "q", "--json", code)
+		assert.Equal(t, wire.StatusOK, res.Status, "%+v", res)
+		assert.Empty(t, res.Output, "%+v", res)
+		assert.Empty(t, res.Notes, "no note of a fence that never came: %+v", res)
+	}
+	time.Sleep(500 * time.Millisecond)
+	res, _ := jsonResult(t, e, "exec", "q", "--json", "2")
+	assert.Equal(t, "late-out\n", res.Stdout, "%+v", res)
+	assert.Equal(t, "late-err\n", res.Stderr)
+	assert.Equal(t, "2", *res.Value)
+	res, _ = jsonResult(t, e, "exec", "q", "--json", "3")
+	assert.Empty(t, res.Output, "%+v", res)
+	assert.Empty(t, res.Notes, "%+v", res)
+}
+
 // A remote session's streams come apart too, over its first link and
 // after a dropped link is reattached (out frames on its socket).
 func TestRemoteStreams(t *testing.T) {
