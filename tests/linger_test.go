@@ -134,8 +134,11 @@ func TestRemoteLingerExpires(t *testing.T) {
 	require.Len(t, mine, 1, "one socket, and nothing else, in the folder")
 	relay.Drop()
 	require.True(t, hubtest.WaitGone(pid, 10*time.Second), "the worker ends when its linger is over")
-	_, err := os.Stat(mine[0])
-	assert.True(t, os.IsNotExist(err), "its socket went with it")
+	// The worker's reaper removes the socket once the worker has ended.
+	waitFor(t, func() bool {
+		_, err := os.Stat(mine[0])
+		return os.IsNotExist(err)
+	}, func() string { return "its socket went with it" })
 	relay.Restore()
 	r := w.Run("exec", "e", "x")
 	assert.NotEqual(t, 0, r.Code, "%s", r)
