@@ -27,7 +27,8 @@ var (
 type outputReader struct {
 	r  io.Reader
 	rc syscall.RawConn // r's, where the runtime polls it (a local pipe)
-	// big says the last read brought a small buffer's worth or more.
+	// big says the last read brought a small buffer's worth or more (of
+	// a reader that is not polled: filled its buffer).
 	big bool
 }
 
@@ -69,6 +70,10 @@ func (o *outputReader) read(take func([]byte)) error {
 		defer giveBack(b)
 		n, err := o.r.Read(*b)
 		o.took(take, *b, n)
+		// This reader holds its buffer while it waits: a big one only
+		// while reads fill it, so that it waits with a small one once a
+		// flood is drained.
+		o.big = n == len(*b)
 		return err
 	}
 	var (

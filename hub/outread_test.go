@@ -72,3 +72,31 @@ func TestOutputReaderOthers(t *testing.T) {
 	close(eof)
 	assert.Equal(t, io.EOF, <-done)
 }
+
+// sizedReader is a reader the runtime does not poll that notes the size of
+// the buffer of each read that found nothing: the read that would wait.
+type sizedReader struct {
+	data   []byte
+	waited []int
+}
+
+func (s *sizedReader) Read(p []byte) (int, error) {
+	if len(s.data) == 0 {
+		s.waited = append(s.waited, len(p))
+		return 0, io.EOF
+	}
+	n := copy(p, s.data)
+	s.data = s.data[n:]
+	return n, nil
+}
+
+// A reader that is not polled (an ssh channel's) holds its buffer while it
+// waits: once a flood is drained, it waits with a small one.
+func TestOutputReaderWaitsWithASmallBuffer(t *testing.T) {
+	for _, size := range []int{smallRead + 1, 3 * bigRead / 2, 5 * bigRead} {
+		s := &sizedReader{data: make([]byte, size)}
+		got, _ := readAll(t, newOutputReader(s))
+		assert.Len(t, got, size)
+		assert.Equal(t, []int{smallRead}, s.waited, "after %d bytes", size)
+	}
+}

@@ -23,17 +23,21 @@ func (e *Env) Exec(ctx context.Context, name, code string, eo client.ExecOptions
 		return err
 	}
 	// Ctrl-C's handler takes a new thread to set up: it is made while the
-	// client dials, and is in place before the cell is sent.
+	// client dials, and is in place before the cell is sent. A second
+	// Ctrl-C stops the dial too (a hub being started can take seconds).
 	type blocking struct {
 		ctx  context.Context
 		stop func()
 	}
+	dial, stopDial := context.WithCancel(ctx)
+	defer stopDial()
 	ready := make(chan blocking, 1)
 	go func() {
 		ctx, stop := e.interruptOnCtrlC(ctx, c, name)
+		context.AfterFunc(ctx, stopDial)
 		ready <- blocking{ctx, stop}
 	}()
-	err = c.Connect(ctx)
+	err = c.Connect(dial)
 	b := <-ready
 	defer b.stop()
 	if err != nil {
