@@ -78,7 +78,9 @@ class MemoryImporter(object):
 # the host runs no bytes this hub did not make from this payload: not a
 # file planted by another user, not a truncated one, not another Python's.
 # The folder must be the effective user's, a real folder with no group or
-# other bits, and the file the user's, not writable by group or others;
+# other bits, in folders that only the user and root can change (so not in
+# the caller's home, for a root session whose sudo keeps HOME), and the
+# file the user's, not writable by group or others;
 # else, and on any doubt, the sources are compiled as they were sent, and
 # the file is written anew where the folder allows.  A read-only home or a
 # full disk only costs the compile.
@@ -103,7 +105,30 @@ def _cache_dir():
     base = os.environ.get("XDG_CACHE_HOME", "")
     if not base.startswith("/"):
         base = os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "replhub") if base.startswith("/") else None
+    # Links resolved, for _way_ours.
+    return os.path.join(os.path.realpath(base), "replhub") if base.startswith("/") else None
+
+
+# Whether no one but the effective user and root can move or replace what
+# is above path: each folder there that exists is no symbolic link, is the
+# user's or root's, and others may not write to it (but for a sticky one,
+# as /tmp), nor a group other than the user's own.  So a root session whose
+# sudo keeps the caller's HOME keeps no cache in the caller's home: its
+# files would be root's there, and the caller could move the folders under
+# root's writes and its pruning.
+def _way_ours(path):
+    import os
+    while path != "/":
+        path = os.path.dirname(path)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        m = st.st_mode
+        if m & 0o170000 == 0o120000 or st.st_uid not in (0, os.geteuid()) or \
+                not m & 0o1000 and (m & 0o002 or m & 0o020 and st.st_gid != os.getegid()):
+            return False
+    return True
 
 
 def _private(path):
@@ -114,7 +139,8 @@ def _private(path):
         st = os.lstat(path)
     except OSError:
         return False
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and st.st_mode & 0o077 == 0
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and st.st_mode & 0o077 == 0 and \
+        _way_ours(path)
 
 
 def _read_cache(path, key, ident, magic):
@@ -163,6 +189,8 @@ def _write_cache(path, key, ident, magic, codes):
     import os
     import marshal
     d = os.path.dirname(path)
+    if not _way_ours(d):
+        return "cache folder not private"
     try:
         if not os.path.isdir(d):
             os.makedirs(d, 0o700)
@@ -195,10 +223,10 @@ def _write_cache(path, key, ident, magic, codes):
     return ""
 
 
+# Removes what older payloads (or a crash) left: files not written for
+# BC_KEEP_DAYS; a host whose hub is upgraded so keeps no more than a month's.
+# (A comment, not a docstring: the payload stays under its budget.)
 def _prune(d, keep):
-    """Remove what older payloads (or a crash) left: files not written for
-    BC_KEEP_DAYS; a host whose hub is upgraded so keeps no more than a
-    month's."""
     import os
     import time
     try:
