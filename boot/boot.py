@@ -70,9 +70,10 @@ class MemoryImporter(object):
 
 # -- the bytecode cache ------------------------------------------------
 #
-# One file per payload and interpreter: CACHE_DIR/ID-TAG-MAGIC.bc, ID the
-# hub's digest of the payload's sources, TAG and MAGIC the interpreter's
-# (sys.implementation.cache_tag, importlib's MAGIC_NUMBER).  It holds
+# One file per payload, interpreter and optimization level:
+# CACHE_DIR/ID-TAG-MAGIC[.opt-N].bc, ID the hub's digest of the payload's
+# sources, TAG and MAGIC the interpreter's (sys.implementation.cache_tag,
+# importlib's MAGIC_NUMBER), N its -O level (sys.flags.optimize).  It holds
 # b"RHB1", a 32-byte MAC, then marshal data: (MAGIC, ID, {name: code}).
 # The MAC is keyed BLAKE2b under a key the hub sends with the payload, so
 # the host runs no bytes this hub did not make from this payload: not a
@@ -239,10 +240,11 @@ def _prune(d, keep):
         pass
 
 
+# The payload's code objects, from the host's cache or compiled now (and
+# then kept there), and a word on the cache for the ready frame: "cached",
+# "compiled, cached", or "compiled: REASON".  (A comment, not a docstring:
+# the payload stays under its budget.)
 def _codes(table, importer):
-    """The payload's code objects, from the host's cache or compiled now
-    (and then kept there), and a word on the cache for the ready frame:
-    "cached", "compiled, cached", or "compiled: REASON"."""
     bc = table.get("bc")
     if not bc:
         return {}, ""
@@ -251,7 +253,9 @@ def _codes(table, importer):
     except ImportError:
         from importlib.util import MAGIC_NUMBER
     key, ident, d = bytes.fromhex(bc["key"]), bc["id"], _cache_dir()
-    path = "%s/%s-%s-%s.bc" % (d, ident, sys.implementation.cache_tag, MAGIC_NUMBER.hex())
+    # -O and -OO code (no asserts, no docstrings) apart, as Python's .opt-N.pyc
+    opt = ".opt-%d" % sys.flags.optimize if sys.flags.optimize else ""
+    path = "%s/%s-%s-%s%s.bc" % (d, ident, sys.implementation.cache_tag, MAGIC_NUMBER.hex(), opt)
     codes, why = _read_cache(path, key, ident, MAGIC_NUMBER) if d else (None, "no home folder")
     if codes is not None:
         return codes, "cached"

@@ -242,3 +242,27 @@ func TestBytecodeCacheHomeLinked(t *testing.T) {
 	assert.Equal(t, "cached", bcStart(t, py, cache))
 	bcFile(t, real)
 }
+
+// Code compiled under -OO (PYTHONOPTIMIZE=2) has no docstrings: it is
+// kept apart from the plain one, as Python keeps .opt-2.pyc apart, so a
+// later plain start still has them.
+func TestBytecodeCacheOptimizeApart(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("needs python3")
+	}
+	cache := filepath.Join(t.TempDir(), "cache")
+	doc := "__import__('sys').modules['replhub_worker'].Channel.__doc__ is not None"
+	t.Setenv("PYTHONOPTIMIZE", "2")
+	ready, value := stubRun(t, py, cache, doc)
+	assert.Equal(t, "compiled, cached (no cache)", ready.Bytecode)
+	assert.Equal(t, "False", value)
+	os.Unsetenv("PYTHONOPTIMIZE")
+	ready, value = stubRun(t, py, cache, doc)
+	assert.Equal(t, "compiled, cached (no cache)", ready.Bytecode, "not the -OO code")
+	assert.Equal(t, "True", value, "docstrings")
+	ready, _ = stubRun(t, py, cache, doc)
+	assert.Equal(t, "cached", ready.Bytecode)
+	files, _ := filepath.Glob(filepath.Join(cache, "replhub", "*.bc"))
+	assert.Len(t, files, 2)
+}
