@@ -70,15 +70,18 @@ class MemoryImporter(object):
 
 # -- the bytecode cache ------------------------------------------------
 #
-# One file per payload and interpreter: CACHE_DIR/ID-TAG-MAGIC.bc, ID the
-# hub's digest of the payload's sources, TAG and MAGIC the interpreter's
-# (sys.implementation.cache_tag, importlib's MAGIC_NUMBER).  It holds
+# One file per payload, interpreter and optimization level:
+# CACHE_DIR/ID-TAG-MAGIC[.opt-N].bc, ID the hub's digest of the payload's
+# sources, TAG and MAGIC the interpreter's (sys.implementation.cache_tag,
+# importlib's MAGIC_NUMBER), N its -O level (sys.flags.optimize).  It holds
 # b"RHB1", a 32-byte MAC, then marshal data: (MAGIC, ID, {name: code}).
 # The MAC is keyed BLAKE2b under a key the hub sends with the payload, so
 # the host runs no bytes this hub did not make from this payload: not a
 # file planted by another user, not a truncated one, not another Python's.
 # The folder must be the effective user's, a real folder with no group or
-# other bits, and the file the user's, not writable by group or others;
+# other bits, in folders that only the user and root can change (so not in
+# the caller's home, for a root session whose sudo keeps HOME), and the
+# file the user's, not writable by group or others;
 # else, and on any doubt, the sources are compiled as they were sent, and
 # the file is written anew where the folder allows.  A read-only home or a
 # full disk only costs the compile.
@@ -103,7 +106,30 @@ def _cache_dir():
     base = os.environ.get("XDG_CACHE_HOME", "")
     if not base.startswith("/"):
         base = os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "replhub") if base.startswith("/") else None
+    # Links resolved, for _way_ours.
+    return os.path.join(os.path.realpath(base), "replhub") if base.startswith("/") else None
+
+
+# Whether no one but the effective user and root can move or replace what
+# is above path: each folder there that exists is no symbolic link, is the
+# user's or root's, and others may not write to it (but for a sticky one,
+# as /tmp), nor a group other than the user's own.  So a root session whose
+# sudo keeps the caller's HOME keeps no cache in the caller's home: its
+# files would be root's there, and the caller could move the folders under
+# root's writes and its pruning.
+def _way_ours(path):
+    import os
+    while path != "/":
+        path = os.path.dirname(path)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        m = st.st_mode
+        if m & 0o170000 == 0o120000 or st.st_uid not in (0, os.geteuid()) or \
+                not m & 0o1000 and (m & 0o002 or m & 0o020 and st.st_gid != os.getegid()):
+            return False
+    return True
 
 
 def _private(path):
@@ -114,7 +140,8 @@ def _private(path):
         st = os.lstat(path)
     except OSError:
         return False
-    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and st.st_mode & 0o077 == 0
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and st.st_mode & 0o077 == 0 and \
+        _way_ours(path)
 
 
 def _read_cache(path, key, ident, magic):
@@ -163,6 +190,8 @@ def _write_cache(path, key, ident, magic, codes):
     import os
     import marshal
     d = os.path.dirname(path)
+    if not _way_ours(d):
+        return "cache folder not private"
     try:
         if not os.path.isdir(d):
             os.makedirs(d, 0o700)
@@ -195,10 +224,10 @@ def _write_cache(path, key, ident, magic, codes):
     return ""
 
 
+# Removes what older payloads (or a crash) left: files not written for
+# BC_KEEP_DAYS; a host whose hub is upgraded so keeps no more than a month's.
+# (A comment, not a docstring: the payload stays under its budget.)
 def _prune(d, keep):
-    """Remove what older payloads (or a crash) left: files not written for
-    BC_KEEP_DAYS; a host whose hub is upgraded so keeps no more than a
-    month's."""
     import os
     import time
     try:
@@ -211,10 +240,11 @@ def _prune(d, keep):
         pass
 
 
+# The payload's code objects, from the host's cache or compiled now (and
+# then kept there), and a word on the cache for the ready frame: "cached",
+# "compiled, cached", or "compiled: REASON".  (A comment, not a docstring:
+# the payload stays under its budget.)
 def _codes(table, importer):
-    """The payload's code objects, from the host's cache or compiled now
-    (and then kept there), and a word on the cache for the ready frame:
-    "cached", "compiled, cached", or "compiled: REASON"."""
     bc = table.get("bc")
     if not bc:
         return {}, ""
@@ -223,7 +253,9 @@ def _codes(table, importer):
     except ImportError:
         from importlib.util import MAGIC_NUMBER
     key, ident, d = bytes.fromhex(bc["key"]), bc["id"], _cache_dir()
-    path = "%s/%s-%s-%s.bc" % (d, ident, sys.implementation.cache_tag, MAGIC_NUMBER.hex())
+    # -O and -OO code (no asserts, no docstrings) apart, as Python's .opt-N.pyc
+    opt = ".opt-%d" % sys.flags.optimize if sys.flags.optimize else ""
+    path = "%s/%s-%s-%s%s.bc" % (d, ident, sys.implementation.cache_tag, MAGIC_NUMBER.hex(), opt)
     codes, why = _read_cache(path, key, ident, MAGIC_NUMBER) if d else (None, "no home folder")
     if codes is not None:
         return codes, "cached"

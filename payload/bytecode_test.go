@@ -193,3 +193,76 @@ func TestBytecodeCacheNoHome(t *testing.T) {
 	_, err = os.Stat(filepath.Join(os.TempDir(), "relative"))
 	assert.True(t, os.IsNotExist(err))
 }
+
+// A cache folder below a folder that another user owns, or that others
+// may write to (not sticky, as /tmp is), is neither made, read nor
+// written: that user could move it under the session's writes. So a root
+// session whose sudo keeps the caller's HOME keeps no cache there.
+func TestBytecodeCacheWayNotOurs(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("needs python3")
+	}
+	open := filepath.Join(t.TempDir(), "open")
+	require.NoError(t, os.Mkdir(open, 0o700))
+	require.NoError(t, os.Chmod(open, 0o777))
+	cases := map[string]string{"writable by others": open}
+	if os.Geteuid() == 0 {
+		home := filepath.Join(t.TempDir(), "alice")
+		require.NoError(t, os.Mkdir(home, 0o755))
+		require.NoError(t, os.Chown(home, 65534, 65534))
+		cases["another user's home"] = home
+	}
+	for what, dir := range cases {
+		cache := filepath.Join(dir, ".cache")
+		assert.Equal(t, "compiled: cache folder not private (no cache)", bcStart(t, py, cache), what)
+		_, err := os.Lstat(cache)
+		assert.True(t, os.IsNotExist(err), "%s: nothing is made there", what)
+
+		// Nor is a private folder there that the user made read.
+		require.NoError(t, os.MkdirAll(filepath.Join(cache, "replhub"), 0o700))
+		assert.Equal(t, "compiled: cache folder not private (cache folder not private)", bcStart(t, py, cache), what)
+		files, _ := filepath.Glob(filepath.Join(cache, "replhub", "*"))
+		assert.Empty(t, files, what)
+	}
+}
+
+// A cache home that is a symbolic link (a small home's .cache on a bigger
+// disk) is followed where what it points to is safe.
+func TestBytecodeCacheHomeLinked(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("needs python3")
+	}
+	real, home := filepath.Join(t.TempDir(), "big"), t.TempDir()
+	require.NoError(t, os.Mkdir(real, 0o700))
+	cache := filepath.Join(home, ".cache")
+	require.NoError(t, os.Symlink(real, cache))
+	assert.Equal(t, "compiled, cached (no cache)", bcStart(t, py, cache))
+	assert.Equal(t, "cached", bcStart(t, py, cache))
+	bcFile(t, real)
+}
+
+// Code compiled under -OO (PYTHONOPTIMIZE=2) has no docstrings: it is
+// kept apart from the plain one, as Python keeps .opt-2.pyc apart, so a
+// later plain start still has them.
+func TestBytecodeCacheOptimizeApart(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("needs python3")
+	}
+	cache := filepath.Join(t.TempDir(), "cache")
+	doc := "__import__('sys').modules['replhub_worker'].Channel.__doc__ is not None"
+	t.Setenv("PYTHONOPTIMIZE", "2")
+	ready, value := stubRun(t, py, cache, doc)
+	assert.Equal(t, "compiled, cached (no cache)", ready.Bytecode)
+	assert.Equal(t, "False", value)
+	os.Unsetenv("PYTHONOPTIMIZE")
+	ready, value = stubRun(t, py, cache, doc)
+	assert.Equal(t, "compiled, cached (no cache)", ready.Bytecode, "not the -OO code")
+	assert.Equal(t, "True", value, "docstrings")
+	ready, _ = stubRun(t, py, cache, doc)
+	assert.Equal(t, "cached", ready.Bytecode)
+	files, _ := filepath.Glob(filepath.Join(cache, "replhub", "*.bc"))
+	assert.Len(t, files, 2)
+}
