@@ -19,12 +19,14 @@ import (
 
 // The payload crosses the link before a remote session's first cell: the
 // modules a session imports late (the toolkit's helpers, swap, cloudpickle)
-// are fetched at their first import instead. 40 KiB takes 33 ms on a
-// 10 Mbit/s link, a third of a millisecond on a gigabit one.
+// are fetched at their first import instead. 44 KiB takes 36 ms on a
+// 10 Mbit/s link, a third of a millisecond on a gigabit one. The relay
+// travels whole (late modules are fetched through its link); it is the
+// next to split when the bound is reached again.
 func TestPayloadIsSmall(t *testing.T) {
 	p, err := Default()
 	require.NoError(t, err)
-	assert.Less(t, len(p), 40<<10)
+	assert.Less(t, len(p), 44<<10)
 	src, ok := Source("replhub_toolkit.files")
 	assert.True(t, ok)
 	assert.Contains(t, src, "def grep(")
