@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"io"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,13 +13,17 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// readAll reads o to its end, noting each read's size.
-func readAll(t *testing.T, o *outputReader) (got []byte, sizes []int) {
+// readAll reads o to its end, noting each read's size; after each read it
+// calls then, when given.
+func readAll(t *testing.T, o *outputReader, then ...func()) (got []byte, sizes []int) {
 	t.Helper()
 	for i := 0; i < 1<<16; i++ {
 		err := o.read(func(p []byte) {
 			got = append(got, p...)
 			sizes = append(sizes, len(p))
+			for _, f := range then {
+				f()
+			}
 		})
 		if err == io.EOF {
 			return got, sizes
@@ -39,13 +44,16 @@ func TestOutputReaderPipe(t *testing.T) {
 	require.NotNil(t, o.rc, "a pipe is polled")
 	flood := make([]byte, 3<<20)
 	rand.Read(flood)
+	// The flood is written once the trickle was read, however late the
+	// reader runs.
+	first := make(chan struct{})
 	go func() {
 		w.Write([]byte("hello\n"))
-		time.Sleep(20 * time.Millisecond)
+		<-first
 		w.Write(flood)
 		w.Close()
 	}()
-	got, sizes := readAll(t, o)
+	got, sizes := readAll(t, o, sync.OnceFunc(func() { close(first) }))
 	assert.True(t, bytes.Equal(append([]byte("hello\n"), flood...), got), "the bytes, in order")
 	assert.Equal(t, 6, sizes[0], "a trickle is read as it comes")
 	assert.Less(t, len(sizes), len(flood)/(32<<10), "a flood is read in big reads (as big as the pipe holds): %v", sizes)

@@ -10,8 +10,8 @@ import (
 // without reaping it. It waits on a pidfd through the runtime's poller,
 // so that a waiting session holds no thread: the runtime's own wait
 // blocks one thread per child in waitid, fifty threads for fifty
-// sessions. Where a pidfd cannot be had or polled (a kernel before 5.3)
-// it returns at once, and the caller's wait blocks as before.
+// sessions. Where a pidfd cannot be had or polled (PIDFD_NONBLOCK needs
+// Linux 5.10) it returns at once, and the caller's wait blocks as before.
 func awaitExit(pid int) {
 	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if err != nil {
