@@ -56,6 +56,20 @@ func TestDecodeReplyAsUnmarshal(t *testing.T) {
 		Answer:   &wire.Answer{},
 		Event:    &wire.Event{},
 	}
+	// Every part is set, and every part of a result that resultLine
+	// holds raw, so that one decodeReply forgets to copy fails below.
+	rv := reflect.ValueOf(full)
+	for i := range rv.NumField() {
+		assert.False(t, rv.Field(i).IsZero(), "full sets Reply.%s", rv.Type().Field(i).Name)
+	}
+	res := reflect.ValueOf(*full.Result)
+	for _, n := range jsonNames(reflect.TypeFor[resultLine]())[1:] {
+		for i := range res.NumField() {
+			if name, _, _ := strings.Cut(res.Type().Field(i).Tag.Get("json"), ","); name == n {
+				assert.False(t, res.Field(i).IsZero(), "full sets Result.%s", res.Type().Field(i).Name)
+			}
+		}
+	}
 	for _, rep := range []wire.Reply{full, {V: wire.Version, Result: full.Result}, {V: 1, Err: full.Err}, {}} {
 		line, err := json.Marshal(rep)
 		require.NoError(t, err)
