@@ -12,8 +12,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/replhub/replhub/tests/hubtest"
 )
 
 // runBlocks are AGENTS.md's fenced blocks marked "sh run", in order: the
@@ -98,12 +96,10 @@ exit 0
 	require.NoError(t, err)
 	py, err := exec.LookPath("python3")
 	require.NoError(t, err)
-	// Under -race the install compiles as the tests' own binary did, so
+	// The install builds static, as AGENTS.md says (never with -race, which
+	// needs cgo); the README's test command builds it so first, so that
 	// the build cache serves it.
 	goflags := "-mod=readonly"
-	if hubtest.Race {
-		goflags += " -race"
-	}
 	env := []string{"HOME=" + home, "CLAUDE_LOG=" + log, "LANG=C.UTF-8", "TMPDIR=" + os.TempDir(),
 		"PATH=" + strings.Join([]string{fake, filepath.Dir(goBin), filepath.Dir(py), "/usr/bin", "/bin"}, ":"),
 		// The machine's build and module caches, so nothing is fetched;
