@@ -5,10 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
+	"syscall"
+
+	"github.com/replhub/replhub/internal/atomicfile"
 )
 
 // A host keeps the payload's compiled code in its user's cache folder, so
@@ -74,7 +77,7 @@ func bytecodeKey() []byte {
 		return keyState.key
 	}
 	if keyState.file != "" {
-		if b, err := os.ReadFile(keyState.file); err == nil && len(b) == 32 {
+		if b := readKey(keyState.file); b != nil {
 			keyState.key = b
 			return b
 		}
@@ -88,21 +91,31 @@ func bytecodeKey() []byte {
 	return k
 }
 
-// writeKey writes k to file whole (a temporary file renamed into place),
-// or not at all: a hub that cannot keep it uses it for its own life.
+// readKey is the key kept in file, or nil unless file is a regular file
+// of 32 bytes, this user's and private: a link, a FIFO or a device there
+// (which would hang the hub or fill its memory) is replaced, not read.
+func readKey(file string) []byte {
+	f, err := os.OpenFile(file, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o077 != 0 || fi.Size() != 32 {
+		return nil
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Getuid() {
+		return nil
+	}
+	b := make([]byte, 32)
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil
+	}
+	return b
+}
+
+// writeKey writes k to file whole, or not at all: a hub that cannot keep
+// it uses it for its own life.
 func writeKey(file string, k []byte) {
-	tmp, err := os.CreateTemp(filepath.Dir(file), ".bytecode-key-*")
-	if err != nil {
-		return
-	}
-	_, err = tmp.Write(k)
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), file)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-	}
+	atomicfile.WriteFile(file, k, 0o600)
 }
