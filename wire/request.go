@@ -130,6 +130,7 @@ func (r *Reader) readLine() ([]byte, error) {
 		// A big request is over: give its buffer back.
 		buf := make([]byte, readerSize)
 		r.j = copy(buf, r.buf[r.i:r.j])
+		clear(r.buf)
 		r.buf, r.i = buf, 0
 	}
 	scanned := 0
@@ -154,16 +155,21 @@ func (r *Reader) readLine() ([]byte, error) {
 }
 
 // fill reads more bytes into buf, moving the unconsumed ones to its front
-// and growing it when they fill it. Only a line is ever moved: a password
-// is consumed as soon as its line is.
+// and growing it when they fill it. A password is consumed as soon as its
+// line is; but after a line that was not JSON, a password it announced is
+// read as the next line, so the bytes a move or a growth leaves behind are
+// wiped.
 func (r *Reader) fill() error {
 	if r.i > 0 {
+		j := r.j
 		r.j = copy(r.buf, r.buf[r.i:r.j])
+		clear(r.buf[r.j:j])
 		r.i = 0
 	}
 	if r.j == len(r.buf) {
 		buf := make([]byte, min(max(readerStart, 2*len(r.buf)), r.max+1))
 		copy(buf, r.buf[:r.j])
+		clear(r.buf)
 		r.buf = buf
 	}
 	for {

@@ -102,6 +102,24 @@ func TestReaderWipesPassword(t *testing.T) {
 	assert.Equal(t, "ping", req.Op)
 }
 
+// A password announced by a line that is not JSON is read as the next
+// line: when that line grows the buffer, the old buffer is wiped.
+func TestReaderWipesAnUnreadPassword(t *testing.T) {
+	pw := "correct horse battery staple"
+	in := `{"op":"exec","password_len":28,}` + "\n" + pw + strings.Repeat("x", 3*readerStart) + "\n"
+	r := NewReader(chunkReader{strings.NewReader(in), 4096})
+	_, err := r.ReadRequest()
+	var bad *RequestError
+	require.ErrorAs(t, err, &bad)
+	old := r.buf
+	require.True(t, bytes.Contains(old, []byte("horse")), "the password waits in the buffer")
+	_, err = r.ReadRequest()
+	require.ErrorAs(t, err, &bad)
+	assert.NotSame(t, &old[0], &r.buf[0], "the buffer grew")
+	assert.False(t, bytes.Contains(old, []byte("horse")), "the old buffer is wiped")
+	assert.False(t, bytes.Contains(r.buf, []byte("horse")), "the line is wiped")
+}
+
 // chunkReader returns at most n bytes per Read.
 type chunkReader struct {
 	r io.Reader
