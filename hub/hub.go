@@ -74,10 +74,9 @@ type Hub struct {
 	// restarting is set by a restart request: shutdown then hands the
 	// durable sessions over instead of ending them.
 	restarting atomic.Bool
-	// inFlight counts the requests being answered and served those begun
-	// since trimLoop last looked (trim.go).
-	inFlight atomic.Int32
-	served   atomic.Int64
+	// served counts the requests begun since trimLoop last looked
+	// (trim.go).
+	served atomic.Int64
 
 	pool    *remote.Pool
 	pythons *pyfind.Cache // what interpreters said of themselves
@@ -312,10 +311,8 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 				return nil, false
 			}
 		}
-		h.inFlight.Add(1)
 		h.served.Add(1)
 		reply := h.handle(rctx, *in.req, send, next)
-		h.inFlight.Add(-1)
 		sudo.Zero(in.req.Password)
 		cancel()
 		big := len(in.req.Code) > bigRequest

@@ -10,9 +10,11 @@ import (
 // Trimming: a burst of work (fifty sessions starting at once, a big
 // reply) leaves the hub's heap holding garbage and free pages that the
 // runtime gives back to the system only slowly, so an idle hub would sit
-// on its busiest moment's memory. Once no request has been in flight for
-// a tick and at least trimSlack of the heap is not live, the hub collects
-// and returns what is free. Nobody waits on it: it runs only while idle.
+// on its busiest moment's memory. After a tick in which no request began,
+// once the heap holds trimSlack more than it did after the last trim
+// beyond what is live, the hub collects and returns what is free. A
+// request that goes on (an attached console, a long wait) does not hold
+// it off, and an idle hub whose slack does not grow trims once.
 const (
 	trimEvery = 2 * time.Second
 	trimSlack = 1 << 20
@@ -22,22 +24,33 @@ const (
 func (h *Hub) trimLoop(ctx context.Context) {
 	t := time.NewTicker(trimEvery)
 	defer t.Stop()
-	trimmed := false
+	var tr trimmer
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		if h.served.Swap(0) > 0 || h.inFlight.Load() > 0 {
-			trimmed = false
-			continue
-		}
-		// A whole tick without a request: trim once until the next.
-		if !trimmed && heapSlack() >= trimSlack {
-			debug.FreeOSMemory()
-			trimmed = true
-		}
+		tr.tick(h.served.Swap(0) > 0, heapSlack, debug.FreeOSMemory)
+	}
+}
+
+// trimmer decides, tick by tick, when to trim.
+type trimmer struct {
+	floor int64 // the slack the last trim left, which it could not return
+}
+
+// tick trims (free) when no request began in the tick (busy) and the
+// slack has grown by trimSlack since the last trim; a busy tick lets the
+// next idle one trim again.
+func (t *trimmer) tick(busy bool, slack func() int64, free func()) {
+	if busy {
+		t.floor = 0
+		return
+	}
+	if slack() >= t.floor+trimSlack {
+		free()
+		t.floor = slack()
 	}
 }
 

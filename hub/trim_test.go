@@ -1,0 +1,39 @@
+package hub
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// A trim comes after a tick without a new request, once the slack has
+// grown by trimSlack since the last trim: once for an idle hub whose
+// slack stays, again when output piles up under a request that goes on.
+func TestTrimmer(t *testing.T) {
+	var tr trimmer
+	slack := int64(0)
+	trims := 0
+	tick := func(busy bool) {
+		tr.tick(busy, func() int64 { return slack }, func() { trims++; slack /= 4 })
+	}
+	slack = 8 << 20
+	tick(true)
+	assert.Equal(t, 0, trims, "not while requests begin")
+	tick(false)
+	assert.Equal(t, 1, trims, "the first idle tick trims")
+	for range 5 {
+		tick(false)
+	}
+	assert.Equal(t, 1, trims, "what a trim could not return is not trimmed again and again")
+	slack += trimSlack
+	tick(false)
+	assert.Equal(t, 2, trims, "slack that grew by trimSlack is trimmed, with no request begun")
+	tick(true)
+	slack = trimSlack
+	tick(false)
+	assert.Equal(t, 3, trims, "after a busy tick, the next idle one trims")
+	slack = trimSlack - 1
+	tick(true)
+	tick(false)
+	assert.Equal(t, 3, trims, "less than trimSlack is left alone")
+}
