@@ -315,3 +315,51 @@ func TestSplitter(t *testing.T) {
 	assert.True(t, ValidStreamsToken(NewStreamsToken()))
 	assert.False(t, ValidStreamsToken("xyz"))
 }
+
+// FuzzReaderOnePass holds the one-pass decode of a usual frame to the
+// full path's verdict: a line read as it is, and with a leading blank
+// (which only the full path takes), gives the same frame or the same kind
+// of error, and the stream after it stays in step alike.
+func FuzzReaderOnePass(f *testing.F) {
+	f.Add([]byte(`{"op":"done","cell":1,"status":"ok","value":"1","duration":0.1}`), []byte(nil))
+	f.Add([]byte(`{"op":"out","len":3}`), []byte("abc"))
+	f.Add([]byte(`{"op":"out","len":3,"op":"pong"}`), []byte("abc"))
+	f.Add([]byte(`{"op":"pong","len":-1}`), []byte(nil))
+	f.Add([]byte(`{"op":"pong"} {}`), []byte(nil))
+	f.Add([]byte(`{"op":"done","cell":1,"bogus":2}`), []byte(nil))
+	f.Add([]byte(`{"op":"out","len":2.0}`), []byte("ab"))
+	f.Fuzz(func(t *testing.T, line, data []byte) {
+		if bytes.IndexByte(line, '\n') >= 0 {
+			return
+		}
+		read := func(l []byte) (msgs []Msg, kinds []string) {
+			in := append(append(append(append([]byte(nil), l...), '\n'), data...), `{"op":"pong"}`+"\n"...)
+			r := NewReader(bytes.NewReader(in))
+			r.MaxBlob = 1 << 10
+			for i := 0; i < 3; i++ {
+				m, err := r.Read()
+				var mf *Malformed
+				var v *Violation
+				switch {
+				case err == nil:
+					kinds = append(kinds, "frame")
+				case errors.As(err, &mf):
+					kinds = append(kinds, "malformed")
+				case errors.As(err, &v):
+					kinds = append(kinds, "violation")
+				default:
+					kinds = append(kinds, "end")
+				}
+				msgs = append(msgs, m)
+				if err != nil && mf == nil {
+					break
+				}
+			}
+			return msgs, kinds
+		}
+		m1, k1 := read(line)
+		m2, k2 := read(append([]byte(" "), line...))
+		require.Equal(t, k2, k1)
+		require.Equal(t, m2, m1)
+	})
+}

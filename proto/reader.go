@@ -112,6 +112,16 @@ func (r *Reader) Read() (Msg, error) {
 		}
 		return nil, err
 	}
+	if m, n, ok := r.decodeUsual(line); ok {
+		if n > 0 {
+			data, err := r.readPayload(m, n)
+			if err != nil {
+				return nil, err
+			}
+			*payload(m) = data
+		}
+		return m, nil
+	}
 	var peek struct {
 		Op  json.RawMessage `json:"op"`
 		Len json.RawMessage `json:"len"`
@@ -151,6 +161,53 @@ func (r *Reader) Read() (Msg, error) {
 		*payload(m) = data
 	}
 	return m, nil
+}
+
+// decodeUsual decodes a usual frame in one pass: its line begins with its
+// op, as every frame a worker writes does, and it decodes strictly, with
+// a len within its op's bound. ok is false for anything else, which the
+// full path reads again to say what is wrong with it (peek first, then
+// decode), so a bad line is told apart exactly as before.
+func (r *Reader) decodeUsual(line []byte) (m Msg, n int64, ok bool) {
+	op, ok := leadingOp(line)
+	if !ok {
+		return nil, 0, false
+	}
+	mk, ok := r.ops[op]
+	if !ok {
+		return nil, 0, false
+	}
+	m = mk()
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if dec.Decode(m) != nil || len(bytes.TrimSpace(line[dec.InputOffset():])) > 0 {
+		return nil, 0, false
+	}
+	h := m.head()
+	if h.O != op || h.Len < 0 || h.Len > r.maxLen(m) {
+		return nil, 0, false // a second op key, or a len out of bounds
+	}
+	return m, h.Len, true
+}
+
+// leadingOp is the op of a line that begins {"op":"NAME" with NAME of
+// lower-case letters and _; ok is false for any other line.
+func leadingOp(line []byte) (string, bool) {
+	const lead = `{"op":"`
+	if !bytes.HasPrefix(line, []byte(lead)) {
+		return "", false
+	}
+	rest := line[len(lead):]
+	for i, c := range rest {
+		switch {
+		case c == '"' && i > 0:
+			return string(rest[:i]), true
+		case c == '_' || 'a' <= c && c <= 'z':
+		default:
+			return "", false
+		}
+	}
+	return "", false
 }
 
 // maxLen is the largest payload m's op may carry.
