@@ -380,14 +380,14 @@ type DeadInfo struct {
 	Note string `json:"note"`
 }
 
-// Write sends v as one JSON line. A Request goes through WriteRequest.
+// Write sends v as one JSON line, in one write. A Request goes through
+// WriteRequest. The line is encoded where encoding/json keeps its buffers,
+// not copied out of them, then copied again to end it with a newline.
 func Write(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
+	if err := json.NewEncoder(w).Encode(v); err != nil {
 		return fmt.Errorf("wire: %w", err)
 	}
-	_, err = w.Write(append(b, '\n'))
-	return err
+	return nil
 }
 
 // ErrLineTooLong is returned for a line longer than MaxLine.
