@@ -1,6 +1,7 @@
 package proto
 
 import (
+	"bytes"
 	"encoding/json"
 	"io"
 	"sync"
@@ -42,23 +43,36 @@ func (w *Writer) Write(m Msg) error {
 	if x, ok := m.(*Exec); ok && len(x.Code) > 64<<10 {
 		return w.writeExec(x)
 	}
-	b, err := Encode(m)
-	if err != nil {
+	data := Data(m)
+	buf := framePool.Get().(*bytes.Buffer)
+	defer putFrameBuf(buf)
+	if err := encodeTo(buf, m); err != nil {
 		return err
 	}
-	data := Data(m)
+	if len(data) <= 64<<10 {
+		buf.Write(data)
+		data = nil
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	defer w.frame()()
-	if len(data) <= 64<<10 {
-		_, err = w.w.Write(append(b, data...))
+	if _, err := w.w.Write(buf.Bytes()); err != nil || data == nil {
 		return err
 	}
-	if _, err = w.w.Write(b); err != nil {
-		return err
-	}
-	_, err = w.w.Write(data)
+	_, err := w.w.Write(data)
 	return err
+}
+
+// framePool holds the buffers frames are encoded in: a frame on the
+// round trip of every cell costs no allocation for its line.
+var framePool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// putFrameBuf gives buf back to framePool, unless a big payload grew it.
+func putFrameBuf(buf *bytes.Buffer) {
+	if buf.Cap() <= 128<<10 {
+		buf.Reset()
+		framePool.Put(buf)
+	}
 }
 
 // writeExec writes a big cell's frame with its code escaped piece by
@@ -102,14 +116,19 @@ func (w *Writer) writeExec(x *Exec) error {
 
 // Encode returns m's header line, newline included, with op and len set.
 func Encode(m Msg) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := encodeTo(&buf, m); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// encodeTo appends m's header line to buf, as Encode returns it.
+func encodeTo(buf *bytes.Buffer, m Msg) error {
 	h := m.head()
 	h.O = m.Op()
 	h.Len = int64(len(Data(m)))
-	b, err := json.Marshal(m)
-	if err != nil {
-		return nil, err
-	}
-	return append(b, '\n'), nil
+	return json.NewEncoder(buf).Encode(m)
 }
 
 var chunkPool = sync.Pool{New: func() any { b := make([]byte, ChunkSize); return &b }}
