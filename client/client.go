@@ -240,13 +240,7 @@ type ExecOptions struct {
 
 // Exec runs code in session name, creating it on first use.
 func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*wire.Result, error) {
-	if o.Cwd == "" {
-		o.Cwd, _ = os.Getwd()
-	}
-	if o.Env == nil {
-		o.Env = os.Environ()
-	}
-	req := wire.Request{Op: wire.OpExec, Name: name, Code: code, Timeout: o.Timeout.Seconds(), Python: o.Python, Cwd: o.Cwd,
+	req := wire.Request{Op: wire.OpExec, Name: name, Code: code, Timeout: o.Timeout.Seconds(), Python: o.Python,
 		Host: o.Host, Jump: o.Jump, Pythons: o.Pythons, Sudo: o.Sudo, NoWait: o.NoWait, Queue: o.Queue,
 		MaxOutput: o.MaxOutput, Private: o.Private, Transcript: o.Transcript,
 		Hosts: o.Hosts, Fanout: o.Fanout, Stream: o.OnOutput != nil}
@@ -258,18 +252,23 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*w
 			}
 		}
 	}
+	// The cwd and environment go only where the hub must create the
+	// session and asks for them (CodeNeedEnv): a warm exec spares their
+	// JSON and this process the stat calls of os.Getwd.
 	rep, err := c.do(ctx, req, o.OnProgress, onEvent)
 	if wire.IsCode(err, wire.CodeNeedEnv) {
-		req.Env = o.Env
+		o.fillOrigin()
+		req.Cwd, req.Env = o.Cwd, o.Env
 		rep, err = c.do(ctx, req, o.OnProgress, onEvent)
 	}
 	var we *wire.Error
 	if errors.As(err, &we) && we.Code == wire.CodeNeedPassword {
+		o.fillOrigin()
 		pw, aerr := sudo.Ask(ctx, config.Getenv(o.Env, "SUDO_ASKPASS"), we.Prompt, o.Env)
 		if aerr != nil {
 			return nil, fmt.Errorf("%s: %w", we.Message, aerr)
 		}
-		req.Env, req.Password = o.Env, pw
+		req.Cwd, req.Env, req.Password = o.Cwd, o.Env, pw
 		rep, err = c.do(ctx, req, o.OnProgress, onEvent)
 		sudo.Zero(pw)
 	}
@@ -277,6 +276,17 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*w
 		return nil, err
 	}
 	return rep.Result, nil
+}
+
+// fillOrigin gives o this process's cwd and environment where it has
+// none of its own.
+func (o *ExecOptions) fillOrigin() {
+	if o.Cwd == "" {
+		o.Cwd, _ = os.Getwd()
+	}
+	if o.Env == nil {
+		o.Env = os.Environ()
+	}
 }
 
 // Wait collects the running or unread cell of session name.

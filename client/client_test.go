@@ -91,6 +91,20 @@ func TestExecSendsTheEnvironmentOnlyToCreate(t *testing.T) {
 	// To a new one, the hub asks for it.
 	_, err = c.Do(ctx, wire.Request{Op: wire.OpExec, Name: "new", Code: "1"}, nil)
 	assert.True(t, wire.IsCode(err, wire.CodeNeedEnv), "got %v", err)
+
+	// The cwd goes with the environment: a new session starts in the one
+	// given, or in this process's own.
+	dir := t.TempDir()
+	o.Cwd = dir
+	res, err = c.Exec(ctx, "in-dir", "import os; os.getcwd()", o)
+	require.NoError(t, err)
+	assert.Equal(t, "'"+dir+"'", *res.Value)
+	o.Cwd = ""
+	here, err := os.Getwd()
+	require.NoError(t, err)
+	res, err = c.Exec(ctx, "here", "import os; os.getcwd()", o)
+	require.NoError(t, err)
+	assert.Equal(t, "'"+here+"'", *res.Value)
 }
 
 // A connection made ahead carries the next call, which then dials no more.

@@ -85,7 +85,7 @@ func (h *Hub) liveRecordLocked(s *Session) liveRecord {
 	return liveRecord{
 		Name: s.name, Host: s.info.Host, Root: s.info.Root, Pid: s.info.Pid, Python: s.info.Python,
 		Started: s.started, Cells: s.cells, Seen: time.Now(),
-		HubPid: os.Getpid(), HubStart: selfStart(),
+		HubPid: selfPid(), HubStart: selfStart(),
 		Sock: s.sock, WorkerStart: s.workerStart, Private: s.private,
 	}
 }
@@ -279,6 +279,10 @@ func procAlive(pid int, start string) bool {
 	err := syscall.Kill(pid, 0)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
+
+// selfPid is this process's pid: os.Getpid is a syscall, and the record
+// that names it is written at every cell.
+var selfPid = sync.OnceValue(os.Getpid)
 
 // selfStart is this process's start time as procStat gives it.
 var selfStart = sync.OnceValue(func() string {
