@@ -1,7 +1,10 @@
 package client_test
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"sync"
@@ -163,4 +166,57 @@ func TestCancelledCallLeavesTheCellRunning(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "out\n", res.Output, "no output is lost to the caller that went away")
 	assert.Equal(t, "'done'", *res.Value)
+}
+
+// Requests sent together on one connection are answered in order, a bad
+// line among them in its place, each after the one before it ended: a
+// cell that runs holds back the ping behind it. The hub goes on serving
+// the connection afterwards, and a client that hangs up mid-cell frees
+// its session.
+func TestPipelinedRequestsAnsweredInOrder(t *testing.T) {
+	p := startHub(t)
+	c := client.New(p)
+	defer c.Close()
+	ctx := context.Background()
+	_, err := c.Exec(ctx, "pl", "import time", client.ExecOptions{Python: python(t)})
+	require.NoError(t, err)
+
+	uc, err := safesock.Dial(ctx, p.Socket())
+	require.NoError(t, err)
+	defer uc.Close()
+	var batch bytes.Buffer
+	for _, r := range []wire.Request{{Op: wire.OpExec, Name: "pl", Code: "time.sleep(0.2); 7"}, {Op: wire.OpPing}} {
+		r.V = wire.Version
+		require.NoError(t, wire.WriteRequest(&batch, r))
+	}
+	batch.WriteString("{not json\n")
+	require.NoError(t, wire.WriteRequest(&batch, wire.Request{V: wire.Version, Op: wire.OpPing}))
+	_, err = uc.Write(batch.Bytes())
+	require.NoError(t, err)
+	br := bufio.NewReader(uc)
+	var got []string
+	for i := 0; i < 4; i++ {
+		line, err := br.ReadBytes('\n')
+		require.NoError(t, err)
+		var rep wire.Reply
+		require.NoError(t, json.Unmarshal(line, &rep))
+		switch {
+		case rep.Result != nil && rep.Result.Value != nil:
+			got = append(got, "exec "+*rep.Result.Value)
+		case rep.Err != nil:
+			got = append(got, "error "+rep.Err.Code)
+		default:
+			got = append(got, rep.Message)
+		}
+	}
+	assert.Equal(t, []string{"exec 7", "pong", "error " + wire.CodeBadRequest, "pong"}, got)
+
+	// A client that hangs up mid-cell leaves the session to the next call.
+	require.NoError(t, wire.WriteRequest(uc, wire.Request{V: wire.Version, Op: wire.OpExec, Name: "pl", Code: "time.sleep(0.3); 8"}))
+	time.Sleep(50 * time.Millisecond)
+	uc.Close()
+	res, err := c.Wait(ctx, "pl", 10*time.Second, nil)
+	require.NoError(t, err)
+	require.NotNil(t, res.Value)
+	assert.Equal(t, "8", *res.Value)
 }

@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
@@ -28,7 +27,6 @@ import (
 	"github.com/replhub/replhub/payload"
 	"github.com/replhub/replhub/pyfind"
 	"github.com/replhub/replhub/remote"
-	"github.com/replhub/replhub/safesock"
 	"github.com/replhub/replhub/sudo"
 	"github.com/replhub/replhub/wire"
 )
@@ -229,114 +227,6 @@ func (h *Hub) shutdown() {
 	}
 	h.pool.Close()
 }
-
-// serveConn checks the peer and then answers its requests in order. A
-// stranger gets one refusal line and nothing of it is read.
-func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
-	defer c.Close()
-	if err := safesock.CheckPeer(c); err != nil {
-		h.log.Warn("refused a connection", "err", err)
-		wire.Write(c, wire.Reply{V: wire.Version, Err: &wire.Error{Code: "refused",
-			Message: "hub: refused: " + err.Error() + "; a hub serves only its own user"}})
-		return
-	}
-	// A reader goroutine lets a request see its client go away. It hands
-	// on each request, or what was wrong with a bad one.
-	type incoming struct {
-		req *wire.Request
-		bad *wire.RequestError
-	}
-	reqs := make(chan incoming)
-	gone := make(chan struct{})
-	// The reader cancels cctx as it ends (the client went away), and with
-	// it the request being answered: no goroutine a request to watch.
-	cctx, ccancel := context.WithCancel(ctx)
-	defer ccancel()
-	go func() {
-		defer close(gone)
-		defer ccancel()
-		r := wire.NewReader(c)
-		for {
-			req, err := r.ReadRequest()
-			var bad *wire.RequestError
-			if err != nil && !errors.As(err, &bad) {
-				return
-			}
-			select {
-			case reqs <- incoming{req, bad}:
-			case <-ctx.Done():
-				if req != nil {
-					sudo.Zero(req.Password)
-				}
-				return
-			}
-		}
-	}()
-	var wmu sync.Mutex
-	send := func(r wire.Reply) error {
-		wmu.Lock()
-		defer wmu.Unlock()
-		r.V = wire.Version
-		return wire.Write(c, r)
-	}
-	for {
-		var in incoming
-		select {
-		case in = <-reqs:
-		case <-gone:
-			return
-		case <-ctx.Done():
-			return
-		}
-		if in.bad != nil {
-			if send(errReply(wire.CodeBadRequest, "hub: bad request: %s", in.bad.Reason)) != nil {
-				return
-			}
-			continue
-		}
-		rctx, cancel := context.WithCancel(cctx)
-		next := func() (*wire.Request, bool) {
-			select {
-			case m := <-reqs:
-				if m.bad != nil {
-					return &wire.Request{}, true
-				}
-				// Only a request's first line may need a password.
-				sudo.Zero(m.req.Password)
-				m.req.Password = nil
-				return m.req, true
-			case <-gone:
-				return nil, false
-			case <-rctx.Done():
-				return nil, false
-			}
-		}
-		h.served.Add(1)
-		reply := h.handle(rctx, *in.req, send, next)
-		sudo.Zero(in.req.Password)
-		cancel()
-		big := len(in.req.Code) > bigRequest
-		in.req = nil
-		if reply.V == 0 && reply.Err == nil && reply.Message == "" && reply.Result == nil && reply.Sessions == nil && reply.Answer == nil {
-			// A transfer whose client went away: nothing to answer.
-			return
-		}
-		if send(reply) != nil {
-			return
-		}
-		if big {
-			// A big cell's copies (the line, its decoding, the frame) are
-			// garbage now: give them back, or the hub would hold hundreds of
-			// megabytes until its next collection.
-			reply = wire.Reply{}
-			debug.FreeOSMemory()
-		}
-	}
-}
-
-// bigRequest is the cell size past which the hub returns the memory it
-// took to the system once the request is answered.
-const bigRequest = 4 << 20
 
 // handle answers one request.
 func (h *Hub) handle(ctx context.Context, req wire.Request, send func(wire.Reply) error, next func() (*wire.Request, bool)) wire.Reply {

@@ -1,0 +1,173 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"net"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+
+	"github.com/replhub/replhub/safesock"
+	"github.com/replhub/replhub/sudo"
+	"github.com/replhub/replhub/wire"
+)
+
+// bigRequest is the cell size past which the hub returns the memory it
+// took to the system once the request is answered.
+const bigRequest = 4 << 20
+
+// serveConn checks the peer and then answers its requests in order. A
+// stranger gets one refusal line and nothing of it is read.
+//
+// A connection is always being read, so that a request sees its client go
+// away (its context is cancelled) and one being answered can take the
+// requests that follow it (next). The goroutine that reads a request
+// answers it itself when none is being answered, and starts another to
+// read on: a request is never handed from a reader to an answerer, a
+// wake-up that cost every call the scheduler's latency. The turn to
+// answer passes between them through conn.turn.
+func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
+	defer c.Close()
+	if err := safesock.CheckPeer(c); err != nil {
+		h.log.Warn("refused a connection", "err", err)
+		wire.Write(c, wire.Reply{V: wire.Version, Err: &wire.Error{Code: "refused",
+			Message: "hub: refused: " + err.Error() + "; a hub serves only its own user"}})
+		return
+	}
+	k := &conn{h: h, c: c, r: wire.NewReader(c), reqs: make(chan incoming), gone: make(chan struct{}), turn: make(chan struct{}, 1)}
+	k.cctx, k.ccancel = context.WithCancel(ctx)
+	defer k.ccancel()
+	k.turn <- struct{}{}
+	k.readers.Add(1)
+	go k.read(ctx)
+	select {
+	case <-k.gone:
+	case <-ctx.Done():
+	}
+	// Once no request is being answered, nothing more will be: the
+	// close ends the reader.
+	<-k.turn
+	c.Close()
+	k.readers.Wait()
+}
+
+// conn is one client connection being served.
+type conn struct {
+	h *Hub
+	c *net.UnixConn
+	r *wire.Reader
+	// reqs hands a request that came while another was answered to its
+	// next; gone is closed, and cctx cancelled, when the client went away.
+	reqs    chan incoming
+	gone    chan struct{}
+	cctx    context.Context
+	ccancel context.CancelFunc
+	// turn holds a token while no request is being answered.
+	turn chan struct{}
+	// over is set when an answer could not be sent: nothing more is read.
+	over    atomic.Bool
+	readers sync.WaitGroup
+	wmu     sync.Mutex // one reply line at a time
+}
+
+// incoming is a request read, or what was wrong with a bad one.
+type incoming struct {
+	req *wire.Request
+	bad *wire.RequestError
+}
+
+// read reads requests until the connection ends; the first that comes
+// while none is being answered, it answers itself, after starting the
+// reader that goes on.
+func (k *conn) read(ctx context.Context) {
+	defer k.readers.Done()
+	for {
+		req, err := k.r.ReadRequest()
+		var bad *wire.RequestError
+		if err != nil && !errors.As(err, &bad) {
+			k.ccancel()
+			close(k.gone)
+			return
+		}
+		in := incoming{req, bad}
+		select {
+		case <-k.turn:
+			if k.over.Load() {
+				k.turn <- struct{}{}
+				if req != nil {
+					sudo.Zero(req.Password)
+				}
+				continue // read on, to the end the close brings
+			}
+			k.readers.Add(1)
+			go k.read(ctx)
+			if !k.answer(in) {
+				k.over.Store(true)
+				k.c.Close()
+			}
+			k.turn <- struct{}{}
+			return
+		case k.reqs <- in:
+		case <-ctx.Done():
+			if req != nil {
+				sudo.Zero(req.Password)
+			}
+			return
+		}
+	}
+}
+
+// send writes one reply line.
+func (k *conn) send(r wire.Reply) error {
+	k.wmu.Lock()
+	defer k.wmu.Unlock()
+	r.V = wire.Version
+	return wire.Write(k.c, r)
+}
+
+// answer answers one request; false means the connection is over.
+func (k *conn) answer(in incoming) bool {
+	h := k.h
+	if in.bad != nil {
+		return k.send(errReply(wire.CodeBadRequest, "hub: bad request: %s", in.bad.Reason)) == nil
+	}
+	rctx, cancel := context.WithCancel(k.cctx)
+	next := func() (*wire.Request, bool) {
+		select {
+		case m := <-k.reqs:
+			if m.bad != nil {
+				return &wire.Request{}, true
+			}
+			// Only a request's first line may need a password.
+			sudo.Zero(m.req.Password)
+			m.req.Password = nil
+			return m.req, true
+		case <-k.gone:
+			return nil, false
+		case <-rctx.Done():
+			return nil, false
+		}
+	}
+	h.served.Add(1)
+	reply := h.handle(rctx, *in.req, k.send, next)
+	sudo.Zero(in.req.Password)
+	cancel()
+	big := len(in.req.Code) > bigRequest
+	in.req = nil
+	if reply.V == 0 && reply.Err == nil && reply.Message == "" && reply.Result == nil && reply.Sessions == nil && reply.Answer == nil {
+		// A transfer whose client went away: nothing to answer.
+		return false
+	}
+	if k.send(reply) != nil {
+		return false
+	}
+	if big {
+		// A big cell's copies (the line, its decoding, the frame) are
+		// garbage now: give them back, or the hub would hold hundreds of
+		// megabytes until its next collection.
+		reply = wire.Reply{}
+		debug.FreeOSMemory()
+	}
+	return true
+}
