@@ -328,38 +328,62 @@ func FuzzReaderOnePass(f *testing.F) {
 	f.Add([]byte(`{"op":"pong"} {}`), []byte(nil))
 	f.Add([]byte(`{"op":"done","cell":1,"bogus":2}`), []byte(nil))
 	f.Add([]byte(`{"op":"out","len":2.0}`), []byte("ab"))
-	f.Fuzz(func(t *testing.T, line, data []byte) {
-		if bytes.IndexByte(line, '\n') >= 0 {
-			return
-		}
-		read := func(l []byte) (msgs []Msg, kinds []string) {
-			in := append(append(append(append([]byte(nil), l...), '\n'), data...), `{"op":"pong"}`+"\n"...)
-			r := NewReader(bytes.NewReader(in))
-			r.MaxBlob = 1 << 10
-			for i := 0; i < 3; i++ {
-				m, err := r.Read()
-				var mf *Malformed
-				var v *Violation
-				switch {
-				case err == nil:
-					kinds = append(kinds, "frame")
-				case errors.As(err, &mf):
-					kinds = append(kinds, "malformed")
-				case errors.As(err, &v):
-					kinds = append(kinds, "violation")
-				default:
-					kinds = append(kinds, "end")
-				}
-				msgs = append(msgs, m)
-				if err != nil && mf == nil {
-					break
-				}
+	f.Add([]byte(`{"op":"pong","op":null}`), []byte(nil))
+	f.Add([]byte("{\"op\":\"pong\"}\v"), []byte(nil))
+	f.Fuzz(onePassSame)
+}
+
+// onePassSame is FuzzReaderOnePass's check of one line and the bytes
+// after it.
+func onePassSame(t *testing.T, line, data []byte) {
+	if bytes.IndexByte(line, '\n') >= 0 {
+		return
+	}
+	read := func(l []byte) (msgs []Msg, kinds []string) {
+		in := append(append(append(append([]byte(nil), l...), '\n'), data...), `{"op":"pong"}`+"\n"...)
+		r := NewReader(bytes.NewReader(in))
+		r.MaxBlob = 1 << 10
+		for i := 0; i < 3; i++ {
+			m, err := r.Read()
+			var mf *Malformed
+			var v *Violation
+			switch {
+			case err == nil:
+				kinds = append(kinds, "frame")
+			case errors.As(err, &mf):
+				kinds = append(kinds, "malformed")
+			case errors.As(err, &v):
+				kinds = append(kinds, "violation")
+			default:
+				kinds = append(kinds, "end")
 			}
-			return msgs, kinds
+			msgs = append(msgs, m)
+			if err != nil && mf == nil {
+				break
+			}
 		}
-		m1, k1 := read(line)
-		m2, k2 := read(append([]byte(" "), line...))
-		require.Equal(t, k2, k1)
-		require.Equal(t, m2, m1)
-	})
+		return msgs, kinds
+	}
+	m1, k1 := read(line)
+	m2, k2 := read(append([]byte(" "), line...))
+	require.Equal(t, k2, k1)
+	require.Equal(t, m2, m1)
+}
+
+// A line that ends in a blank JSON does not allow (\v, \f, U+0085, U+00A0)
+// or gives op or len a null after a value is the full path's to judge:
+// the one-pass decode took the first as a frame and kept the earlier op or
+// len through the second. The full path's frame has the len it read.
+func TestReaderOnePassStrictEnd(t *testing.T) {
+	for _, l := range []string{
+		"{\"op\":\"pong\"}\v", "{\"op\":\"pong\"}\f", "{\"op\":\"pong\"}\u0085", "{\"op\":\"pong\"}\u00a0",
+		`{"op":"pong","op":null}`, `{"op":"out","len":2,"Op" : null}`, `{"op":"out","len":2,"\u006fp":null}`,
+		`{"op":"out","len":2,"len":null}`, `{"op":"out","len":2,"LEN":null}`,
+	} {
+		t.Run(l, func(t *testing.T) { onePassSame(t, []byte(l), []byte("ab")) })
+		r := NewReader(strings.NewReader(" " + l + "\nab"))
+		if m, err := r.Read(); err == nil {
+			assert.Equal(t, int64(len(Data(m))), m.head().Len, l)
+		}
+	}
 }

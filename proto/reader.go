@@ -153,6 +153,9 @@ func (r *Reader) Read() (Msg, error) {
 	if err := dec.Decode(m); err != nil {
 		return nil, r.drop(line, n, err)
 	}
+	// A len key that is null after one that is not leaves the decoded
+	// len at the earlier; the payload read is the peek's.
+	m.head().Len = n
 	if n > 0 {
 		data, err := r.readPayload(m, n)
 		if err != nil {
@@ -180,7 +183,7 @@ func (r *Reader) decodeUsual(line []byte) (m Msg, n int64, ok bool) {
 	m = mk()
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
-	if dec.Decode(m) != nil || len(bytes.TrimSpace(line[dec.InputOffset():])) > 0 {
+	if dec.Decode(m) != nil || len(bytes.Trim(line[dec.InputOffset():], " \t\r\n")) > 0 || nullHead(line) {
 		return nil, 0, false
 	}
 	h := m.head()
@@ -188,6 +191,33 @@ func (r *Reader) decodeUsual(line []byte) (m Msg, n int64, ok bool) {
 		return nil, 0, false // a second op key, or a len out of bounds
 	}
 	return m, h.Len, true
+}
+
+// nullHead reports whether line may give an op or len key the value null:
+// decoding a null leaves the op and len an earlier key gave, where the
+// full path's peek takes the null (no op, no payload). It errs towards
+// true: a key written with escapes, or one in a nested object, counts.
+func nullHead(line []byte) bool {
+	for i := 0; ; {
+		j := bytes.Index(line[i:], []byte("null"))
+		if j < 0 {
+			return false
+		}
+		i += j + len("null")
+		k := bytes.TrimRight(line[:i-len("null")], " \t\r\n")
+		if !bytes.HasSuffix(k, []byte(":")) {
+			continue
+		}
+		k = bytes.TrimRight(k[:len(k)-1], " \t\r\n")
+		if !bytes.HasSuffix(k, []byte(`"`)) {
+			continue
+		}
+		k = k[:len(k)-1]
+		key := k[bytes.LastIndexByte(k, '"')+1:]
+		if bytes.IndexByte(key, '\\') >= 0 || bytes.EqualFold(key, []byte("op")) || bytes.EqualFold(key, []byte("len")) {
+			return true
+		}
+	}
 }
 
 // leadingOp is the op of a line that begins {"op":"NAME" with NAME of
