@@ -1873,8 +1873,10 @@ class Session(object):
             self._write_done(fence, done, data)
         except ValueError:
             # A header over the bound (a display list too long): the items
-            # go, the cell's end does not.
+            # go, the cell's end does not. So does the len the first try
+            # gave the header: no payload follows now.
             done.pop("display", None)
+            done.pop("len", None)
             done["dropped"] = done.get("dropped", 0) + 1
             self._write_done(fence, done)
 

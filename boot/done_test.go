@@ -1,0 +1,25 @@
+package boot
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// A done frame whose header would pass the hub's bound goes without its
+// display items, and so without their payload: its header announces none,
+// and the session reads on in step.
+func TestDoneOverTheBoundDropsItsPayload(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorker(t, py)
+		w.run("x = 1", 20*time.Second)
+		done := w.run("import replhub_toolkit.display as d; d.add('x' * (2 << 20), b'abc'); print('hi')", 20*time.Second)
+		assert.Nil(t, done.h["display"], "%.200s", done.line)
+		assert.Nil(t, done.h["len"], "%.200s", done.line)
+		assert.Empty(t, done.data)
+		assert.Equal(t, float64(1), done.h["dropped"], "%.200s", done.line)
+		done = w.run("x + 1", 20*time.Second)
+		assert.Equal(t, "2", done.str("value"))
+	})
+}
