@@ -9,7 +9,9 @@ import (
 
 // A done frame whose header would pass the hub's bound goes without its
 // display items, and so without their payload: its header announces none,
-// and the session reads on in step.
+// and the session reads on in step. The cell's fence is written once, and
+// the done frame sent again does not call the cell quiet: the hub must
+// wait for that fence, which comes after the cell's output.
 func TestDoneOverTheBoundDropsItsPayload(t *testing.T) {
 	eachPython(t, func(t *testing.T, py string) {
 		w := startWorker(t, py)
@@ -19,6 +21,7 @@ func TestDoneOverTheBoundDropsItsPayload(t *testing.T) {
 		assert.Nil(t, done.h["len"], "%.200s", done.line)
 		assert.Empty(t, done.data)
 		assert.Equal(t, float64(1), done.h["dropped"], "%.200s", done.line)
+		assert.Nil(t, done.h["quiet"], "%.200s", done.line)
 		done = w.run("x + 1", 20*time.Second)
 		assert.Equal(t, "2", done.str("value"))
 	})

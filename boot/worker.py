@@ -1878,14 +1878,14 @@ class Session(object):
             done.pop("display", None)
             done.pop("len", None)
             done["dropped"] = done.get("dropped", 0) + 1
-            self._write_done(fence, done)
+            self._write_done(None, done)  # the fence went, quiet is said
 
     def _write_done(self, fence, done, data=None):
         with self.sigint:
             # In stdout, after all the cell wrote to either stream, even
             # with fd 1 pointed elsewhere.
             try:
-                if not self.pump.fence(fence.encode("utf-8")):
+                if fence is not None and not self.pump.fence(fence.encode("utf-8")):
                     done["quiet"] = True
             except OSError:
                 pass
