@@ -2,6 +2,7 @@ package boot
 
 import (
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -185,5 +186,27 @@ func TestQuietCellWritesNoFence(t *testing.T) {
 		assert.Nil(t, done.h["quiet"], "%s", done.line)
 		assert.Greater(t, out("<F5>"), out("own"))
 		assert.NotContains(t, w.out.String(), "<F2>")
+	})
+}
+
+// What a cell wrote to fd 1 is all before its fence, even where the pipe
+// holds more than one read of it (a cell grew it; a kernel with 64 KiB
+// pages makes every pipe 1 MiB): the rest was the next cell's.
+func TestFenceAfterAllOfABigPipe(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("F_SETPIPE_SZ is Linux's")
+	}
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorker(t, py)
+		w.run("import os, fcntl", 20*time.Second)
+		w.run("fcntl.fcntl(1, 1031, 1 << 20); os.write(1, b'x' * 500000)", 20*time.Second)
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(w.out.String(), "<F2>") && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		s := w.out.String()
+		i := strings.Index(s, "<F2>")
+		require.GreaterOrEqual(t, i, 0)
+		assert.Equal(t, 500000, strings.Count(s[:i], "x"))
 	})
 }

@@ -883,7 +883,7 @@ class Pump(object):
 
     def _round(self, o_ready):
         """Forward what E holds, then O's when o_ready, but for the last
-        piece, which is returned; the lock is held. E first, whatever
+        pieces, which are returned; the lock is held. E first, whatever
         select said: what it holds now was written before what O held
         when select looked."""
         live, last = self.live, b""
@@ -901,10 +901,16 @@ class Pump(object):
             if len(last) < 1 << 16:
                 break
         if o_ready:
-            data = self._read(self.o, live)
-            self.o_reads += 1
-            if data:
-                last += self.open + data + self.close
+            # O whole, as far as a pipe can hold (a cell may grow fd 1's
+            # pipe, and a 64 KiB page makes every pipe 1 MiB): at a cell's
+            # end, what O holds is the cell's, and must precede its fence.
+            for _ in range(16):
+                data = self._read(self.o, live)
+                self.o_reads += 1
+                if data:
+                    last += self.open + data + self.close
+                if not data or len(data) < 1 << 16:
+                    break
         return last
 
     @staticmethod
