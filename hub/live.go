@@ -153,7 +153,12 @@ func (h *Hub) rewriteLiveLocked(s *Session, rec liveRecord) {
 		return
 	}
 	if short {
-		lf.f.Truncate(int64(len(b))) // after a hand-over's big record
+		// After a hand-over's big record. Where the file cannot be cut,
+		// the rest of the old record is blanked, so the JSON stays whole.
+		if err := lf.f.Truncate(int64(len(b))); err != nil {
+			lf.f.WriteAt(bytes.Repeat([]byte{' '}, lf.n-len(b)), int64(len(b)))
+			return
+		}
 	}
 	lf.n = len(b)
 }

@@ -211,6 +211,7 @@ func (h *Hub) transcribe(s *Session, r *run, code string) {
 	if err := s.openTranscriptLocked(); err != nil {
 		return
 	}
+	defer s.releaseTranscriptLocked()
 	// One write for a small cell; a big one is written from where it
 	// lies, not copied behind its header (a cell may be tens of MB).
 	b := fmt.Appendf(make([]byte, 0, 128+min(len(code), 64<<10)), "\n# ---- cell %d · %s · cwd %s\n", r.cell, r.start.Format(time.RFC3339), s.info.Cwd)
@@ -225,6 +226,16 @@ func (h *Hub) transcribe(s *Session, r *run, code string) {
 		b = append(b, '\n')
 	}
 	s.transcript.Write(b)
+}
+
+// releaseTranscriptLocked closes the transcript after a write that came
+// once the worker had exited (the cell that killed it is written after its
+// exec frame went, and its death may be handled first).
+func (s *Session) releaseTranscriptLocked() {
+	if s.transcriptShut && s.transcript != nil {
+		s.transcript.Close()
+		s.transcript = nil
+	}
 }
 
 // openTranscriptLocked opens the transcript at its first use.

@@ -428,6 +428,7 @@ func (h *Hub) transcribeNoteLocked(s *Session, title, body string) {
 	if err := s.openTranscriptLocked(); err != nil {
 		return
 	}
+	defer s.releaseTranscriptLocked()
 	fmt.Fprintf(s.transcript, "\n# ---- %s · %s\n", title, time.Now().Format(time.RFC3339))
 	if body != "" {
 		fmt.Fprintf(s.transcript, "# %s\n", strings.ReplaceAll(body, "\n", "\n# "))

@@ -76,21 +76,22 @@ type Session struct {
 	// The worker marks its stdout runs with a token its ready frame tells
 	// (see proto.Splitter); each source of output (output.go) has a
 	// Splitter of its own, nil until then.
-	rawSplit   *proto.Splitter
-	frameSplit *proto.Splitter
-	early      []byte   // the output before the ready frame (output.go)
-	notes      []string // remarks for the next reply (malformed frames …)
-	names      []string
-	rss        int64
-	killed     bool // a deliberate kill: no death note
-	death      string
-	noise      bytes.Buffer                 // what came before ready
-	transcript *os.File                     // opened at the first cell, closed at exit
-	serving    *serveOp                     // a put/get/call served for another session
-	waitingOn  map[int64]*relayLink         // this session's requests by id, to cancel them
-	running    map[int64]context.CancelFunc // its sh requests on hosts, by id
-	origin     wire.Request                 // the creator's cwd and environment
-	watch      *sudo.Watcher                // sudo's stderr while a root worker starts
+	rawSplit       *proto.Splitter
+	frameSplit     *proto.Splitter
+	early          []byte   // the output before the ready frame (output.go)
+	notes          []string // remarks for the next reply (malformed frames …)
+	names          []string
+	rss            int64
+	killed         bool // a deliberate kill: no death note
+	death          string
+	noise          bytes.Buffer                 // what came before ready
+	transcript     *os.File                     // opened at the first cell, closed at exit
+	transcriptShut bool                         // the worker exited: a late write opens the file and closes it
+	serving        *serveOp                     // a put/get/call served for another session
+	waitingOn      map[int64]*relayLink         // this session's requests by id, to cancel them
+	running        map[int64]context.CancelFunc // its sh requests on hosts, by id
+	origin         wire.Request                 // the creator's cwd and environment
+	watch          *sudo.Watcher                // sudo's stderr while a root worker starts
 	// private is a run's session (private.go): never listed nor named in
 	// another reply, no death note, a transcript only with transcribe.
 	private, transcribe bool
@@ -632,7 +633,9 @@ func (s *Session) waitExit() {
 	s.mu.Lock()
 	if s.transcript != nil {
 		s.transcript.Close()
+		s.transcript = nil
 	}
+	s.transcriptShut = true
 	s.mu.Unlock()
 	close(s.exited)
 }
