@@ -1964,6 +1964,7 @@ class Session(object):
             late = False
             try:
                 if op == "swap":
+                    _reaper_settled()
                     reply = sw.swap(self, header, self.chan, tk)
                 elif header.get("path"):
                     with sw.open_checked(header.get("path")) as f:
@@ -2212,6 +2213,7 @@ def _start_reaper(drain=None, socks=()):
     t = threading.Thread(target=_reap_child, args=(pid,), name="replhub-reaper-start")
     t.daemon = True
     t.start()
+    _REAPER_START[0] = t
     if hasattr(os, "register_at_fork"):
         # A fork of the worker that never execs (multiprocessing) must not
         # keep the reaper waiting after the worker dies.
@@ -2219,6 +2221,15 @@ def _start_reaper(drain=None, socks=()):
 
 
 _REAPER = [None]  # the write end of the reaper's pipe
+_REAPER_START = [None]  # the thread that reaps the reaper's first child
+
+
+def _reaper_settled():
+    """Wait (briefly) until the reaper's first child is reaped: until
+    then, a swap would count it as the user's background job."""
+    t = _REAPER_START[0]
+    if t is not None:
+        t.join(5)
 
 
 def _reap_child(pid):
