@@ -55,7 +55,7 @@ def rounds(n):
 rounds(%[2]d)`
 
 func objstreamRows(tb *benchTB, w *world, n int) ([]row, error) {
-	env, _ := oneHost(tb, w, "lab", filepath.Join(w.root, "home-objstream"))
+	env, _ := oneHost(tb, w, "lab", filepath.Join(w.root, "home-objstream"), nil)
 	c := client.New(w.c.Paths)
 	c.Exe, c.Env = w.bin, env
 	defer c.Close()

@@ -50,13 +50,15 @@ func withSSHD(what string, do func(tb *benchTB) ([]row, error)) (rows []row, err
 }
 
 // oneHost starts a loopback sshd known as alias to ssh in a home of its
-// own, and returns w's environment with that home, and its ssh_config.
-func oneHost(tb *benchTB, w *world, alias, home string) (env []string, sshCfg string) {
+// own, its sessions given hostEnv (none when nil), and returns w's
+// environment with that home, and its ssh_config (whose ControlPath is
+// used only where ssh is asked for a master).
+func oneHost(tb *benchTB, w *world, alias, home string, hostEnv map[string]string) (env []string, sshCfg string) {
 	key := sshtest.NewKey(tb, filepath.Join(home, ".ssh", "id_ed25519"), "")
-	srv := sshtest.Start(tb, sshtest.Options{Authorized: []string{key.Public}})
+	srv := sshtest.Start(tb, sshtest.Options{Authorized: []string{key.Public}, SetEnv: hostEnv})
 	u, _ := user.Current()
-	cfg := fmt.Sprintf("Host %s\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  UserKnownHostsFile %s\n",
-		alias, srv.Port, u.Username, key.Path, filepath.Join(home, ".ssh", "known_hosts"))
+	cfg := fmt.Sprintf("Host %s\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  UserKnownHostsFile %s\n  ControlPath %s\n",
+		alias, srv.Port, u.Username, key.Path, filepath.Join(home, ".ssh", "known_hosts"), filepath.Join(home, "cm-%p"))
 	sshCfg = filepath.Join(home, ".ssh", "config")
 	os.WriteFile(sshCfg, []byte(cfg), 0o600)
 	os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), []byte(srv.KnownHostsLine()+"\n"), 0o600)

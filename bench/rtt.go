@@ -104,7 +104,7 @@ func pipePing(py string, prefix []string, k int) (time.Duration, error) {
 // behind a loopback sshd, against the local round trip plus a pipe ping
 // through ssh to the same Python.
 func remoteRTT(tb *benchTB, w *world, k int) ([]row, error) {
-	env, sshCfg := oneHost(tb, w, "target", filepath.Join(w.root, "rtt-home"))
+	env, sshCfg := oneHost(tb, w, "target", filepath.Join(w.root, "rtt-home"), nil)
 	saved := w.env
 	defer func() { w.env, w.c.Env = saved, saved }()
 	w.env, w.c.Env = env, env

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	"github.com/replhub/replhub/client"
 	"github.com/replhub/replhub/tests/hubtest"
 	"github.com/replhub/replhub/tests/pyenvtest"
-	"github.com/replhub/replhub/tests/sshtest"
 )
 
 func init() {
@@ -153,16 +151,8 @@ func speedRows(w *world, n int) (rows []row, err error) {
 // pyenv shim, against `ssh HOST python3 -c pass` there.
 func pyenvHostRows(w *world, n int, tb *benchTB, tr *pyenvtest.Tree, global, other minorPy) ([]row, error) {
 	ctx := context.Background()
-	home := filepath.Join(w.root, "ssh-home")
-	key := sshtest.NewKey(tb, filepath.Join(home, ".ssh", "id_ed25519"), "")
-	srv := sshtest.Start(tb, sshtest.Options{Authorized: []string{key.Public}, SetEnv: map[string]string{
-		"HOME": filepath.Dir(tr.Root), "PATH": tr.Shims + ":/usr/local/bin:/usr/bin:/bin"}})
-	u, _ := user.Current()
-	cfg := filepath.Join(home, ".ssh", "config")
-	os.WriteFile(cfg, []byte(fmt.Sprintf("Host pyhost\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  UserKnownHostsFile %s\n  ControlPath %s\n",
-		srv.Port, u.Username, key.Path, filepath.Join(home, ".ssh", "known_hosts"), filepath.Join(home, "cm-%p"))), 0o600)
-	os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), []byte(srv.KnownHostsLine()+"\n"), 0o600)
-	env := withEnv(w.env, "HOME="+home, "SSH_AUTH_SOCK=")
+	env, cfg := oneHost(tb, w, "pyhost", filepath.Join(w.root, "ssh-home"), map[string]string{
+		"HOME": filepath.Dir(tr.Root), "PATH": tr.Shims + ":/usr/local/bin:/usr/bin:/bin"})
 	sshPass, err := w.timeCmd(n, "ssh", "-F", cfg, "-o", "ControlMaster=no", "pyhost", "python3", "-c", "pass")
 	if err != nil {
 		return nil, err
@@ -180,19 +170,9 @@ func pyenvHostRows(w *world, n int, tb *benchTB, tr *pyenvtest.Tree, global, oth
 	}{{"local minor = the host's pyenv global", global, "at most 1.0x"}, {"local minor ≠ the host's pyenv global", other, "at most 1.1x"}} {
 		e := withEnv(env, "REPLHUB_PYTHON="+c.local.path)
 		o := client.ExecOptions{Cwd: w.cwd, Env: e, Host: "pyhost"}
-		var ds []time.Duration
-		for i := 0; i < n; i++ {
-			w.c.Kill(ctx, "first")
-			w.c.Stop(ctx)
-			w.c.Env = e
-			if err := w.c.Ping(ctx); err != nil {
-				return rows, err
-			}
-			t0 := time.Now()
-			if _, err := w.c.Exec(ctx, "first", "pass", o); err != nil {
-				return rows, err
-			}
-			ds = append(ds, time.Since(t0))
+		ds, err := firstStarts(w, n, o)
+		if err != nil {
+			return rows, err
 		}
 		rows = append(rows, row{"first remote session on a pyenv host, " + c.what, ms(median(ds)),
 			fmt.Sprintf("`ssh HOST python3 -c pass` %s (with a real path: %s)", ms(sshPass), ms(sshReal)),
@@ -301,20 +281,12 @@ func withEnv(env []string, vars ...string) []string {
 // is a pyenv shim, against `ssh HOST python3 -c pass`: the local shim is
 // resolved, never run, so the start costs what the host does.
 func plainHostRow(w *world, n int, tb *benchTB, tr *pyenvtest.Tree) (row, error) {
-	ctx := context.Background()
 	what := "first remote session, host user without rc files, python3 here a pyenv shim"
-	home := filepath.Join(w.root, "plain-home")
 	hostHome := filepath.Join(w.root, "plain-host-home") // no rc files
 	os.MkdirAll(hostHome, 0o755)
-	key := sshtest.NewKey(tb, filepath.Join(home, ".ssh", "id_ed25519"), "")
-	srv := sshtest.Start(tb, sshtest.Options{Authorized: []string{key.Public}, SetEnv: map[string]string{
-		"HOME": hostHome, "PATH": "/usr/local/bin:/usr/bin:/bin"}})
-	u, _ := user.Current()
-	cfg := filepath.Join(home, ".ssh", "config")
-	os.WriteFile(cfg, []byte(fmt.Sprintf("Host plainhost\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  UserKnownHostsFile %s\n",
-		srv.Port, u.Username, key.Path, filepath.Join(home, ".ssh", "known_hosts"))), 0o600)
-	os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), []byte(srv.KnownHostsLine()+"\n"), 0o600)
-	env := withEnv(w.env, "HOME="+home, "SSH_AUTH_SOCK=", "REPLHUB_PYTHON=", "PATH="+tr.Shims+":"+os.Getenv("PATH"))
+	env, cfg := oneHost(tb, w, "plainhost", filepath.Join(w.root, "plain-home"), map[string]string{
+		"HOME": hostHome, "PATH": "/usr/local/bin:/usr/bin:/bin"})
+	env = withEnv(env, "REPLHUB_PYTHON=", "PATH="+tr.Shims+":"+os.Getenv("PATH"))
 	saved := w.env
 	w.env = env
 	defer func() { w.env, w.c.Env = saved, saved }()
@@ -322,22 +294,32 @@ func plainHostRow(w *world, n int, tb *benchTB, tr *pyenvtest.Tree) (row, error)
 	if err != nil {
 		return row{what: what}, err
 	}
-	o := client.ExecOptions{Cwd: w.cwd, Env: env, Host: "plainhost"}
+	ds, err := firstStarts(w, n, client.ExecOptions{Cwd: w.cwd, Env: env, Host: "plainhost"})
+	if err != nil {
+		return row{what: what}, err
+	}
+	w.c.Kill(context.Background(), "first")
+	return row{what, ms(median(ds)), "`ssh HOST python3 -c pass` " + ms(sshPass),
+		fmt.Sprintf("%.2fx", float64(median(ds))/float64(sshPass)), "at most 1.0x"}, nil
+}
+
+// firstStarts times n first sessions, named "first", each after a hub
+// start in o's environment (the hub started by a Ping, not timed).
+func firstStarts(w *world, n int, o client.ExecOptions) ([]time.Duration, error) {
+	ctx := context.Background()
 	var ds []time.Duration
 	for i := 0; i < n; i++ {
 		w.c.Kill(ctx, "first")
 		w.c.Stop(ctx)
-		w.c.Env = env
+		w.c.Env = o.Env
 		if err := w.c.Ping(ctx); err != nil {
-			return row{what: what}, err
+			return nil, err
 		}
 		t0 := time.Now()
 		if _, err := w.c.Exec(ctx, "first", "pass", o); err != nil {
-			return row{what: what}, err
+			return nil, err
 		}
 		ds = append(ds, time.Since(t0))
 	}
-	w.c.Kill(ctx, "first")
-	return row{what, ms(median(ds)), "`ssh HOST python3 -c pass` " + ms(sshPass),
-		fmt.Sprintf("%.2fx", float64(median(ds))/float64(sshPass)), "at most 1.0x"}, nil
+	return ds, nil
 }
