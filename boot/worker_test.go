@@ -18,6 +18,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/tests/hubtest"
 )
 
 // These tests start the real worker with every Python 3.6-3.13 found on
@@ -123,27 +125,10 @@ type worker struct {
 	in     io.WriteCloser
 	frames chan frame
 	wmu    sync.Mutex
-	out    lockedBuffer
+	out    hubtest.LockedBuffer
 	ready  frame
 	cell   int
 	qid    int
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func startWorker(t *testing.T, py string, args ...string) *worker {

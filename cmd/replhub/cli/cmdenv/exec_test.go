@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -16,27 +15,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replhub/replhub/tests/hubtest"
+
 	"github.com/replhub/replhub/client"
 	"github.com/replhub/replhub/config"
 )
-
-// lockedBuffer is a bytes.Buffer that a signal handler and a test share.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A second Ctrl-C stops an exec that still waits for the hub it started,
 // as it stops one that waits for its cell.
@@ -65,7 +48,7 @@ func TestSecondCtrlCStopsWaitingForTheHub(t *testing.T) {
 	paths, err := config.FromEnv(getenv)
 	require.NoError(t, err)
 
-	errw := &lockedBuffer{}
+	errw := &hubtest.LockedBuffer{}
 	e := New(IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: errw}, getenv)
 	e.Client = func() (*client.Client, error) {
 		return &client.Client{Paths: paths, AutoStart: true, Exe: exe,
