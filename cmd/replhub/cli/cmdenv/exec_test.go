@@ -15,10 +15,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/replhub/replhub/tests/hubtest"
-
 	"github.com/replhub/replhub/client"
 	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/tests/hubtest"
 )
 
 // A second Ctrl-C stops an exec that still waits for the hub it started,
