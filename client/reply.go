@@ -49,18 +49,29 @@ func decodeResult(raw json.RawMessage) (*wire.Result, error) {
 		return nil, err
 	}
 	r := &l.Result
-	for _, p := range []struct {
-		raw json.RawMessage
-		to  any
-	}{{l.Created, &r.Created}, {l.Display, &r.Display}, {l.Fan, &r.Fan}} {
+	if err := decodeParts(part{l.Created, &r.Created}, part{l.Display, &r.Display}, part{l.Fan, &r.Fan}); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// part is a raw part of a line and where it decodes to.
+type part struct {
+	raw json.RawMessage
+	to  any
+}
+
+// decodeParts decodes each part that is there.
+func decodeParts(parts ...part) error {
+	for _, p := range parts {
 		if len(p.raw) == 0 {
 			continue
 		}
 		if err := json.Unmarshal(p.raw, p.to); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return r, nil
+	return nil
 }
 
 // decodeReply decodes a reply line as json.Unmarshal into a wire.Reply
@@ -78,19 +89,9 @@ func decodeReply(line []byte) (*wire.Reply, error) {
 		}
 		rep.Result = r
 	}
-	for _, p := range []struct {
-		raw json.RawMessage
-		to  any
-	}{
-		{l.Progress, &rep.Progress}, {l.Err, &rep.Err}, {l.Sessions, &rep.Sessions},
-		{l.Stream, &rep.Stream}, {l.Swaps, &rep.Swaps}, {l.Answer, &rep.Answer}, {l.Event, &rep.Event},
-	} {
-		if len(p.raw) == 0 {
-			continue
-		}
-		if err := json.Unmarshal(p.raw, p.to); err != nil {
-			return nil, err
-		}
+	if err := decodeParts(part{l.Progress, &rep.Progress}, part{l.Err, &rep.Err}, part{l.Sessions, &rep.Sessions},
+		part{l.Stream, &rep.Stream}, part{l.Swaps, &rep.Swaps}, part{l.Answer, &rep.Answer}, part{l.Event, &rep.Event}); err != nil {
+		return nil, err
 	}
 	return rep, nil
 }
