@@ -33,6 +33,8 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+
+	"github.com/replhub/replhub/internal/atomicfile"
 )
 
 // Worker is the source of worker.py.
@@ -141,22 +143,7 @@ func installFile(p string, content []byte) error {
 	if b, err := os.ReadFile(p); err == nil && string(b) == string(content) {
 		return nil
 	}
-	d := filepath.Dir(p)
-	tmp, err := os.CreateTemp(d, ".boot-*")
-	if err != nil {
-		return fmt.Errorf("boot: %w", err)
-	}
-	if _, err := tmp.Write(content); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("boot: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("boot: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), p); err != nil {
-		os.Remove(tmp.Name())
+	if err := atomicfile.WriteFile(p, content, 0o600); err != nil {
 		return fmt.Errorf("boot: %w", err)
 	}
 	return nil
