@@ -151,17 +151,9 @@ func routeRows(w *world, n int, localRT time.Duration, sshCfg string, o client.E
 	ctx := context.Background()
 	remotePy := o.Python
 	// A new route: the hub is restarted, so each start dials afresh.
-	var ds []time.Duration
-	for i := 0; i < n; i++ {
-		w.c.Stop(ctx)
-		if err := w.c.Ping(ctx); err != nil {
-			return nil, err
-		}
-		t0 := time.Now()
-		if _, err := w.c.Exec(ctx, "first", "pass", o); err != nil {
-			return nil, err
-		}
-		ds = append(ds, time.Since(t0))
+	ds, err := firstStarts(w, n, o)
+	if err != nil {
+		return nil, err
 	}
 	first := median(ds)
 	sshCold, err := w.timeCmd(n, "ssh", "-F", sshCfg, "-o", "ControlMaster=no", "target", remotePy, "-c", "pass")
