@@ -29,6 +29,7 @@ func init() {
 		return
 	}
 	e := cmdenv.New(cmdenv.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, os.Getenv)
+	e.Exiting = true
 	code, err := e.ReadCode(code)
 	if err == nil {
 		err = e.Exec(context.Background(), name, code, client.ExecOptions{Timeout: cmdenv.DefaultTimeout * time.Second}, false, true)

@@ -50,6 +50,10 @@ type Env struct {
 	Client func() (*client.Client, error)
 	// Code is the exit code a command chose, when it did not fail.
 	Code int
+	// Exiting says the process exits as soon as the command returns, so
+	// what would only tidy this process up (a signal handler's removal,
+	// the client's close) is skipped.
+	Exiting bool
 	// shown is set while a group's progress line is on the terminal.
 	shown  bool
 	client *client.Client
@@ -75,7 +79,7 @@ func New(stdio IO, getenv func(string) string) *Env {
 // Finish closes the client and returns the process's exit status: on
 // err, ExitFailure after one line on stderr that says what to do.
 func (e *Env) Finish(err error) int {
-	if e.client != nil {
+	if e.client != nil && !e.Exiting {
 		e.client.Close()
 	}
 	if err != nil {

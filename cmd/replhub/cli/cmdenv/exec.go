@@ -16,34 +16,22 @@ const DefaultTimeout = 30
 
 // Exec runs code in session name and prints the result (as JSON with
 // asJSON). With stream, a terminal sees the cell's output as it is
-// written. Ctrl-C interrupts the cell; a second one stops waiting.
+// written. Ctrl-C before the cell is sent ends the command (nothing has
+// reached the hub); after, a first one interrupts the cell and a second
+// one stops waiting.
 func (e *Env) Exec(ctx context.Context, name, code string, eo client.ExecOptions, asJSON, stream bool) error {
 	c, err := e.Client()
 	if err != nil {
 		return err
 	}
-	// Ctrl-C's handler takes a new thread to set up: it is made while the
-	// client dials, and is in place before the cell is sent. A second
-	// Ctrl-C stops the dial too (a hub being started can take seconds).
-	type blocking struct {
-		ctx  context.Context
-		stop func()
-	}
-	dial, stopDial := context.WithCancel(ctx)
-	defer stopDial()
-	ready := make(chan blocking, 1)
-	go func() {
-		ctx, stop := e.interruptOnCtrlC(ctx, c, name)
-		context.AfterFunc(ctx, stopDial)
-		ready <- blocking{ctx, stop}
-	}()
-	err = c.Connect(dial)
-	b := <-ready
-	defer b.stop()
-	if err != nil {
+	if err := c.Connect(ctx); err != nil {
 		return err
 	}
-	ctx = b.ctx
+	ctx, armed, stop := e.armCtrlC(ctx, c, name)
+	defer stop()
+	if eo.Sudo {
+		<-armed // SUDO_ASKPASS may run: it must not start with SIGINT ignored
+	}
 	eo.OnProgress = e.FanProgress()
 	defer e.ClearFanProgress()
 	streamed := e.StreamOn(&eo, stream)
@@ -53,6 +41,43 @@ func (e *Env) Exec(ctx context.Context, name, code string, eo client.ExecOptions
 	}
 	streamed.EndLine(res.Text() != "")
 	return e.PrintResult(res, asJSON)
+}
+
+// armCtrlC makes Ctrl-C interrupt the cell about to be sent. A Go signal
+// handler takes two new threads and a few hundred microseconds to set up,
+// as long as a warm cell's whole round trip, so it is set up beside the
+// call instead of before it: until it is in place (armed is closed),
+// SIGINT is ignored, one system call, so a Ctrl-C in that first fraction
+// of a millisecond is lost rather than fatal; it never leaves the cell
+// running with nobody waiting for it. The hub is running by now: no child
+// of this process inherits the ignored SIGINT. stop waits for the handler
+// and removes it, unless the process is about to exit (Env.Exiting).
+func (e *Env) armCtrlC(ctx context.Context, c *client.Client, name string) (context.Context, <-chan struct{}, func()) {
+	signal.Ignore(os.Interrupt)
+	armed := make(chan struct{})
+	var ictx context.Context
+	var istop func()
+	go func() {
+		ictx, istop = e.interruptOnCtrlC(ctx, c, name)
+		close(armed)
+	}()
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-armed:
+			<-ictx.Done() // the second Ctrl-C, or the end
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, armed, func() {
+		cancel()
+		if e.Exiting {
+			return
+		}
+		<-armed
+		istop()
+	}
 }
 
 // ReadCode is code, or standard input for "-".

@@ -3,8 +3,10 @@ package cmdenv
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"os"
-	"os/signal"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,63 +22,134 @@ import (
 	"github.com/replhub/replhub/tests/hubtest"
 )
 
-// A second Ctrl-C stops an exec that still waits for the hub it started,
-// as it stops one that waits for its cell.
-func TestSecondCtrlCStopsWaitingForTheHub(t *testing.T) {
-	dir := t.TempDir()
-	// A hub that never answers: its first run notes its pid and sleeps.
-	// The first Ctrl-C's interrupt starts it again once the exec's start
-	// has given up: that run ends at once.
-	runs := filepath.Join(dir, "runs")
-	exe := filepath.Join(dir, "hub.sh")
-	script := "#!/bin/sh\necho $$ >> " + runs + "\n[ $(wc -l < " + runs + ") -gt 1 ] && exit 0\nexec sleep 30\n"
-	require.NoError(t, os.WriteFile(exe, []byte(script), 0o700))
-	started := func() []string {
-		b, _ := os.ReadFile(runs)
-		return strings.Fields(string(b))
+// helperEnv names the part of this test binary a child runs (TestMain).
+const helperEnv = "CMDENV_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(helperEnv) {
+	case "":
+		os.Exit(m.Run())
+	case "exec":
+		os.Exit(childExec())
+	case "arm":
+		os.Exit(childArm())
 	}
-	t.Cleanup(func() {
-		if pids := started(); len(pids) > 0 {
-			pid, _ := strconv.Atoi(pids[0])
-			syscall.Kill(pid, syscall.SIGKILL)
-		}
-	})
+	os.Exit(99)
+}
+
+// child runs this test binary as a child that does the part named, its
+// output in out and errb.
+func child(t *testing.T, part string, env ...string) (*exec.Cmd, *bytes.Buffer, *hubtest.LockedBuffer) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(append(os.Environ(), helperEnv+"="+part), env...)
+	out, errb := &bytes.Buffer{}, &hubtest.LockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, errb
+	require.NoError(t, cmd.Start())
+	return cmd, out, errb
+}
+
+// childExec runs an exec whose hub, a script, never answers.
+func childExec() int {
+	dir := os.Getenv("CHILD_DIR")
 	env := map[string]string{"HOME": dir, "XDG_RUNTIME_DIR": filepath.Join(dir, "run")}
-	require.NoError(t, os.Mkdir(env["XDG_RUNTIME_DIR"], 0o700))
 	getenv := func(k string) string { return env[k] }
 	paths, err := config.FromEnv(getenv)
-	require.NoError(t, err)
-
-	errw := &hubtest.LockedBuffer{}
-	e := New(IO{In: strings.NewReader(""), Out: &bytes.Buffer{}, Err: errw}, getenv)
+	if err != nil {
+		return 98
+	}
+	e := New(IO{In: strings.NewReader(""), Out: os.Stdout, Err: os.Stderr}, getenv)
 	e.Client = func() (*client.Client, error) {
-		return &client.Client{Paths: paths, AutoStart: true, Exe: exe,
+		return &client.Client{Paths: paths, AutoStart: true, Exe: filepath.Join(dir, "hub.sh"),
 			Env: []string{"REPLHUB_SUPERVISOR=detached", "PATH=" + os.Getenv("PATH")}}, nil
 	}
-	// Whenever a SIGINT comes, it does not end the test's process.
-	keep := make(chan os.Signal, 16)
-	signal.Notify(keep, os.Interrupt)
-	defer signal.Stop(keep)
+	return e.Finish(e.Exec(context.Background(), "s", "1", client.ExecOptions{}, false, false))
+}
 
+// Before the cell is sent, Ctrl-C ends an exec at once, even while the
+// hub it started is still coming up: nothing has reached a hub.
+func TestCtrlCBeforeTheCellIsSentEndsTheExec(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "run"), 0o700))
+	runs := filepath.Join(dir, "runs")
+	script := "#!/bin/sh\necho $$ >> " + runs + "\nexec sleep 30\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "hub.sh"), []byte(script), 0o700))
+	t.Cleanup(func() {
+		b, _ := os.ReadFile(runs)
+		for _, p := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(p); err == nil {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+	})
+	cmd, _, errb := child(t, "exec", "CHILD_DIR="+dir)
 	done := make(chan error, 1)
-	go func() {
-		done <- e.Exec(context.Background(), "s", "1", client.ExecOptions{}, false, false)
-	}()
-	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(errw.String(), "interrupting"); {
-		require.True(t, time.Now().Before(deadline), "a first Ctrl-C was never heard")
-		syscall.Kill(os.Getpid(), syscall.SIGINT)
-		time.Sleep(20 * time.Millisecond)
+	go func() { done <- cmd.Wait() }()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile(runs); len(b) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			<-done
+			t.Fatalf("the hub was never started: %s", errb.String())
+		}
 	}
-	syscall.Kill(os.Getpid(), syscall.SIGINT)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	select {
 	case err := <-done:
-		assert.ErrorIs(t, err, context.Canceled)
+		var ee *exec.ExitError
+		require.True(t, errors.As(err, &ee), "%v: %s", err, errb.String())
+		ws := ee.Sys().(syscall.WaitStatus)
+		assert.True(t, ws.Signaled() && ws.Signal() == syscall.SIGINT, "ended by %v", ws)
 	case <-time.After(5 * time.Second):
-		t.Fatal("a second Ctrl-C did not stop the wait for the hub")
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("one Ctrl-C did not end an exec waiting for its hub: %s", errb.String())
 	}
-	// The interrupt's own start is over before the folder goes.
-	for deadline := time.Now().Add(10 * time.Second); len(started()) < 2 && time.Now().Before(deadline); {
-		time.Sleep(10 * time.Millisecond)
+	assert.NotContains(t, errb.String(), "interrupting")
+}
+
+// childArm prints "survived" if SIGINTs right after armCtrlC, before its
+// handler is in place, neither end the process nor stay unheard once it is;
+// then one SIGINT interrupts and a second ends the wait.
+func childArm() int {
+	e := New(IO{In: strings.NewReader(""), Out: os.Stdout, Err: os.Stderr}, os.Getenv)
+	dir, _ := os.MkdirTemp("", "arm")
+	defer os.RemoveAll(dir)
+	c := &client.Client{Paths: config.Paths{Runtime: dir, State: dir}}
+	for i := 0; i < 20; i++ {
+		_, armed, stop := e.armCtrlC(context.Background(), c, "s")
+		syscall.Kill(os.Getpid(), syscall.SIGINT)
+		<-armed
+		stop()
 	}
+	ctx, armed, stop := e.armCtrlC(context.Background(), c, "s")
+	defer stop()
+	<-armed
+	syscall.Kill(os.Getpid(), syscall.SIGINT)
 	time.Sleep(50 * time.Millisecond)
+	syscall.Kill(os.Getpid(), syscall.SIGINT)
+	select {
+	case <-ctx.Done():
+		fmt.Println("survived")
+		return 0
+	case <-time.After(5 * time.Second):
+		return 97
+	}
+}
+
+func TestArmCtrlCLosesNoProcess(t *testing.T) {
+	cmd, out, errb := child(t, "arm")
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		require.NoError(t, err, "stderr: %s", errb.String())
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatal("the child did not end")
+	}
+	assert.Equal(t, "survived\n", out.String())
+	assert.Contains(t, errb.String(), "[interrupting session 's'; Ctrl-C again stops waiting]")
 }
