@@ -75,6 +75,9 @@ type Hub struct {
 	// served counts the requests begun since trimLoop last looked
 	// (trim.go).
 	served atomic.Int64
+	// readers counts the connection readers ever started (see serveConn):
+	// a connection's quick requests, one after another, need one.
+	readers atomic.Int64
 
 	pool    *remote.Pool
 	pythons *pyfind.Cache // what interpreters said of themselves
