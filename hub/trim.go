@@ -25,13 +25,21 @@ func (h *Hub) trimLoop(ctx context.Context) {
 	t := time.NewTicker(trimEvery)
 	defer t.Stop()
 	var tr trimmer
+	started := true
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		tr.tick(h.served.Swap(0) > 0, heapSlack, debug.FreeOSMemory)
+		busy := h.served.Swap(0) > 0
+		tr.tick(busy, heapSlack, debug.FreeOSMemory)
+		if started && !busy {
+			// Once: the code start-up alone ran goes; what runs later
+			// stays, so a call after an idle spell finds it mapped.
+			releaseCode()
+			started = false
+		}
 	}
 }
 
