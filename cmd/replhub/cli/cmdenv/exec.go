@@ -50,25 +50,21 @@ func (e *Env) Exec(ctx context.Context, name, code string, eo client.ExecOptions
 // SIGINT is ignored, one system call, so a Ctrl-C in that first fraction
 // of a millisecond is lost rather than fatal; it never leaves the cell
 // running with nobody waiting for it. The hub is running by now: no child
-// of this process inherits the ignored SIGINT. stop waits for the handler
-// and removes it, unless the process is about to exit (Env.Exiting).
-func (e *Env) armCtrlC(ctx context.Context, c *client.Client, name string) (context.Context, <-chan struct{}, func()) {
+// of this process inherits the ignored SIGINT, but SUDO_ASKPASS, which
+// waits for armed. stop waits for the handler and removes it, unless the
+// process is about to exit (Env.Exiting); SIGINT is then ignored, as Go
+// found it, so call it only as the command ends.
+func (e *Env) armCtrlC(parent context.Context, c *client.Client, name string) (context.Context, <-chan struct{}, func()) {
 	signal.Ignore(os.Interrupt)
+	ctx, cancel := context.WithCancel(parent)
 	armed := make(chan struct{})
-	var ictx context.Context
 	var istop func()
 	go func() {
-		ictx, istop = e.interruptOnCtrlC(ctx, c, name)
+		ictx, stop := e.interruptOnCtrlC(ctx, c, name)
+		istop = stop
 		close(armed)
-	}()
-	ctx, cancel := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-armed:
-			<-ictx.Done() // the second Ctrl-C, or the end
-			cancel()
-		case <-ctx.Done():
-		}
+		<-ictx.Done() // the second Ctrl-C, or the end
+		cancel()
 	}()
 	return ctx, armed, func() {
 		cancel()
