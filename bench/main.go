@@ -165,6 +165,11 @@ func run(python string, n int) error {
 		}
 	}
 
+	// Round trips on a VM depend on whether its CPUs sat idle between
+	// wake-ups: the load says which these figures saw.
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		fmt.Printf("load average at the end: %s\n", strings.Join(strings.Fields(string(b))[:3], " "))
+	}
 	fmt.Println("| measurement | replhub (median) | baseline (median) | ratio | goal |")
 	fmt.Println("|---|---|---|---|---|")
 	for _, r := range rows {
