@@ -1,0 +1,91 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// marshalled is what WriteRequest must write for req: json.Marshal's line
+// and the password after it.
+func marshalled(t *testing.T, req Request) []byte {
+	t.Helper()
+	req.PasswordLen = len(req.Password)
+	b, err := json.Marshal(req)
+	require.NoError(t, err)
+	return append(append(b, '\n'), req.Password...)
+}
+
+// plainRequest is Request's fields of those names, tags and order.
+func TestPlainRequestIsRequestsFields(t *testing.T) {
+	pt, rt := reflect.TypeFor[plainRequest](), reflect.TypeFor[Request]()
+	last := -1
+	for i := range pt.NumField() {
+		pf := pt.Field(i)
+		rf, ok := rt.FieldByName(pf.Name)
+		require.True(t, ok, pf.Name)
+		assert.Equal(t, rf.Type, pf.Type, pf.Name)
+		assert.Equal(t, rf.Tag, pf.Tag, pf.Name)
+		assert.Greater(t, rf.Index[0], last, "%s out of Request's order", pf.Name)
+		last = rf.Index[0]
+	}
+}
+
+// A plain request and one with any other field set both encode as
+// json.Marshal encodes a Request.
+func TestWriteRequestAsMarshal(t *testing.T) {
+	base := Request{V: Version, Op: OpExec, Name: "s<&>", Code: "print('\u2028é')", Timeout: 30, Stream: true}
+	reqs := []Request{base, {V: Version, Op: OpPing}, {}}
+	rt := reflect.TypeFor[Request]()
+	for i := range rt.NumField() {
+		req := base
+		f := reflect.ValueOf(&req).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.String:
+			f.SetString("x")
+		case reflect.Bool:
+			f.SetBool(!f.Bool())
+		case reflect.Int, reflect.Int64:
+			f.SetInt(f.Int() + 7)
+		case reflect.Float64:
+			f.SetFloat(f.Float() + 1.5)
+		case reflect.Slice:
+			f.Set(reflect.MakeSlice(f.Type(), 1, 1))
+		case reflect.Pointer:
+			f.Set(reflect.New(f.Type().Elem()))
+		default:
+			t.Fatalf("Request.%s: a kind this test does not set (%s)", rt.Field(i).Name, f.Kind())
+		}
+		reqs = append(reqs, req)
+	}
+	for _, req := range reqs {
+		var b bytes.Buffer
+		require.NoError(t, WriteRequest(&b, req))
+		assert.Equal(t, string(marshalled(t, req)), b.String())
+	}
+	_, ok := plain(&base)
+	assert.True(t, ok, "a warm exec takes the plain path")
+}
+
+func FuzzWriteRequestAsMarshal(f *testing.F) {
+	f.Add(2, "exec", "s", "1+1", 30.0, false, 0)
+	f.Add(-1, "", "\xff", "<\u2029>", 1e21, true, 3)
+	f.Fuzz(func(t *testing.T, v int, op, name, code string, timeout float64, stream bool, cell int) {
+		req := Request{V: v, Op: op, Name: name, Code: code, Timeout: timeout, Stream: stream, Cell: cell}
+		want, err := json.Marshal(req)
+		var b bytes.Buffer
+		if got := WriteRequest(&b, req); err != nil || got != nil {
+			if (err == nil) != (got == nil) {
+				t.Fatalf("Marshal: %v, WriteRequest: %v", err, got)
+			}
+			return
+		}
+		if b.String() != string(want)+"\n" {
+			t.Fatalf("%q, json.Marshal gives %q", b.String(), want)
+		}
+	})
+}
