@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -39,6 +42,75 @@ func TestReleaseCode(t *testing.T) {
 	h := testHub(t, testPaths(t))
 	assert.NotNil(t, h)
 	assert.Greater(t, rssFileKB(t), after)
+}
+
+// A read-only private mapping whose pages were written before it was made
+// read-only (the RELRO segment of a PIE or cgo build, which the dynamic
+// loader relocates) keeps what was written; a clean one is let go.
+func TestReleaseKeepsWrittenReadOnlyPages(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	require.NoError(t, err)
+	page := os.Getpagesize()
+	mapOf := func(name string) []byte {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, bytes.Repeat([]byte{'f'}, 2*page), 0o600))
+		f, err := os.Open(path)
+		require.NoError(t, err)
+		defer f.Close()
+		m, err := unix.Mmap(int(f.Fd()), 0, 2*page, unix.PROT_READ, unix.MAP_PRIVATE)
+		require.NoError(t, err)
+		t.Cleanup(func() { unix.Munmap(m) })
+		return m
+	}
+	relro := mapOf("relro")
+	require.NoError(t, unix.Mprotect(relro, unix.PROT_READ|unix.PROT_WRITE))
+	relro[0], relro[page] = 'r', 'r'
+	require.NoError(t, unix.Mprotect(relro, unix.PROT_READ))
+	releaseMappingsOf(filepath.Join(dir, "relro"))
+	assert.Equal(t, "rr", string([]byte{relro[0], relro[page]}), "the written pages were dropped")
+
+	clean := mapOf("clean")
+	_ = clean[0] + clean[page]
+	b, err := os.ReadFile("/proc/self/smaps")
+	require.NoError(t, err)
+	spans := cleanReadOnlyMappings(bytes.NewReader(b), filepath.Join(dir, "clean"))
+	require.Len(t, spans, 1)
+	assert.Equal(t, uintptr(2*page), spans[0][1]-spans[0][0])
+}
+
+// Only a mapping whose smaps counts say it holds no anonymous page, resident
+// or swapped, is a candidate.
+func TestCleanReadOnlyMappings(t *testing.T) {
+	const smaps = `00400000-00c7d000 r-xp 00000000 08:01 1234 /bin/replhub
+Size:               8692 kB
+Rss:                5000 kB
+Anonymous:             0 kB
+Swap:                  0 kB
+VmFlags: rd ex mr mw me
+00c7d000-01600000 r--p 0087d000 08:01 1234 /bin/replhub
+Anonymous:             0 kB
+Swap:                  0 kB
+01600000-01700000 r--p 01200000 08:01 1234 /bin/replhub
+Anonymous:           120 kB
+Swap:                  0 kB
+01700000-01800000 r--p 01300000 08:01 1234 /bin/replhub
+Anonymous:             0 kB
+Swap:                  8 kB
+01800000-01900000 r--p 01400000 08:01 1234 /bin/replhub
+Swap:                  0 kB
+01900000-01a00000 rw-p 01500000 08:01 1234 /bin/replhub
+Anonymous:             0 kB
+Swap:                  0 kB
+01a00000-01b00000 r--p 00000000 00:00 0
+Anonymous:             0 kB
+Swap:                  0 kB
+01b00000-01c00000 r--p 01600000 08:01 1234 /bin/replhub
+Anonymous:             0 kB
+Swap:                  0 kB
+`
+	assert.Equal(t, [][2]uintptr{{0x400000, 0xc7d000}, {0xc7d000, 0x1600000}, {0x1b00000, 0x1c00000}},
+		cleanReadOnlyMappings(strings.NewReader(smaps), "/bin/replhub"))
+	assert.Empty(t, cleanReadOnlyMappings(strings.NewReader(smaps), "/bin/other"))
 }
 
 func TestReadOnlyMapping(t *testing.T) {
