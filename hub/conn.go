@@ -112,7 +112,11 @@ func (k *conn) read(ctx context.Context) {
 			k.readers.Add(1)
 			var ahead *time.Timer
 			if in.req != nil && !needsNext(in.req) {
-				ahead = time.AfterFunc(readAheadAfter, func() { k.read(ctx) })
+				after := k.h.readAhead
+				if after == 0 {
+					after = readAheadAfter
+				}
+				ahead = time.AfterFunc(after, func() { k.read(ctx) })
 			} else {
 				go k.read(ctx)
 			}

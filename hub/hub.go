@@ -78,6 +78,9 @@ type Hub struct {
 	// readers counts the connection readers ever started (see serveConn):
 	// a connection's quick requests, one after another, need one.
 	readers atomic.Int64
+	// readAhead is how long a quick request is answered before another
+	// reader starts (see conn.read); zero means readAheadAfter.
+	readAhead time.Duration
 
 	pool    *remote.Pool
 	pythons *pyfind.Cache // what interpreters said of themselves
