@@ -167,7 +167,7 @@ func run(python string, n int) error {
 
 	// Round trips on a VM depend on whether its CPUs sat idle between
 	// wake-ups: the load says which these figures saw.
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil && len(strings.Fields(string(b))) >= 3 {
 		fmt.Printf("load average at the end: %s\n", strings.Join(strings.Fields(string(b))[:3], " "))
 	}
 	fmt.Println("| measurement | replhub (median) | baseline (median) | ratio | goal |")

@@ -51,9 +51,12 @@ func (e *Env) Exec(ctx context.Context, name, code string, eo client.ExecOptions
 // of a millisecond is lost rather than fatal; it never leaves the cell
 // running with nobody waiting for it. The hub is running by now: no child
 // of this process inherits the ignored SIGINT, but SUDO_ASKPASS, which
-// waits for armed. stop waits for the handler and removes it, unless the
-// process is about to exit (Env.Exiting); SIGINT is then ignored, as Go
-// found it, so call it only as the command ends.
+// waits for armed. stop disarms the handler, so that a Ctrl-C after the
+// reply interrupts nothing, and, unless the process is about to exit
+// (Env.Exiting), waits for it and removes it. SIGINT then stays ignored
+// in this process (os/signal cannot give back the default action once it
+// was ignored), and so in any child it starts: call stop only as the
+// command ends.
 func (e *Env) armCtrlC(parent context.Context, c *client.Client, name string) (context.Context, <-chan struct{}, func()) {
 	signal.Ignore(os.Interrupt)
 	ctx, cancel := context.WithCancel(parent)
@@ -116,6 +119,9 @@ func InterruptOnSignal(ctx context.Context, c *client.Client, name, msg string, 
 		for {
 			select {
 			case <-sig:
+				if ctx.Err() != nil {
+					return // stopped: the reply is in
+				}
 				n++
 				if n > 1 {
 					cancel()

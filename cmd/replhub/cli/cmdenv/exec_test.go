@@ -131,11 +131,20 @@ func childArm() int {
 	syscall.Kill(os.Getpid(), syscall.SIGINT)
 	select {
 	case <-ctx.Done():
-		fmt.Println("survived")
-		return 0
 	case <-time.After(5 * time.Second):
 		return 97
 	}
+	// A process about to exit leaves its handler in place, disarmed: a
+	// Ctrl-C after the reply interrupts nothing.
+	e.Exiting = true
+	_, armed, stop = e.armCtrlC(context.Background(), c, "s")
+	<-armed
+	stop()
+	fmt.Fprintln(os.Stderr, "--disarmed--")
+	syscall.Kill(os.Getpid(), syscall.SIGINT)
+	time.Sleep(50 * time.Millisecond)
+	fmt.Println("survived")
+	return 0
 }
 
 func TestArmCtrlCLosesNoProcess(t *testing.T) {
@@ -151,5 +160,7 @@ func TestArmCtrlCLosesNoProcess(t *testing.T) {
 		t.Fatal("the child did not end")
 	}
 	assert.Equal(t, "survived\n", out.String())
-	assert.Contains(t, errb.String(), "[interrupting session 's'; Ctrl-C again stops waiting]")
+	armed, disarmed, _ := strings.Cut(errb.String(), "--disarmed--")
+	assert.Contains(t, armed, "[interrupting session 's'; Ctrl-C again stops waiting]")
+	assert.NotContains(t, disarmed, "interrupting", "a Ctrl-C after stop")
 }
