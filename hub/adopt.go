@@ -50,9 +50,12 @@ func (h *Hub) workerSocket() string {
 // handover is what a hub restarting on request leaves in a session's live
 // record for the next hub.
 type handover struct {
-	// Unread is the unread output merged; UnreadStdout and UnreadStderr
-	// each stream of it.
+	// Unread is the unread output merged, UnreadRuns the lengths of its
+	// runs of one stream in turn (stdout's positive, stderr's negative);
+	// UnreadStdout and UnreadStderr each stream of it, for a hub from
+	// before the runs (handover.go).
 	Unread       string       `json:"unread,omitempty"`
+	UnreadRuns   []int        `json:"unread_runs,omitempty"`
 	UnreadStdout string       `json:"unread_stdout,omitempty"`
 	UnreadStderr string       `json:"unread_stderr,omitempty"`
 	Result       *wire.Result `json:"result,omitempty"`
@@ -192,9 +195,7 @@ func (h *Hub) adopt(rec liveRecord) error {
 	s.state = stateIdle
 	now := time.Now()
 	if ho := rec.Handover; ho != nil {
-		s.out.all.write([]byte(ho.Unread))
-		s.out.stdout.write([]byte(ho.UnreadStdout))
-		s.out.stderr.write([]byte(ho.UnreadStderr))
+		ho.restoreOutput(&s.out.buf)
 		s.notes = append(s.notes, ho.Notes...)
 		s.notes = append(s.notes, fmt.Sprintf("the hub restarted at %s (replhub restart) and adopted this session", ho.At.Format("15:04:05")))
 		if ho.Result != nil && !ready.Running {
@@ -277,13 +278,7 @@ func (h *Hub) handOver() []*Session {
 		s.rawSplit.Flush(s.takeRunLocked)
 		s.frameSplit.Flush(s.takeRunLocked)
 		s.flushPendingLocked()
-		out, dropped := s.out.all.takeRaw()
-		stdout, _ := s.out.stdout.takeRaw()
-		stderr, _ := s.out.stderr.takeRaw()
-		ho.Unread, ho.UnreadStdout, ho.UnreadStderr = string(out), string(stdout), string(stderr)
-		if dropped > 0 {
-			ho.Notes = append(ho.Notes, fmt.Sprintf("%d bytes of unread output were dropped before the restart", dropped))
-		}
+		ho.keepOutput(s.out.takeOut())
 		if r := s.cur; r != nil && r.isFinished() && !r.collected && r.result != nil {
 			ho.Result = r.result
 		}

@@ -81,6 +81,8 @@ type Hub struct {
 	// readAhead is how long a quick request is answered before another
 	// reader starts (see conn.read); zero means readAheadAfter.
 	readAhead time.Duration
+	// floods tells trimLoop of a flood of output let go (trim.go).
+	floods chan struct{}
 
 	pool    *remote.Pool
 	pythons *pyfind.Cache // what interpreters said of themselves
@@ -126,7 +128,7 @@ func New(o Options) (*Hub, error) {
 	h := &Hub{
 		paths: o.Paths, version: o.Version, supervisor: o.Supervisor, log: o.Log,
 		startTimeout: o.StartTimeout, frameStall: o.FrameStall, workerPath: wp,
-		stop: make(chan struct{}), sessions: map[string]*Session{}, groups: map[string]groupRecord{}, fanCells: map[string]*fanCells{},
+		stop: make(chan struct{}), floods: make(chan struct{}, 1), sessions: map[string]*Session{}, groups: map[string]groupRecord{}, fanCells: map[string]*fanCells{},
 		dead: loadDeadNames(o.Paths.DeadDir()), memory: findCeiling(),
 	}
 	h.pythons = &pyfind.Cache{File: o.Paths.PythonCache()}
@@ -681,8 +683,10 @@ func (h *Hub) sessionExited(s *Session, ex Exit) {
 		if len(s.queue) > 0 {
 			res.Death += fmt.Sprintf("; %s, queued after it, will not run", cellList(queuedCells(s.queue)))
 		}
-		r.result, r.raw = res, &raw
+		r.result, r.raw = res, raw
 		close(r.finished)
+	} else {
+		s.out.letGo(raw)
 	}
 	never, unread := s.queueDiedLocked()
 	if s.killed || s.private {

@@ -148,8 +148,8 @@ func FuzzOutputSplitter(f *testing.F) {
 			assert.NotContains(t, text, "\x1e\x1f"+token)
 		}
 		// Invalid UTF-8 is shown as U+FFFD: compare what renders alike.
-		assert.Equal(t, render(nil, wantOut, 0, ReplyCap).text, sealed.stdout.text)
-		assert.Equal(t, render(nil, wantErr, 0, ReplyCap).text, sealed.stderr.text)
+		assert.Equal(t, render(nil, whole(wantOut), 0, ReplyCap).text, sealed.stdout.text)
+		assert.Equal(t, render(nil, whole(wantErr), 0, ReplyCap).text, sealed.stderr.text)
 	})
 }
 

@@ -127,7 +127,7 @@ type run struct {
 	display  []wire.Display // the done frame's items, bounded
 	dnotes   []string       // what became of the others
 	sealed   *output        // output up to the fence, under ReplyCap
-	raw      *rawOutputs    // the same, kept for a reply under another cap
+	raw      *outBuf        // the same, kept for a reply under another cap
 	finished chan struct{}
 	result   *wire.Result
 	// collecting counts the callers inside collect for this run (its own
@@ -175,6 +175,7 @@ func newSession(h *Hub, name string) *Session {
 		ready: make(chan struct{}), exited: make(chan struct{}), outClosed: make(chan struct{}),
 		interrupted: make(chan *proto.Interrupted, 4),
 		started:     now, lastActive: now,
+		out: outputs{let: h.floodLetGo},
 	}
 }
 
@@ -602,7 +603,7 @@ func (s *Session) finishLocked(r *run) {
 func (s *Session) sealLocked(r *run) {
 	o := s.out.takeOut()
 	sealed := o.render(ReplyCap)
-	r.sealed, r.raw = &sealed, &o
+	r.sealed, r.raw = &sealed, o
 }
 
 // applyOutput puts out in res: merged, and each stream apart (whose notes
@@ -878,7 +879,9 @@ func (s *Session) takeLocked(r *run, limit int) *wire.Result {
 	}
 	r.collected = true
 	s.unkeepLocked(r)
+	raw := r.raw
 	res := r.resultUnder(limit)
+	s.out.letGo(raw)
 	res.Notes = append(append([]string(nil), s.notes...), res.Notes...)
 	if r.cancelled {
 		res.Notes = append([]string{cancelledNote(r.cell)}, res.Notes...)

@@ -579,8 +579,7 @@ func (h *Hub) swapRecordOf(s *Session, ans *proto.Swapped, why string) *swapReco
 	if rec.Cwd == "" {
 		rec.Cwd = s.info.Cwd
 	}
-	all := &s.out.all
-	unread := render(all.head, all.tail[all.start:], all.dropped, ReplyCap)
+	unread := s.out.peek()
 	rec.Output = unread.text + string(s.pending)
 	rec.Notes = append(rec.Notes, unread.notes...)
 	if r := s.cur; r != nil && r.isFinished() && !r.collected && r.collecting == 0 && r.result != nil {

@@ -15,37 +15,77 @@ import (
 // beyond what is live, the hub collects and returns what is free. A
 // request that goes on (an attached console, a long wait) does not hold
 // it off, and an idle hub whose slack does not grow trims once.
+//
+// A flood of output (a session's unread output of floodSize or more) is
+// returned sooner: floodWait after it is let go (taken for a reply, or
+// dropped), busy or not, and at most once every floodEvery, so that a
+// run of floods costs one collection a second. A collection with fifty
+// sessions live takes a few milliseconds of the trimming goroutine; a
+// trivial cell never causes one.
 const (
-	trimEvery = 2 * time.Second
-	trimSlack = 1 << 20
+	trimEvery  = 2 * time.Second
+	trimSlack  = 1 << 20
+	floodSize  = 1 << 20
+	floodWait  = 100 * time.Millisecond
+	floodEvery = time.Second
 )
 
-// trimLoop trims the heap while the hub is idle, until ctx ends.
+// floodLetGo tells trimLoop that a flood's memory was let go; it never
+// blocks.
+func (h *Hub) floodLetGo() {
+	if h == nil {
+		return
+	}
+	select {
+	case h.floods <- struct{}{}:
+	default:
+	}
+}
+
+// trimLoop trims the heap while the hub is idle, and after floods, until
+// ctx ends.
 func (h *Hub) trimLoop(ctx context.Context) {
 	t := time.NewTicker(trimEvery)
 	defer t.Stop()
 	var tr trimmer
 	started := true
+	var flood <-chan time.Time // nil while no flood waits
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		}
-		busy := h.served.Swap(0) > 0
-		tr.tick(busy, heapSlack, debug.FreeOSMemory)
-		if started && !busy {
-			// Once: the code start-up alone ran goes; what runs later
-			// stays, so a call after an idle spell finds it mapped.
-			releaseCode()
-			started = false
+			busy := h.served.Swap(0) > 0
+			tr.tick(busy, heapSlack, h.free)
+			if started && !busy {
+				// Once: the code start-up alone ran goes; what runs later
+				// stays, so a call after an idle spell finds it mapped.
+				releaseCode()
+				started = false
+			}
+		case <-h.floods:
+			if flood == nil {
+				flood = time.After(max(floodWait, time.Until(tr.last.Add(floodEvery))))
+			}
+		case <-flood:
+			flood = nil
+			tr.flood(heapSlack, h.free)
 		}
 	}
 }
 
-// trimmer decides, tick by tick, when to trim.
+// free returns the heap's free memory to the system, and logs what it
+// cost.
+func (h *Hub) free() {
+	t0 := time.Now()
+	debug.FreeOSMemory()
+	h.log.Debug("heap trimmed", "took", time.Since(t0))
+}
+
+// trimmer decides, tick by tick and flood by flood, when to trim.
 type trimmer struct {
-	floor int64 // the slack the last trim left, which it could not return
+	floor int64     // the slack the last trim left, which it could not return
+	last  time.Time // when it last trimmed
 }
 
 // tick trims (free) when no request began in the tick (busy) and the
@@ -57,9 +97,21 @@ func (t *trimmer) tick(busy bool, slack func() int64, free func()) {
 		return
 	}
 	if slack() >= t.floor+trimSlack {
-		free()
-		t.floor = slack()
+		t.trim(slack, free)
 	}
+}
+
+// flood trims after a flood was let go, when the slack is worth it.
+func (t *trimmer) flood(slack func() int64, free func()) {
+	if slack() >= trimSlack {
+		t.trim(slack, free)
+	}
+}
+
+func (t *trimmer) trim(slack func() int64, free func()) {
+	free()
+	t.floor = slack()
+	t.last = time.Now()
 }
 
 // heapSlack is the heap the hub holds (not given back to the system)

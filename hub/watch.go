@@ -144,11 +144,6 @@ func cutRune(p []byte) int {
 	return 0
 }
 
-// peek renders the unread output, merged, and leaves it unread.
-func (o *outputs) peek() rendered {
-	return render(o.all.head, o.all.tail[o.all.start:], o.all.dropped, ReplyCap)
-}
-
 // watchLocked adds w to s's watchers.
 func (s *Session) watchLocked(w *watcher) {
 	w.s = s

@@ -1,0 +1,191 @@
+package hub
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// rendered is output made ready for a reply.
+type rendered struct {
+	text           string
+	truncated      bool
+	truncatedChars int
+	notes          []string
+}
+
+// pieces is a run of bytes held in parts (the unread output's ring, one
+// stream's runs in it): it calls fn with each part in order. Rendering
+// reads them where they lie and copies only what a reply shows.
+type pieces func(fn func(p []byte))
+
+// whole is p as pieces.
+func whole(p []byte) pieces { return func(fn func([]byte)) { fn(p) } }
+
+// render turns raw output, a head and a tail decoded each on its own,
+// into reply text: invalid UTF-8 becomes U+FFFD, NUL bytes become ␀, and
+// more than limit characters keep head and tail with a line saying how
+// much was left out (dropped counts what was left out before).
+func render(head []byte, tail pieces, dropped int64, limit int) rendered {
+	var r rendered
+	hn, hbad, hnul := scan(whole(head))
+	tn, tbad, tnul := scan(tail)
+	if bad := hbad + tbad; bad > 0 {
+		r.notes = append(r.notes, fmt.Sprintf("output had %d bytes that are not UTF-8, shown as �", bad))
+	}
+	if nuls := hnul + tnul; nuls > 0 {
+		r.notes = append(r.notes, fmt.Sprintf("output had %d NUL bytes, shown as ␀", nuls))
+	}
+	if dropped > 0 {
+		r.notes = append(r.notes, fmt.Sprintf("%d characters of unread output were dropped (a session keeps at most %d)", dropped, UnreadCap))
+	}
+	size := 0
+	tail(func(p []byte) { size += len(p) })
+	h := clean(head)
+	if dropped == 0 && hn+tn <= limit {
+		r.text = h + clean(gather(tail, 0, size))
+		return r
+	}
+	// Keep half the cap from each end; after a drop the head holds at
+	// most headKeep, and the tail gets the rest of the cap. Without one,
+	// head and tail are one text, and its first half may reach the tail.
+	var first, last string
+	from := 0 // where in the tail the first half ends
+	headRest := dropped == 0 && hn >= limit/2
+	if dropped == 0 && !headRest {
+		k := limit/2 - hn
+		b := gather(tail, 0, min(size, runeBytes(k)))
+		for n := 0; n < k && from < len(b); n++ {
+			_, w := utf8.DecodeRune(b[from:])
+			from += w
+		}
+		first = h + clean(b[:from])
+	} else {
+		first = prefixRunes(h, limit/2)
+	}
+	fn := utf8.RuneCountInString(first)
+	m := limit - fn
+	last = suffixRunes(clean(gather(tail, max(from, size-runeBytes(m)), size)), m)
+	if ln := utf8.RuneCountInString(last); ln < m && headRest {
+		// The tail is shorter than its share: the rest comes from the head.
+		last = suffixRunes(h[len(first):], m-ln) + last
+	}
+	r.leaveOut(first, last, hn+tn-fn-utf8.RuneCountInString(last)+int(dropped))
+	return r
+}
+
+// leaveOut makes r's text first and last with a line between that says
+// that left characters were left out.
+func (r *rendered) leaveOut(first, last string, left int) {
+	r.truncated = true
+	r.truncatedChars = left
+	nl := ""
+	if !strings.HasSuffix(first, "\n") {
+		nl = "\n"
+	}
+	r.text = fmt.Sprintf("%s%s[... %d characters left out ...]\n%s", first, nl, left, last)
+}
+
+// runeBytes bounds the bytes that n characters take, with room for the
+// decoding of a cut's neighbourhood.
+func runeBytes(n int) int { return n*utf8.UTFMax + utf8.UTFMax }
+
+// gather copies bytes [from, to) of p into one slice.
+func gather(p pieces, from, to int) []byte {
+	if to <= from {
+		return nil
+	}
+	out := make([]byte, 0, to-from)
+	off := 0
+	p(func(b []byte) {
+		lo, hi := max(from-off, 0), min(to-off, len(b))
+		if lo < hi {
+			out = append(out, b[lo:hi]...)
+		}
+		off += len(b)
+	})
+	return out
+}
+
+// scan counts the characters of p decoded as one text: each byte that is
+// not UTF-8 counts as one, as it is shown as one U+FFFD; and of them, the
+// bytes that are not UTF-8 and the NULs. A character cut between two
+// parts is decoded whole, through a small buffer.
+func scan(p pieces) (runes, bad, nuls int) {
+	var buf [16 << 10]byte
+	n := 0
+	flush := func(end bool) {
+		k := 0
+		if !end {
+			k = cutRune(buf[:n])
+		}
+		b := buf[:n-k]
+		runes += utf8.RuneCount(b)
+		nuls += bytes.Count(b, []byte{0})
+		if !utf8.Valid(b) {
+			for len(b) > 0 {
+				c, w := utf8.DecodeRune(b)
+				if c == utf8.RuneError && w <= 1 {
+					bad++
+				}
+				b = b[w:]
+			}
+		}
+		n = copy(buf[:], buf[n-k:n])
+	}
+	p(func(b []byte) {
+		for len(b) > 0 {
+			c := copy(buf[n:], b)
+			n += c
+			b = b[c:]
+			if n == len(buf) {
+				flush(false)
+			}
+		}
+	})
+	flush(true)
+	return runes, bad, nuls
+}
+
+// clean is p as valid UTF-8: bytes that are not UTF-8 become U+FFFD, NULs ␀.
+func clean(p []byte) string {
+	if utf8.Valid(p) && bytes.IndexByte(p, 0) < 0 {
+		return string(p)
+	}
+	var sb strings.Builder
+	sb.Grow(len(p))
+	for len(p) > 0 {
+		c, n := utf8.DecodeRune(p)
+		switch {
+		case c == utf8.RuneError && n <= 1:
+			sb.WriteRune(utf8.RuneError)
+		case c == 0:
+			sb.WriteRune('␀')
+		default:
+			sb.Write(p[:n])
+		}
+		p = p[n:]
+	}
+	return sb.String()
+}
+
+func prefixRunes(s string, n int) string {
+	i := 0
+	for pos := range s {
+		if i == n {
+			return s[:pos]
+		}
+		i++
+	}
+	return s
+}
+
+func suffixRunes(s string, n int) string {
+	i := len(s)
+	for k := 0; k < n && i > 0; k++ {
+		_, size := utf8.DecodeLastRuneInString(s[:i])
+		i -= size
+	}
+	return s[i:]
+}
