@@ -37,3 +37,37 @@ func TestTrimmer(t *testing.T) {
 	tick(false)
 	assert.Equal(t, 3, trims, "less than trimSlack is left alone")
 }
+
+// After a flood, a trim comes whatever the ticks say, once the slack is
+// worth it.
+func TestTrimmerFlood(t *testing.T) {
+	var tr trimmer
+	trims := 0
+	slack := int64(trimSlack - 1)
+	free := func() { trims++; slack = 0 }
+	tr.flood(func() int64 { return slack }, free)
+	assert.Equal(t, 0, trims, "less than trimSlack is left alone")
+	slack = 20 << 20
+	tr.tick(true, func() int64 { return slack }, free)
+	tr.flood(func() int64 { return slack }, free)
+	assert.Equal(t, 1, trims, "a flood is trimmed while requests begin")
+	assert.False(t, tr.last.IsZero(), "the last trim is known, to space the next")
+}
+
+// Taking or dropping a flood's output tells the trimmer; a trivial
+// cell's never does.
+func TestFloodLetGo(t *testing.T) {
+	lets := 0
+	o := outputs{let: func() { lets++ }}
+	o.write(true, []byte("small\n"))
+	o.take()
+	assert.Equal(t, 0, lets)
+	o.write(true, make([]byte, floodSize))
+	o.takeCap(10)
+	assert.Equal(t, 1, lets)
+	o.write(false, make([]byte, 2*floodSize))
+	b := o.takeOut()
+	assert.Equal(t, 1, lets, "a buffer taken out is not let go yet")
+	o.letGo(b)
+	assert.Equal(t, 2, lets)
+}

@@ -115,6 +115,16 @@ func TestStreamsAcrossRestart(t *testing.T) {
 	res, _ = jsonResult(t, e, "exec", "d", "--json", "print('now')")
 	assert.Equal(t, "late-out\nnow\n", res.Stdout, "%+v", res)
 	assert.Equal(t, "late-err\n", res.Stderr)
+
+	// What a running cell wrote before the restart, unread, crosses it
+	// in the order written, each stream apart.
+	ok(t, e.Run("exec", "d", "print('h1'); sys.stderr.write('h2\\n'); print('h3'); time.sleep(1.5); sys.stderr.write('h4\\n')", "--no-wait"))
+	time.Sleep(300 * time.Millisecond)
+	ok(t, e.Run("restart"))
+	res, _ = jsonResult(t, e, "wait", "d", "--json", "-t", "20")
+	assert.Equal(t, "h1\nh2\nh3\nh4\n", res.Output, "%+v", res)
+	assert.Equal(t, "h1\nh3\n", res.Stdout)
+	assert.Equal(t, "h2\nh4\n", res.Stderr)
 }
 
 // A cell after which nothing was written ends without waiting for a
