@@ -28,8 +28,10 @@ const (
 //
 // Each stream is cut from it on take: its own first headKeep bytes (kept
 // apart where the merged head has no room for them) and its bytes in the
-// ring. A stream's bytes that the ring
-// dropped are counted as dropped from that stream.
+// ring. A stream's bytes that the ring dropped are counted as dropped
+// from that stream: its text may have a gap where the three buffers this
+// replaced kept each stream's last UnreadCap bytes whole, at three times
+// the cost.
 //
 // The zero value is empty. Not safe for concurrent use; the session's
 // mutex guards it.
@@ -151,7 +153,7 @@ func (b *outBuf) grow(need int) {
 	if need <= len(b.buf) || len(b.buf) == UnreadCap {
 		return
 	}
-	n := min(UnreadCap, max(need, 2*len(b.buf), 512))
+	n := min(UnreadCap, max(need, 2*len(b.buf), 64))
 	nb := make([]byte, n)
 	copy(nb, b.buf)
 	b.buf = nb
@@ -244,11 +246,7 @@ func (b *outBuf) runEnd(i, hi int, stdout bool) int {
 }
 
 // ring is the ring's bytes, in order.
-func (b *outBuf) ring() pieces {
-	return func(fn func([]byte)) {
-		b.ringRanges(b.ws, b.wl, func(lo, hi int) { fn(b.buf[lo:hi]) })
-	}
-}
+func (b *outBuf) ring() pieces { return pieces{b: b, st: -1} }
 
 // each calls fn with the runs of one stream, merged head first, in the
 // order they were written.
@@ -281,18 +279,7 @@ func (b *outBuf) stream(st int) (head []byte, tail pieces, dropped int64) {
 	}
 	head = append(head[:len(head):len(head)], b.extra[st]...)
 	skip := min(b.inWin[st], max(0, len(head)-(b.total[st]-b.inWin[st])))
-	tail = func(fn func([]byte)) {
-		left := skip
-		b.ringRanges(b.ws, b.wl, func(lo, hi int) {
-			b.runs(lo, hi, st, func(p []byte) {
-				k := min(left, len(p))
-				left -= k
-				if k < len(p) {
-					fn(p[k:])
-				}
-			})
-		})
-	}
+	tail = pieces{b: b, st: st, skip: skip}
 	dropped = int64(b.total[st] - len(head) - (b.inWin[st] - skip))
 	return head, tail, dropped
 }

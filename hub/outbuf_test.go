@@ -223,9 +223,11 @@ func FuzzOutBuf(f *testing.F) {
 				if n > 1000 {
 					// Plain text within, any bytes at its ends: where it
 					// is cut, and fast to check.
-					for j := 8; j < n-8; j++ {
-						p[j] = 0x30 + p[j]&0x3f
+					plain := make([]byte, len(pat))
+					for j := range plain {
+						plain[j] = 0x30 + pat[j]&0x3f
 					}
+					copy(p[8:n-8], bytes.Repeat(plain, n/len(plain)+1))
 				}
 				stdout := op&0x40 != 0
 				written += n

@@ -15,13 +15,43 @@ type rendered struct {
 	notes          []string
 }
 
-// pieces is a run of bytes held in parts (the unread output's ring, one
-// stream's runs in it): it calls fn with each part in order. Rendering
-// reads them where they lie and copies only what a reply shows.
-type pieces func(fn func(p []byte))
+// pieces is a run of bytes held in parts: one slice, the unread output's
+// ring, or one stream's runs in it. Rendering reads them where they lie
+// and copies only what a reply shows.
+type pieces struct {
+	one []byte // when b is nil
+	b   *outBuf
+	// st is the stream whose runs in b's ring these are, or -1 for all
+	// of it; skip how many of its first bytes to pass over.
+	st, skip int
+}
 
 // whole is p as pieces.
-func whole(p []byte) pieces { return func(fn func([]byte)) { fn(p) } }
+func whole(p []byte) pieces { return pieces{one: p} }
+
+// each calls fn with each part in order.
+func (p pieces) each(fn func(part []byte)) {
+	if p.b == nil {
+		if len(p.one) > 0 {
+			fn(p.one)
+		}
+		return
+	}
+	b, left := p.b, p.skip
+	b.ringRanges(b.ws, b.wl, func(lo, hi int) {
+		if p.st < 0 {
+			fn(b.buf[lo:hi])
+			return
+		}
+		b.runs(lo, hi, p.st, func(q []byte) {
+			k := min(left, len(q))
+			left -= k
+			if k < len(q) {
+				fn(q[k:])
+			}
+		})
+	})
+}
 
 // render turns raw output, a head and a tail decoded each on its own,
 // into reply text: invalid UTF-8 becomes U+FFFD, NUL bytes become ␀, and
@@ -41,12 +71,16 @@ func render(head []byte, tail pieces, dropped int64, limit int) rendered {
 		r.notes = append(r.notes, fmt.Sprintf("%d characters of unread output were dropped (a session keeps at most %d)", dropped, UnreadCap))
 	}
 	size := 0
-	tail(func(p []byte) { size += len(p) })
-	h := clean(head)
+	tail.each(func(p []byte) { size += len(p) })
 	if dropped == 0 && hn+tn <= limit {
-		r.text = h + clean(gather(tail, 0, size))
+		var sb strings.Builder
+		sb.Grow(len(head) + size)
+		cleanTo(&sb, head)
+		cleanTo(&sb, gather(tail, 0, size))
+		r.text = sb.String()
 		return r
 	}
+	h := clean(head)
 	// Keep half the cap from each end; after a drop the head holds at
 	// most headKeep, and the tail gets the rest of the cap. Without one,
 	// head and tail are one text, and its first half may reach the tail.
@@ -96,11 +130,18 @@ func gather(p pieces, from, to int) []byte {
 	if to <= from {
 		return nil
 	}
-	out := make([]byte, 0, to-from)
+	var out []byte
 	off := 0
-	p(func(b []byte) {
+	p.each(func(b []byte) {
 		lo, hi := max(from-off, 0), min(to-off, len(b))
-		if lo < hi {
+		switch {
+		case lo >= hi:
+		case out == nil && hi-lo == to-from:
+			out = b[lo:hi] // all in one part: read where it lies
+		default:
+			if out == nil {
+				out = make([]byte, 0, to-from)
+			}
 			out = append(out, b[lo:hi]...)
 		}
 		off += len(b)
@@ -113,6 +154,11 @@ func gather(p pieces, from, to int) []byte {
 // bytes that are not UTF-8 and the NULs. A character cut between two
 // parts is decoded whole, through a small buffer.
 func scan(p pieces) (runes, bad, nuls int) {
+	parts, one := 0, []byte(nil)
+	p.each(func(b []byte) { parts, one = parts+1, b })
+	if parts <= 1 {
+		return scanBytes(one)
+	}
 	var buf [16 << 10]byte
 	n := 0
 	flush := func(end bool) {
@@ -120,21 +166,11 @@ func scan(p pieces) (runes, bad, nuls int) {
 		if !end {
 			k = cutRune(buf[:n])
 		}
-		b := buf[:n-k]
-		runes += utf8.RuneCount(b)
-		nuls += bytes.Count(b, []byte{0})
-		if !utf8.Valid(b) {
-			for len(b) > 0 {
-				c, w := utf8.DecodeRune(b)
-				if c == utf8.RuneError && w <= 1 {
-					bad++
-				}
-				b = b[w:]
-			}
-		}
+		r, b, z := scanBytes(buf[:n-k])
+		runes, bad, nuls = runes+r, bad+b, nuls+z
 		n = copy(buf[:], buf[n-k:n])
 	}
-	p(func(b []byte) {
+	p.each(func(b []byte) {
 		for len(b) > 0 {
 			c := copy(buf[n:], b)
 			n += c
@@ -148,12 +184,38 @@ func scan(p pieces) (runes, bad, nuls int) {
 	return runes, bad, nuls
 }
 
+// scanBytes is scan of one part.
+func scanBytes(b []byte) (runes, bad, nuls int) {
+	runes = utf8.RuneCount(b)
+	nuls = bytes.Count(b, []byte{0})
+	if !utf8.Valid(b) {
+		for len(b) > 0 {
+			c, w := utf8.DecodeRune(b)
+			if c == utf8.RuneError && w <= 1 {
+				bad++
+			}
+			b = b[w:]
+		}
+	}
+	return runes, bad, nuls
+}
+
 // clean is p as valid UTF-8: bytes that are not UTF-8 become U+FFFD, NULs ␀.
 func clean(p []byte) string {
 	if utf8.Valid(p) && bytes.IndexByte(p, 0) < 0 {
 		return string(p)
 	}
 	var sb strings.Builder
+	cleanTo(&sb, p)
+	return sb.String()
+}
+
+// cleanTo writes p to sb as clean makes it.
+func cleanTo(sb *strings.Builder, p []byte) {
+	if utf8.Valid(p) && bytes.IndexByte(p, 0) < 0 {
+		sb.Write(p)
+		return
+	}
 	sb.Grow(len(p))
 	for len(p) > 0 {
 		c, n := utf8.DecodeRune(p)
@@ -167,7 +229,6 @@ func clean(p []byte) string {
 		}
 		p = p[n:]
 	}
-	return sb.String()
 }
 
 func prefixRunes(s string, n int) string {
