@@ -183,6 +183,8 @@ func FuzzOutBuf(f *testing.F) {
 	f.Add([]byte("\x3f\x07\x7f\x00\x33é\x80\x82\x81\x3fz\x84"))
 	f.Add([]byte("\x23\x01\x63\xe2\x82\x24\xac\x81\x3e\x00\x7e\x01\x86"))
 	f.Add([]byte("\x1f\x00\x5f\x01\x1f\x02\x5f\x03\x87\x2a\x01\x6a\x02\x85"))
+	// Each stream past its head, then a character cut in runs of one byte.
+	f.Add([]byte("\x1ce\x1ce\x1ce\x1ce\x5co\x5co\x5co\x5co\x40\xe2\x00-\x40\x82\x00-\x40\xac\x85"))
 	caps := []int{1, 2, 7, 100, 1000, ReplyCap, 40_000, MaxReplyCap}
 	f.Fuzz(func(t *testing.T, script []byte) {
 		var o outputs
@@ -268,5 +270,28 @@ func TestHandoverKeepsRuns(t *testing.T) {
 		out := back.render(ReplyCap)
 		assert.Equal(t, "a\nb\n", out.all.text, "runs %v", runs)
 		assert.Equal(t, "a\nb\n", out.stderr.text, "runs %v", runs)
+	}
+}
+
+// A stream's text in the ring comes in parts, one a run; a character
+// cut between them is decoded whole, however the runs fall.
+func TestScanAcrossParts(t *testing.T) {
+	texts := []string{"a€b", "\xe2\x82\xac\xe2\x82", "\xf0\x9f\x98\x80x\x00\xff\xc3", "é\xe2\x82a\xf0\x9f\x98\x80\x80"}
+	for _, text := range texts {
+		for k := 1; k <= 5; k++ {
+			var b outBuf
+			b.write(false, bytes.Repeat([]byte("e"), headKeep))
+			b.write(true, bytes.Repeat([]byte("o"), headKeep))
+			for i := 0; i < len(text); i += k {
+				b.write(true, []byte(text[i:min(i+k, len(text))]))
+				b.write(false, []byte("-"))
+			}
+			_, tail, dropped := b.stream(stdoutIx)
+			require.Zero(t, dropped)
+			r, bad, nuls := scan(tail)
+			wr, wbad, wnuls := scanBytes([]byte(text))
+			assert.Equal(t, []int{wr, wbad, wnuls}, []int{r, bad, nuls}, "%q in parts of %d", text, k)
+			assert.Equal(t, text, string(gather(tail, 0, len(text))))
+		}
 	}
 }

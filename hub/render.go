@@ -152,36 +152,38 @@ func gather(p pieces, from, to int) []byte {
 // scan counts the characters of p decoded as one text: each byte that is
 // not UTF-8 counts as one, as it is shown as one U+FFFD; and of them, the
 // bytes that are not UTF-8 and the NULs. A character cut between two
-// parts is decoded whole, through a small buffer.
+// parts is decoded whole, byte by byte.
 func scan(p pieces) (runes, bad, nuls int) {
-	parts, one := 0, []byte(nil)
-	p.each(func(b []byte) { parts, one = parts+1, b })
-	if parts <= 1 {
-		return scanBytes(one)
-	}
-	var buf [16 << 10]byte
-	n := 0
-	flush := func(end bool) {
-		k := 0
-		if !end {
-			k = cutRune(buf[:n])
+	var carry [utf8.UTFMax]byte // a cut character's first bytes
+	nc := 0
+	one := func(c rune, w int) {
+		runes++
+		switch {
+		case c == utf8.RuneError && w == 1:
+			bad++
+		case c == 0:
+			nuls++
 		}
-		r, b, z := scanBytes(buf[:n-k])
-		runes, bad, nuls = runes+r, bad+b, nuls+z
-		n = copy(buf[:], buf[n-k:n])
 	}
 	p.each(func(b []byte) {
-		for len(b) > 0 {
-			c := copy(buf[n:], b)
-			n += c
-			b = b[c:]
-			if n == len(buf) {
-				flush(false)
+		for nc > 0 && len(b) > 0 {
+			carry[nc], nc, b = b[0], nc+1, b[1:]
+			for nc > 0 && utf8.FullRune(carry[:nc]) {
+				c, w := utf8.DecodeRune(carry[:nc])
+				one(c, w)
+				nc = copy(carry[:], carry[w:nc])
 			}
 		}
+		if nc > 0 {
+			return // b went to the cut character, which goes on
+		}
+		k := cutRune(b)
+		r, bd, z := scanBytes(b[:len(b)-k])
+		runes, bad, nuls = runes+r, bad+bd, nuls+z
+		nc = copy(carry[:], b[len(b)-k:])
 	})
-	flush(true)
-	return runes, bad, nuls
+	r, bd, z := scanBytes(carry[:nc])
+	return runes + r, bad + bd, nuls + z
 }
 
 // scanBytes is scan of one part.
