@@ -65,6 +65,10 @@ func refRender(head, tail []byte, dropped int64, limit int) rendered {
 		}
 		return sb.String()
 	}
+	if dropped == 0 {
+		// One text: a character that the head's end cuts is whole.
+		head, tail = append(head[:len(head):len(head)], tail...), nil
+	}
 	h, t := clean(head), clean(tail)
 	if bad > 0 {
 		r.notes = append(r.notes, fmt.Sprintf("output had %d bytes that are not UTF-8, shown as �", bad))

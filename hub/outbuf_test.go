@@ -295,3 +295,26 @@ func TestScanAcrossParts(t *testing.T) {
 		}
 	}
 }
+
+// A character that the head's end cuts is one character when nothing
+// was dropped between head and tail: merged and in each stream, whole or
+// cut for the reply's cap.
+func TestHeadCutsACharacter(t *testing.T) {
+	text := "x" + strings.Repeat("é", 10_000) // the head ends in the middle of an é
+	const at = headKeep - 99                  // where an é begins
+	for _, limit := range []int{ReplyCap, 1000} {
+		var b outBuf
+		b.write(true, []byte(text[:at]))
+		b.write(false, []byte("err\n"))
+		b.write(true, []byte(text[at:]))
+		out := b.render(limit)
+		for _, r := range []rendered{out.all, out.stdout} {
+			assert.Empty(t, r.notes, "limit %d", limit)
+			assert.Equal(t, -1, strings.IndexRune(r.text, utf8.RuneError), "limit %d", limit)
+		}
+		if limit == ReplyCap {
+			assert.True(t, out.stdout.text == text, "stdout whole")
+			assert.True(t, out.all.text == text[:at]+"err\n"+text[at:], "merged whole")
+		}
+	}
+}

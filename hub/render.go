@@ -16,9 +16,10 @@ type rendered struct {
 }
 
 // pieces is a run of bytes held in parts: one slice, the unread output's
-// ring, or one stream's runs in it. Rendering reads them where they lie
-// and copies only what a reply shows.
+// ring, or one stream's runs in it, each after pre. Rendering reads them
+// where they lie and copies only what a reply shows.
 type pieces struct {
+	pre []byte // the bytes before the rest
 	one []byte // when b is nil
 	b   *outBuf
 	// st is the stream whose runs in b's ring these are, or -1 for all
@@ -31,6 +32,9 @@ func whole(p []byte) pieces { return pieces{one: p} }
 
 // each calls fn with each part in order.
 func (p pieces) each(fn func(part []byte)) {
+	if len(p.pre) > 0 {
+		fn(p.pre)
+	}
 	if p.b == nil {
 		if len(p.one) > 0 {
 			fn(p.one)
@@ -53,12 +57,18 @@ func (p pieces) each(fn func(part []byte)) {
 	})
 }
 
-// render turns raw output, a head and a tail decoded each on its own,
-// into reply text: invalid UTF-8 becomes U+FFFD, NUL bytes become ␀, and
-// more than limit characters keep head and tail with a line saying how
-// much was left out (dropped counts what was left out before).
+// render turns raw output, a head and a tail, into reply text: invalid
+// UTF-8 becomes U+FFFD, NUL bytes become ␀, and more than limit
+// characters keep head and tail with a line saying how much was left out
+// (dropped counts what was left out between them). Head and tail are
+// decoded each on its own after a drop, else as one text.
 func render(head []byte, tail pieces, dropped int64, limit int) rendered {
 	var r rendered
+	if dropped == 0 && len(head) > 0 {
+		// Nothing was left out between them: head and tail are one
+		// text, in which a character that the head's end cuts is whole.
+		tail.pre, head = head, nil
+	}
 	hn, hbad, hnul := scan(whole(head))
 	tn, tbad, tnul := scan(tail)
 	if bad := hbad + tbad; bad > 0 {
@@ -72,39 +82,29 @@ func render(head []byte, tail pieces, dropped int64, limit int) rendered {
 	}
 	size := 0
 	tail.each(func(p []byte) { size += len(p) })
-	if dropped == 0 && hn+tn <= limit {
-		var sb strings.Builder
-		sb.Grow(len(head) + size)
-		cleanTo(&sb, head)
-		cleanTo(&sb, gather(tail, 0, size))
-		r.text = sb.String()
+	if dropped == 0 && tn <= limit {
+		r.text = clean(gather(tail, 0, size))
 		return r
 	}
-	h := clean(head)
 	// Keep half the cap from each end; after a drop the head holds at
 	// most headKeep, and the tail gets the rest of the cap. Without one,
-	// head and tail are one text, and its first half may reach the tail.
-	var first, last string
+	// the tail is the whole text, and its first half is the tail's too.
+	var first string
 	from := 0 // where in the tail the first half ends
-	headRest := dropped == 0 && hn >= limit/2
-	if dropped == 0 && !headRest {
-		k := limit/2 - hn
+	if dropped == 0 {
+		k := limit / 2
 		b := gather(tail, 0, min(size, runeBytes(k)))
 		for n := 0; n < k && from < len(b); n++ {
 			_, w := utf8.DecodeRune(b[from:])
 			from += w
 		}
-		first = h + clean(b[:from])
+		first = clean(b[:from])
 	} else {
-		first = prefixRunes(h, limit/2)
+		first = prefixRunes(clean(head), limit/2)
 	}
 	fn := utf8.RuneCountInString(first)
 	m := limit - fn
-	last = suffixRunes(clean(gather(tail, max(from, size-runeBytes(m)), size)), m)
-	if ln := utf8.RuneCountInString(last); ln < m && headRest {
-		// The tail is shorter than its share: the rest comes from the head.
-		last = suffixRunes(h[len(first):], m-ln) + last
-	}
+	last := suffixRunes(clean(gather(tail, max(from, size-runeBytes(m)), size)), m)
 	r.leaveOut(first, last, hn+tn-fn-utf8.RuneCountInString(last)+int(dropped))
 	return r
 }
