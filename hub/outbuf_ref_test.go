@@ -68,6 +68,10 @@ func refRender(head, tail []byte, dropped int64, limit int) rendered {
 	if dropped == 0 {
 		// One text: a character that the head's end cuts is whole.
 		head, tail = append(head[:len(head):len(head)], tail...), nil
+	} else {
+		// A character that the drop cuts is dropped whole.
+		k, lead := cutRune(head), contBytes(tail[:min(len(tail), 3)])
+		head, tail, dropped = head[:len(head)-k], tail[lead:], dropped+int64(k+lead)
 	}
 	h, t := clean(head), clean(tail)
 	if bad > 0 {

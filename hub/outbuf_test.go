@@ -318,3 +318,24 @@ func TestHeadCutsACharacter(t *testing.T) {
 		}
 	}
 }
+
+// Where unread output was dropped, a character that the drop cuts at
+// either end is dropped whole: shown as nothing, not as U+FFFD with a
+// note of bytes that are not UTF-8.
+func TestDropCutsACharacter(t *testing.T) {
+	for _, text := range []string{
+		"x" + strings.Repeat("é", 1_500_000),        // the head's end cuts an é
+		"xx" + strings.Repeat("é", 1_500_000) + "z", // the ring's start does
+	} {
+		var b outBuf
+		b.write(true, []byte(text))
+		require.NotZero(t, b.dropped)
+		out := b.render(ReplyCap)
+		for _, r := range []rendered{out.all, out.stdout} {
+			assert.Len(t, r.notes, 1)
+			assert.Contains(t, r.notes[0], "were dropped")
+			assert.Equal(t, -1, strings.IndexRune(r.text, utf8.RuneError))
+			assert.True(t, strings.HasSuffix(text, r.text[strings.LastIndexByte(r.text, '\n')+1:]))
+		}
+	}
+}

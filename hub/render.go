@@ -23,7 +23,7 @@ type pieces struct {
 	one []byte // when b is nil
 	b   *outBuf
 	// st is the stream whose runs in b's ring these are, or -1 for all
-	// of it; skip how many of its first bytes to pass over.
+	// of it; skip how many of the first bytes after pre to pass over.
 	st, skip int
 }
 
@@ -35,25 +35,25 @@ func (p pieces) each(fn func(part []byte)) {
 	if len(p.pre) > 0 {
 		fn(p.pre)
 	}
-	if p.b == nil {
-		if len(p.one) > 0 {
-			fn(p.one)
+	left := p.skip
+	part := func(q []byte) {
+		k := min(left, len(q))
+		left -= k
+		if k < len(q) {
+			fn(q[k:])
 		}
+	}
+	if p.b == nil {
+		part(p.one)
 		return
 	}
-	b, left := p.b, p.skip
+	b := p.b
 	b.ringRanges(b.ws, b.wl, func(lo, hi int) {
 		if p.st < 0 {
-			fn(b.buf[lo:hi])
+			part(b.buf[lo:hi])
 			return
 		}
-		b.runs(lo, hi, p.st, func(q []byte) {
-			k := min(left, len(q))
-			left -= k
-			if k < len(q) {
-				fn(q[k:])
-			}
-		})
+		b.runs(lo, hi, p.st, part)
 	})
 }
 
@@ -61,13 +61,19 @@ func (p pieces) each(fn func(part []byte)) {
 // UTF-8 becomes U+FFFD, NUL bytes become ␀, and more than limit
 // characters keep head and tail with a line saying how much was left out
 // (dropped counts what was left out between them). Head and tail are
-// decoded each on its own after a drop, else as one text.
+// decoded each on its own after a drop, else as one text; a character
+// that a drop cuts is dropped whole.
 func render(head []byte, tail pieces, dropped int64, limit int) rendered {
 	var r rendered
 	if dropped == 0 && len(head) > 0 {
 		// Nothing was left out between them: head and tail are one
 		// text, in which a character that the head's end cuts is whole.
 		tail.pre, head = head, nil
+	} else if dropped > 0 {
+		// The drop may cut a character at either end: its pieces go
+		// with it, not shown as bytes that are not UTF-8.
+		k, lead := cutRune(head), contBytes(gather(tail, 0, utf8.UTFMax-1))
+		head, tail.skip, dropped = head[:len(head)-k], tail.skip+lead, dropped+int64(k+lead)
 	}
 	hn, hbad, hnul := scan(whole(head))
 	tn, tbad, tnul := scan(tail)
@@ -119,6 +125,15 @@ func (r *rendered) leaveOut(first, last string, left int) {
 		nl = "\n"
 	}
 	r.text = fmt.Sprintf("%s%s[... %d characters left out ...]\n%s", first, nl, left, last)
+}
+
+// contBytes is how many bytes at the start of p continue a character.
+func contBytes(p []byte) int {
+	n := 0
+	for n < len(p) && p[n]&0xc0 == 0x80 {
+		n++
+	}
+	return n
 }
 
 // runeBytes bounds the bytes that n characters take, with room for the
