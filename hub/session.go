@@ -731,7 +731,9 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	var earlier *wire.Result
 	earlierNote := ""
 	if r := s.cur; r != nil && !r.collected && r.collecting == 0 && !r.queued {
+		raw := r.raw
 		earlier = r.resultUnder(limit)
+		s.out.letGo(raw)
 		r.collected = true
 		earlierNote = fmt.Sprintf("cell %d finished while nobody waited; its reply comes first", r.cell)
 		if r.cancelled {

@@ -22,10 +22,36 @@ func TestExecFloodMemoryGoesBack(t *testing.T) {
 	r := e.Run("exec", "f", `import sys; sys.stdout.write("x" * (60 << 20))`)
 	require.Equal(t, 0, r.Code, "%s", r)
 	require.Contains(t, r.Stdout, "characters left out")
+	floodGoesBack(t, e, before)
+}
+
+// So is the flood of a cell that finished while nobody waited, once the
+// next exec's reply has it.
+func TestExecFloodMemoryGoesBackUnwaited(t *testing.T) {
+	if hubtest.Race {
+		t.Skip("the race detector's memory is not the hub's")
+	}
+	e := hubtest.Start(t)
+	ok(t, e.Run("exec", "f", "import sys, time"))
+	before := sessionList(t, e).Hub.RSS
+	r := e.Run("exec", "f", `time.sleep(0.5); sys.stdout.write("x" * (60 << 20))`, "-t", "0.1")
+	require.Equal(t, 3, r.Code, "%s", r)
+	waitFor(t, func() bool { return sessionInfo(t, e, "f").Unread }, func() string { return "the cell's result never waited unread" })
+	res, r := jsonResult(t, e, "exec", "--json", "f", "2")
+	require.NotEmpty(t, res.Notes, "%s", r)
+	require.Contains(t, res.Notes[0], "finished while nobody waited", "%s", r)
+	require.Contains(t, res.Output, "characters left out")
+	floodGoesBack(t, e, before)
+}
+
+// floodGoesBack asks for the hub's memory, a request a round (never
+// idle), until it is back near before.
+func floodGoesBack(t *testing.T, e *hubtest.Env, before int64) {
+	t.Helper()
 	const slack = 4 << 20
 	var rss int64
 	for range 40 {
-		rss = sessionList(t, e).Hub.RSS // a request a round: never idle
+		rss = sessionList(t, e).Hub.RSS
 		if rss < before+slack {
 			break
 		}
