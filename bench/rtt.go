@@ -29,14 +29,27 @@ func rttRows(w *world) ([]row, error) {
 		return nil, err
 	}
 	var rows []row
+	o := client.ExecOptions{Cwd: w.cwd, Env: w.env}
+	var warm time.Duration
 	for _, c := range []struct{ what, code string }{{"a trivial cell", "1"}, {"a cell that prints", "print(1)"}} {
-		rt, err := cellRT(w, "rtt", c.code, k, client.ExecOptions{Cwd: w.cwd, Env: w.env})
+		rt, err := cellRT(w, "rtt", c.code, k, o)
 		if err != nil {
 			return nil, err
+		}
+		if warm == 0 {
+			warm = rt
 		}
 		rows = append(rows, row{"in-process round trip of " + c.what, us(rt), "pipe ping to python " + us(floor),
 			fmt.Sprintf("%.2fx", float64(rt)/float64(floor)), "at most 150 µs"})
 	}
+	// A person's rhythm: the session idles between cells, and every
+	// thread on the way wakes from sleep.
+	idle, err := cellRTAfter(w, "rtt", "1", 40, 50*time.Millisecond, o)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, row{"in-process round trip of a trivial cell after 50 ms idle", us(idle),
+		"back to back " + us(warm), fmt.Sprintf("%.2fx", float64(idle)/float64(warm)), "no goal: the machine's wakeups"})
 	rr, err := withSSHD("remote round trip", func(tb *benchTB) ([]row, error) { return remoteRTT(tb, w, k/3) })
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -46,12 +59,19 @@ func rttRows(w *world) ([]row, error) {
 
 // cellRT is the median in-process round trip of code in session name.
 func cellRT(w *world, name, code string, k int, o client.ExecOptions) (time.Duration, error) {
+	return cellRTAfter(w, name, code, k, 0, o)
+}
+
+// cellRTAfter is cellRT with the session left idle for gap before each
+// cell.
+func cellRTAfter(w *world, name, code string, k int, gap time.Duration, o client.ExecOptions) (time.Duration, error) {
 	ctx := context.Background()
 	if _, err := w.c.Exec(ctx, name, code, o); err != nil {
 		return 0, err
 	}
 	ds := make([]time.Duration, 0, k)
 	for i := 0; i < k; i++ {
+		time.Sleep(gap)
 		t0 := time.Now()
 		if _, err := w.c.Exec(ctx, name, code, o); err != nil {
 			return 0, err

@@ -50,7 +50,8 @@ def mangle(text):
 
 rounds = int(sys.argv[2])
 for text in ['{"op":"exec","cell":1,"code":"1+1","fence":"F"}', " {} \n", "[1,2]", "NaN", "-Infinity",
-             '{"a":1}{"b":2}', "", "   ", '"\\ud800"', "1e400", "01", '{"a":1,}']:
+             '{"a":1}{"b":2}', "", "   ", '"\\ud800"', "1e400", "01", '{"a":1,}',
+             '"', '"abc', '["', '{"a":"', '\\"']:
     assert outcome(loads, text) == outcome(json.loads, text), text
 for _ in range(rounds):
     v = value()
