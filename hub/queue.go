@@ -180,6 +180,8 @@ func (s *Session) keepLocked(r *run) {
 		old := s.kept[0]
 		s.kept = slices.Delete(s.kept, 0, 1)
 		old.collected = true
+		s.out.letGo(old.raw)
+		old.raw = nil
 		why := fmt.Sprintf("cell %d's result was dropped unread: a session keeps at most %d unread results, and later cells finished", old.cell, maxKept)
 		s.goneLocked(old.cell, why)
 		s.notes = append(s.notes, why)

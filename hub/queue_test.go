@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -56,4 +57,25 @@ func TestCheckCell(t *testing.T) {
 		assert.True(t, wire.IsCode(err, wire.CodeBadRequest))
 		assert.Equal(t, "a cell number is 1 or more", err.Error())
 	}
+}
+
+// A kept result dropped past maxKept lets its raw output go, and a flood
+// among it is reported for an early trim.
+func TestKeptResultDroppedLetsItsOutputGo(t *testing.T) {
+	s := newSession(testHub(t, testPaths(t)), "k")
+	floods := 0
+	s.out.let = func() { floods++ }
+	var runs []*run
+	for c := 1; c <= maxKept+1; c++ {
+		r := &run{cell: c, finished: make(chan struct{}), result: &wire.Result{Cell: c}, raw: &outBuf{}}
+		close(r.finished)
+		if c == 1 {
+			r.raw.write(true, bytes.Repeat([]byte("x"), floodSize))
+		}
+		runs = append(runs, r)
+		s.keepLocked(r)
+	}
+	assert.Nil(t, runs[0].raw, "the dropped result's output")
+	assert.Equal(t, 1, floods)
+	assert.NotNil(t, runs[1].raw)
 }

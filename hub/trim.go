@@ -79,7 +79,7 @@ func (h *Hub) trimLoop(ctx context.Context) {
 func (h *Hub) free() {
 	t0 := time.Now()
 	debug.FreeOSMemory()
-	h.log.Info("heap trimmed", "took", time.Since(t0))
+	h.log.Debug("heap trimmed", "took", time.Since(t0))
 }
 
 // trimmer decides, tick by tick and flood by flood, when to trim.
