@@ -33,6 +33,10 @@ const (
 	maxQueue      = 64
 	maxQueueBytes = 64 << 20 // the queued cells' code, held by the hub
 	maxKept       = 64
+	// keptRawBudget bounds the raw output that kept results hold for a
+	// reply under another cap (up to UnreadCap each); past it the oldest
+	// give theirs up, and answer from their text rendered under ReplyCap.
+	keptRawBudget = 2 * UnreadCap
 	maxGone       = 256
 )
 
@@ -176,6 +180,17 @@ func (s *Session) keepLocked(r *run) {
 		return
 	}
 	s.kept = append(s.kept, r)
+	held := 0
+	for i := len(s.kept) - 1; i >= 0; i-- {
+		k := s.kept[i]
+		if k.raw == nil {
+			continue
+		}
+		if held += k.raw.size(); held > keptRawBudget {
+			s.out.letGo(k.raw)
+			k.raw = nil
+		}
+	}
 	if len(s.kept) > maxKept {
 		old := s.kept[0]
 		s.kept = slices.Delete(s.kept, 0, 1)

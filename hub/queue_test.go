@@ -2,6 +2,8 @@ package hub
 
 import (
 	"bytes"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -78,4 +80,38 @@ func TestKeptResultDroppedLetsItsOutputGo(t *testing.T) {
 	assert.Nil(t, runs[0].raw, "the dropped result's output")
 	assert.Equal(t, 1, floods)
 	assert.NotNil(t, runs[1].raw)
+}
+
+// Kept results hold at most keptRawBudget of raw output, the newest
+// first; one that gave its up still answers under a smaller cap.
+func TestKeptResultsRawBudget(t *testing.T) {
+	s := newSession(testHub(t, testPaths(t)), "k")
+	var runs []*run
+	for c := 1; c <= 10; c++ {
+		text := strings.Repeat(strconv.Itoa(c%10), UnreadCap)
+		r := &run{cell: c, finished: make(chan struct{}), raw: &outBuf{},
+			result: &wire.Result{Cell: c, Output: text[:ReplyCap], Stdout: text[:ReplyCap], Truncated: true}}
+		close(r.finished)
+		r.raw.write(true, []byte(text))
+		runs = append(runs, r)
+		s.keepLocked(r)
+	}
+	held := 0
+	for _, r := range s.kept {
+		if r.raw != nil {
+			held += r.raw.size()
+		}
+	}
+	assert.LessOrEqual(t, held, keptRawBudget)
+	assert.NotNil(t, runs[9].raw, "the newest keeps its raw output")
+	require.True(t, runs[0].raw == nil, "the oldest gave its raw output up")
+
+	res := runs[0].resultUnder(1000)
+	assert.LessOrEqual(t, len([]rune(res.Output)), 1200, "under the caller's cap")
+	assert.True(t, res.Truncated)
+	assert.LessOrEqual(t, len([]rune(res.Stdout)), 1200)
+	assert.True(t, res.StdoutTruncated)
+	assert.True(t, strings.HasPrefix(res.Output, "1111"))
+	big := runs[9].resultUnder(MaxReplyCap)
+	assert.Len(t, big.Output, UnreadCap, "the newest answers whole under the largest cap")
 }

@@ -897,14 +897,30 @@ func (s *Session) takeLocked(r *run, limit int) *wire.Result {
 // to one reply.
 func (r *run) resultUnder(limit int) *wire.Result {
 	res := *r.result
-	if o := r.raw; o != nil && limit != ReplyCap {
+	switch o := r.raw; {
+	case o != nil && limit != ReplyCap:
 		out := o.render(limit)
 		res.Output, res.Truncated, res.TruncatedChars = out.all.text, out.all.truncated, out.all.truncatedChars
 		res.Stdout, res.StdoutTruncated = out.stdout.text, out.stdout.truncated
 		res.Stderr, res.StderrTruncated = out.stderr.text, out.stderr.truncated
+	case o == nil && limit < ReplyCap:
+		// Its raw output is gone (a restart, the kept results' budget):
+		// the text rendered under ReplyCap is cut again under limit.
+		all := recut(res.Output, limit)
+		res.Output, res.Truncated, res.TruncatedChars = all.text, res.Truncated || all.truncated, res.TruncatedChars+all.truncatedChars
+		out, err := recut(res.Stdout, limit), recut(res.Stderr, limit)
+		res.Stdout, res.StdoutTruncated = out.text, res.StdoutTruncated || out.truncated
+		res.Stderr, res.StderrTruncated = err.text, res.StderrTruncated || err.truncated
 	}
 	r.raw = nil
 	return &res
+}
+
+// recut renders text, already rendered under a larger cap, under limit.
+func recut(text string, limit int) rendered {
+	var b outBuf
+	b.write(true, []byte(text))
+	return b.renderAll(limit)
 }
 
 // interruptWait bounds the wait for the worker's answer to an interrupt.
