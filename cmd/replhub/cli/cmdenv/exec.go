@@ -113,7 +113,6 @@ func InterruptOnSignal(ctx context.Context, c *client.Client, name, msg string, 
 	ctx, cancel := context.WithCancel(ctx)
 	sig := make(chan os.Signal, 2)
 	signal.Notify(sig, os.Interrupt)
-	done := make(chan struct{})
 	go func() {
 		n := 0
 		for {
@@ -129,14 +128,13 @@ func InterruptOnSignal(ctx context.Context, c *client.Client, name, msg string, 
 				}
 				fmt.Fprintln(errw, msg)
 				go c.Interrupt(context.Background(), name)
-			case <-done:
+			case <-ctx.Done():
 				return
 			}
 		}
 	}()
 	return ctx, func() {
 		signal.Stop(sig)
-		close(done)
 		cancel()
 	}
 }
