@@ -48,7 +48,7 @@ func (h *Hub) trimLoop(ctx context.Context) {
 	t := time.NewTicker(trimEvery)
 	defer t.Stop()
 	var tr trimmer
-	started := true
+	startupMapped := true      // the code only start-up ran is still mapped
 	var flood <-chan time.Time // nil while no flood waits
 	for {
 		select {
@@ -57,11 +57,11 @@ func (h *Hub) trimLoop(ctx context.Context) {
 		case <-t.C:
 			busy := h.served.Swap(0) > 0
 			tr.tick(busy, heapSlack, h.free)
-			if started && !busy {
+			if startupMapped && !busy {
 				// Once: the code start-up alone ran goes; what runs later
 				// stays, so a call after an idle spell finds it mapped.
 				releaseCode()
-				started = false
+				startupMapped = false
 			}
 		case <-h.floods:
 			if flood == nil {
