@@ -223,16 +223,6 @@ func clean(p []byte) string {
 		return string(p)
 	}
 	var sb strings.Builder
-	cleanTo(&sb, p)
-	return sb.String()
-}
-
-// cleanTo writes p to sb as clean makes it.
-func cleanTo(sb *strings.Builder, p []byte) {
-	if utf8.Valid(p) && bytes.IndexByte(p, 0) < 0 {
-		sb.Write(p)
-		return
-	}
 	sb.Grow(len(p))
 	for len(p) > 0 {
 		c, n := utf8.DecodeRune(p)
@@ -246,6 +236,7 @@ func cleanTo(sb *strings.Builder, p []byte) {
 		}
 		p = p[n:]
 	}
+	return sb.String()
 }
 
 func prefixRunes(s string, n int) string {
