@@ -44,6 +44,21 @@ func TestCLIInitIsCheap(t *testing.T) {
 	assert.Greater(t, seen, 3, "no init trace of replhub's packages in:\n%s", out)
 }
 
+// The binary links no package whose init builds a table every process
+// pays for and that replhub can do without: x/net/html's entities were a
+// tenth of a warm exec's page faults (hub.HTMLText reads HTML itself).
+func TestNoCostlyInitIsLinked(t *testing.T) {
+	cmd := exec.Command(hubtest.Binary(t), "--version")
+	cmd.Env = append(cmd.Environ(), "GODEBUG=inittrace=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	run := initsRun(string(out))
+	require.True(t, run["github.com/replhub/replhub/hub"], "no init trace in:\n%s", out)
+	for _, p := range []string{"golang.org/x/net/html"} {
+		assert.False(t, run[p], "%s is linked again, and its init runs in every replhub process", p)
+	}
+}
+
 // heavyInits are packages whose init only the hub, the MCP server, ssh or
 // cobra need; a plain exec must end before any of them runs.
 var heavyInits = []string{
