@@ -4,18 +4,19 @@
 # Only the @…@ fields vary; the hub checks each against strict patterns.
 #
 # It runs no interpreter whose version can be read from where it lives
-# (python3.N, a version manager's versions/3.N.x folder, or a symlink to
-# one), and none twice. A version manager's shim (pyenv, asdf) is never run:
-# it is resolved by the manager's own rules to the interpreter it would
-# exec, and that one is considered instead.
+# (python3.N, a version manager's versions/3.N.x folder, a conda prefix's
+# record of its python package, or a symlink to one), and none twice. A
+# version manager's shim (pyenv, asdf) is never run: it is resolved by the
+# manager's own rules to the interpreter it would exec, and that one is
+# considered instead.
 T=@TOKEN@
 PREFER=@PREFER@
 PINNED=@PINNED@
 SUDO_MODE=@SUDO@
 SUDO_PROMPT=@PROMPT@
 found= foundv= first= firstv= tried= seen= later= shimok=
-# minor P: sets v to the 3.N that P's name or folders tell, after its
-# symlinks; empty when they tell nothing.
+# minor P: sets v to the 3.N that P's name, folders or conda prefix tell,
+# after its symlinks; empty when they tell nothing.
 minor() {
   m=$1 v= i=0
   while :; do
@@ -26,12 +27,25 @@ minor() {
       */versions/3.[0-9].*/bin/*|*/versions/3.[0-9][0-9].*/bin/*|\
       */installs/python/3.[0-9].*/bin/*|*/installs/python/3.[0-9][0-9].*/bin/*)
         v=${m%/bin/*}; v=${v##*/}; v=${v%"${v#3.*.}"}; v=${v%.}; return ;;
+      */bin/*) conda_minor "${m%/bin/*}" && return ;;
     esac
     [ $i -lt 8 ] && [ -h "$m" ] && command -v readlink >/dev/null 2>&1 || return
     l=$(readlink "$m") || return
     case "$l" in /*) m=$l ;; *) m=${m%/*}/$l ;; esac
     i=$((i+1))
   done
+}
+# conda_minor PREFIX: sets v to the 3.N of the python package that conda
+# recorded in PREFIX as conda-meta/python-3.N.M-BUILD.json.
+conda_minor() {
+  for f in "$1"/conda-meta/python-3.*-*.json; do
+    x=${f##*/python-3.}
+    n=${x%%[!0-9]*}
+    case "$n" in [0-9]|[0-9][0-9]) ;; *) continue ;; esac
+    case "${x#"$n"}" in *-*-*) continue ;; .*-?*.json|-?*.json) ;; *) continue ;; esac
+    [ -f "$f" ] && { v=3.$n; return 0; }
+  done
+  return 1
 }
 # names_from FILE: the version names in a pyenv version file, as pyenv
 # reads it: each line's first word, comments and blank lines skipped.
@@ -129,19 +143,38 @@ consider() {
   if [ "$v" = "$PREFER" ]; then found=$p foundv=$v; return 0; fi
   return 1
 }
+# conda_pick PREFIX: considers the python of conda prefix PREFIX when its
+# name or conda's record tells it is of the preferred minor.
+conda_pick() {
+  [ -x "$1/bin/python$PREFER" ] && { consider "$1/bin/python$PREFER"; return; }
+  for cf in "$1/conda-meta/python-$PREFER".[0-9]*-*.json; do
+    [ -f "$cf" ] && { consider "$1/bin/python3"; return; }
+  done
+  return 1
+}
 # managed: the interpreters of the preferred minor that version managers
-# keep (pyenv, asdf, uv, rye, conda), found by their layout.
+# keep (an activated conda env first, then pyenv, asdf, uv, rye, conda's
+# installs and the envs it lists), found by their layout.
 managed() {
   [ -n "$PREFER" ] || return 1
+  case "$CONDA_PREFIX" in /*) conda_pick "$CONDA_PREFIX" && return 0 ;; esac
   for p in "${PYENV_ROOT:-$HOME/.pyenv}/versions/$PREFER".*/bin/python$PREFER \
       "${ASDF_DATA_DIR:-$HOME/.asdf}/installs/python/$PREFER".*/bin/python$PREFER \
       "${UV_PYTHON_INSTALL_DIR:-$HOME/.local/share/uv/python}/cpython-$PREFER".*/bin/python$PREFER \
-      "$HOME/.rye/py/cpython@$PREFER".*/bin/python$PREFER "$HOME/.rye/py/cpython@$PREFER".*/install/bin/python$PREFER \
-      "$HOME"/miniconda3/bin/python$PREFER "$HOME"/miniconda3/envs/*/bin/python$PREFER \
-      "$HOME"/anaconda3/bin/python$PREFER "$HOME"/anaconda3/envs/*/bin/python$PREFER \
-      "$HOME"/miniforge3/bin/python$PREFER "$HOME"/miniforge3/envs/*/bin/python$PREFER; do
+      "$HOME/.rye/py/cpython@$PREFER".*/bin/python$PREFER "$HOME/.rye/py/cpython@$PREFER".*/install/bin/python$PREFER; do
     consider "$p" && return 0
   done
+  for cr in "$HOME"/miniconda3 "$HOME"/anaconda3 "$HOME"/miniforge3 "$HOME"/mambaforge "$HOME"/micromamba ${MAMBA_ROOT_PREFIX:+"$MAMBA_ROOT_PREFIX"}; do
+    [ -d "$cr" ] || continue
+    for ce in "$cr" "$cr"/envs/*; do
+      conda_pick "$ce" && return 0
+    done
+  done
+  cn=0
+  [ -f "$HOME/.conda/environments.txt" ] && while { read -r ce || [ -n "$ce" ]; } && [ $cn -lt 256 ]; do
+    cn=$((cn+1))
+    case "$ce" in /*) conda_pick "$ce" && return 0 ;; esac
+  done < "$HOME/.conda/environments.txt"
   return 1
 }
 # each ENTRY...: tries entries (names, paths, folders, globs) in order.

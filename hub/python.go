@@ -13,16 +13,18 @@ import (
 	"github.com/replhub/replhub/wire"
 )
 
-// choosePython picks --python, else $REPLHUB_PYTHON, else the first python3
-// on the caller's PATH (not the hub's: the hub may have been started from
-// another shell). A version manager's shim is resolved by the manager's
+// choosePython picks --python, else $REPLHUB_PYTHON, else the activated
+// conda env's python3, else the first python3 on the caller's PATH (not the
+// hub's: the hub may have been started from another shell), else the first
+// conda install's. A version manager's shim is resolved by the manager's
 // rules for the caller's environment and cwd (package pyfind), so that a
 // start does not pay for the shim; one that cannot be read is run as it is.
 func choosePython(req wire.Request) (pyfind.Choice, error) {
-	path := config.Getenv(req.Env, "PATH")
+	getenv := func(k string) string { return config.Getenv(req.Env, k) }
+	path := getenv("PATH")
 	var p string
 	var err error
-	switch env := config.Getenv(req.Env, "REPLHUB_PYTHON"); {
+	switch env := getenv("REPLHUB_PYTHON"); {
 	case req.Python != "":
 		if p, err = lookPath(req.Python, path); err != nil {
 			return pyfind.Choice{}, fmt.Errorf("python %q: %v", req.Python, err)
@@ -32,11 +34,19 @@ func choosePython(req wire.Request) (pyfind.Choice, error) {
 			return pyfind.Choice{}, fmt.Errorf("$REPLHUB_PYTHON=%q: %v", env, err)
 		}
 	default:
-		if p, err = lookPath("python3", path); err != nil {
+		if p = pyfind.CondaActive(getenv); p != "" {
+			break
+		}
+		if p, err = lookPath("python3", path); err == nil {
+			break
+		}
+		conda := pyfind.CondaPythons(getenv)
+		if len(conda) == 0 {
 			return pyfind.Choice{}, errors.New("no python3 on your PATH: pass --python PATH or set REPLHUB_PYTHON")
 		}
+		p = conda[0]
 	}
-	c, _ := pyfind.Resolve(p, func(k string) string { return config.Getenv(req.Env, k) }, req.Cwd)
+	c, _ := pyfind.Resolve(p, getenv, req.Cwd)
 	return c, nil
 }
 

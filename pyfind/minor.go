@@ -15,16 +15,25 @@ import (
 )
 
 // MinorFromPath reads "3.N" from where the interpreter at path lives, or
-// else from where its symlinks lead: a python3.N name, or a version manager's folder (pyenv's
-// versions/3.N.x, asdf's installs/python/3.N.x, uv's cpython-3.N.x-…,
-// rye's cpython@3.N.x, Homebrew's python@3.N). "" when the path tells
-// nothing.
+// else from where its symlinks lead: a python3.N name, a version
+// manager's folder (pyenv's versions/3.N.x, asdf's installs/python/3.N.x,
+// uv's cpython-3.N.x-…, rye's cpython@3.N.x, Homebrew's python@3.N), or
+// the record a conda prefix keeps of its python package. "" when none
+// tells.
 func MinorFromPath(path string) string {
-	if v := minorIn(path); v != "" {
-		return v
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		real = path
 	}
-	if real, err := filepath.EvalSymlinks(path); err == nil && real != path {
-		return minorIn(real)
+	for _, read := range []func(string) string{minorIn, condaMinor} {
+		if v := read(path); v != "" {
+			return v
+		}
+		if real != path {
+			if v := read(real); v != "" {
+				return v
+			}
+		}
 	}
 	return ""
 }

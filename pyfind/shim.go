@@ -9,8 +9,10 @@
 // then .tool-versions from the folder upwards, then ~/.tool-versions).
 // Minor reads a version from where an interpreter lives (python3.N, pyenv's
 // versions/3.N.x, asdf's installs/python/3.N.x, uv's cpython-3.N.x-…, rye's
-// cpython@3.N.x, Homebrew's python@3.N) and runs it only when that tells
+// cpython@3.N.x, Homebrew's python@3.N, a conda prefix's
+// conda-meta/python-3.N.x-BUILD.json) and runs it only when that tells
 // nothing, once per interpreter, keeping the answer in a Cache.
+// CondaPythons lists the conda installs and envs, the activated one first.
 //
 // The remote finder (boot/finder.sh) applies the same rules on a host.
 package pyfind

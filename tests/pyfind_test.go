@@ -99,3 +99,65 @@ func exists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
 }
+
+// A local session started in an activated conda env runs that env's
+// Python, though another python3 comes first on PATH.
+func TestLocalCondaEnvIsChosen(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, older, vn, _ := twoPythons(t)
+	env := filepath.Join(e.Dir, "env")
+	ran := filepath.Join(e.Dir, "runs")
+	pyenvtest.Conda(t, env, vn+".99", newer, ran)
+	other := filepath.Join(e.Dir, "other")
+	require.NoError(t, os.Mkdir(other, 0o755))
+	require.NoError(t, os.Symlink(older, filepath.Join(other, "python3")))
+	e.Setenv("PATH", other+":"+os.Getenv("PATH"))
+	e.Setenv("CONDA_PREFIX", env)
+	e.Setenv("REPLHUB_PYTHON", "")
+
+	r := e.Run("exec", "c", "import sys; sys.version_info[:2]")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "Out[1]: ("+strings.Replace(vn, ".", ", ", 1)+")")
+	b, _ := os.ReadFile(ran)
+	assert.Equal(t, filepath.Join(env, "bin", "python3")+"\n", string(b), "run once, for the session")
+}
+
+// On a conda host the finder reads each env's version from conda-meta and
+// picks the env of the local minor, running no other; the local minor is
+// read from the activated env's conda-meta here too, without running it.
+func TestRemoteFinderReadsConda(t *testing.T) {
+	newer, older, vn, vo := twoPythons(t)
+	if exists("/usr/bin/python"+vn) || exists("/usr/local/bin/python"+vn) {
+		t.Skipf("the host's PATH has a python%s of its own", vn)
+	}
+	home, err := os.MkdirTemp("", "replhub-conda-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(home) })
+	os.Chmod(home, 0o755)
+	ran := filepath.Join(home, "runs")
+	base, env := filepath.Join(home, "miniconda3"), filepath.Join(home, "miniconda3", "envs", "new")
+	pyenvtest.Conda(t, base, vo+".99", older, ran)
+	pyenvtest.Conda(t, env, vn+".99", newer, ran)
+	localRan := filepath.Join(home, "local-runs")
+	local := filepath.Join(home, "local-env")
+	pyenvtest.Conda(t, local, vn+".98", newer, localRan)
+	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{SetEnv: map[string]string{
+		"HOME": home, "PATH": filepath.Join(base, "bin") + ":/usr/local/bin:/usr/bin:/bin"}})
+	for _, c := range []struct {
+		name, local, want, prefix string
+	}{
+		{"the activated env's minor, in an env", "", vn, env},
+		{"the base's minor", older, vo, base},
+	} {
+		w.Setenv("REPLHUB_PYTHON", c.local)
+		w.Setenv("CONDA_PREFIX", local)
+		r := w.Run("exec", "s"+strings.ReplaceAll(c.want, ".", ""), "1", "--host", "lab")
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "python "+c.want+".", "%s: %s", c.name, r)
+		b, _ := os.ReadFile(ran)
+		os.Remove(ran)
+		assert.Equal(t, filepath.Join(c.prefix, "bin", "python3")+"\n", string(b), "%s: only the chosen one runs, for the session", c.name)
+	}
+	b, _ := os.ReadFile(localRan)
+	assert.Empty(t, string(b), "the local env's minor is read, not asked")
+}

@@ -2,7 +2,7 @@
 // interpreters: versions/V/bin holds links to real interpreters, and
 // shims/ holds shims that are slow on purpose (like pyenv's own, which
 // cost about 0.3 s a run) and record each run, so that a test can assert
-// that none ran.
+// that none ran. Conda makes a fake conda prefix likewise.
 package pyenvtest
 
 import (
