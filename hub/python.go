@@ -13,10 +13,11 @@ import (
 	"github.com/replhub/replhub/wire"
 )
 
-// choosePython picks --python, else $REPLHUB_PYTHON, else the activated
-// conda env's python3, else the first python3 on the caller's PATH (not the
-// hub's: the hub may have been started from another shell), else the first
-// conda install's. A version manager's shim is resolved by the manager's
+// choosePython picks --python, else $REPLHUB_PYTHON, else the first python3
+// on the caller's PATH (not the hub's: the hub may have been started from
+// another shell), which is the one `python3` runs there, an activated conda
+// env's included; else, when PATH has none, the activated conda env's or
+// the first conda install's. A version manager's shim is resolved by the manager's
 // rules for the caller's environment and cwd (package pyfind), so that a
 // start does not pay for the shim; one that cannot be read is run as it is.
 func choosePython(req wire.Request) (pyfind.Choice, error) {
@@ -34,9 +35,6 @@ func choosePython(req wire.Request) (pyfind.Choice, error) {
 			return pyfind.Choice{}, fmt.Errorf("$REPLHUB_PYTHON=%q: %v", env, err)
 		}
 	default:
-		if p = pyfind.CondaActive(getenv); p != "" {
-			break
-		}
 		if p, err = lookPath("python3", path); err == nil {
 			break
 		}

@@ -27,7 +27,8 @@ func TestChoosePythonConda(t *testing.T) {
 		want string
 	}{
 		{"PATH", []string{"PATH=" + filepath.Dir(sys)}, sys},
-		{"the activated env first", []string{"PATH=" + filepath.Dir(sys), "CONDA_PREFIX=" + filepath.Join(home, "env")}, py("env")},
+		{"PATH before the activated env", []string{"PATH=" + filepath.Dir(sys), "CONDA_PREFIX=" + filepath.Join(home, "env")}, sys},
+		{"the activated env when PATH has none", []string{"PATH=/nonexistent", "CONDA_PREFIX=" + filepath.Join(home, "env")}, py("env")},
 		{"REPLHUB_PYTHON before it", []string{"PATH=/nonexistent", "CONDA_PREFIX=" + filepath.Join(home, "env"), "REPLHUB_PYTHON=" + sys}, sys},
 		{"an install when PATH has none", []string{"PATH=/nonexistent"}, py("miniconda3")},
 	} {

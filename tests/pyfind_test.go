@@ -100,8 +100,9 @@ func exists(p string) bool {
 	return err == nil
 }
 
-// A local session started in an activated conda env runs that env's
-// Python, though another python3 comes first on PATH.
+// A local session started in an activated conda env (its bin first on
+// PATH, CONDA_PREFIX set) runs that env's Python, whose version is read
+// from conda-meta.
 func TestLocalCondaEnvIsChosen(t *testing.T) {
 	e := hubtest.Start(t)
 	newer, older, vn, _ := twoPythons(t)
@@ -111,20 +112,26 @@ func TestLocalCondaEnvIsChosen(t *testing.T) {
 	other := filepath.Join(e.Dir, "other")
 	require.NoError(t, os.Mkdir(other, 0o755))
 	require.NoError(t, os.Symlink(older, filepath.Join(other, "python3")))
-	e.Setenv("PATH", other+":"+os.Getenv("PATH"))
+	e.Setenv("PATH", filepath.Join(env, "bin")+":"+other+":"+os.Getenv("PATH")) // as activation sets it
 	e.Setenv("CONDA_PREFIX", env)
 	e.Setenv("REPLHUB_PYTHON", "")
 
 	r := e.Run("exec", "c", "import sys; sys.version_info[:2]")
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "Out[1]: ("+strings.Replace(vn, ".", ", ", 1)+")")
+	// The hub asks PATH's python3 once, at its start, where cloudpickle
+	// is (pyfind.Cache.CloudpickleDir); the finder itself runs nothing.
 	b, _ := os.ReadFile(ran)
-	assert.Equal(t, filepath.Join(env, "bin", "python3")+"\n", string(b), "run once, for the session")
+	runs := strings.Split(strings.TrimSpace(string(b)), "\n")
+	assert.LessOrEqual(t, len(runs), 2, "run for the session and at most once for cloudpickle's folder: %q", runs)
+	for _, r := range runs {
+		assert.Equal(t, filepath.Join(env, "bin", "python3"), r)
+	}
 }
 
 // On a conda host the finder reads each env's version from conda-meta and
 // picks the env of the local minor, running no other; the local minor is
-// read from the activated env's conda-meta here too, without running it.
+// that of the activated env here.
 func TestRemoteFinderReadsConda(t *testing.T) {
 	newer, older, vn, vo := twoPythons(t)
 	if exists("/usr/bin/python"+vn) || exists("/usr/local/bin/python"+vn) {
@@ -151,6 +158,7 @@ func TestRemoteFinderReadsConda(t *testing.T) {
 	} {
 		w.Setenv("REPLHUB_PYTHON", c.local)
 		w.Setenv("CONDA_PREFIX", local)
+		w.Setenv("PATH", filepath.Join(local, "bin")+":"+os.Getenv("PATH")) // as activation sets it
 		r := w.Run("exec", "s"+strings.ReplaceAll(c.want, ".", ""), "1", "--host", "lab")
 		require.Equal(t, 0, r.Code, "%s", r)
 		assert.Contains(t, r.Stdout, "python "+c.want+".", "%s: %s", c.name, r)
@@ -158,6 +166,9 @@ func TestRemoteFinderReadsConda(t *testing.T) {
 		os.Remove(ran)
 		assert.Equal(t, filepath.Join(c.prefix, "bin", "python3")+"\n", string(b), "%s: only the chosen one runs, for the session", c.name)
 	}
+	// The local env's minor is read from conda-meta (pyfind's
+	// TestCondaMinorIsRead); the hub runs it once at most, at its start,
+	// to find cloudpickle.
 	b, _ := os.ReadFile(localRan)
-	assert.Empty(t, string(b), "the local env's minor is read, not asked")
+	assert.LessOrEqual(t, strings.Count(string(b), "\n"), 1, "%s", b)
 }
