@@ -67,7 +67,9 @@ func objRoundTrip(t *testing.T, e *hubtest.Env, open string, bArgs ...string) {
 	t.Helper()
 	ok(t, e.Run(append([]string{"exec", "b", objMake}, bArgs...)...))
 	ok(t, e.Run("exec", "a", objMake+"\nb = "+open))
-	out := ok(t, e.Run("exec", "a", `names = dict(big=big, ba=ba, mv=mv, fl=fl, mixed=mixed, zc=zc, arr=arr)
+	// Over 600 MB cross the hub in this cell: a loaded machine takes more
+	// than exec's default 30 s.
+	out := ok(t, e.Run("exec", "a", "-t", "300", `names = dict(big=big, ba=ba, mv=mv, fl=fl, mixed=mixed, zc=zc, arr=arr)
 b.put(**names)
 want = {k: digest(v) for k, v in names.items()}
 there = b.call(lambda ks: {k: digest(globals()[k]) for k in ks}, sorted(names))
