@@ -14,9 +14,16 @@ import (
 )
 
 func init() {
-	measureAlone("objstream", "measure only streamed objects: put and get of 100 MB to a session behind sshd against a push and pull of the same size, and the hub's memory during a 1 GB put",
+	measureAlone("objstream", "measure only streamed objects: put and get of 100 MB to a session behind sshd against a push and pull of the same size, the hub's memory during a 1 GB put, and a group's put to 3 sessions against 3 single puts",
 		func(w *world, n int) ([]row, error) {
-			return withSSHD("streamed objects benchmark", func(tb *benchTB) ([]row, error) { return objstreamRows(tb, w, min(n, 5)) })
+			return withSSHD("streamed objects benchmark", func(tb *benchTB) ([]row, error) {
+				rows, err := objstreamRows(tb, w, min(n, 5))
+				if err != nil {
+					return nil, err
+				}
+				group, err := objgroupRows(tb, w, min(n, 5))
+				return append(rows, group...), err
+			})
 		})
 }
 

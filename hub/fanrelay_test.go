@@ -221,3 +221,76 @@ func TestRequestsInFlight(t *testing.T) {
 	reply = <-replies
 	assert.True(t, reply.OK, "a slot is free again: %s", reply.Error)
 }
+
+// A group's streamed request: each part's last word comes under the
+// part's own id, before the group's reply; at most fanStreams parts are
+// served at once, the next taking the turn one frees; a cancel ends the
+// parts still waiting for a turn.
+func TestFanServeStreamed(t *testing.T) {
+	n := fanStreams + 2
+	hosts := map[string]string{"web": "lab-7"}
+	for i := range n {
+		hosts[fmt.Sprintf("g@lab-7-%d", i)] = "lab-7"
+	}
+	h := reachHub(t, hosts)
+	from := h.sessions["web"]
+	replies := make(chan *proto.Reply, n+1)
+	fakeWorker(t, from, nil, replies)
+	type serving struct {
+		s *Session
+		f *proto.Serve
+	}
+	served := make(chan serving, n)
+	var targets []string
+	for i := range n {
+		s := h.sessions[fmt.Sprintf("g@lab-7-%d", i)]
+		targets = append(targets, s.name)
+		fakeWorker(t, s, func(f *proto.Serve) *proto.Served {
+			served <- serving{s, f}
+			return nil // answered below
+		}, nil)
+	}
+	go h.serveFan(from, &proto.Req{ID: 7, Kind: "get", Names: []string{"x"}, Oob: true, Targets: targets})
+
+	var busy []serving
+	for range fanStreams {
+		busy = append(busy, <-served)
+	}
+	select {
+	case x := <-served:
+		t.Fatalf("a part past fanStreams was served: %s", x.s.name)
+	case <-time.After(200 * time.Millisecond):
+	}
+	one := busy[0]
+	one.s.onServed(&proto.Served{Sid: one.f.Sid, OK: true, Py: "3.12", Data: []byte("v")})
+	last := <-replies
+	id, part := fanLinkOf(last.ID)
+	assert.True(t, part && id == 7, "a part's last word, under its own id: %d", last.ID)
+	assert.True(t, last.OK)
+	assert.False(t, last.First)
+	busy = append(busy[1:], <-served) // the freed turn is taken
+
+	from.takeRequest(&proto.Req{ID: 7, Kind: "cancel"})
+	cancelled := <-replies
+	assert.Contains(t, cancelled.Error, "the get was cancelled before it reached 'g@lab-7-")
+	for _, x := range busy {
+		x.s.onServed(&proto.Served{Sid: x.f.Sid, Error: "KeyboardInterrupt"})
+	}
+	for range busy {
+		r := <-replies
+		_, part := fanLinkOf(r.ID)
+		assert.True(t, part, "each part's last word before the group's reply")
+		assert.Equal(t, "KeyboardInterrupt", r.Error)
+	}
+	group := <-replies
+	require.Equal(t, int64(7), group.ID)
+	require.Len(t, group.Fan, n)
+	oks := 0
+	for _, item := range group.Fan {
+		if item.OK {
+			oks++
+		}
+	}
+	assert.Equal(t, 1, oks)
+	assert.Equal(t, []byte("v"), group.Data)
+}

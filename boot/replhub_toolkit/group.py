@@ -69,7 +69,7 @@ class GroupHandle(object):
                                      targets=[self._members[host] for host in slow], **fields)
             if fast:
                 (header, data), streamed = relay._objstream().fan(
-                    link, kind, blob, bufs, oob and bool(fast), len(fast),
+                    link, kind, blob, bufs, oob, len(fast),
                     dict(fields, targets=[self._members[host] for host in fast]))
                 _unpack(parts, fast, header, data, streamed)
             if pending is not None:
