@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -60,17 +59,9 @@ func objgroupRows(tb *benchTB, w *world, n int) ([]row, error) {
 	local := client.ExecOptions{Cwd: w.cwd, Env: env, Python: w.py, Timeout: 600 * time.Second}
 	defer c.Kill(ctx, "grp")
 	defer c.Kill(ctx, "grouper")
-	res, err := c.Exec(ctx, "grouper", fmt.Sprintf(objgroupRounds, groupHosts, w.py, n), local)
+	s, err := figures(c.Exec(ctx, "grouper", fmt.Sprintf(objgroupRounds, groupHosts, w.py, n), local))
 	if err != nil {
-		return nil, err
-	}
-	if res.Value == nil {
-		return nil, fmt.Errorf("group put benchmark failed: %s", res.Text())
-	}
-	s := map[string]float64{}
-	for _, f := range strings.Fields(strings.Trim(*res.Value, "'")) {
-		k, v, _ := strings.Cut(f, "=")
-		s[k], _ = strconv.ParseFloat(v, 64)
+		return nil, fmt.Errorf("group put benchmark: %w", err)
 	}
 	rate := func(sec float64) string { return fmt.Sprintf("%.0f MB/s", groupHosts*100/sec) }
 	return []row{{fmt.Sprintf("group put of 100 MB bytes to %d sessions behind sshd (median of %d)", groupHosts, n), rate(s["group"]),
