@@ -19,6 +19,10 @@ the pickle meets them; the loader hands them out in the same order, so the
 sizes are all the frames need to say. Sessions of 3.6 and 3.7, and peers of
 another version, go on with the one blob of protocol 4 (relay.dumps).
 
+A group's put, get or call (group.py) is one request whose every part is
+such a transfer under an id of its own (fan, Part): the object pickled
+once, the same buffers' chunks sent to each part at its own pace.
+
 Standard library only; imported by relay, used on 3.8+ only.
 """
 
@@ -440,9 +444,11 @@ class Part(object):
 
     def can_move(self):
         """Whether step has something to do (the stream's cond held)."""
-        st = self.stream
-        return bool(st.items) or st.cancelled or (
-            self.pieces is not None and self.seq - st.acked <= relay.WINDOW)
+        return bool(self.stream.items) or self.stream.cancelled or self._room()
+
+    def _room(self):
+        """Whether a chunk is left to send and the window has room for it."""
+        return self.pieces is not None and self.seq - self.stream.acked <= relay.WINDOW
 
     def step(self, chan, bufs):
         """Take the next frame, or send the next chunk the window has room
@@ -452,7 +458,7 @@ class Part(object):
             if st.cancelled:
                 raise relay.Cancelled()
             item = st.items.pop(0) if st.items else None
-            room = self.pieces is not None and self.seq - st.acked <= relay.WINDOW
+            room = self._room()
         try:
             if item is not None:
                 self._take(chan, bufs, *item)
