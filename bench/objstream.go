@@ -11,12 +11,20 @@ import (
 	"time"
 
 	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/wire"
 )
 
 func init() {
-	measureAlone("objstream", "measure only streamed objects: put and get of 100 MB to a session behind sshd against a push and pull of the same size, and the hub's memory during a 1 GB put",
+	measureAlone("objstream", "measure only streamed objects: put and get of 100 MB to a session behind sshd against a push and pull of the same size, the hub's memory during a 1 GB put, and a group's put to 3 sessions against 3 single puts",
 		func(w *world, n int) ([]row, error) {
-			return withSSHD("streamed objects benchmark", func(tb *benchTB) ([]row, error) { return objstreamRows(tb, w, min(n, 5)) })
+			return withSSHD("streamed objects benchmark", func(tb *benchTB) ([]row, error) {
+				rows, err := objstreamRows(tb, w, min(n, 5))
+				if err != nil {
+					return nil, err
+				}
+				group, err := objgroupRows(tb, w, min(n, 5))
+				return append(rows, group...), err
+			})
 		})
 }
 
@@ -66,17 +74,9 @@ func objstreamRows(tb *benchTB, w *world, n int) ([]row, error) {
 	defer c.Kill(ctx, "far")
 	local := client.ExecOptions{Cwd: w.cwd, Env: env, Python: w.py, Timeout: 600 * time.Second}
 	defer c.Kill(ctx, "here")
-	res, err := c.Exec(ctx, "here", fmt.Sprintf(objstreamRounds, w.root, n), local)
+	s, err := figures(c.Exec(ctx, "here", fmt.Sprintf(objstreamRounds, w.root, n), local))
 	if err != nil {
-		return nil, err
-	}
-	if res.Value == nil {
-		return nil, fmt.Errorf("streamed objects benchmark failed: %s", res.Text())
-	}
-	s := map[string]float64{}
-	for _, f := range strings.Fields(strings.Trim(*res.Value, "'")) {
-		k, v, _ := strings.Cut(f, "=")
-		s[k], _ = strconv.ParseFloat(v, 64)
+		return nil, fmt.Errorf("streamed objects benchmark: %w", err)
 	}
 	rate := func(sec float64) string { return fmt.Sprintf("%.0f MB/s", 100/sec) }
 	ratio := func(ours, base float64) string { return fmt.Sprintf("%.2fx", base/ours) }
@@ -122,6 +122,22 @@ func objstreamRows(tb *benchTB, w *world, n int) ([]row, error) {
 	rows = append(rows, row{"hub's resident memory growth during a 1 GB put behind sshd", fmt.Sprintf("%.1f MB", float64(grew)/1e6),
 		fmt.Sprintf("the object 1000 MB (put at %.0f MB/s)", 1000/d.Seconds()), fmt.Sprintf("%.3fx the object", float64(grew)/1e9), "≤ 16 MB"})
 	return rows, nil
+}
+
+// figures reads the medians a cell's value gives as "name=seconds ...".
+func figures(res *wire.Result, err error) (map[string]float64, error) {
+	if err != nil {
+		return nil, err
+	}
+	if res.Value == nil {
+		return nil, fmt.Errorf("the cell failed: %s", res.Text())
+	}
+	s := map[string]float64{}
+	for _, f := range strings.Fields(strings.Trim(*res.Value, "'")) {
+		k, v, _ := strings.Cut(f, "=")
+		s[k], _ = strconv.ParseFloat(v, 64)
+	}
+	return s, nil
 }
 
 // hubPid is the running hub's pid, from its pid file.

@@ -110,12 +110,31 @@ func (h *Hub) fanOpen(from *Session, f *proto.Req, reply *proto.Reply) {
 	reply.OK = true
 }
 
+// fanStreams bounds the parts of one group request that stream their
+// objects at once. The hub forwards each part's chunks as they come
+// (streamObject), holding at most one chunk of each part and one of the
+// caller's, so that a group's put, get or call costs it at most
+// (fanStreams+1) × wire.ChunkSize, however large its objects and however
+// many sessions it has.
+const fanStreams = 8
+
 // fanServe has every session of f.Targets serve f's put, get or call.
+//
+// With Bufs or Oob, its objects stream: each session's part is a single
+// session's streamed transfer (relayServe) under the part's own id
+// (fanLinkID), with the caller's chunks and acks, the target's first
+// answer and the part's last word (a reply without First) all under that
+// id; the reply to f then only gathers the parts' outcomes. A part that
+// fails ends alone; at most fanStreams of them run at once.
 func (h *Hub) fanServe(from *Session, f *proto.Req, reply *proto.Reply) {
 	if len(f.Targets) > maxHosts {
 		reply.Error = fmt.Sprintf("at most %d sessions in one request", maxHosts)
 		return
 	}
+	streamed := len(f.Bufs) > 0 || f.Oob
+	slots := make(chan struct{}, fanStreams)
+	cancelled, stop := from.runningAs(f.ID)
+	defer stop()
 	reply.Fan = make([]proto.FanItem, len(f.Targets))
 	blobs := make([][]byte, len(f.Targets))
 	budget := newBlobBudget(from.maxBlob())
@@ -126,10 +145,26 @@ func (h *Hub) fanServe(from *Session, f *proto.Req, reply *proto.Reply) {
 		if _, host, ok := strings.Cut(sub.Target, "@"); ok {
 			item.Host = host
 		}
-		defer func() { reply.Fan[i] = item }()
+		defer func() {
+			reply.Fan[i] = item
+			if streamed {
+				from.send(&proto.Reply{ID: sub.ID, OK: item.OK, Error: item.Error})
+			}
+		}()
 		if err := h.checkReach(from, &sub); err != nil {
 			item.Error = err.Error()
 			return
+		}
+		if streamed {
+			select {
+			case slots <- struct{}{}:
+				defer func() { <-slots }()
+			case <-cancelled.Done():
+			}
+			if cancelled.Err() != nil {
+				item.Error = fmt.Sprintf("the %s was cancelled before it reached '%s'", f.Kind, sub.Target)
+				return
+			}
 		}
 		served, err := h.relayServe(from, &sub)
 		if err != nil {

@@ -57,6 +57,23 @@ func fakeWorker(t *testing.T, s *Session, answer func(*proto.Serve) *proto.Serve
 	}()
 }
 
+// relayHub is a hub with session "web" on lab-7, whose worker passes its
+// replies to the returned channel, and n sessions named by format on
+// lab-7 too, whose workers are left to the caller.
+func relayHub(t *testing.T, format string, n int) (h *Hub, from *Session, replies chan *proto.Reply, targets []string) {
+	t.Helper()
+	hosts := map[string]string{"web": "lab-7"}
+	for i := range n {
+		targets = append(targets, fmt.Sprintf(format, i))
+		hosts[targets[i]] = "lab-7"
+	}
+	h = reachHub(t, hosts)
+	from = h.sessions["web"]
+	replies = make(chan *proto.Reply, n+2)
+	fakeWorker(t, from, nil, replies)
+	return h, from, replies, targets
+}
+
 func TestFanOpenGroups(t *testing.T) {
 	h := reachHub(t, map[string]string{
 		"loc": "local", "web": "lab-7", "peer": "lab-7",
@@ -140,20 +157,10 @@ func TestFanOpenGroups(t *testing.T) {
 }
 
 func TestFanServeReplyBound(t *testing.T) {
-	hosts := map[string]string{"web": "lab-7"}
-	for i := range 4 {
-		hosts[fmt.Sprintf("g@lab-7-%d", i)] = "lab-7"
-	}
-	h := reachHub(t, hosts)
-	from := h.sessions["web"]
+	h, from, replies, targets := relayHub(t, "g@lab-7-%d", 4)
 	from.frames = proto.NewReader(strings.NewReader(""))
 	from.frames.MaxBlob = 250
-	replies := make(chan *proto.Reply, 1)
-	fakeWorker(t, from, nil, replies)
-	var targets []string
-	for i := range 4 {
-		name := fmt.Sprintf("g@lab-7-%d", i)
-		targets = append(targets, name)
+	for _, name := range targets {
 		fakeWorker(t, h.sessions[name], func(f *proto.Serve) *proto.Served {
 			return &proto.Served{Sid: f.Sid, OK: true, Py: "3.12", Data: make([]byte, 100)}
 		}, nil)
@@ -179,14 +186,7 @@ func TestFanServeReplyBound(t *testing.T) {
 }
 
 func TestRequestsInFlight(t *testing.T) {
-	hosts := map[string]string{"web": "lab-7"}
-	for i := range maxRequests {
-		hosts[fmt.Sprintf("t%d", i)] = "lab-7"
-	}
-	h := reachHub(t, hosts)
-	from := h.sessions["web"]
-	replies := make(chan *proto.Reply, maxRequests+2)
-	fakeWorker(t, from, nil, replies)
+	h, from, replies, _ := relayHub(t, "t%d", maxRequests)
 	for i := range maxRequests {
 		target := h.sessions[fmt.Sprintf("t%d", i)]
 		fakeWorker(t, target, nil, nil) // it never answers, until told below
@@ -220,4 +220,68 @@ func TestRequestsInFlight(t *testing.T) {
 	from.takeRequest(&proto.Req{ID: 101, Kind: "sessions"})
 	reply = <-replies
 	assert.True(t, reply.OK, "a slot is free again: %s", reply.Error)
+}
+
+// A group's streamed request: each part's last word comes under the
+// part's own id, before the group's reply; at most fanStreams parts are
+// served at once, the next taking the turn one frees; a cancel ends the
+// parts still waiting for a turn.
+func TestFanServeStreamed(t *testing.T) {
+	n := fanStreams + 2
+	h, from, replies, targets := relayHub(t, "g@lab-7-%d", n)
+	type serving struct {
+		s *Session
+		f *proto.Serve
+	}
+	served := make(chan serving, n)
+	for _, name := range targets {
+		s := h.sessions[name]
+		fakeWorker(t, s, func(f *proto.Serve) *proto.Served {
+			served <- serving{s, f}
+			return nil // answered below
+		}, nil)
+	}
+	go h.serveFan(from, &proto.Req{ID: 7, Kind: "get", Names: []string{"x"}, Oob: true, Targets: targets})
+
+	var busy []serving
+	for range fanStreams {
+		busy = append(busy, <-served)
+	}
+	select {
+	case x := <-served:
+		t.Fatalf("a part past fanStreams was served: %s", x.s.name)
+	case <-time.After(200 * time.Millisecond):
+	}
+	one := busy[0]
+	one.s.onServed(&proto.Served{Sid: one.f.Sid, OK: true, Py: "3.12", Data: []byte("v")})
+	last := <-replies
+	id, part := fanLinkOf(last.ID)
+	assert.True(t, part && id == 7, "a part's last word, under its own id: %d", last.ID)
+	assert.True(t, last.OK)
+	assert.False(t, last.First)
+	busy = append(busy[1:], <-served) // the freed turn is taken
+
+	from.takeRequest(&proto.Req{ID: 7, Kind: "cancel"})
+	cancelled := <-replies
+	assert.Contains(t, cancelled.Error, "the get was cancelled before it reached 'g@lab-7-")
+	for _, x := range busy {
+		x.s.onServed(&proto.Served{Sid: x.f.Sid, Error: "KeyboardInterrupt"})
+	}
+	for range busy {
+		r := <-replies
+		_, part := fanLinkOf(r.ID)
+		assert.True(t, part, "each part's last word before the group's reply")
+		assert.Equal(t, "KeyboardInterrupt", r.Error)
+	}
+	group := <-replies
+	require.Equal(t, int64(7), group.ID)
+	require.Len(t, group.Fan, n)
+	oks := 0
+	for _, item := range group.Fan {
+		if item.OK {
+			oks++
+		}
+	}
+	assert.Equal(t, 1, oks)
+	assert.Equal(t, []byte("v"), group.Data)
 }

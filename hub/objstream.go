@@ -25,19 +25,34 @@ import (
 // with First set; the request ends with the one reply without it. A
 // session of another version, or of 3.6 or 3.7, gets neither bufs nor
 // oob from its peer and answers as before: one served, one reply.
+//
+// A group's put, get or call with bufs or oob (fanServe) is one such
+// transfer per session, each under an id of its own: the caller pickles
+// once and sends every part the chunks of the same buffers, at that
+// part's pace (group.py, objstream.fan).
 
 // streamObject forwards the chunks and acks of the object that op serves
 // for request id of from, in both directions; flush waits until every
 // chunk from the target has been passed on (and drops any after it).
+//
+// A single request's chunks from the target are queued, so that reading
+// the next overlaps writing this one. A group's part (fanLinkID) writes
+// each on the target's reader instead: the hub then holds at most one
+// chunk a part, not a queue of them, however many parts are under way
+// (the bound is at fanStreams).
 func streamObject(from *Session, id int64, op *serveOp) (flush func()) {
-	enqueue, flush := queued(func(c *proto.Chunk) {
+	forward := func(c *proto.Chunk) {
 		if !c.EOF {
 			from.send(&proto.Chunk{ID: id, Seq: c.Seq, Data: c.Data})
 		}
 		proto.PutChunk(c.Data)
-	})
-	op.chunkSink = enqueue
+	}
 	op.ackSink = func(a *proto.Ack) { from.send(&proto.Ack{ID: id, Seq: a.Seq}) }
+	if _, part := fanLinkOf(id); part {
+		op.chunkSink = forward
+		return func() {}
+	}
+	op.chunkSink, flush = queued(forward)
 	return flush
 }
 

@@ -278,6 +278,24 @@ func (h *Hub) relayServe(from *Session, f *proto.Req) (*proto.Served, error) {
 	return served, nil
 }
 
+// runningAs records that s runs request id, which a cancel of id or the
+// death of s ends (ctx is then done); stop, once it is over, forgets it.
+func (s *Session) runningAs(id int64) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running == nil {
+		s.running = map[int64]context.CancelFunc{}
+	}
+	s.running[id] = cancel
+	return ctx, func() {
+		s.mu.Lock()
+		delete(s.running, id)
+		s.mu.Unlock()
+		cancel()
+	}
+}
+
 // link records that from waits on request id, served by target as op.
 func (s *Session) link(id int64, target *Session, op *serveOp) {
 	s.mu.Lock()

@@ -39,20 +39,13 @@ func (h *Hub) runSh(from *Session, f *proto.Req, reply *proto.Reply) {
 	if timeout <= 0 || timeout > shMaxTimeout {
 		timeout = shMaxTimeout
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, stop := from.runningAs(f.ID)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	from.mu.Lock()
 	origin := from.origin
-	if from.running == nil {
-		from.running = map[int64]context.CancelFunc{}
-	}
-	from.running[f.ID] = cancel
 	from.mu.Unlock()
-	defer func() {
-		from.mu.Lock()
-		delete(from.running, f.ID)
-		from.mu.Unlock()
-	}()
 	req := wire.Request{Host: f.Host, Env: origin.Env, Jump: origin.Jump}
 	cfg, err := config.Load(h.paths.ConfigFile())
 	if err != nil {

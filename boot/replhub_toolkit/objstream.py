@@ -19,11 +19,16 @@ the pickle meets them; the loader hands them out in the same order, so the
 sizes are all the frames need to say. Sessions of 3.6 and 3.7, and peers of
 another version, go on with the one blob of protocol 4 (relay.dumps).
 
+A group's put, get or call (group.py) is one request whose every part is
+such a transfer under an id of its own (fan, Part): the object pickled
+once, the same buffers' chunks sent to each part at its own pace.
+
 Standard library only; imported by relay, used on 3.8+ only.
 """
 
 import pickle
 import sys
+import threading
 import types
 
 from replhub_toolkit import relay
@@ -412,3 +417,133 @@ def answer(header, value, stream):
     except KeyboardInterrupt:
         raise relay.Cancelled()
     return {"ok": True}, None
+
+
+# -- a group's side: one request, a streamed transfer per session ---------
+
+def part_id(rid, i):
+    """The id of part i of group request rid (the hub's fanLinkID)."""
+    return -((rid << 12) | i) - 1
+
+
+class Part(object):
+    """One session's part of a group's streamed put, get or call: the
+    frames ask() meets for a single request, under the part's own id (its
+    first answers, chunks either way, its last word), taken one at a time
+    so that fan() drives every part at once, each at its own pace."""
+
+    def __init__(self, rid, i, cond):
+        self.id = part_id(rid, i)
+        self.stream = relay.open_stream(("id", self.id), cond)
+        self.pieces = None  # the chunks to send, once the target is ready
+        self.seq = 0
+        self.left = 0       # bytes of the value still to come
+        self.value = None   # (pickle, py, buffers) of a streamed value
+        self.error = None
+        self.done = False
+
+    def can_move(self):
+        """Whether step has something to do (the stream's cond held)."""
+        return bool(self.stream.items) or self.stream.cancelled or self._room()
+
+    def _room(self):
+        """Whether a chunk is left to send and the window has room for it."""
+        return self.pieces is not None and self.seq - self.stream.acked <= relay.WINDOW
+
+    def step(self, chan, bufs):
+        """Take the next frame, or send the next chunk the window has room
+        for; returns whether it did either."""
+        st = self.stream
+        with st.cond:
+            if st.cancelled:
+                raise relay.Cancelled()
+            item = st.items.pop(0) if st.items else None
+            room = self._room()
+        try:
+            if item is not None:
+                self._take(chan, bufs, *item)
+            elif room:
+                chan.send({"op": "chunk", "id": self.id, "seq": self.seq}, self.pieces[self.seq])
+                self.seq += 1
+                if self.seq == len(self.pieces):
+                    self.pieces = None
+                    _count("sent", bufs)
+            return item is not None or room
+        except StreamError as e:
+            # This part only: its target is cancelled, the others go on.
+            self.error, self.done = str(e), True
+            chan.send({"op": "req", "id": self.id, "kind": "cancel", "py": relay.PY})
+            return True
+
+    def _take(self, chan, bufs, h, data):
+        op = h.get("op")
+        if op == "chunk" and self.left > 0 and self.stream.holds(data):
+            self.left -= len(data)
+            chan.send({"op": "ack", "id": self.id, "seq": h.get("seq", -1)})
+            if not self.left:
+                _count("received", self.value[2])
+        elif op == "reply" and not h.get("first"):  # the last word
+            self.done = True
+            if self.left or self.pieces is not None or not h.get("ok"):
+                self.error = h.get("error") or "the transfer ended before its end"
+        elif op == "reply" and not self.left and self.pieces is None and h.get("bufs"):
+            self.left = self.stream.expecting()  # the value's buffers follow
+            self.value = (data, h.get("py"), self.stream.objs)
+            if not self.left:
+                _count("received", self.value[2])
+        elif op == "reply" and not self.left and self.pieces is None and not self.seq:
+            self.pieces = _pieces(bufs or [])  # the target is ready for ours
+            if not self.pieces:
+                self.pieces = None
+        else:
+            raise StreamError("the transfer went out of step")
+
+
+def _pieces(bufs):
+    """The chunks of bufs: slices of the buffers themselves."""
+    return [raw[off:off + CHUNK] for raw in bufs for off in range(0, raw.nbytes, CHUNK)]
+
+
+def _count(way, bufs):
+    STATS[way] += len(bufs)
+    STATS[way + "_bytes"] += sum(memoryview(b).nbytes for b in bufs)
+
+
+def fan(link, kind, blob, bufs, oob, n, fields):
+    """A group's put, get or call to n sessions of this Python, 3.8+
+    (group.py; the hub's side is fanServe): one request with blob and the
+    sizes of bufs, whose every part is a streamed transfer of its own
+    (Part), all driven here at once: the object is pickled once and each
+    part sent the same buffers' chunks. A part that fails ends alone.
+    Returns the group's reply (header, data) and the parts."""
+    cond = threading.Condition()
+    parts = []
+
+    def opens(rid):
+        parts.extend(Part(rid, i, cond) for i in range(n))
+    rid = None
+    try:
+        rid, slot = link.start(kind, blob, opens, bufs=sizes(bufs or []) or None,
+                               kinds=kinds(bufs) if bufs else None, oob=oob or None, **fields)
+        live = parts
+        while live:
+            moved = False
+            for p in live:
+                moved = p.step(link.chan, bufs) or moved
+            live = [p for p in live if not p.done]
+            if not moved:
+                with cond:
+                    if not any(p.can_move() for p in live):
+                        cond.wait(1.0)
+        return link.finish(rid, slot), parts
+    except relay.Cancelled:  # the hub went away (hub_gone)
+        raise relay.HubError("the %s was cut off: the hub went away; try again" % kind)
+    except BaseException:
+        if rid is not None:
+            _cancel(link, [rid])
+        raise
+    finally:
+        if rid is not None:
+            link.drop(rid)
+        for p in parts:
+            relay.close_stream(("id", p.id))

@@ -322,8 +322,8 @@ class Stream(object):
     WINDOW chunks in flight. Once cancelled (by the reader thread), get and
     wait_window raise Cancelled."""
 
-    def __init__(self):
-        self.cond = threading.Condition()
+    def __init__(self, cond=None):
+        self.cond = cond or threading.Condition()
         self.items = []
         self.acked = -1
         self.cancelled = False
@@ -420,9 +420,11 @@ streams = {}
 _streams_lock = threading.Lock()
 
 
-def open_stream(key):
+def open_stream(key, cond=None):
+    """A Stream for transfer key; streams that share cond (a group's
+    parts) can be waited on together."""
     with _streams_lock:
-        st = streams[key] = Stream()
+        st = streams[key] = Stream(cond)
     return st
 
 
@@ -481,18 +483,33 @@ class Link(object):
     def request(self, kind, blob=None, stream=None, **fields):
         """Send a request and wait for its reply. With stream (a list), a
         Stream for the transfer's chunks is opened first and appended."""
+        def opens(rid):
+            stream.extend([rid, open_stream(("id", rid))])
+        return self.finish(*self.start(kind, blob, opens if stream is not None else None, **fields))
+
+    def start(self, kind, blob=None, opens=None, **fields):
+        """Send a request; return its id and the slot its reply lands in,
+        for finish. opens(id), when given, opens the streams of its
+        transfer before it goes."""
         with self.lock:
             self.next += 1
             rid = self.next
             slot = [threading.Event(), None, None]
             self.waiting[rid] = slot
-        if stream is not None:
-            stream.append(rid)
-            stream.append(open_stream(("id", rid)))
-        header = dict((k, v) for k, v in fields.items() if v is not None)
-        header.update(op="req", id=rid, kind=kind, py=PY)
         try:
+            if opens is not None:
+                opens(rid)
+            header = dict((k, v) for k, v in fields.items() if v is not None)
+            header.update(op="req", id=rid, kind=kind, py=PY)
             self.chan.send(header, blob)
+        except BaseException:
+            self.drop(rid)
+            raise
+        return rid, slot
+
+    def finish(self, rid, slot):
+        """Wait for the reply of request rid (start); it must be ok."""
+        try:
             try:
                 slot[0].wait()
             except KeyboardInterrupt:
@@ -500,12 +517,16 @@ class Link(object):
                 self.chan.send({"op": "req", "id": rid, "kind": "cancel", "py": PY})
                 raise
         finally:
-            with self.lock:
-                self.waiting.pop(rid, None)
+            self.drop(rid)
         header, data = slot[1], slot[2]
         if not header.get("ok"):
             raise HubError(header.get("error") or "refused")
         return header, data
+
+    def drop(self, rid):
+        """Stop waiting for request rid's reply."""
+        with self.lock:
+            self.waiting.pop(rid, None)
 
     def fail(self, error):
         """Answer every waiting request with error."""
@@ -667,10 +688,18 @@ class SessionHandle(object):
 def _call_parts(f_or_name, args, kwargs, bufs=None):
     """A call's blob, the source its target's transcript records, and the
     cell sources its tracebacks show."""
+    return (_call_blob(f_or_name, args, kwargs, bufs),) + _call_notes(f_or_name)
+
+
+def _call_blob(f_or_name, args, kwargs, bufs=None):
+    what = "name" if isinstance(f_or_name, str) else "func"
+    return dumps((what, f_or_name, args, kwargs), bufs)
+
+
+def _call_notes(f_or_name):
     if isinstance(f_or_name, str):
-        return dumps(("name", f_or_name, args, kwargs), bufs), f_or_name, None
-    return (dumps(("func", f_or_name, args, kwargs), bufs), _cap(_source(f_or_name), SRC_CAP),
-            _cap_cells(cell_sources(f_or_name)))
+        return f_or_name, None
+    return _cap(_source(f_or_name), SRC_CAP), _cap_cells(cell_sources(f_or_name))
 
 
 def _ask(kind, blob, bufs, oob=False, **fields):

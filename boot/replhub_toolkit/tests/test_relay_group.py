@@ -12,6 +12,12 @@ class FakeLink(object):
         self.answers = answers  # target -> (ok, value or error)
         self.sent = []
 
+    def start(self, kind, blob=None, opens=None, **fields):
+        return len(self.sent), self.request(kind, blob, **fields)
+
+    def finish(self, rid, answer):
+        return answer
+
     def request(self, kind, blob=None, stream=None, **fields):
         self.sent.append((kind, fields))
         if kind == "open":
