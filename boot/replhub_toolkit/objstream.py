@@ -527,10 +527,18 @@ def fan(link, kind, blob, bufs, oob, n, fields):
                                kinds=kinds(bufs) if bufs else None, oob=oob or None, **fields)
         live = parts
         while live:
+            # The hub tells every part its last word before the request's
+            # reply: once that has come, what a part still waits for
+            # (a request refused as a whole) never will.
+            replied = slot[0].is_set()
             moved = False
             for p in live:
                 moved = p.step(link.chan, bufs) or moved
             live = [p for p in live if not p.done]
+            if replied and not moved:
+                for p in live:
+                    p.error, p.done = "no answer", True
+                break
             if not moved:
                 with cond:
                     if not any(p.can_move() for p in live):

@@ -1,4 +1,5 @@
 import sys
+import threading
 import unittest
 
 from replhub_toolkit import relay
@@ -132,6 +133,34 @@ class Fan(unittest.TestCase):
         self.assertIsNone(parts[1].error)
         self.assertEqual([item["ok"] for item in header["fan"]], [False, True])
         self.assertEqual(hub.cancels, [hub.part(0)])
+
+    def test_a_refused_request_ends_at_once(self):
+        # The hub refuses the group's request as a whole (too many
+        # requests in flight, too many sessions): its reply comes, no part
+        # is ever told anything, and fan must not wait for them.
+        hub = FakeHub("put", 3)
+
+        def send(header, data=None):
+            if header.get("op") == "req" and header.get("kind") == "put":
+                hub.rid = header["id"]
+                hub.link.dispatch({"op": "reply", "id": hub.rid, "error": "too many requests at once"}, None)
+        hub.send = send
+        hub.link.chan = hub
+        bufs = self.os.Buffers()
+        blob = relay.dumps(bytes(2 * MB), bufs)
+        out = []
+
+        def run():
+            try:
+                self.os.fan(hub.link, "put", blob, bufs, False, 3, {"targets": ["a", "b", "c"]})
+            except relay.HubError as e:
+                out.append(str(e))
+        t = threading.Thread(target=run, daemon=True)
+        t.start()
+        t.join(10)
+        self.assertFalse(t.is_alive(), "fan still waits for parts the hub never started")
+        self.assertEqual(out, ["too many requests at once"])
+        self.assertFalse(relay.streams, "every part's stream is closed")
 
 
 if __name__ == "__main__":
