@@ -285,3 +285,29 @@ func TestFanServeStreamed(t *testing.T) {
 	assert.Equal(t, 1, oks)
 	assert.Equal(t, []byte("v"), group.Data)
 }
+
+// A request's id is what its group's parts' links are made of: one that
+// would make a part's link meet a request's own id (not positive, or past
+// maxRequestID, where id<<12 overflows) is refused before it is served.
+func TestRequestIDs(t *testing.T) {
+	h, from, replies, targets := relayHub(t, "g@lab-7-%d", 1)
+	fakeWorker(t, h.sessions[targets[0]], nil, nil)
+	for _, id := range []int64{0, -1, -4096, maxRequestID + 1, 1 << 51, 1<<63 - 1} {
+		from.takeRequest(&proto.Req{ID: id, Kind: "put", Bufs: []int64{1 << 20}, Targets: targets})
+		select {
+		case reply := <-replies:
+			assert.Equal(t, id, reply.ID)
+			assert.Contains(t, reply.Error, "bad request id")
+		case <-time.After(5 * time.Second):
+			t.Fatalf("request %d was not refused", id)
+		}
+	}
+	for _, id := range []int64{1, maxRequestID} {
+		for _, i := range []int{0, maxHosts - 1} {
+			link := fanLinkID(id, i)
+			back, part := fanLinkOf(link)
+			assert.True(t, link < 0 && part && back == id, "part %d of %d: link %d", i, id, link)
+		}
+	}
+	assert.Equal(t, int32(0), from.requests.Load(), "a refused request holds no slot")
+}

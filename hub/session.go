@@ -644,6 +644,11 @@ func (s *Session) waitExit() {
 // send writes one frame to the worker.
 func (s *Session) send(m proto.Msg) error { return s.w.Write(m) }
 
+// maxRequestID bounds a request's id: the links of a group's parts
+// (fanLinkID) are then negative, and meet no request's own id nor the
+// parts of another request. A cancel may name a part.
+const maxRequestID = 1<<50 - 1
+
 // maxRequests bounds the requests one worker has in flight: each holds a
 // goroutine, and a put's or call's blob, in the hub.
 const maxRequests = 16
@@ -655,6 +660,10 @@ const maxRequests = 16
 func (s *Session) takeRequest(f *proto.Req) {
 	if f.Kind == "cancel" {
 		go s.hub.serveRequest(s, f)
+		return
+	}
+	if f.ID <= 0 || f.ID > maxRequestID {
+		go s.send(&proto.Reply{ID: f.ID, Error: fmt.Sprintf("bad request id %d: a worker numbers its requests 1, 2, …", f.ID)})
 		return
 	}
 	if s.requests.Add(1) > maxRequests {
