@@ -248,7 +248,7 @@ func (z *htmlTokenizer) rawContent() (htmlToken, string) {
 			i = k
 		}
 	}
-	text := z.s[:end]
+	text := strings.ReplaceAll(z.s[:end], "\x00", "\uFFFD") // as the HTML Standard's raw text states do
 	z.s = z.s[end:]
 	if rawText[name] {
 		text = html.UnescapeString(text)

@@ -85,6 +85,7 @@ func TestHTMLTextAsTheReference(t *testing.T) {
 		"tabs\tand\r\nnewlines\f  and&ampcopy; &copy &notit; &#0; &#xD800;",
 		`<UL><LI>Upper</LI></UL><Td>cell</tD>`,
 		`<p/>x<br / >y<hr class=a / >z`,
+		"<sCript/>\x00a<textarea>b\x00c</textarea>d\x00e",
 	} {
 		assert := func(got, want string) {
 			t.Helper()
