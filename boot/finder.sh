@@ -27,7 +27,7 @@ minor() {
       */versions/3.[0-9].*/bin/*|*/versions/3.[0-9][0-9].*/bin/*|\
       */installs/python/3.[0-9].*/bin/*|*/installs/python/3.[0-9][0-9].*/bin/*)
         v=${m%/bin/*}; v=${v##*/}; v=${v%"${v#3.*.}"}; v=${v%.}; return ;;
-      */bin/*) conda_minor "${m%/bin/*}" && return ;;
+      */bin/python|*/bin/python3) conda_minor "${m%/bin/*}" && return ;;
     esac
     [ $i -lt 8 ] && [ -h "$m" ] && command -v readlink >/dev/null 2>&1 || return
     l=$(readlink "$m") || return

@@ -14,8 +14,8 @@ import (
 // or "".
 func condaMinor(path string) string {
 	bin := filepath.Dir(path)
-	if filepath.Base(bin) != "bin" {
-		return ""
+	if filepath.Base(bin) != "bin" || filepath.Base(path) != "python" && filepath.Base(path) != "python3" {
+		return "" // python3-config, pip and the like are not the interpreter
 	}
 	files, _ := filepath.Glob(filepath.Join(filepath.Dir(bin), "conda-meta", "python-3.*.json"))
 	for _, f := range files {

@@ -112,3 +112,15 @@ func FuzzCondaMetaVersion(f *testing.F) {
 		}
 	})
 }
+
+// Only the interpreter's own names take the prefix's record: a
+// python3-config or pip beside it is not a Python of that version.
+func TestCondaMinorIsTheInterpretersOnly(t *testing.T) {
+	home, _ := condaHome(t)
+	bin := filepath.Join(home, "miniconda3", "bin")
+	for name, want := range map[string]string{"python3": "3.11", "python": "3.11", "python3-config": "", "pip": ""} {
+		if got := condaMinor(filepath.Join(bin, name)); got != want {
+			t.Errorf("condaMinor(%s) = %q, want %q", name, got, want)
+		}
+	}
+}
