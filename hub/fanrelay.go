@@ -166,7 +166,7 @@ func (h *Hub) fanServe(from *Session, f *proto.Req, reply *proto.Reply) {
 				return
 			}
 		}
-		served, err := h.relayServe(from, &sub)
+		served, err := h.relayServe(cancelled, from, &sub)
 		if err != nil {
 			item.Error = errorMessage(err)
 			return

@@ -311,3 +311,65 @@ func TestRequestIDs(t *testing.T) {
 	}
 	assert.Equal(t, int32(0), from.requests.Load(), "a refused request holds no slot")
 }
+
+// A put, get or call whose caller died before its link to the target was
+// made (so that the death's cancel found nothing to tell) is cancelled
+// at the link: the target is told once, and the relay ends.
+func TestRelayOfADeadCallerIsCancelledAtTheLink(t *testing.T) {
+	h, from, _, targets := relayHub(t, "t%d", 1)
+	target := h.sessions[targets[0]]
+	pr, pw := io.Pipe()
+	target.w = proto.NewWriter(pw)
+	t.Cleanup(func() { pw.Close() })
+	from.mu.Lock()
+	from.state = stateDead
+	from.mu.Unlock()
+
+	cancelled, stop := from.runningAs(7)
+	defer stop()
+	require.Error(t, cancelled.Err(), "a dead session's request is cancelled from the start")
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.relayServe(cancelled, from, &proto.Req{ID: 7, Kind: "get", Target: target.name, Names: []string{"x"}})
+		done <- err
+	}()
+	heads := make(chan map[string]any, 4)
+	go func() {
+		br := bufio.NewReader(pr)
+		for {
+			line, err := br.ReadBytes('\n')
+			if err != nil {
+				return
+			}
+			var head map[string]any
+			if json.Unmarshal(line, &head) != nil {
+				return
+			}
+			if n, _ := head["len"].(float64); n > 0 {
+				br.Discard(int(n))
+			}
+			heads <- head
+		}
+	}()
+	frame := func() map[string]any {
+		select {
+		case h := <-heads:
+			return h
+		case <-time.After(10 * time.Second):
+			t.Fatal("no frame reached the target")
+			return nil
+		}
+	}
+	serve := frame()
+	require.Equal(t, "serve", serve["op"])
+	c := frame()
+	require.Equal(t, "cancel", c["op"], "the target is told at once")
+	assert.Equal(t, serve["sid"], c["sid"])
+	sid := int64(serve["sid"].(float64))
+	target.onServed(&proto.Served{Sid: sid, Error: "cancelled"})
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the relay did not end")
+	}
+}

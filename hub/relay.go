@@ -132,7 +132,9 @@ func (h *Hub) serveRequest(from *Session, f *proto.Req) {
 		reply.OK, reply.Message = true, modules.Text(list, h.paths.Modules())
 		reply.Data, _ = json.Marshal(list)
 	case "put", "get", "call":
-		served, err := h.relayServe(from, f)
+		cancelled, stop := from.runningAs(f.ID)
+		served, err := h.relayServe(cancelled, from, f)
+		stop()
 		if err != nil {
 			fail("%s", errorMessage(err))
 			break
@@ -235,7 +237,10 @@ func (h *Hub) diedServing(target *Session, kind, death string) error {
 }
 
 // relayServe has target serve f for from and waits for its answer.
-func (h *Hub) relayServe(from *Session, f *proto.Req) (*proto.Served, error) {
+// cancelled is done once f was cancelled or from died (runningAs): either
+// may come before the link that their cancel follows is made, and the
+// target is then told at once.
+func (h *Hub) relayServe(cancelled context.Context, from *Session, f *proto.Req) (*proto.Served, error) {
 	if f.Target == from.name {
 		return nil, fmt.Errorf("session '%s' cannot %s from itself: its names are right there", from.name, f.Kind)
 	}
@@ -247,7 +252,7 @@ func (h *Hub) relayServe(from *Session, f *proto.Req) (*proto.Served, error) {
 	if err != nil {
 		return nil, err
 	}
-	from.link(f.ID, target, op)
+	cancelNow := from.link(f.ID, target, op, cancelled)
 	defer from.unlink(f.ID)
 
 	title, body := fmt.Sprintf("%s from '%s'", f.Kind, from.name), ""
@@ -265,7 +270,11 @@ func (h *Hub) relayServe(from *Session, f *proto.Req) (*proto.Served, error) {
 	flush := streamObject(from, f.ID, op)
 	serve := &proto.Serve{Sid: op.sid, Kind: f.Kind, From: from.name, Py: f.Py,
 		Names: f.Names, Into: f.Into, Cells: f.Cells, Bufs: f.Bufs, Kinds: f.Kinds, Oob: f.Oob, Data: f.Data}
-	served := awaitServed(target, op, target.send(serve))
+	sent := target.send(serve)
+	if cancelNow && sent == nil {
+		target.send(&proto.Cancel{Sid: op.sid}) // after the serve: the worker drops a cancel of a sid it does not know
+	}
+	served := awaitServed(target, op, sent)
 	for served != nil && served.First {
 		passFirst(from, f.ID, served)
 		served = <-op.done
@@ -284,6 +293,9 @@ func (s *Session) runningAs(id int64) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.state == stateDead {
+		cancel() // its death has stopped what ran before
+	}
 	if s.running == nil {
 		s.running = map[int64]context.CancelFunc{}
 	}
@@ -296,14 +308,18 @@ func (s *Session) runningAs(id int64) (ctx context.Context, stop func()) {
 	}
 }
 
-// link records that from waits on request id, served by target as op.
-func (s *Session) link(id int64, target *Session, op *serveOp) {
+// link records that from waits on request id, served by target as op,
+// and reports whether cancelled was done by then: a cancel of id, or s's
+// death, that found no link to tell the target through. Both end
+// cancelled under s.mu, so the target is told once, by one or the other.
+func (s *Session) link(id int64, target *Session, op *serveOp, cancelled context.Context) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.waitingOn == nil {
 		s.waitingOn = map[int64]*relayLink{}
 	}
 	s.waitingOn[id] = &relayLink{target, op}
+	return cancelled.Err() != nil
 }
 
 func (s *Session) unlink(id int64) {

@@ -112,7 +112,9 @@ func (h *Hub) sessionTransfer(from *Session, f *proto.Req) {
 		fail(err)
 		return
 	}
-	from.link(f.ID, target, op)
+	cancelled, stop := from.runningAs(f.ID)
+	defer stop()
+	cancelNow := from.link(f.ID, target, op, cancelled)
 	defer from.unlink(f.ID)
 	// The end of a pull is told only once the target is free again (below),
 	// so that the caller's next request never finds it still busy.
@@ -131,7 +133,11 @@ func (h *Hub) sessionTransfer(from *Session, f *proto.Req) {
 	if kind == "write" {
 		serve.Size, serve.Mode = f.Size, f.Mode
 	}
-	first := awaitServed(target, op, target.send(serve))
+	sent := target.send(serve)
+	if cancelNow && sent == nil {
+		target.send(&proto.Cancel{Sid: op.sid}) // after the serve, as relayServe's
+	}
+	first := awaitServed(target, op, sent)
 	if first == nil || !first.OK {
 		death := h.endServe(target, op)
 		if first == nil {
