@@ -15,15 +15,23 @@ import (
 	"github.com/replhub/replhub/proto"
 )
 
-// fakeWorker stands in for s's worker: it reads the frames the hub sends
-// it, answers a serve with answer's served frame (none when answer returns
-// nil), and passes on every reply to replies, when set.
-func fakeWorker(t *testing.T, s *Session, answer func(*proto.Serve) *proto.Served, replies chan<- *proto.Reply) {
+// sentFrame is a frame the hub sent a session's worker: its header line,
+// op and payload.
+type sentFrame struct {
+	op         string
+	line, data []byte
+}
+
+// framesTo stands in for s's worker's input: it returns the frames the
+// hub sends s, one at a time, in order.
+func framesTo(t *testing.T, s *Session) <-chan sentFrame {
 	t.Helper()
 	pr, pw := io.Pipe()
 	s.w = proto.NewWriter(pw)
 	t.Cleanup(func() { pw.Close() })
+	frames := make(chan sentFrame)
 	go func() {
+		defer close(frames)
 		br := bufio.NewReader(pr)
 		for {
 			line, err := br.ReadBytes('\n')
@@ -39,18 +47,32 @@ func fakeWorker(t *testing.T, s *Session, answer func(*proto.Serve) *proto.Serve
 			if _, err := io.ReadFull(br, data); err != nil {
 				return
 			}
-			switch head.O {
+			frames <- sentFrame{head.O, line, data}
+		}
+	}()
+	return frames
+}
+
+// fakeWorker stands in for s's worker: it reads the frames the hub sends
+// it, answers a serve with answer's served frame (none when answer returns
+// nil), and passes on every reply to replies, when set.
+func fakeWorker(t *testing.T, s *Session, answer func(*proto.Serve) *proto.Served, replies chan<- *proto.Reply) {
+	t.Helper()
+	frames := framesTo(t, s)
+	go func() {
+		for f := range frames {
+			switch f.op {
 			case "serve":
-				var f proto.Serve
-				if json.Unmarshal(line, &f) == nil && answer != nil {
-					if served := answer(&f); served != nil {
+				var sv proto.Serve
+				if json.Unmarshal(f.line, &sv) == nil && answer != nil {
+					if served := answer(&sv); served != nil {
 						s.onServed(served)
 					}
 				}
 			case "reply":
-				f := &proto.Reply{Data: data}
-				if json.Unmarshal(line, f) == nil && replies != nil {
-					replies <- f
+				r := &proto.Reply{Data: f.data}
+				if json.Unmarshal(f.line, r) == nil && replies != nil {
+					replies <- r
 				}
 			}
 		}
@@ -318,9 +340,7 @@ func TestRequestIDs(t *testing.T) {
 func TestRelayOfADeadCallerIsCancelledAtTheLink(t *testing.T) {
 	h, from, _, targets := relayHub(t, "t%d", 1)
 	target := h.sessions[targets[0]]
-	pr, pw := io.Pipe()
-	target.w = proto.NewWriter(pw)
-	t.Cleanup(func() { pw.Close() })
+	frames := framesTo(t, target)
 	from.mu.Lock()
 	from.state = stateDead
 	from.mu.Unlock()
@@ -333,39 +353,25 @@ func TestRelayOfADeadCallerIsCancelledAtTheLink(t *testing.T) {
 		_, err := h.relayServe(cancelled, from, &proto.Req{ID: 7, Kind: "get", Target: target.name, Names: []string{"x"}})
 		done <- err
 	}()
-	heads := make(chan map[string]any, 4)
-	go func() {
-		br := bufio.NewReader(pr)
-		for {
-			line, err := br.ReadBytes('\n')
-			if err != nil {
-				return
-			}
-			var head map[string]any
-			if json.Unmarshal(line, &head) != nil {
-				return
-			}
-			if n, _ := head["len"].(float64); n > 0 {
-				br.Discard(int(n))
-			}
-			heads <- head
-		}
-	}()
-	frame := func() map[string]any {
+	frame := func() sentFrame {
 		select {
-		case h := <-heads:
-			return h
+		case f := <-frames:
+			return f
 		case <-time.After(10 * time.Second):
 			t.Fatal("no frame reached the target")
-			return nil
+			return sentFrame{}
 		}
 	}
-	serve := frame()
-	require.Equal(t, "serve", serve["op"])
-	c := frame()
-	require.Equal(t, "cancel", c["op"], "the target is told at once")
-	assert.Equal(t, serve["sid"], c["sid"])
-	sid := int64(serve["sid"].(float64))
+	f := frame()
+	require.Equal(t, "serve", f.op)
+	var serve proto.Serve
+	require.NoError(t, json.Unmarshal(f.line, &serve))
+	f = frame()
+	require.Equal(t, "cancel", f.op, "the target is told at once")
+	var c proto.Cancel
+	require.NoError(t, json.Unmarshal(f.line, &c))
+	assert.Equal(t, serve.Sid, c.Sid)
+	sid := serve.Sid
 	target.onServed(&proto.Served{Sid: sid, Error: "cancelled"})
 	select {
 	case <-done:
