@@ -19,6 +19,11 @@ import (
 // first use.
 func HTMLText(b []byte) string {
 	z := htmlTokenizer{s: string(b)}
+	return reduceHTML(z.next)
+}
+
+// reduceHTML is HTMLText over the tokens next returns, up to htmlEOF.
+func reduceHTML(next func() (htmlToken, string)) string {
 	var out strings.Builder
 	skip := 0     // inside script or style
 	cell := false // a cell began on this row
@@ -30,7 +35,7 @@ func HTMLText(b []byte) string {
 		space, cell = false, false
 	}
 	for {
-		tt, v := z.next()
+		tt, v := next()
 		switch tt {
 		case htmlEOF:
 			return strings.ToValidUTF8(strings.TrimSpace(out.String()), "\uFFFD")

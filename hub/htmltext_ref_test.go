@@ -8,64 +8,25 @@ import (
 	"golang.org/x/net/html"
 )
 
-// htmlTextRef is HTMLText written over golang.org/x/net/html's tokenizer:
-// the reference its own tokenizer is held to.
+var refTags = map[html.TokenType]htmlToken{html.StartTagToken: htmlStart, html.EndTagToken: htmlEnd, html.SelfClosingTagToken: htmlSelfClosing}
+
+// htmlTextRef is HTMLText over golang.org/x/net/html's tokenizer: the
+// reference its own tokenizer is held to.
 func htmlTextRef(b []byte) string {
 	z := html.NewTokenizer(bytes.NewReader(b))
-	var out strings.Builder
-	skip := 0
-	cell := false
-	space := false
-	newline := func() {
-		if s := out.String(); len(s) > 0 && !strings.HasSuffix(s, "\n") {
-			out.WriteByte('\n')
-		}
-		space, cell = false, false
-	}
-	for {
-		tt := z.Next()
-		switch tt {
-		case html.ErrorToken:
-			return strings.ToValidUTF8(strings.TrimSpace(out.String()), "\uFFFD")
-		case html.TextToken:
-			if skip > 0 {
-				continue
-			}
-			raw := z.Text()
-			words := strings.Fields(string(raw))
-			if len(words) > 0 {
-				if (space || isSpace(raw[0])) && out.Len() > 0 && !endsSpace(&out) {
-					out.WriteByte(' ')
-				}
-				out.WriteString(strings.Join(words, " "))
-			}
-			space = len(raw) > 0 && isSpace(raw[len(raw)-1])
-		case html.StartTagToken, html.EndTagToken, html.SelfClosingTagToken:
-			name, _ := z.TagName()
-			switch tag := string(name); tag {
-			case "script", "style", "head", "title":
-				if tt == html.StartTagToken {
-					skip++
-				} else if tt == html.EndTagToken && skip > 0 {
-					skip--
-				}
-			case "br", "p", "div", "tr", "table", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "blockquote", "section", "article", "hr", "thead", "tbody":
-				newline()
-			case "li":
-				newline()
-				if tt == html.StartTagToken {
-					out.WriteString("- ")
-				}
-			case "td", "th":
-				if tt == html.StartTagToken {
-					if cell {
-						out.WriteString(" | ")
-					}
-					cell, space = true, false
-				}
+	return reduceHTML(func() (htmlToken, string) {
+		for {
+			switch tt := z.Next(); tt {
+			case html.ErrorToken:
+				return htmlEOF, ""
+			case html.TextToken:
+				return htmlText, string(z.Text())
+			case html.StartTagToken, html.EndTagToken, html.SelfClosingTagToken:
+				name, _ := z.TagName()
+				return refTags[tt], string(name)
 			}
 		}
-	}
+	})
 }
 
 // What a rich result's HTML holds (pandas' tables, IPython's displays,
