@@ -102,13 +102,11 @@ func (w *world) close() {
 func (w *world) timeCmd(n int, argv ...string) (time.Duration, error) {
 	var ds []time.Duration
 	for i := 0; i < n; i++ {
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env, cmd.Dir = w.env, w.cwd
-		t0 := time.Now()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return 0, fmt.Errorf("%v: %v\n%s", argv, err, out)
+		d, err := timeOnce(w, argv...)
+		if err != nil {
+			return 0, err
 		}
-		ds = append(ds, time.Since(t0))
+		ds = append(ds, d)
 	}
 	return median(ds), nil
 }

@@ -130,13 +130,20 @@ func minmax(ds []time.Duration) (lo, hi time.Duration) {
 func mbps(mb float64, d time.Duration) string { return fmt.Sprintf("%.0f MB/s", mb/d.Seconds()) }
 
 func timeOnce(w *world, argv ...string) (time.Duration, error) {
+	d, _, err := runOnce(w, argv...)
+	return d, err
+}
+
+// runOnce runs argv in w's environment and folder, and returns how long
+// it took and how it ended.
+func runOnce(w *world, argv ...string) (time.Duration, *os.ProcessState, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env, cmd.Dir = w.env, w.cwd
 	t0 := time.Now()
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("%v: %v\n%s", argv, err, out)
+		return 0, nil, fmt.Errorf("%v: %v\n%s", argv, err, out)
 	}
-	return time.Since(t0), nil
+	return time.Since(t0), cmd.ProcessState, nil
 }
 
 // writeRandom writes size bytes that do not compress.

@@ -290,12 +290,11 @@ func (w *world) pair(n int, a, b []string) (time.Duration, time.Duration, error)
 func (w *world) faults(n int, argv ...string) (int64, error) {
 	var fs []int64
 	for i := 0; i < n; i++ {
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env, cmd.Dir = w.env, w.cwd
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return 0, fmt.Errorf("%v: %v\n%s", argv, err, out)
+		_, ps, err := runOnce(w, argv...)
+		if err != nil {
+			return 0, err
 		}
-		ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+		ru, ok := ps.SysUsage().(*syscall.Rusage)
 		if !ok {
 			return 0, fmt.Errorf("no rusage on this system")
 		}
