@@ -212,6 +212,17 @@ func (h *Hub) endServe(target *Session, op *serveOp) string {
 	return target.death
 }
 
+// sendServe sends target serve and, when the request was cancelled before
+// its link (link's report), the cancel of it: after the serve, since a
+// worker drops a cancel of a sid it does not know.
+func sendServe(target *Session, serve *proto.Serve, cancelled bool) error {
+	err := target.send(serve)
+	if cancelled && err == nil {
+		target.send(&proto.Cancel{Sid: serve.Sid})
+	}
+	return err
+}
+
 // awaitServed waits for the target's next served frame; nil means it died.
 func awaitServed(target *Session, op *serveOp, sent error) *proto.Served {
 	if sent != nil {
@@ -270,11 +281,7 @@ func (h *Hub) relayServe(cancelled context.Context, from *Session, f *proto.Req)
 	flush := streamObject(from, f.ID, op)
 	serve := &proto.Serve{Sid: op.sid, Kind: f.Kind, From: from.name, Py: f.Py,
 		Names: f.Names, Into: f.Into, Cells: f.Cells, Bufs: f.Bufs, Kinds: f.Kinds, Oob: f.Oob, Data: f.Data}
-	sent := target.send(serve)
-	if cancelNow && sent == nil {
-		target.send(&proto.Cancel{Sid: op.sid}) // after the serve: the worker drops a cancel of a sid it does not know
-	}
-	served := awaitServed(target, op, sent)
+	served := awaitServed(target, op, sendServe(target, serve, cancelNow))
 	for served != nil && served.First {
 		passFirst(from, f.ID, served)
 		served = <-op.done

@@ -133,11 +133,7 @@ func (h *Hub) sessionTransfer(from *Session, f *proto.Req) {
 	if kind == "write" {
 		serve.Size, serve.Mode = f.Size, f.Mode
 	}
-	sent := target.send(serve)
-	if cancelNow && sent == nil {
-		target.send(&proto.Cancel{Sid: op.sid}) // after the serve, as relayServe's
-	}
-	first := awaitServed(target, op, sent)
+	first := awaitServed(target, op, sendServe(target, serve, cancelNow))
 	if first == nil || !first.OK {
 		death := h.endServe(target, op)
 		if first == nil {
