@@ -43,17 +43,6 @@ func condaMetaMinor(name string) string {
 	return minorOf(parts[1])
 }
 
-// CondaActive is the python3 of the activated conda env ($CONDA_PREFIX),
-// or "" when none is active or it has no Python.
-func CondaActive(getenv func(string) string) string {
-	if pre := getenv("CONDA_PREFIX"); filepath.IsAbs(pre) {
-		if p := filepath.Join(pre, "bin", "python3"); isExec(p) {
-			return p
-		}
-	}
-	return ""
-}
-
 // CondaPythons lists the python3 of every conda prefix a user with
 // environment getenv has, in the order a start prefers them: the
 // activated env, then each install's base and its envs (~/miniconda3,
