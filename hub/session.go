@@ -89,7 +89,7 @@ type Session struct {
 	transcriptShut bool                         // the worker exited: a late write opens the file and closes it
 	serving        *serveOp                     // a put/get/call served for another session
 	waitingOn      map[int64]*relayLink         // this session's requests by id, to cancel them
-	running        map[int64]context.CancelFunc // its sh requests on hosts and streamed group requests, by id
+	running        map[int64]context.CancelFunc // its sh, put/get/call, push/pull and group requests, by id
 	origin         wire.Request                 // the creator's cwd and environment
 	watch          *sudo.Watcher                // sudo's stderr while a root worker starts
 	// private is a run's session (private.go): never listed nor named in
