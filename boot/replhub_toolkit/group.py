@@ -79,7 +79,7 @@ class GroupHandle(object):
         finally:
             if pending is not None:
                 link.drop(pending[0])
-                link.chan.send({"op": "req", "id": pending[0], "kind": "cancel", "py": relay.PY})
+                link.cancel(pending[0])
         return parts
 
     def _collect(self, parts, value):

@@ -378,7 +378,7 @@ def ask(link, kind, blob, bufs, oob, fields):
 def _cancel(link, st):
     if st:
         try:
-            link.chan.send({"op": "req", "id": st[0], "kind": "cancel", "py": relay.PY})
+            link.cancel(st[0])
         except Exception:
             pass
 
@@ -472,7 +472,7 @@ class Part(object):
         except StreamError as e:
             # This part only: its target is cancelled, the others go on.
             self.error, self.done = str(e), True
-            chan.send({"op": "req", "id": self.id, "kind": "cancel", "py": relay.PY})
+            chan.send(relay.cancel_frame(self.id))
             return True
 
     def _take(self, chan, bufs, h, data):

@@ -471,6 +471,11 @@ def chunk_into(header, n):
     return None if st is None else st.into(n)
 
 
+def cancel_frame(rid):
+    """The frame that cancels request rid."""
+    return {"op": "req", "id": rid, "kind": "cancel", "py": PY}
+
+
 class Link(object):
     """Requests from this session to the hub, answered on the reader thread."""
 
@@ -507,6 +512,11 @@ class Link(object):
             raise
         return rid, slot
 
+    def cancel(self, rid):
+        """Ask the hub to cancel request rid (the targets it reached are
+        interrupted; its reply still comes)."""
+        self.chan.send(cancel_frame(rid))
+
     def finish(self, rid, slot):
         """Wait for the reply of request rid (start); it must be ok."""
         try:
@@ -514,7 +524,7 @@ class Link(object):
                 slot[0].wait()
             except KeyboardInterrupt:
                 # Interrupting a caller interrupts what it waits for.
-                self.chan.send({"op": "req", "id": rid, "kind": "cancel", "py": PY})
+                self.cancel(rid)
                 raise
         finally:
             self.drop(rid)
@@ -633,7 +643,7 @@ class SessionHandle(object):
             return b"".join(buf)
         except BaseException:
             if st:
-                link.chan.send({"op": "req", "id": st[0], "kind": "cancel", "py": PY})
+                link.cancel(st[0])
             if "sink" in locals() and sink is not None:
                 sink.abort()
             raise
@@ -676,7 +686,7 @@ class SessionHandle(object):
                     return None
         except BaseException:
             if st:
-                link.chan.send({"op": "req", "id": st[0], "kind": "cancel", "py": PY})
+                link.cancel(st[0])
             raise
         finally:
             if f is not None:
