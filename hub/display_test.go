@@ -104,6 +104,8 @@ func TestHTMLText(t *testing.T) {
 		"plain   text\n\n with  spaces":                                             "plain text with spaces",
 		"a<br>b":                                                                    "a\nb",
 		"<unclosed <<>>":                                                            ">",
+		"<head><title>T</title><body><p>shown":                                      "shown",
+		"<html><head><meta charset=utf-8><style>p{}</style></head><p>body":          "body",
 	} {
 		assert.Equal(t, want, HTMLText([]byte(in)), in)
 	}

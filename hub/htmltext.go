@@ -25,7 +25,7 @@ func HTMLText(b []byte) string {
 // reduceHTML is HTMLText over the tokens next returns, up to htmlEOF.
 func reduceHTML(next func() (htmlToken, string)) string {
 	var out strings.Builder
-	skip := 0     // inside script or style
+	skip := 0     // inside script, style or title
 	cell := false // a cell began on this row
 	space := false
 	newline := func() {
@@ -52,8 +52,11 @@ func reduceHTML(next func() (htmlToken, string)) string {
 			}
 			space = len(v) > 0 && isSpace(v[len(v)-1])
 		case htmlStart, htmlEnd, htmlSelfClosing:
+			// A head is not skipped as a whole, only what it holds that
+			// a page does not show (title, script, style): a head left
+			// open would hide the body.
 			switch v {
-			case "script", "style", "head", "title":
+			case "script", "style", "title":
 				if tt == htmlStart {
 					skip++
 				} else if tt == htmlEnd && skip > 0 {
