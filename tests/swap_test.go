@@ -25,6 +25,7 @@ import (
 // cell that outlived its exec.
 func swapFill(t *testing.T, e *hubtest.Env, name string, args ...string) {
 	t.Helper()
+	mark := filepath.Join(t.TempDir(), "printed")
 	ok(t, e.Run(append([]string{"exec", name, `import socket, threading, time, os
 data = list(range(100000))
 alias = data
@@ -32,15 +33,18 @@ sock = socket.socket()
 fh = open(os.devnull)
 ticker = threading.Thread(target=time.sleep, args=(600,), name="ticker", daemon=True)
 ticker.start()
-threading.Thread(target=lambda: (time.sleep(2), print("between cells")), daemon=True).start()`}, args...)...))
+_ev = threading.Event()
+threading.Thread(target=lambda ev=_ev: (ev.wait(120), time.sleep(0.3), print("between cells"), open(` + fmt.Sprintf("%q", mark) + `, "w").close()), daemon=True).start()`}, args...)...))
 	r := e.Run("exec", name, "import sys; sys.version_info >= (3, 8)")
 	if strings.Contains(ok(t, r), "True") {
 		ok(t, e.Run("exec", name, "def grow(n):\n    data.append(n)\n    return len(data)"))
 	}
-	// A cell that outlives its exec: its result waits, unread.
-	r = e.Run("exec", name, "time.sleep(1); print('late words'); 42", "-t", "0.2")
+	// A cell that outlives its exec: its result waits, unread. Once it
+	// has ended, the thread prints between cells, and then marks that.
+	r = e.Run("exec", name, "time.sleep(1); print('late words'); _ev.set(); del _ev; 42", "-t", "0.2")
 	require.Equal(t, 3, r.Code, "%s", r)
-	time.Sleep(2500 * time.Millisecond)
+	require.Eventually(t, func() bool { _, err := os.Stat(mark); return err == nil }, 60*time.Second, 50*time.Millisecond,
+		"the thread printed between cells")
 }
 
 func swappedOf(l wire.SessionList, name string) *wire.SwappedInfo {
