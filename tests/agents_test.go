@@ -73,6 +73,7 @@ func goEnv(t *testing.T, key string) string {
 // claude on PATH. The binary gets installed, registered at user scope with
 // its full path, and self-tested, and nothing under ~/.claude is written.
 func TestAgentsInstall(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("installs the binary")
 	}

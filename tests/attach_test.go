@@ -124,6 +124,7 @@ func waitRunning(t *testing.T, e *hubtest.Env, name string, n int) {
 }
 
 func TestAttachConsole(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	consoleEnv(t, e)
 	r := e.Run("exec", "desk", "x = 41")
@@ -204,6 +205,7 @@ func TestAttachConsole(t *testing.T) {
 }
 
 func TestAttachNeedsTerminal(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	r := e.Run("attach", "nobody")
 	assert.Equal(t, 2, r.Code)
@@ -211,6 +213,7 @@ func TestAttachNeedsTerminal(t *testing.T) {
 }
 
 func TestAttachRemote(t *testing.T) {
+	t.Parallel()
 	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
 	r := w.Run("exec", "far", "import socket; y = 2", "--host", "lab")
 	require.Equal(t, 0, r.Code, "%s", r)
@@ -235,6 +238,7 @@ func TestAttachRemote(t *testing.T) {
 
 // On a terminal, exec and run show a long cell's output as it is written.
 func TestExecStreamsOnTerminal(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	consoleEnv(t, e)
 	code := "import time\nfor i in range(8):\n    print('tick', i, flush=True); time.sleep(0.3)\n'end'"
@@ -261,6 +265,7 @@ func TestExecStreamsOnTerminal(t *testing.T) {
 // The agent over MCP: its cell shows in the console as the agent's, and its
 // next reply says once that a person worked in the session.
 func TestAttachBesideMCPAgent(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	consoleEnv(t, e)
 	e.Setenv("REPLHUB_MEMORY_DIR", t.TempDir())
@@ -307,6 +312,7 @@ func TestAttachBesideMCPAgent(t *testing.T) {
 
 // A root session (through a stand-in sudo) takes a console as any other.
 func TestAttachRoot(t *testing.T) {
+	t.Parallel()
 	f := newFakeSudo(t, fakePassword, fakePassword)
 	e := hubtest.Start(t)
 	f.apply(e, "password")

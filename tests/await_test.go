@@ -18,6 +18,7 @@ import (
 // synchronous code; await inside a function and cells that do not await
 // work as before.
 func TestAwait(t *testing.T) {
+	t.Parallel()
 	ps := hubtest.Pythons()
 	e := hubtest.Start(t)
 	found := 0
@@ -125,6 +126,7 @@ await asyncio.sleep(0.05)`)
 
 // Python 3.6 and 3.7 have no top-level await: one line says so.
 func TestAwaitTooOld(t *testing.T) {
+	t.Parallel()
 	ps := hubtest.Pythons()
 	e := hubtest.Start(t)
 	for _, v := range []string{"3.6", "3.7"} {

@@ -49,6 +49,7 @@ def cells():
 }
 
 func TestMalformedFramesFromWorker(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
@@ -73,6 +74,7 @@ for c in cells():
 }
 
 func TestBrokenFrameStreamKillsTheWorker(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
@@ -89,6 +91,7 @@ for c in cells():
 }
 
 func TestNoiseBeforeReadyIsShownOnlyWhenStartFails(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
@@ -118,6 +121,7 @@ sys.exit(5)
 }
 
 func TestFloodsAndOddBytes(t *testing.T) {
+	t.Parallel()
 	pythons(t, func(t *testing.T, py string) {
 		e := hubtest.Start(t)
 		e.Setenv("REPLHUB_PYTHON", py)
@@ -146,6 +150,7 @@ func TestFloodsAndOddBytes(t *testing.T) {
 }
 
 func TestSocketFolderOpenToOthersIsRefused(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	dir := e.Paths.Runtime
 	require.NoError(t, os.Mkdir(dir, 0o755))
@@ -158,6 +163,7 @@ func TestSocketFolderOpenToOthersIsRefused(t *testing.T) {
 }
 
 func TestPeerOfAnotherUidIsRefused(t *testing.T) {
+	t.Parallel()
 	if os.Getuid() != 0 {
 		t.Skip("needs root to run a client as another user")
 	}
@@ -205,6 +211,7 @@ print(s.recv(65536).decode())`, e.Paths.Socket(), req)
 }
 
 func TestMalformedRequestsAreAnswered(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	require.Equal(t, 0, e.Run("start").Code)
 	c, err := net.Dial("unix", e.Paths.Socket())

@@ -19,6 +19,7 @@ import (
 // others may write or own, is not run: the sources are compiled and the
 // file replaced. A new hub still trusts what the last one made.
 func TestRemoteBytecodeCache(t *testing.T) {
+	t.Parallel()
 	cache := t.TempDir()
 	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{SetEnv: map[string]string{"XDG_CACHE_HOME": cache}})
 	n := 0
@@ -67,6 +68,7 @@ func TestRemoteBytecodeCache(t *testing.T) {
 // PYTHONDONTWRITEBYTECODE; the caller's own modules get none, and the
 // session sees the caller's setting.
 func TestLocalBytecodeKept(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	e.Setenv("PYTHONDONTWRITEBYTECODE", "1")
 	require.NoError(t, os.WriteFile(filepath.Join(e.Cwd, "mine.py"), []byte("X = 3\n"), 0o600))

@@ -143,6 +143,7 @@ var searches = map[string]string{
 // error, a statement as its one line, and a flood of output whole and
 // inline within the declared cap.
 func TestClaudeCodeSeesReplhub(t *testing.T) {
+	t.Parallel()
 	claudeBin(t)
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
@@ -212,6 +213,7 @@ func TestClaudeCodeSeesReplhub(t *testing.T) {
 // A server entry with "alwaysLoad": true loads every tool of replhub from
 // the first turn.
 func TestClaudeCodeServerAlwaysLoad(t *testing.T) {
+	t.Parallel()
 	claudeBin(t)
 	e := hubtest.Start(t)
 	api := claudetest.Start(t, func(*claudetest.Request) []claudetest.Block {

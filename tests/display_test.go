@@ -89,6 +89,7 @@ func checkImageFile(t *testing.T, e *hubtest.Env, path, mime string) image.Confi
 }
 
 func TestDisplayCLI(t *testing.T) {
+	t.Parallel()
 	py := mplPython(t)
 	e := hubtest.Start(t)
 	e.Setenv("REPLHUB_PYTHON", py)
@@ -177,6 +178,7 @@ func mcpImages(t *testing.T, cs *sdk.ClientSession, name, code string) (string, 
 }
 
 func TestDisplayMCP(t *testing.T) {
+	t.Parallel()
 	py := mplPython(t)
 	e := hubtest.Start(t)
 	e.Setenv("REPLHUB_PYTHON", py)
@@ -213,6 +215,7 @@ func TestDisplayMCP(t *testing.T) {
 }
 
 func TestDisplayRemote(t *testing.T) {
+	t.Parallel()
 	py := mplPython(t)
 	sshtest.Need(t)
 	_, older := hubtest.PickPythons(t)
@@ -236,6 +239,7 @@ func TestDisplayRemote(t *testing.T) {
 // A group's images come back from each host: files named after the host
 // (with --json, paths and no bytes), and MCP image blocks.
 func TestDisplayGroup(t *testing.T) {
+	t.Parallel()
 	w := newSSHWorld(t, []string{"lab-a", "lab-b"}, sshtest.Options{})
 	r := w.Run("exec", "gplots", richClasses+"display(Small())", "--hosts", "lab-a,lab-b")
 	require.Equal(t, 0, r.Code, "%s", r)

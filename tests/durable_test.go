@@ -79,6 +79,7 @@ func durableChecks(t *testing.T, e *hubtest.Env, note string, noted ...string) {
 // A hub killed with SIGKILL loses no local session: the next hub adopts
 // them all, root included, with a cell that was running.
 func TestHubKilledSessionsAdopted(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	durableWorld(t, e)
 	hubPid := e.HubPid()
@@ -99,6 +100,7 @@ func TestHubKilledSessionsAdopted(t *testing.T) {
 // every local session goes on in the new one, with the output the old hub
 // had not yet shown.
 func TestRestartWithAChangedBinary(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	// This world's own copy of the binary, replaced while the hub runs.
 	dir := t.TempDir()
@@ -147,6 +149,7 @@ func copyFile(t *testing.T, from, to string) {
 // A worker whose hub is gone keeps what its cell prints meanwhile, and
 // the adopting hub shows it; a socket of another user's is not adopted.
 func TestOutputWhileNoHub(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	ok(t, e.Run("exec", "w", "import time"))
 	r := e.Run("exec", "w", "time.sleep(1); print('x' * 100 + 'written while no hub ran'); 7", "-t", "0.2")
@@ -170,6 +173,7 @@ func TestOutputWhileNoHub(t *testing.T) {
 // hub. A session prints a numbered line every millisecond across two
 // restarts; every line arrives once, in order.
 func TestRestartLosesNoOutput(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	var out strings.Builder
 	out.WriteString(ok(t, e.Run("exec", "p", `import threading, time

@@ -67,6 +67,7 @@ func newLabWorld(t *testing.T) *labWorld {
 const portCell = `import os; port = int(os.environ["SSH_CONNECTION"].split()[3])`
 
 func TestFanout(t *testing.T) {
+	t.Parallel()
 	w := newLabWorld(t)
 	bad := w.ports["lab-7"]
 	cell := fmt.Sprintf("%s\nif port == %d: raise ValueError('bad host')\nprint('hello from the lab')\n'ok'", portCell, bad)
@@ -305,6 +306,7 @@ bad = g.call("int", "x")
 }
 
 func TestFanoutRefusals(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	e.WriteConfig(`{"groups": {"g": ["@g"]}}`)
 	for _, tc := range []struct {

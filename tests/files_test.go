@@ -61,6 +61,7 @@ func sha(t *testing.T, path string) string {
 }
 
 func TestFilesCLIOneGiB(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("moves 2 GiB")
 	}
@@ -124,6 +125,7 @@ func TestFilesCLIOneGiB(t *testing.T) {
 }
 
 func TestFilesRules(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	e.Setenv("REPLHUB_PYTHON", py(t, "3.11"))
 	ok(t, e.Run("exec", "f", "1"))
@@ -185,6 +187,7 @@ f.pull(%q), f.pull(%q, %q)`, filepath.Join(dir, "bytes.bin"), filepath.Join(dir,
 }
 
 func TestFilesOwnerKeptByRoot(t *testing.T) {
+	t.Parallel()
 	if os.Getuid() != 0 {
 		t.Skip("needs root to own files as another user")
 	}
@@ -205,6 +208,7 @@ func TestFilesOwnerKeptByRoot(t *testing.T) {
 }
 
 func TestFilesAcrossHosts(t *testing.T) {
+	t.Parallel()
 	w := newSSHWorld(t, []string{"hostA", "hostB"}, sshtest.Options{})
 	w.WriteConfig(`{"hosts": {"host*": {"reach": ["host*"]}}}`)
 	w.Setenv("REPLHUB_PYTHON", py(t, "3.11"))

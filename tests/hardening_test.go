@@ -21,6 +21,7 @@ import (
 // naming the violation, before the hub allocates anything for it; the hub
 // and every other session go on.
 func TestHugeFrameLenEndsOnlyItsSession(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	r := e.Run("exec", "bystander", "keep = 41")
 	require.Equal(t, 0, r.Code, "%s", r)
@@ -62,6 +63,7 @@ func TestHalfFrameEndsItsSession(t *testing.T) {
 // and dropped as malformed. An interrupt learns from the worker that the
 // cell is over and ends the wait, instead of "still running" for ever.
 func TestLostDoneFrameIsRecoveredByInterrupt(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	r := e.Run("exec", "glued", "import os")
 	require.Equal(t, 0, r.Code, "%s", r)
@@ -102,6 +104,7 @@ func noPartFile(t *testing.T, dir string) {
 // Ctrl-C on `replhub pull` of 300 MB: the CLI returns, no part file is
 // left, and the session serves the next cell.
 func TestCtrlCDuringPull(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	src := filepath.Join(e.Cwd, "big.bin")
 	randomFile(t, src, 300<<20)
@@ -161,6 +164,7 @@ func mountTmpfs(t *testing.T, size int) string {
 // and the sessions go on: from the command line, and from one session
 // pulling from another into a full disk on its side.
 func TestPullIntoFullDisk(t *testing.T) {
+	t.Parallel()
 	full := mountTmpfs(t, 20)
 	e := hubtest.Start(t)
 	src := filepath.Join(e.Cwd, "big.bin")
@@ -190,6 +194,7 @@ except OSError as e:
 // Interrupting a cell that waits in a pull from another session stops the
 // pull over there too; both sessions go on.
 func TestInterruptSessionPull(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	src := filepath.Join(e.Cwd, "big.bin")
 	randomFile(t, src, 300<<20)

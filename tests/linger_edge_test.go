@@ -22,6 +22,7 @@ import (
 // write to it, holding its lock. The reattach must still hand the new hub
 // the session: the cell's later output and its result.
 func TestFrozenLinkWithOutputInFlight(t *testing.T) {
+	t.Parallel()
 	w, relay := lingerWorld(t)
 	ok(t, w.Run("exec", "f", "import time, sys", "--host", "lab"))
 	pid := endWorkerAtCleanup(t, w.Env, "f")
@@ -49,6 +50,7 @@ func TestFrozenLinkWithOutputInFlight(t *testing.T) {
 // nothing (a blackholed path, a hung sshd): the reattach try runs for up
 // to 30 s with no way for Kill to stop it, so kill fails after 5 s.
 func TestKillWhileRelinkHangs(t *testing.T) {
+	t.Parallel()
 	w, relay := lingerWorld(t)
 	ok(t, w.Run("exec", "h", "x = 1", "--host", "lab"))
 	endWorkerAtCleanup(t, w.Env, "h")
@@ -77,6 +79,7 @@ func TestKillWhileRelinkHangs(t *testing.T) {
 // sh(cmd, host=h) from a session that is then killed: the command on h
 // should end with the session that waited for it.
 func TestHostShEndsWithItsSession(t *testing.T) {
+	t.Parallel()
 	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
 	r := w.Run("exec", "loc", `sh("sleep 313", host="lab", timeout=None)`, "-t", "2")
 	require.Equal(t, 3, r.Code, "running: %s", r)
@@ -92,6 +95,7 @@ func TestHostShEndsWithItsSession(t *testing.T) {
 // and the reply to one of them goes to the other: that thread waits for
 // ever.
 func TestFirstHubRequestsFromThreads(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	ok(t, e.Run("exec", "th", "import threading, time"))
 	r := e.Run("exec", "th", `
@@ -112,6 +116,7 @@ for t in ts: t.join(10)
 // A host command that times out: SIGKILL reaches only the process sshd
 // started (bash), not what bash started; those run on.
 func TestHostShTimeoutEndsTheWholeCommand(t *testing.T) {
+	t.Parallel()
 	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
 	r := w.Run("exec", "loc", `sh("sleep 317; echo done", host="lab", timeout=1)`)
 	require.Contains(t, r.Stdout, "no end within")

@@ -53,6 +53,7 @@ func lingerSockets() []string {
 }
 
 func TestRemoteSessionSurvivesADroppedLink(t *testing.T) {
+	// Not parallel: it counts the sockets in the folder every remote worker of this uid shares.
 	w, relay := lingerWorld(t)
 	ok(t, w.Run("exec", "r", "import os, time; x = 42", "--host", "lab"))
 	pid := endWorkerAtCleanup(t, w.Env, "r")
@@ -120,6 +121,7 @@ func TestRemoteSessionSurvivesADroppedLink(t *testing.T) {
 }
 
 func TestRemoteLingerExpires(t *testing.T) {
+	// Not parallel: it counts the sockets in the folder every remote worker of this uid shares.
 	w, relay := lingerWorld(t)
 	w.WriteConfig(`{"hosts": {"lab": {"linger": 0.05}}}`) // 3 s
 	before := lingerSockets()
@@ -148,6 +150,7 @@ func TestRemoteLingerExpires(t *testing.T) {
 }
 
 func TestRemoteLingerOff(t *testing.T) {
+	// Not parallel: it counts the sockets in the folder every remote worker of this uid shares.
 	w, relay := lingerWorld(t)
 	w.WriteConfig(`{"linger": 0}`)
 	before := lingerSockets()
@@ -173,6 +176,7 @@ func contains(list []string, s string) bool {
 // the path comes back to a machine with another host key, the session is
 // not handed to it.
 func TestRemoteReattachChecksTheHostKey(t *testing.T) {
+	t.Parallel()
 	w, relay := lingerWorld(t)
 	impostor := sshtest.Start(t, sshtest.Options{Authorized: []string{w.key.Public}})
 	ok(t, w.Run("exec", "k", "x = 1", "--host", "lab"))

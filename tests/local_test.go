@@ -40,6 +40,7 @@ func jsonResult(t *testing.T, e *hubtest.Env, args ...string) (wire.Result, hubt
 }
 
 func TestSessionKeepsState(t *testing.T) {
+	t.Parallel()
 	pythons(t, func(t *testing.T, py string) {
 		e := hubtest.Start(t)
 		r := e.Run("exec", "chirp", `import json; cfg = {"port": 8080}`, "--python", py)
@@ -66,6 +67,7 @@ func TestSessionKeepsState(t *testing.T) {
 }
 
 func TestExecRunsInCallersCwdAndEnv(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_TEST_MARK", "hello there")
@@ -80,6 +82,7 @@ func TestExecRunsInCallersCwdAndEnv(t *testing.T) {
 }
 
 func TestREPLSemantics(t *testing.T) {
+	t.Parallel()
 	pythons(t, func(t *testing.T, py string) {
 		e := hubtest.Start(t)
 		run := func(code string) hubtest.Result {
@@ -132,6 +135,7 @@ print("six", flush=False)`)
 }
 
 func TestJSONHasEveryField(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	res, r := jsonResult(t, e, "exec", "--json", "j", "print('hi'); 2 + 2", "--python", newer)
@@ -169,6 +173,7 @@ func TestJSONHasEveryField(t *testing.T) {
 }
 
 func TestTimeoutWaitAndBusy(t *testing.T) {
+	t.Parallel()
 	pythons(t, func(t *testing.T, py string) {
 		e := hubtest.Start(t)
 		r := e.Run("exec", "slow", "import time\nprint('started')\ntime.sleep(3)\n'finished'", "-t", "0.5", "--python", py)
@@ -214,6 +219,7 @@ func TestTimeoutWaitAndBusy(t *testing.T) {
 }
 
 func TestInterrupt(t *testing.T) {
+	t.Parallel()
 	pythons(t, func(t *testing.T, py string) {
 		e := hubtest.Start(t)
 		for _, code := range []string{"import time; time.sleep(60)", "import subprocess; subprocess.run(['sleep', '60'])", "while True: pass"} {
@@ -233,6 +239,7 @@ func TestInterrupt(t *testing.T) {
 }
 
 func TestKillFreesTheName(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	res, _ := jsonResult(t, e, "exec", "--json", "k", "import os, subprocess; p = subprocess.Popen(['sleep', '300']); x = 1; (os.getpid(), p.pid)", "--python", newer)
@@ -252,6 +259,7 @@ func TestKillFreesTheName(t *testing.T) {
 }
 
 func TestCaps(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	res, _ := jsonResult(t, e, "exec", "--json", "c", `print("a" * 20000 + "b" * 20000 + "c" * 20000)`, "--python", newer)
@@ -277,6 +285,7 @@ print()`)
 }
 
 func TestOthersLine(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
@@ -293,6 +302,7 @@ func TestOthersLine(t *testing.T) {
 }
 
 func TestTranscript(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Run("exec", "tr", "a = 1", "--python", newer)
@@ -309,6 +319,7 @@ func TestTranscript(t *testing.T) {
 }
 
 func TestDeathsAreReported(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name, code, how string
 	}{
@@ -350,6 +361,7 @@ func TestDeathsAreReported(t *testing.T) {
 }
 
 func TestHubStopLeavesDeathNotes(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	e.WriteConfig(`{"swap_after_hours": 0}`) // else a stop swaps them (swap_test.go)
 	newer, _ := hubtest.PickPythons(t)
@@ -371,6 +383,7 @@ func TestHubStopLeavesDeathNotes(t *testing.T) {
 }
 
 func TestHubStartsOnFirstUseAndLogs(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	r := e.Run("start")
 	require.Equal(t, 0, r.Code, "%s", r)
@@ -386,6 +399,7 @@ func TestHubStartsOnFirstUseAndLogs(t *testing.T) {
 }
 
 func TestBadNames(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	for _, name := range []string{"a b", "..", strings.Repeat("x", 65), "a/b", "é"} {
 		r := e.Run("exec", name, "1")
@@ -399,6 +413,7 @@ func TestBadNames(t *testing.T) {
 
 // The worker runs on every Python 3.6+ this machine has.
 func TestEveryPython(t *testing.T) {
+	t.Parallel()
 	ps := hubtest.Pythons()
 	if len(ps) == 0 {
 		t.Skip("no Pythons found")
@@ -433,6 +448,7 @@ func TestEveryPython(t *testing.T) {
 // for it: it records its arguments and starts the command, as the real one's
 // unit would; a failing one makes the client fall back to a detached hub.
 func TestHubUnderSystemdRun(t *testing.T) {
+	t.Parallel()
 	for _, fails := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fails=%v", fails), func(t *testing.T) {
 			e := hubtest.Start(t)

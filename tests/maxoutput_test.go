@@ -14,6 +14,7 @@ import (
 )
 
 func TestMaxOutputPerCall(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)

@@ -55,6 +55,7 @@ func callText(t *testing.T, ctx context.Context, cs *sdk.ClientSession, params *
 }
 
 func TestMCPServer(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
@@ -162,6 +163,7 @@ func TestMCPServer(t *testing.T) {
 }
 
 func TestSelfTest(t *testing.T) {
+	t.Parallel()
 	pythons(t, func(t *testing.T, py string) {
 		e := hubtest.Start(t)
 		r := e.Run("self-test", "--python", py)
@@ -174,6 +176,7 @@ func TestSelfTest(t *testing.T) {
 }
 
 func TestSelfTestSaysWhatToDo(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	r := e.Run("self-test", "--python", filepath.Join(e.Dir, "no-such-python"))
 	assert.Equal(t, 1, r.Code, "%s", r)
@@ -186,6 +189,7 @@ func TestSelfTestSaysWhatToDo(t *testing.T) {
 // tools, each death told once per connection, and every reply within the
 // size declared for it.
 func TestMCPReplies(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)

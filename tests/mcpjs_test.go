@@ -41,6 +41,7 @@ func runMCPJS(t *testing.T, script, python string) string {
 // timeout and by an abort get no response, and their cells' output comes
 // with the next wait or exec.
 func TestMCPCancelTypeScriptSDK(t *testing.T) {
+	t.Parallel()
 	newer, _ := hubtest.PickPythons(t)
 	require.Contains(t, runMCPJS(t, "cancel.mjs", newer), "ok: 2 cancelled calls")
 }
@@ -49,6 +50,7 @@ func TestMCPCancelTypeScriptSDK(t *testing.T) {
 // blocks (it validates every reply against the MCP schema), bounded, at
 // most four a reply.
 func TestMCPImagesTypeScriptSDK(t *testing.T) {
+	t.Parallel()
 	newer, _ := hubtest.PickPythons(t)
 	require.Contains(t, runMCPJS(t, "images.mjs", newer), "ok: images")
 }

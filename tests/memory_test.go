@@ -23,6 +23,7 @@ func sessionRSS(t *testing.T, e *hubtest.Env, name string) int64 {
 }
 
 func TestSessionMemoryCountsChildren(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
@@ -41,6 +42,7 @@ func TestSessionMemoryCountsChildren(t *testing.T) {
 }
 
 func TestMemoryCeilingInSessionsAndDeathNotes(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
@@ -104,6 +106,7 @@ func TestMemoryCeilingInSessionsAndDeathNotes(t *testing.T) {
 // left on either side) and reads a remote session's memory, its child's
 // included, from its worker's done frame.
 func TestRemoteRunAndMemory(t *testing.T) {
+	t.Parallel()
 	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
 	r := w.Run("run", "import os; os.getppid() > 1", "--host", "lab")
 	require.Equal(t, 0, r.Code, "%s", r)

@@ -31,6 +31,7 @@ func writeModule(t *testing.T, e *hubtest.Env, name, src string) string {
 // for it, a module written after the session started is found, an edit
 // reaches reload, the user's file shadows a shipped one.
 func TestModulesImportHook(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	e.Setenv("REPLHUB_PYTHON", py(t, "3.11"))
 	require.NoError(t, os.WriteFile(filepath.Join(e.Cwd, "replhub.py"), []byte("raise SystemExit('the cwd shadowed replhub')\n"), 0o600))
@@ -84,6 +85,7 @@ func TestModulesImportHook(t *testing.T) {
 
 // modules() lists shipped and user modules with their docstrings.
 func TestModulesList(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	e.Setenv("REPLHUB_PYTHON", py(t, "3.6"))
 	writeModule(t, e, "cad", "# helpers\n\"\"\"Drawings for the lab.\n\nMore.\"\"\"\n")
@@ -115,6 +117,7 @@ func TestModulesList(t *testing.T) {
 // machine's folder at import time: nothing is installed there, and a
 // module written after the session started is found.
 func TestModulesRemoteAndRoot(t *testing.T) {
+	t.Parallel()
 	t.Run("remote", func(t *testing.T) {
 		w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
 		ok(t, w.Run("exec", "far", "1", "--host", "lab", "--python", py(t, "3.6")))
@@ -157,6 +160,7 @@ func TestModulesRemoteAndRoot(t *testing.T) {
 // is told to use a root session; a root session gets past that and is told
 // that no manager runs here (this machine, like CI, runs none).
 func TestModulesSystemd(t *testing.T) {
+	t.Parallel()
 	if _, err := os.Stat("/run/systemd/system"); err == nil {
 		t.Skip("a systemd manager runs here: the test would change a unit")
 	}

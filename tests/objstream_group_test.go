@@ -30,6 +30,7 @@ repr(g)`, name, py)
 // A session of Python 3.6 in a group gets the one blob, the others still
 // stream; a session killed in the middle of a put fails alone.
 func TestObjectStreamGroup(t *testing.T) {
+	t.Parallel()
 	needCloudpickle(t)
 	w := newSSHWorld(t, []string{"lab-1", "lab-2"}, sshtest.Options{})
 	py312 := py(t, "3.12")

@@ -91,6 +91,7 @@ print("streamed", s["sent"] >= 8, s["received"] >= 8, s["sent_bytes"] > 200 * MB
 }
 
 func TestObjectStreamLocal(t *testing.T) {
+	t.Parallel()
 	needCloudpickle(t)
 	e := hubtest.Start(t)
 	e.Setenv("REPLHUB_PYTHON", py(t, "3.12"))
@@ -99,6 +100,7 @@ func TestObjectStreamLocal(t *testing.T) {
 
 // To a session behind sshd, the same objects, both ways.
 func TestObjectStreamRemote(t *testing.T) {
+	t.Parallel()
 	needCloudpickle(t)
 	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
 	w.Setenv("REPLHUB_PYTHON", py(t, "3.11"))
@@ -108,6 +110,7 @@ func TestObjectStreamRemote(t *testing.T) {
 // Between 3.6 and 3.12 the one blob of protocol 4 still goes, both ways,
 // big bytes included; nothing streams.
 func TestObjectStreamOldPythonKeepsTheBlob(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	ok(t, e.Run("exec", "old", "big = bytes(range(256)) * (12 << 12)", "--python", py(t, "3.6")))
 	ok(t, e.Run("exec", "new", "import hashlib", "--python", py(t, "3.12")))
@@ -146,6 +149,7 @@ b.put(x=parts)`
 // caller: each side ends with a one-line error or is free again, the
 // target keeps nothing of it, and both serve the next put.
 func TestObjectStreamCut(t *testing.T) {
+	t.Parallel()
 	needCloudpickle(t)
 	for _, how := range []string{"interrupt", "kill target", "kill caller"} {
 		t.Run(how, func(t *testing.T) {
@@ -184,6 +188,7 @@ func TestObjectStreamCut(t *testing.T) {
 // The hub holds a window of chunks, not the object: its peak memory grows
 // by far less than a 512 MiB put.
 func TestObjectStreamHubMemory(t *testing.T) {
+	t.Parallel()
 	needCloudpickle(t)
 	e := hubtest.Start(t)
 	e.Setenv("REPLHUB_PYTHON", py(t, "3.12"))
@@ -219,6 +224,7 @@ func freeAgain(t *testing.T, e *hubtest.Env, name, code string) hubtest.Result {
 // hears of it in one line at once; the target, reattached, kept nothing of
 // it and takes the next put.
 func TestObjectStreamLinkDrop(t *testing.T) {
+	t.Parallel()
 	needCloudpickle(t)
 	w, relay := lingerWorld(t)
 	w.Setenv("REPLHUB_PYTHON", py(t, "3.11"))

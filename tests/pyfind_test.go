@@ -33,6 +33,7 @@ func twoPythons(t *testing.T) (a, b, va, vb string) {
 // interpreter pyenv would choose (the global, or a project's
 // .python-version), without running the shim.
 func TestLocalShimIsResolved(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, older, vn, vo := twoPythons(t)
 	home := filepath.Join(e.Dir, "home")
@@ -59,6 +60,7 @@ func TestLocalShimIsResolved(t *testing.T) {
 // pyenv's rules and reads versions from pyenv's folders: it picks the local
 // minor whether or not it is the host's pyenv global, and runs no shim.
 func TestRemoteFinderReadsPyenv(t *testing.T) {
+	t.Parallel()
 	newer, older, vn, vo := twoPythons(t)
 	home, err := os.MkdirTemp("", "replhub-pyenv-")
 	require.NoError(t, err)
@@ -104,6 +106,7 @@ func exists(p string) bool {
 // PATH, CONDA_PREFIX set) runs that env's Python, whose version is read
 // from conda-meta.
 func TestLocalCondaEnvIsChosen(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, older, vn, _ := twoPythons(t)
 	env := filepath.Join(e.Dir, "env")
@@ -133,6 +136,7 @@ func TestLocalCondaEnvIsChosen(t *testing.T) {
 // picks the env of the local minor, running no other; the local minor is
 // that of the activated env here.
 func TestRemoteFinderReadsConda(t *testing.T) {
+	t.Parallel()
 	newer, older, vn, vo := twoPythons(t)
 	if exists("/usr/bin/python"+vn) || exists("/usr/local/bin/python"+vn) {
 		t.Skipf("the host's PATH has a python%s of its own", vn)

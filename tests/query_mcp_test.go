@@ -15,6 +15,7 @@ import (
 // The query tools through a real `replhub mcp` and the official SDK: their
 // annotations, and their text is what the CLI prints.
 func TestMCPQueryTools(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)

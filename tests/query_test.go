@@ -54,6 +54,7 @@ func busyCell(t *testing.T, e *hubtest.Env, name string, secs float64) {
 }
 
 func TestVarsCommand(t *testing.T) {
+	t.Parallel()
 	pythons(t, func(t *testing.T, py string) {
 		e := hubtest.Start(t)
 		ok(t, e.Run("exec", "v", "import json\ncfg = {'port': 8080}\n_hidden = 1\nbig = 'x' * 10**6\n40 + 2", "--python", py))
@@ -105,6 +106,7 @@ func TestVarsCommand(t *testing.T) {
 }
 
 func TestInspectCommand(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
@@ -167,6 +169,7 @@ g = Grid()
 }
 
 func TestCompleteCommand(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
@@ -196,6 +199,7 @@ func TestCompleteCommand(t *testing.T) {
 }
 
 func TestResetCommand(t *testing.T) {
+	t.Parallel()
 	pythons(t, func(t *testing.T, py string) {
 		e := hubtest.Start(t)
 		out := ok(t, e.Run("exec", "r", "import os, json\nimport os as o2\nx = 1\nread = 'mine'\nimport time\npid = os.getpid(); pid", "--python", py))
@@ -231,6 +235,7 @@ func TestResetCommand(t *testing.T) {
 
 // The same frames travel over ssh: a session on a host answers too.
 func TestVarsInspectCompleteResetRemote(t *testing.T) {
+	t.Parallel()
 	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
 	ok(t, w.Run("exec", "far", "import json\ndata = {'k': [1, 2]}", "--host", "lab"))
 	assert.Regexp(t, `(?m)^data\s+dict\s+\{'k': \[1, 2\]\}$`, ok(t, w.Run("vars", "far")))
@@ -242,6 +247,7 @@ func TestVarsInspectCompleteResetRemote(t *testing.T) {
 
 // complete on an idle session, end to end through the client package.
 func TestCompleteLatency(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)

@@ -39,6 +39,7 @@ func openGate(t *testing.T, path string) {
 // listed by sessions, run in order, and are collected by number; one taken
 // out never runs. Interrupts aimed at cells say what they did.
 func TestQueueTenInOrder(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	ok(t, e.Run("exec", "q", "order = []"))
 	gate := blocker(t, e, "q")
@@ -101,6 +102,7 @@ func TestQueueTenInOrder(t *testing.T) {
 // On an idle session a queued cell runs at once, as exec would; its
 // result is still its number's: a later exec does not take it.
 func TestQueueIdleRunsAtOnce(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	ok(t, e.Run("exec", "i", "x = 1"))
 	assert.Equal(t, "Out[2]: 42\n", ok(t, e.Run("exec", "i", "6 * 7", "--queue")))
@@ -114,6 +116,7 @@ func TestQueueIdleRunsAtOnce(t *testing.T) {
 // keeps 64 unread results and says which it dropped; a death reports
 // every queued cell to whoever waits on it and in the death note.
 func TestQueueBoundAndDeath(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	c := e.Client()
 	ctx := context.Background()
@@ -166,6 +169,7 @@ func TestQueueBoundAndDeath(t *testing.T) {
 // MCP: exec with queue true queues behind a busy session; wait and
 // interrupt take the cell's number.
 func TestQueueMCP(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	cs := mcpSession(t, e, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -192,6 +196,7 @@ func TestQueueMCP(t *testing.T) {
 // A restart hands the queue over: the new hub runs it in order. A hub that
 // is killed cannot, and the next one names the cells it lost.
 func TestQueueAcrossRestart(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	gate := blocker(t, e, "r") // cell 2
 	gate2 := gate + "-2"
@@ -236,6 +241,7 @@ func refused(t *testing.T, r hubtest.Result, want string) {
 // Unread results of queued cells go to disk with a swap, and the restore
 // shows them.
 func TestQueueUnreadSurviveSwap(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	gate := blocker(t, e, "sw")
 	ok(t, e.Run("exec", "sw", "'one'", "--queue"))
@@ -253,6 +259,7 @@ func TestQueueUnreadSurviveSwap(t *testing.T) {
 
 // A remote session queues as a local one does.
 func TestQueueRemote(t *testing.T) {
+	t.Parallel()
 	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
 	ok(t, w.Run("exec", "rq", "import time", "--host", "lab"))
 	r := w.Run("exec", "rq", "time.sleep(1); 'first'", "--no-wait")

@@ -54,6 +54,7 @@ func opLines(t *testing.T, out string) map[string]string {
 }
 
 func TestReachRemoteToLocal(t *testing.T) {
+	t.Parallel()
 	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
 	secret := filepath.Join(w.Dir, "secret.txt")
 	require.NoError(t, os.WriteFile(secret, []byte("local secret"), 0o600))
@@ -134,6 +135,7 @@ l.put(planted=2)
 
 // A host reaches another host only when config.json says so.
 func TestReachBetweenHosts(t *testing.T) {
+	t.Parallel()
 	w := newSSHWorld(t, []string{"hostA", "hostB"}, sshtest.Options{})
 	ok(t, w.Run("exec", "ra", "1", "--host", "hostA"))
 	ok(t, w.Run("exec", "rb", "v = 7", "--host", "hostB"))
@@ -160,6 +162,7 @@ func TestReachBetweenHosts(t *testing.T) {
 // NAME@HOST, nor have the hub remember a group on hosts it may not reach:
 // the user's next exec of that name would run there.
 func TestReachImpliedHostAndGroups(t *testing.T) {
+	t.Parallel()
 	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
 	ok(t, w.Run("exec", "web", "1", "--host", "lab"))
 

@@ -42,6 +42,7 @@ func ok(t *testing.T, r hubtest.Result) string {
 }
 
 func TestObjectsLocalToLocal(t *testing.T) {
+	t.Parallel()
 	needCloudpickle(t)
 	e := hubtest.Start(t)
 	e.Setenv("REPLHUB_PYTHON", py(t, "3.11"))
@@ -111,6 +112,7 @@ staging.call(lambda: type(sock).__name__)`))
 }
 
 func TestObjectsVersionGuard(t *testing.T) {
+	t.Parallel()
 	needCloudpickle(t)
 	e := hubtest.Start(t)
 	ok(t, e.Run("exec", "p311", "x = 1", "--python", py(t, "3.11")))
@@ -132,6 +134,7 @@ t.call("repr", {"k": "v"})`))
 }
 
 func TestObjectsPython36MovesData(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	old := py(t, "3.6")
 	ok(t, e.Run("exec", "old", "import sys; rows = list(range(5))", "--python", old))
@@ -148,6 +151,7 @@ n.call("sum", rows), n.get("z")`))
 }
 
 func TestObjectsBusyInterruptAndDeath(t *testing.T) {
+	t.Parallel()
 	needCloudpickle(t)
 	e := hubtest.Start(t)
 	e.Setenv("REPLHUB_PYTHON", py(t, "3.11"))
@@ -197,6 +201,7 @@ func TestObjectsBusyInterruptAndDeath(t *testing.T) {
 }
 
 func TestObjectsAcrossHosts(t *testing.T) {
+	t.Parallel()
 	needCloudpickle(t)
 	w := newSSHWorld(t, []string{"hostA", "hostB"}, sshtest.Options{})
 	// The two hosts may reach each other (TestReachBetweenHosts: not without).
@@ -222,6 +227,7 @@ rb, rb.call("inc", data), rb.call(lambda d: d["n"] * 2, data)`))
 }
 
 func TestObjectsUserToRoot(t *testing.T) {
+	t.Parallel()
 	needCloudpickle(t)
 	f := newFakeSudo(t, "pw", "pw")
 	e := hubtest.Start(t)
@@ -240,6 +246,7 @@ root, root.call(lambda: 6 * 7)`))
 // Functions from a user module go by reference: they need no cloudpickle
 // and cross Python versions, since only their name travels.
 func TestObjectsUserModulesByReference(t *testing.T) {
+	t.Parallel()
 	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
 	mods := w.Paths.Modules()
 	require.NoError(t, os.MkdirAll(mods, 0o700))

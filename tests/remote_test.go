@@ -107,6 +107,7 @@ func remotePids(s *sshtest.Server) []int {
 }
 
 func TestRemotePlainHost(t *testing.T) {
+	t.Parallel()
 	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
 	port := w.servers["lab"].Port
 	r := w.Run("exec", "rem", "import os; x = 41; (os.getppid() > 1, x + 1)", "--host", fmt.Sprintf("%s@127.0.0.1:%d", w.user, port))
@@ -142,6 +143,7 @@ func waitNoWorkers(t *testing.T, s *sshtest.Server) {
 }
 
 func TestRemoteAliasSemanticsAndSharedConnection(t *testing.T) {
+	t.Parallel()
 	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
 	s := w.servers["lab"]
 	newer, older := hubtest.PickPythons(t)
@@ -180,6 +182,7 @@ func TestRemoteAliasSemanticsAndSharedConnection(t *testing.T) {
 }
 
 func TestRemoteJumps(t *testing.T) {
+	t.Parallel()
 	w := newSSHWorld(t, []string{"gw1", "gw2", "target"}, sshtest.Options{})
 	tp := w.servers["target"].Port
 	w.appendConfig(t, fmt.Sprintf("Host viajumps\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  ProxyJump gw2,gw1\n", tp, w.user))
@@ -225,6 +228,7 @@ func TestRemoteJumps(t *testing.T) {
 }
 
 func TestRemoteProxyCommand(t *testing.T) {
+	t.Parallel()
 	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
 	relay := filepath.Join(w.home, "relay.py")
 	require.NoError(t, os.WriteFile(relay, []byte(`import os, socket, sys, threading
@@ -251,6 +255,7 @@ while True:
 }
 
 func TestRemoteAuth(t *testing.T) {
+	t.Parallel()
 	home := "" // set below, after the world exists
 	_ = home
 	agentKeyDir, err := os.MkdirTemp("", "agentkey-")
@@ -301,6 +306,7 @@ Host locked
 }
 
 func TestRemoteHostKeys(t *testing.T) {
+	t.Parallel()
 	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
 	stranger := sshtest.Start(t, sshtest.Options{Authorized: []string{w.key.Public}})
 	acceptor := sshtest.Start(t, sshtest.Options{Authorized: []string{w.key.Public}})
@@ -362,6 +368,7 @@ func must(b []byte, err error) []byte {
 }
 
 func TestRemoteNoiseAndPythonDiscovery(t *testing.T) {
+	t.Parallel()
 	noise, err := os.CreateTemp("", "noise-*.sh")
 	require.NoError(t, err)
 	defer os.Remove(noise.Name())
@@ -455,6 +462,7 @@ func TestRemoteLinkLoss(t *testing.T) {
 }
 
 func TestSSHConfigResolution(t *testing.T) {
+	t.Parallel()
 	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
 	s := w.servers["lab"]
 	require.NoError(t, os.Link(w.key.Path, filepath.Join(w.home, ".ssh", "id_"+w.user+"_ed25519")))
@@ -509,6 +517,7 @@ func TestRemoteHashedKnownHostsJumpKeysAndTimeouts(t *testing.T) {
 }
 
 func TestRemoteThroughMCP(t *testing.T) {
+	t.Parallel()
 	w := newSSHWorld(t, []string{"gw", "lab"}, sshtest.Options{})
 	cs := mcpSession(t, w.Env, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -49,6 +49,7 @@ func nothingLeft(t *testing.T, e *hubtest.Env, pid int) {
 }
 
 func TestRunLeavesNothing(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
@@ -95,6 +96,7 @@ func TestRunLeavesNothing(t *testing.T) {
 }
 
 func TestRunCtrlCInterruptsAndEnds(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
@@ -177,6 +179,7 @@ func runUntilInterrupted(t *testing.T, e *hubtest.Env, body string, n int) (int,
 // hears that the hub went, and the new hub ends the run's worker instead
 // of adopting it, with no trace.
 func TestRunEndsWithItsHub(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)

@@ -27,6 +27,7 @@ func completions(t *testing.T, e *hubtest.Env, args ...string) ([]string, string
 }
 
 func TestShellCompletionSessions(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
@@ -146,6 +147,7 @@ func TestShellCompletionHostsAndPythons(t *testing.T) {
 // TestShellCompletionAtATab types a command line into a real interactive
 // bash in tmux and presses TAB: the line is completed on the screen.
 func TestShellCompletionAtATab(t *testing.T) {
+	t.Parallel()
 	const bc = "/usr/share/bash-completion/bash_completion"
 	if _, err := os.Stat(bc); err != nil {
 		t.Skip("needs the bash-completion package")

@@ -38,6 +38,7 @@ func checkMix(t *testing.T, res wire.Result) {
 // traceback stays in error; a cell still running gives what it wrote so
 // far, and wait the rest; the Go client returns the same.
 func TestExecJSONStreams(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	mix, _ := jsonResult(t, e, "exec", "s", "--json", mixCell)
 	checkMix(t, mix)
@@ -94,6 +95,7 @@ func texts3(all, stdout, stderr string) [3]string { return [3]string{all, stdout
 // stream apart, a cell running across it ends with its streams, and the
 // adopted worker's output (now in out frames) still comes apart.
 func TestStreamsAcrossRestart(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	ok(t, e.Run("exec", "d", "import sys, time, threading"))
 	ok(t, e.Run("exec", "d", "print('u-out'); sys.stderr.write('u-err\\n')", "--no-wait"))
@@ -131,6 +133,7 @@ func TestStreamsAcrossRestart(t *testing.T) {
 // fence (the worker writes none), and output that comes between cells is
 // still the next reply's, each stream apart.
 func TestStreamsQuietCells(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	ok(t, e.Run("exec", "q", "import sys, threading"))
 	for _, code := range []string{"1", "threading.Timer(0.2, lambda: (print('late-out'), sys.stderr.write('late-err\\n'))).start()"} {
@@ -152,6 +155,7 @@ func TestStreamsQuietCells(t *testing.T) {
 // A remote session's streams come apart too, over its first link and
 // after a dropped link is reattached (out frames on its socket).
 func TestRemoteStreams(t *testing.T) {
+	t.Parallel()
 	w, relay := lingerWorld(t)
 	mix, _ := jsonResult(t, w.Env, "exec", "r", "--json", "--host", "lab", mixCell)
 	checkMix(t, mix)

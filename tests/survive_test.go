@@ -20,6 +20,7 @@ import (
 // whose text is megabytes) ends the cell with an error, not the session, on
 // the newest and the oldest Python.
 func TestOrdinaryCodeDoesNotKillTheSession(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, older := hubtest.PickPythons(t)
 	for i, py := range []string{newer, older} {
@@ -50,6 +51,7 @@ func TestOrdinaryCodeDoesNotKillTheSession(t *testing.T) {
 // lost: interrupt says what it did, and the cell ends with
 // KeyboardInterrupt before its last line runs.
 func TestInterruptWhileParsing(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	marker := filepath.Join(e.Dir, "ran-to-the-end")
 	r := e.Run("exec", "big", "import os")
@@ -89,6 +91,7 @@ func TestInterruptWhileParsing(t *testing.T) {
 // A worker that dies on its own, or is killed from outside the hub, takes
 // the processes its cells started with it.
 func TestWorkerDeathEndsItsChildren(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	deaths := map[string]func(name string){
 		"os._exit": func(name string) { e.Run("exec", name, "os._exit(3)") },
@@ -116,6 +119,7 @@ func TestWorkerDeathEndsItsChildren(t *testing.T) {
 // A remote host's worker that sends an absurd frame len ends its own
 // session, never the hub or the host's other sessions.
 func TestRemoteHugeFrameLenEndsOnlyItsSession(t *testing.T) {
+	t.Parallel()
 	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
 	r := w.Run("exec", "calm", "keep = 41", "--host", "lab")
 	require.Equal(t, 0, r.Code, "%s", r)
@@ -133,6 +137,7 @@ func TestRemoteHugeFrameLenEndsOnlyItsSession(t *testing.T) {
 // A session opened from code under the name of one that died hears what
 // became of its predecessor, as the CLI would.
 func TestOpenFromCodeTellsOfThePredecessor(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	r := e.Run("exec", "opener", `session("gone").put(x=1)`)
 	require.Equal(t, 0, r.Code, "%s", r)

@@ -69,6 +69,7 @@ func liveOf(l wire.SessionList, name string) *wire.SessionInfo {
 // with one note: what did not pickle, the thread that ran, and the output
 // and result nobody had read.
 func TestSwapAndRestore(t *testing.T) {
+	t.Parallel()
 	pythons(t, func(t *testing.T, py string) {
 		e := hubtest.Start(t)
 		work := filepath.Join(e.Cwd, "sub")
@@ -150,6 +151,7 @@ func TestSwapAndRestore(t *testing.T) {
 // Loading a pickle runs code: a swap whose file is group-readable, or
 // replaced by a symbolic link, is refused, logged, and left for kill.
 func TestSwapRefusesUnsafeFiles(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
@@ -196,6 +198,7 @@ func TestSwapRefusesUnsafeFiles(t *testing.T) {
 // it ends; root sessions and running cells end as before. The next hub
 // restores the swaps.
 func TestSwapAtStop(t *testing.T) {
+	t.Parallel()
 	f := newFakeSudo(t, "", "")
 	e := hubtest.Start(t)
 	f.apply(e, "nopasswd")
@@ -240,6 +243,7 @@ func TestSwapAtStop(t *testing.T) {
 // The hub's REPLHUB_SWAP_EVERY (for tests) makes the sweep run every 200 ms
 // instead of every 10 minutes.
 func TestSwapSweep(t *testing.T) {
+	t.Parallel()
 	f := newFakeSudo(t, "", "")
 	e := hubtest.Start(t)
 	f.apply(e, "nopasswd")
@@ -304,6 +308,7 @@ func TestSwapSweep(t *testing.T) {
 // A remote session's swap comes to this machine, and a restore goes back
 // to the same host; session("x") restores too.
 func TestSwapRemote(t *testing.T) {
+	t.Parallel()
 	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
 	ok(t, w.Run("exec", "far", "import os; blob = os.urandom(20 << 20); here = os.environ.get('SSH_CONNECTION') is not None", "--host", "lab"))
 	require.Len(t, remotePids(w.servers["lab"]), 1)
@@ -356,6 +361,7 @@ func TestSwapRemote(t *testing.T) {
 // An exec that arrives while its session is being swapped waits for the
 // swap, then restores it: nothing is lost and nothing runs in between.
 func TestSwapRacesAnExec(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
@@ -406,6 +412,7 @@ slow = Slow()`, "--python", newer))
 // meanwhile) costs only itself; the pickle is kept aside, not deleted, and
 // the note says where.
 func TestSwapOneBadNameCostsOnlyItself(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
@@ -432,6 +439,7 @@ func TestSwapOneBadNameCostsOnlyItself(t *testing.T) {
 // A disk that fills while a name is written fails the whole swap, with one
 // line that says so, and the session goes on; it does not lose the name.
 func TestSwapFullDiskFailsTheSwap(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
@@ -451,6 +459,7 @@ resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.RLIM_INFINITY))  # 
 // A stop that comes while the sweep swaps a session lets that swap finish
 // (the stop does not cancel it), and the session comes back from it.
 func TestSwapStopWaitsForTheSweepsSwap(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
@@ -481,6 +490,7 @@ x = 'kept'`))
 // swap is deleted, the kill and the exec say so, and the next exec starts
 // afresh.
 func TestSwapKillDuringRestoreDeletesTheSwap(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
@@ -506,6 +516,7 @@ secret = 'old state'`))
 // A name may start with a dot: its swap is listed, and the sweep does not
 // take it for a stale part file.
 func TestSwapNameWithALeadingDot(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)

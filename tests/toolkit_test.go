@@ -20,6 +20,7 @@ import (
 // text, the listing leaves its names out, and REPLHUB_NO_TK=1 starts a
 // session without it.
 func TestToolkitInEverySession(t *testing.T) {
+	t.Parallel()
 	pythons(t, func(t *testing.T, py string) {
 		e := hubtest.Start(t)
 		dir := t.TempDir()
@@ -81,6 +82,7 @@ except CommandError as e:
 // A background job is mentioned when it ends, is listed while it runs,
 // and ends with its session, however the session ends.
 func TestToolkitBackgroundJobs(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	out := ok(t, e.Run("exec", "jobs", `import os
 quick = bg("echo from the job; sleep 0.3")
@@ -126,6 +128,7 @@ func findProcess(t *testing.T, cmdline string) int {
 // sh(cmd, host=h) runs on h over the hub's connection, with cwd, env and
 // input; a session on a host may run commands only where it may reach.
 func TestToolkitShOnAHost(t *testing.T) {
+	t.Parallel()
 	w := newSSHWorld(t, []string{"lab", "gpu"}, sshtest.Options{})
 	out := ok(t, w.Run("exec", "loc", `r = sh("pwd; echo $GREETING; cat; echo oops >&2", host="lab", cwd="/tmp", env={"GREETING": "hi there"}, input="from stdin\n", check=False); r`))
 	assert.Contains(t, out, "/tmp\nhi there\nfrom stdin\n[stderr]\noops")
@@ -157,6 +160,7 @@ except CommandError as e:
 // A root session (the fake sudo) and a session on a host have the same
 // toolkit, working where they run.
 func TestToolkitAsRootAndRemote(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	f := newFakeSudo(t, fakePassword, fakePassword)
 	f.apply(e, "nopasswd")
