@@ -345,7 +345,8 @@ func TestRelayOfADeadCallerIsCancelledAtTheLink(t *testing.T) {
 	from.state = stateDead
 	from.mu.Unlock()
 
-	cancelled, stop := from.runningAs(7)
+	cancelled, stop, err := from.runningAs(7)
+	require.NoError(t, err)
 	defer stop()
 	require.Error(t, cancelled.Err(), "a dead session's request is cancelled from the start")
 	done := make(chan error, 1)

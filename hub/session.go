@@ -116,6 +116,10 @@ type Session struct {
 	// attached holds the consoles and streaming execs that see this
 	// session's cells and output as they happen (watch.go).
 	attached attachState
+	// relayq feeds the relay writer, started at the first frame relayed
+	// to s for another session (stall.go).
+	relayq    chan *relayFrame
+	relayOnce sync.Once
 }
 
 // run is one cell from exec to collection.
