@@ -21,7 +21,9 @@ import (
 // list them, kill one, or put/get/call in another. The hub never unpickles:
 // blobs pass through untouched with the sender's Python version. A target
 // serving put/get/call is busy like a running cell, on its main thread, and
-// its transcript records the operation.
+// its transcript records the operation. What the hub relays between the
+// two never waits more than relayStall on a worker that stopped reading:
+// that request then fails alone (stall.go).
 
 // serveOp is a put/get/call (or a file read or write) that a session
 // serves for another session or a client.

@@ -38,7 +38,8 @@ const fenceWait = 2 * time.Second
 //	starting → idle ⇄ running → dead
 //
 // Its output reader, frame reader and waiter goroutines end when the worker
-// ends; the waiter is the one that marks the session dead.
+// ends, and so does its relay writer (stall.go); the waiter is the one that
+// marks the session dead.
 //
 // Lock order: Hub.mu before Session.mu. The Writer's own lock guards
 // writes to the worker's stdin and is never held while taking another.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/replhub/replhub/proto"
@@ -43,7 +44,19 @@ var (
 type relayFrame struct {
 	m    proto.Msg
 	done chan error
+	// owner says who gives a chunk's buffer back to the pool: the sender
+	// that waits for the frame, so that it goes back where it was taken
+	// (a sync.Pool is per P), unless the sender stopped waiting; then the
+	// relay writer does.
+	owner atomic.Int32
 }
+
+// A relayFrame's owner.
+const (
+	ownerUndecided = iota
+	ownerSender
+	ownerWriter
+)
 
 // relaySend sends m to s's worker on behalf of another session. It returns
 // errStalled, with m still on its way, once s's writer has taken no byte
@@ -65,12 +78,10 @@ func (s *Session) relaySend(m proto.Msg) error {
 			q = nil // the relay writer has it now
 			continue
 		case err := <-f.done:
+			dropData(m)
 			return err
 		case <-s.exited:
-			if q != nil {
-				dropData(m)
-			}
-			return errGone
+			return f.giveUp(q == nil, errGone)
 		case <-t.C:
 		}
 		if n := s.w.Written(); n != seen {
@@ -78,19 +89,32 @@ func (s *Session) relaySend(m proto.Msg) error {
 			t.Reset(relayStall)
 			continue
 		}
-		if q != nil {
-			dropData(m)
-		}
-		return errStalled
+		return f.giveUp(q == nil, errStalled)
 	}
+}
+
+// giveUp stops waiting for f with err, and leaves its buffer to the relay
+// writer if taken says it has f, unless it has just written it: then what
+// that returned.
+func (f *relayFrame) giveUp(taken bool, err error) error {
+	if taken && f.owner.CompareAndSwap(ownerUndecided, ownerWriter) {
+		return err
+	}
+	if taken {
+		err = <-f.done
+	}
+	dropData(f.m)
+	return err
 }
 
 // relayLater sends m to s's worker after the relayed frames before it,
 // stalled ones included; it returns once m is queued or s has ended, and
 // is meant to run on a goroutine of its own.
 func (s *Session) relayLater(m proto.Msg) {
+	f := &relayFrame{m: m, done: make(chan error, 1)}
+	f.owner.Store(ownerWriter)
 	select {
-	case s.relayQueue() <- &relayFrame{m: m, done: make(chan error, 1)}:
+	case s.relayQueue() <- f:
 	case <-s.exited:
 		dropData(m)
 	}
@@ -113,7 +137,9 @@ func (s *Session) relayWriter() {
 		select {
 		case f := <-s.relayq:
 			err := s.send(f.m)
-			dropData(f.m)
+			if !f.owner.CompareAndSwap(ownerUndecided, ownerSender) {
+				dropData(f.m)
+			}
 			f.done <- err
 		case <-s.exited:
 			return
@@ -229,7 +255,8 @@ func (h *Hub) finishLater(target *Session, op *serveOp, got *proto.Served, ok bo
 	}()
 }
 
-// linkState is the part of a serveOp that its link to a caller uses.
+// linkState is the part of a serveOp that its link to a caller uses. Its
+// mu is taken after Session.mu, and nothing is taken under it.
 type linkState struct {
 	mu sync.Mutex
 	// served: the serve frame went; asked: a cancel was asked; told: it
