@@ -735,10 +735,10 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 		return nil, &wire.Error{Code: wire.CodeBusy, Message: (&BusyError{s.name, r.cell, time.Since(r.start), adv}).Error()}
 	}
 
-	if op := s.serving; op != nil {
+	if s.serving != nil {
+		busy := s.busyWithLocked()
 		s.mu.Unlock()
-		return nil, &wire.Error{Code: wire.CodeBusy, Message: fmt.Sprintf("session '%s' is busy: %s; try again when it is done",
-			s.name, s.busyWithLocked())}
+		return nil, &wire.Error{Code: wire.CodeBusy, Message: fmt.Sprintf("session '%s' is busy: %s; try again when it is done", s.name, busy)}
 	}
 	// A finished result that nobody has collected or is collecting (its
 	// exec gave up) comes first in this reply.

@@ -59,10 +59,10 @@ const (
 )
 
 // relaySend sends m to s's worker on behalf of another session. It returns
-// errStalled, with m still on its way, once s's writer has taken no byte
-// for relayStall: m then goes whole, later, or fails with the stream. It
-// owns a chunk's Data, which goes back to the pool once written or
-// dropped.
+// errStalled once s's writer has taken no byte for relayStall: m, if the
+// relay writer had taken it, then goes whole later or fails with the
+// stream; else it is dropped. It owns a chunk's Data, which goes back to
+// the pool once written or dropped.
 //
 // The write itself is s's relay writer's, so that the caller can stop
 // waiting for it; a frame costs a hand-over, not a goroutine.

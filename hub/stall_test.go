@@ -1,7 +1,6 @@
 package hub
 
 import (
-	"bufio"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -22,35 +21,13 @@ func shortStall(t *testing.T, d time.Duration) {
 }
 
 // gatedWorker stands in for a worker that stops reading its stdin: the
-// frames the hub writes s are read only while the gate is open. It
-// returns the frames read, in order, and the gate (closed at first).
+// frames the hub writes s are read only while the gate lets them through.
+// It returns the frames read, in order, and the gate (shut at first).
 func gatedWorker(t *testing.T, s *Session) (<-chan sentFrame, *gate) {
 	t.Helper()
-	pr, pw := io.Pipe()
-	s.w = proto.NewWriter(pw)
 	g := &gate{open: make(chan struct{}), ended: make(chan struct{})}
-	t.Cleanup(func() { close(g.ended); pw.Close(); pr.Close() })
-	frames := make(chan sentFrame, 16)
-	go func() {
-		defer close(frames)
-		br := bufio.NewReaderSize(g.reader(pr), 64)
-		for {
-			line, err := br.ReadBytes('\n')
-			if err != nil {
-				return
-			}
-			var head proto.Head
-			if json.Unmarshal(line, &head) != nil {
-				return
-			}
-			data := make([]byte, head.Len)
-			if _, err := io.ReadFull(br, data); err != nil {
-				return
-			}
-			frames <- sentFrame{head.O, line, data}
-		}
-	}()
-	return frames, g
+	t.Cleanup(func() { close(g.ended) })
+	return framesThrough(t, s, g.reader), g
 }
 
 // gate holds reads back until it opens; before that, let lets n more
