@@ -94,7 +94,7 @@ func TestRelaySendStalled(t *testing.T) {
 	took := time.Since(t0)
 	assert.ErrorIs(t, err, errStalled)
 	assert.GreaterOrEqual(t, took, relayStall)
-	assert.Less(t, took, relayStall+2*time.Second)
+	assert.Less(t, took, relayStall+5*time.Second)
 
 	close(g.open)
 	f := nextFrame(t, frames)
@@ -110,7 +110,7 @@ func TestRelaySendStalled(t *testing.T) {
 // A worker that reads slowly but steadily is not stalled, however long
 // the whole frame takes.
 func TestRelaySendSlowIsNotStalled(t *testing.T) {
-	shortStall(t, 300*time.Millisecond)
+	shortStall(t, time.Second)
 	s := stallSession(t)
 	frames, g := gatedWorker(t, s)
 	stop := make(chan struct{})
@@ -121,12 +121,12 @@ func TestRelaySendSlowIsNotStalled(t *testing.T) {
 			case <-stop:
 				return
 			case <-time.After(100 * time.Millisecond):
-				g.let.Add(1 << 20) // a piece every third of relayStall
+				g.let.Add(1 << 20) // a piece every tenth of relayStall
 			}
 		}
 	}()
 	t0 := time.Now()
-	require.NoError(t, s.relaySend(&proto.Chunk{Sid: 3, Data: make([]byte, 6<<20)}))
+	require.NoError(t, s.relaySend(&proto.Chunk{Sid: 3, Data: make([]byte, 16<<20)}))
 	assert.Greater(t, time.Since(t0), relayStall, "the frame took longer than relayStall")
 	assert.Equal(t, "chunk", nextFrame(t, frames).op)
 }
@@ -172,7 +172,7 @@ func TestRelayStallFailsTheLink(t *testing.T) {
 
 	t0 := time.Now()
 	from.onChunk(&proto.Chunk{ID: 5, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)}) // on from's reader
-	assert.Less(t, time.Since(t0), relayStall+2*time.Second, "the caller's reader is held up at most relayStall")
+	assert.Less(t, time.Since(t0), relayStall+5*time.Second, "the caller's reader is held up at most relayStall")
 	last := reply()
 	assert.False(t, last.First)
 	assert.Equal(t, "session 't0' took none of the put's data for 0.3s: is it stopped (SIGSTOP) or stuck in C code? interrupt or kill it", last.Error)
