@@ -133,7 +133,11 @@ func (h *Hub) fanServe(from *Session, f *proto.Req, reply *proto.Reply) {
 	}
 	streamed := len(f.Bufs) > 0 || f.Oob
 	slots := make(chan struct{}, fanStreams)
-	cancelled, stop := from.runningAs(f.ID)
+	cancelled, stop, err := from.runningAs(f.ID)
+	if err != nil {
+		reply.Error = err.Error()
+		return
+	}
 	defer stop()
 	reply.Fan = make([]proto.FanItem, len(f.Targets))
 	blobs := make([][]byte, len(f.Targets))

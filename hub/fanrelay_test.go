@@ -26,13 +26,19 @@ type sentFrame struct {
 // hub sends s, one at a time, in order.
 func framesTo(t *testing.T, s *Session) <-chan sentFrame {
 	t.Helper()
+	return framesThrough(t, s, func(r io.Reader) io.Reader { return r })
+}
+
+// framesThrough is framesTo with the worker's input read through wrap.
+func framesThrough(t *testing.T, s *Session, wrap func(io.Reader) io.Reader) <-chan sentFrame {
+	t.Helper()
 	pr, pw := io.Pipe()
 	s.w = proto.NewWriter(pw)
 	t.Cleanup(func() { pw.Close() })
 	frames := make(chan sentFrame)
 	go func() {
 		defer close(frames)
-		br := bufio.NewReader(pr)
+		br := bufio.NewReader(wrap(pr))
 		for {
 			line, err := br.ReadBytes('\n')
 			if err != nil {
@@ -345,7 +351,8 @@ func TestRelayOfADeadCallerIsCancelledAtTheLink(t *testing.T) {
 	from.state = stateDead
 	from.mu.Unlock()
 
-	cancelled, stop := from.runningAs(7)
+	cancelled, stop, err := from.runningAs(7)
+	require.NoError(t, err)
 	defer stop()
 	require.Error(t, cancelled.Err(), "a dead session's request is cancelled from the start")
 	done := make(chan error, 1)

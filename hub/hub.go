@@ -116,6 +116,7 @@ func New(o Options) (*Hub, error) {
 	if o.FrameStall == 0 {
 		o.FrameStall = 10 * time.Second
 	}
+	setRelayStall()
 	wp, err := boot.Install(o.Paths.Runtime)
 	if err != nil {
 		return nil, fmt.Errorf("hub: %w", err)

@@ -40,26 +40,31 @@ import (
 // each on the target's reader instead: the hub then holds at most one
 // chunk a part, not a queue of them, however many parts are under way
 // (the bound is at fanStreams).
+//
+// Every frame goes through op.relay, both ways: a session that stops
+// reading holds the other's reader up for at most relayStall, and then
+// its link fails alone (stall.go); a group's other parts go on.
 func streamObject(from *Session, id int64, op *serveOp) (flush func()) {
 	forward := func(c *proto.Chunk) {
-		if !c.EOF {
-			from.send(&proto.Chunk{ID: id, Seq: c.Seq, Data: c.Data})
+		if c.EOF {
+			proto.PutChunk(c.Data)
+			return
 		}
-		proto.PutChunk(c.Data)
+		op.relay(from, &proto.Chunk{ID: id, Seq: c.Seq, Data: c.Data})
 	}
-	op.ackSink = func(a *proto.Ack) { from.send(&proto.Ack{ID: id, Seq: a.Seq}) }
+	op.ackSink = func(a *proto.Ack) { op.relay(from, &proto.Ack{ID: id, Seq: a.Seq}) }
 	if _, part := fanLinkOf(id); part {
 		op.chunkSink = forward
 		return func() {}
 	}
-	op.chunkSink, flush = queued(forward)
+	op.chunkSink, flush = queued(forward, op.overrun)
 	return flush
 }
 
 // passFirst passes a target's First answer on to the caller: the target
 // is ready for the caller's buffers, or its value's buffers follow.
-func passFirst(from *Session, id int64, s *proto.Served) {
-	from.send(&proto.Reply{ID: id, OK: s.OK, Py: s.Py, First: true, Bufs: s.Bufs, Kinds: s.Kinds, Error: s.Error, Data: s.Data})
+func passFirst(from *Session, id int64, s *proto.Served, op *serveOp) {
+	op.relay(from, &proto.Reply{ID: id, OK: s.OK, Py: s.Py, First: true, Bufs: s.Bufs, Kinds: s.Kinds, Error: s.Error, Data: s.Data})
 }
 
 // cancelWaitsLocked stops what s waits on (a put, get or call, a push or
@@ -69,6 +74,6 @@ func passFirst(from *Session, id int64, s *proto.Served) {
 // writer may block.
 func (s *Session) cancelWaitsLocked() {
 	for _, link := range s.waitingOn {
-		go link.target.send(&proto.Cancel{Sid: link.op.sid})
+		link.op.cancel()
 	}
 }

@@ -21,7 +21,9 @@ import (
 // list them, kill one, or put/get/call in another. The hub never unpickles:
 // blobs pass through untouched with the sender's Python version. A target
 // serving put/get/call is busy like a running cell, on its main thread, and
-// its transcript records the operation.
+// its transcript records the operation. What the hub relays between the
+// two never waits more than relayStall on a worker that stopped reading:
+// that request then fails alone (stall.go).
 
 // serveOp is a put/get/call (or a file read or write) that a session
 // serves for another session or a client.
@@ -39,6 +41,10 @@ type serveOp struct {
 	ackSink   func(*proto.Ack)
 	// ended is closed when the target is free of this serve.
 	ended chan struct{}
+	// target serves it; what names the request in messages (put, pull …).
+	target *Session
+	what   string
+	linkState
 }
 
 // relayLink is a request a session waits on: where it went, and as what.
@@ -94,7 +100,7 @@ func (h *Hub) serveRequest(from *Session, f *proto.Req) {
 		from.mu.Unlock()
 		for _, link := range links {
 			if link != nil {
-				link.target.send(&proto.Cancel{Sid: link.op.sid})
+				link.op.cancel()
 			}
 		}
 		return
@@ -132,9 +138,12 @@ func (h *Hub) serveRequest(from *Session, f *proto.Req) {
 		reply.OK, reply.Message = true, modules.Text(list, h.paths.Modules())
 		reply.Data, _ = json.Marshal(list)
 	case "put", "get", "call":
-		cancelled, stop := from.runningAs(f.ID)
-		served, err := h.relayServe(cancelled, from, f)
-		stop()
+		cancelled, stop, err := from.runningAs(f.ID)
+		var served *proto.Served
+		if err == nil {
+			served, err = h.relayServe(cancelled, from, f)
+			stop()
+		}
 		if err != nil {
 			fail("%s", errorMessage(err))
 			break
@@ -189,7 +198,8 @@ func (h *Hub) beginServe(target *Session, kind, from string) (*serveOp, error) {
 	if busy := target.busyWithLocked(); busy != "" {
 		return nil, fmt.Errorf("session '%s' is busy: %s", target.name, busy)
 	}
-	op := &serveOp{sid: sids.Add(1), kind: kind, from: from, start: time.Now(), done: make(chan *proto.Served, 4), ended: make(chan struct{})}
+	op := &serveOp{sid: sids.Add(1), kind: kind, from: from, start: time.Now(), done: make(chan *proto.Served, 4), ended: make(chan struct{}),
+		target: target, what: kind, linkState: linkState{failed: make(chan struct{})}}
 	target.serving = op
 	target.state = stateRunning
 	target.lastActive = op.start
@@ -212,23 +222,20 @@ func (h *Hub) endServe(target *Session, op *serveOp) string {
 	return target.death
 }
 
-// sendServe sends target serve and, when the request was cancelled before
-// its link (link's report), the cancel of it: after the serve, since a
-// worker drops a cancel of a sid it does not know.
-func sendServe(target *Session, serve *proto.Serve, cancelled bool) error {
-	err := target.send(serve)
-	if cancelled && err == nil {
-		target.send(&proto.Cancel{Sid: serve.Sid})
+// sendServe sends target serve, as a relay (the target may have stopped
+// reading); a cancel asked before it follows it (serveOp.cancel). An
+// error means the target is gone.
+func sendServe(target *Session, serve *proto.Serve, op *serveOp) error {
+	err := target.relaySend(serve)
+	stalled := errors.Is(err, errStalled)
+	if err == nil || stalled {
+		op.sent() // on its way: what is relayed after it follows it
 	}
-	return err
-}
-
-// awaitServed waits for the target's next served frame; nil means it died.
-func awaitServed(target *Session, op *serveOp, sent error) *proto.Served {
-	if sent != nil {
+	if stalled {
+		op.stalled(target)
 		return nil
 	}
-	return <-op.done
+	return err
 }
 
 func (h *Hub) diedServing(target *Session, kind, death string) error {
@@ -263,7 +270,7 @@ func (h *Hub) relayServe(cancelled context.Context, from *Session, f *proto.Req)
 	if err != nil {
 		return nil, err
 	}
-	cancelNow := from.link(f.ID, target, op, cancelled)
+	from.link(f.ID, target, op, cancelled)
 	defer from.unlink(f.ID)
 
 	title, body := fmt.Sprintf("%s from '%s'", f.Kind, from.name), ""
@@ -281,10 +288,14 @@ func (h *Hub) relayServe(cancelled context.Context, from *Session, f *proto.Req)
 	flush := streamObject(from, f.ID, op)
 	serve := &proto.Serve{Sid: op.sid, Kind: f.Kind, From: from.name, Py: f.Py,
 		Names: f.Names, Into: f.Into, Cells: f.Cells, Bufs: f.Bufs, Kinds: f.Kinds, Oob: f.Oob, Data: f.Data}
-	served := awaitServed(target, op, sendServe(target, serve, cancelNow))
-	for served != nil && served.First {
-		passFirst(from, f.ID, served)
-		served = <-op.done
+	served, ok := op.next(sendServe(target, serve, op))
+	for ok && served != nil && served.First {
+		passFirst(from, f.ID, served, op)
+		served, ok = op.next(nil)
+	}
+	if err := op.err(); err != nil {
+		h.finishLater(target, op, served, ok, func(s *proto.Served) bool { return !s.First }, flush)
+		return nil, err
 	}
 	flush() // every chunk reaches the caller before the last word
 	death := h.endServe(target, op)
@@ -296,10 +307,15 @@ func (h *Hub) relayServe(cancelled context.Context, from *Session, f *proto.Req)
 
 // runningAs records that s runs request id, which a cancel of id or the
 // death of s ends (ctx is then done); stop, once it is over, forgets it.
-func (s *Session) runningAs(id int64) (ctx context.Context, stop func()) {
-	ctx, cancel := context.WithCancel(context.Background())
+// An id already running is refused: its links and its cancel would meet
+// another request's.
+func (s *Session) runningAs(id int64) (ctx context.Context, stop func(), err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.running[id] != nil {
+		return nil, nil, fmt.Errorf("request id %d is in use: a worker numbers its requests 1, 2, … and never reuses one while it runs", id)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
 	if s.state == stateDead {
 		cancel() // its death has stopped what ran before
 	}
@@ -312,21 +328,23 @@ func (s *Session) runningAs(id int64) (ctx context.Context, stop func()) {
 		delete(s.running, id)
 		s.mu.Unlock()
 		cancel()
-	}
+	}, nil
 }
 
-// link records that from waits on request id, served by target as op,
-// and reports whether cancelled was done by then: a cancel of id, or s's
-// death, that found no link to tell the target through. Both end
-// cancelled under s.mu, so the target is told once, by one or the other.
-func (s *Session) link(id int64, target *Session, op *serveOp, cancelled context.Context) bool {
+// link records that s waits on request id, served by target as op. When
+// cancelled is done by then (a cancel of id, or the death of s, that found
+// no link to tell the target through) the target is told, once, as soon
+// as the serve frame has gone (serveOp.cancel).
+func (s *Session) link(id int64, target *Session, op *serveOp, cancelled context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.waitingOn == nil {
 		s.waitingOn = map[int64]*relayLink{}
 	}
 	s.waitingOn[id] = &relayLink{target, op}
-	return cancelled.Err() != nil
+	if cancelled.Err() != nil {
+		op.cancel()
+	}
 }
 
 func (s *Session) unlink(id int64) {
@@ -369,7 +387,8 @@ func (s *Session) onChunk(f *proto.Chunk) {
 		return
 	}
 	if link := s.linkOf(f.ID); link != nil {
-		link.target.send(&proto.Chunk{Sid: link.op.sid, Seq: f.Seq, EOF: f.EOF, Data: f.Data})
+		link.op.relay(link.target, &proto.Chunk{Sid: link.op.sid, Seq: f.Seq, EOF: f.EOF, Data: f.Data})
+		return
 	}
 	proto.PutChunk(f.Data)
 }
@@ -383,7 +402,7 @@ func (s *Session) onAck(f *proto.Ack) {
 		return
 	}
 	if link := s.linkOf(f.ID); link != nil {
-		link.target.send(&proto.Ack{Sid: link.op.sid, Seq: f.Seq})
+		link.op.relay(link.target, &proto.Ack{Sid: link.op.sid, Seq: f.Seq})
 	}
 }
 

@@ -38,7 +38,8 @@ const fenceWait = 2 * time.Second
 //	starting → idle ⇄ running → dead
 //
 // Its output reader, frame reader and waiter goroutines end when the worker
-// ends; the waiter is the one that marks the session dead.
+// ends, and so does its relay writer (stall.go); the waiter is the one that
+// marks the session dead.
 //
 // Lock order: Hub.mu before Session.mu. The Writer's own lock guards
 // writes to the worker's stdin and is never held while taking another.
@@ -116,6 +117,10 @@ type Session struct {
 	// attached holds the consoles and streaming execs that see this
 	// session's cells and output as they happen (watch.go).
 	attached attachState
+	// relayq feeds the relay writer, started at the first frame relayed
+	// to s for another session (stall.go).
+	relayq    chan *relayFrame
+	relayOnce sync.Once
 }
 
 // run is one cell from exec to collection.
@@ -730,10 +735,10 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 		return nil, &wire.Error{Code: wire.CodeBusy, Message: (&BusyError{s.name, r.cell, time.Since(r.start), adv}).Error()}
 	}
 
-	if op := s.serving; op != nil {
+	if s.serving != nil {
+		busy := s.busyWithLocked()
 		s.mu.Unlock()
-		return nil, &wire.Error{Code: wire.CodeBusy, Message: fmt.Sprintf("session '%s' is busy: %s; try again when it is done",
-			s.name, s.busyWithLocked())}
+		return nil, &wire.Error{Code: wire.CodeBusy, Message: fmt.Sprintf("session '%s' is busy: %s; try again when it is done", s.name, busy)}
 	}
 	// A finished result that nobody has collected or is collecting (its
 	// exec gave up) comes first in this reply.

@@ -39,7 +39,11 @@ func (h *Hub) runSh(from *Session, f *proto.Req, reply *proto.Reply) {
 	if timeout <= 0 || timeout > shMaxTimeout {
 		timeout = shMaxTimeout
 	}
-	ctx, stop := from.runningAs(f.ID)
+	ctx, stop, err := from.runningAs(f.ID)
+	if err != nil {
+		reply.Error = err.Error()
+		return
+	}
 	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/replhub/replhub/proto"
@@ -17,13 +18,20 @@ import (
 // session pushing, or a client) sends 8 MiB chunks; the side that writes
 // (a session serving "write", a session pulling, or a client) acknowledges
 // each one; the sender keeps at most a few unacknowledged. The hub forwards
-// one chunk at a time and holds no more than that per transfer.
+// one chunk at a time and holds no more than that per transfer. Between
+// two sessions, a side that stops reading fails the transfer after
+// relayStall (stall.go); the other side's reader never waits longer.
 
-// queued runs sink on its own goroutine, in order, with up to wire.Window
-// frames waiting: reading the next chunk from one side then overlaps with
-// writing this one to the other. stop waits until all are written.
-func queued(sink func(*proto.Chunk)) (enqueue func(*proto.Chunk), stop func()) {
-	ch := make(chan *proto.Chunk, wire.Window)
+// queued runs sink on its own goroutine, in order: reading the next chunk
+// from one side then overlaps with writing this one to the other. stop
+// waits until all are written.
+//
+// A sender keeps at most wire.Window chunks, and its end, unacknowledged,
+// so the queue never fills for one that keeps to it. It never blocks the
+// reader that enqueues either: a chunk past queueRoom (a worker that sends
+// past its window) is dropped, with all after it, and full is called.
+func queued(sink func(*proto.Chunk), full func()) (enqueue func(*proto.Chunk), stop func()) {
+	ch := make(chan *proto.Chunk, queueRoom)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -34,15 +42,20 @@ func queued(sink func(*proto.Chunk)) (enqueue func(*proto.Chunk), stop func()) {
 	// A chunk that comes after stop (a worker that sends past its end)
 	// is dropped, not sent on the closed channel.
 	var mu sync.Mutex
-	closed := false
+	closed, over := false, false
 	enqueue = func(f *proto.Chunk) {
 		mu.Lock()
 		defer mu.Unlock()
-		if closed {
-			proto.PutChunk(f.Data)
-			return
+		if !closed && !over {
+			select {
+			case ch <- f:
+				return
+			default:
+				over = true
+				go full()
+			}
 		}
-		ch <- f
+		proto.PutChunk(f.Data)
 	}
 	stop = func() {
 		mu.Lock()
@@ -55,6 +68,10 @@ func queued(sink func(*proto.Chunk)) (enqueue func(*proto.Chunk), stop func()) {
 	}
 	return enqueue, stop
 }
+
+// queueRoom is a queue's room: the window, the end, and one that the sink
+// has written but not yet taken off (its ack may come first).
+const queueRoom = wire.Window + 2
 
 // readChunk is one chunk of a file, or the error that ended it (io.EOF at
 // the end, with the last bytes).
@@ -107,34 +124,47 @@ func (h *Hub) sessionTransfer(from *Session, f *proto.Req) {
 	if f.Kind == "push" {
 		kind, title = "write", fmt.Sprintf("push from '%s': %s (%d bytes)", from.name, f.Path, f.Size)
 	}
+	cancelled, stop, err := from.runningAs(f.ID)
+	if err != nil {
+		fail(err)
+		return
+	}
+	defer stop()
 	op, err := h.beginServe(target, kind, from.name)
 	if err != nil {
 		fail(err)
 		return
 	}
-	cancelled, stop := from.runningAs(f.ID)
-	defer stop()
-	cancelNow := from.link(f.ID, target, op, cancelled)
+	op.what = f.Kind
+	from.link(f.ID, target, op, cancelled)
 	defer from.unlink(f.ID)
 	// The end of a pull is told only once the target is free again (below),
 	// so that the caller's next request never finds it still busy.
 	enqueue, flush := queued(func(c *proto.Chunk) {
 		if c.EOF {
+			proto.PutChunk(c.Data)
 			return
 		}
-		from.send(&proto.Chunk{ID: f.ID, Seq: c.Seq, Data: c.Data})
-		proto.PutChunk(c.Data)
-	})
-	defer flush()
+		op.relay(from, &proto.Chunk{ID: f.ID, Seq: c.Seq, Data: c.Data})
+	}, op.overrun)
 	op.chunkSink = enqueue
-	op.ackSink = func(a *proto.Ack) { from.send(&proto.Ack{ID: f.ID, Seq: a.Seq}) }
+	op.ackSink = func(a *proto.Ack) { op.relay(from, &proto.Ack{ID: f.ID, Seq: a.Seq}) }
 	h.transcribeNote(target, title, "")
 	serve := &proto.Serve{Sid: op.sid, Kind: kind, From: from.name, Path: f.Path}
 	if kind == "write" {
 		serve.Size, serve.Mode = f.Size, f.Mode
 	}
-	first := awaitServed(target, op, sendServe(target, serve, cancelNow))
-	if first == nil || !first.OK {
+	// The target answers twice (ready, then its last word), or once when
+	// it refuses.
+	answered := false
+	isLast := func(s *proto.Served) bool {
+		last := answered || !s.OK
+		answered = true
+		return last
+	}
+	first, ok := op.next(sendServe(target, serve, op))
+	if ok && (first == nil || !first.OK) {
+		flush()
 		death := h.endServe(target, op)
 		if first == nil {
 			fail(h.diedServing(target, f.Kind, death))
@@ -143,11 +173,21 @@ func (h *Hub) sessionTransfer(from *Session, f *proto.Req) {
 		}
 		return
 	}
-	from.send(&proto.Reply{ID: f.ID, OK: true, Size: first.Size, Mode: first.Mode})
-	last := <-op.done
+	last := first
+	if ok {
+		answered = true
+		op.relay(from, &proto.Reply{ID: f.ID, OK: true, Size: first.Size, Mode: first.Mode})
+		last, ok = op.next(nil)
+	}
+	end := &proto.Chunk{ID: f.ID, EOF: f.Kind == "pull", Done: f.Kind == "push"}
+	if err := op.err(); err != nil {
+		h.finishLater(target, op, last, ok, isLast, flush)
+		end.Error = err.Error()
+		from.send(end)
+		return
+	}
 	flush() // every chunk reaches the caller before the last word
 	death := h.endServe(target, op)
-	end := &proto.Chunk{ID: f.ID, EOF: f.Kind == "pull", Done: f.Kind == "push"}
 	switch {
 	case last == nil:
 		end.Error = h.diedServing(target, f.Kind, death).Error()
@@ -228,6 +268,7 @@ func (h *Hub) clientTransfer(req wire.Request, next func() (*wire.Request, bool)
 	sinkReady := make(chan struct{})  // closed once sink is set (or will not be)
 	sinkFailed := make(chan struct{}) // closed when writing the file failed
 	acks := make(chan int64, 64)
+	var overran atomic.Bool // the session sent past its window
 	total := size
 	enqueue, flush := queued(func(c *proto.Chunk) {
 		<-sinkReady
@@ -250,6 +291,9 @@ func (h *Hub) clientTransfer(req wire.Request, next func() (*wire.Request, bool)
 		}
 		target.send(&proto.Ack{Sid: op.sid, Seq: c.Seq})
 		report(n, total)
+	}, func() {
+		overran.Store(true)
+		target.send(&proto.Cancel{Sid: op.sid})
 	})
 	defer flush()
 	op.chunkSink = enqueue
@@ -265,7 +309,7 @@ func (h *Hub) clientTransfer(req wire.Request, next func() (*wire.Request, bool)
 		serve.Size, serve.Mode = size, uint32(mode)
 	}
 	t0 := time.Now()
-	first := awaitServed(target, op, target.send(serve))
+	first, _ := op.next(target.send(serve))
 	if first == nil || !first.OK {
 		close(sinkReady)
 		death := h.endServe(target, op)
@@ -359,6 +403,12 @@ wait:
 			sink.Abort()
 		}
 		return replyErr(h.diedServing(target, req.Op, death))
+	}
+	if overran.Load() {
+		if sink != nil {
+			sink.Abort()
+		}
+		return errReply(wire.CodeBadRequest, "session '%s' sent more of %s than it was asked for; the %s is stopped", target.name, req.Path, req.Op)
 	}
 	if !last.OK || sinkErr != nil {
 		if sink != nil {

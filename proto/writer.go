@@ -5,18 +5,50 @@ import (
 	"encoding/json"
 	"io"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
 // Writer writes frames to one worker. Write may be called from any
 // goroutine; frames never interleave.
+//
+// Written counts the bytes written so far, a big payload's as each piece
+// of it (at most writePiece) goes: a caller that must not wait for ever
+// on a worker that stopped reading (the hub's relay) sees whether a frame
+// under way still moves.
 type Writer struct {
 	mu sync.Mutex
 	w  io.Writer
+	n  atomic.Int64
 }
+
+// writePiece bounds one write to the stream, so that progress through an
+// 8 MiB chunk shows in Written.
+const writePiece = 1 << 20
 
 // NewWriter writes frames to w.
 func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
+
+// Written returns how many bytes w has written; it grows while a frame is
+// under way, and not while the stream takes nothing.
+func (w *Writer) Written() int64 { return w.n.Load() }
+
+// put writes b in pieces of at most writePiece, counting each. w.mu is held.
+func (w *Writer) put(b []byte) error {
+	for len(b) > 0 {
+		piece := b[:min(len(b), writePiece)]
+		k, err := w.w.Write(piece)
+		w.n.Add(int64(k))
+		if err == nil && k < len(piece) {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			return err
+		}
+		b = b[k:]
+	}
+	return nil
+}
 
 // A FrameWriter is told where each frame begins and ends: a writer that
 // switches streams (a session reattached over a new link) keeps a frame
@@ -56,11 +88,10 @@ func (w *Writer) Write(m Msg) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	defer w.frame()()
-	if _, err := w.w.Write(buf.Bytes()); err != nil || data == nil {
+	if err := w.put(buf.Bytes()); err != nil || data == nil {
 		return err
 	}
-	_, err := w.w.Write(data)
-	return err
+	return w.put(data)
 }
 
 // framePool holds the buffers frames are encoded in: a frame on the
@@ -104,14 +135,13 @@ func (w *Writer) writeExec(x *Exec) error {
 		buf = append(buf, piece[1:len(piece)-1]...)
 		code = code[n:]
 		if len(buf) >= 256<<10 {
-			if _, err := w.w.Write(buf); err != nil {
+			if err := w.put(buf); err != nil {
 				return err
 			}
 			buf = buf[:0]
 		}
 	}
-	_, err = w.w.Write(append(buf, "\"}\n"...))
-	return err
+	return w.put(append(buf, "\"}\n"...))
 }
 
 // Encode returns m's header line, newline included, with op and len set.

@@ -93,18 +93,7 @@ print("streamed", {k: objstream.STATS[k] - s0[k] for k in ("sent", "received")})
 	})
 
 	t.Run("a session killed in a put", func(t *testing.T) {
-		out := ok(t, w.Run("exec", "driver", `import signal, threading, time
-victim = g.session("lab-1").call(os.getpid)
-def rss(pid):
-    with open("/proc/%d/status" % pid) as f:
-        return int([l for l in f if l.startswith("VmRSS:")][0].split()[1]) << 10
-def kill_midway(base=rss(victim)):
-    for _ in range(20000):
-        if rss(victim) > base + (24 << 20):
-            os.kill(victim, signal.SIGKILL)
-            return
-        time.sleep(0.0005)
-threading.Thread(target=kill_midway, daemon=True).start()
+		out := ok(t, w.Run("exec", "driver", signalMidway("lab-1", "SIGKILL")+`
 put = g.put(other=obj)
 print("put", {h: str(v) for h, v in put.items()})
 print("there", g.call(lambda: len(globals()["other"])))`, "-t", "120"))
@@ -112,4 +101,22 @@ print("there", g.call(lambda: len(globals()["other"])))`, "-t", "120"))
 		assert.Contains(t, out, "there {'lab-1': HubError(\"session 'g@lab-1' died at ")
 		assert.Contains(t, out, "'lab-2': 115343360, 'local': 115343360}\n")
 	})
+}
+
+// signalMidway is driver code that sends the group g's session on host
+// the signal sig once that session's memory grew by 24 MiB: in the middle
+// of a put of obj.
+func signalMidway(host, sig string) string {
+	return fmt.Sprintf(`import signal, threading, time
+victim = g.session(%q).call(os.getpid)
+def rss(pid):
+    with open("/proc/%%d/status" %% pid) as f:
+        return int([l for l in f if l.startswith("VmRSS:")][0].split()[1]) << 10
+def signal_midway(base=rss(victim)):
+    for _ in range(40000):
+        if rss(victim) > base + (24 << 20):
+            os.kill(victim, signal.%s)
+            return
+        time.sleep(0.0005)
+threading.Thread(target=signal_midway, daemon=True).start()`, host, sig)
 }

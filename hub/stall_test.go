@@ -1,0 +1,286 @@
+package hub
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/replhub/replhub/proto"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// shortStall makes relayStall d for one test.
+func shortStall(t *testing.T, d time.Duration) {
+	old := relayStall
+	relayStall = d
+	t.Cleanup(func() { relayStall = old })
+}
+
+// gatedWorker stands in for a worker that stops reading its stdin: the
+// frames the hub writes s are read only while the gate lets them through.
+// It returns the frames read, in order, and the gate (shut at first).
+func gatedWorker(t *testing.T, s *Session) (<-chan sentFrame, *gate) {
+	t.Helper()
+	g := &gate{open: make(chan struct{}), ended: make(chan struct{})}
+	t.Cleanup(func() { close(g.ended) })
+	return framesThrough(t, s, g.reader), g
+}
+
+// gate holds reads back until it opens; before that, let lets n more
+// bytes through. Once ended, a read held back ends with io.EOF.
+type gate struct {
+	open, ended chan struct{}
+	let         atomic.Int64
+}
+
+func (g *gate) reader(r io.Reader) io.Reader { return gateReader{g, r} }
+
+type gateReader struct {
+	g *gate
+	r io.Reader
+}
+
+func (gr gateReader) Read(p []byte) (int, error) {
+	for gr.g.let.Load() <= 0 {
+		select {
+		case <-gr.g.open:
+			return gr.r.Read(p)
+		case <-gr.g.ended:
+			return 0, io.EOF
+		case <-time.After(time.Millisecond):
+		}
+	}
+	n := min(int64(len(p)), gr.g.let.Load())
+	k, err := gr.r.Read(p[:n])
+	gr.g.let.Add(-int64(k))
+	return k, err
+}
+
+func nextFrame(t *testing.T, frames <-chan sentFrame) sentFrame {
+	t.Helper()
+	select {
+	case f, ok := <-frames:
+		require.True(t, ok, "the worker's stream ended")
+		return f
+	case <-time.After(10 * time.Second):
+		t.Fatal("no frame came")
+		return sentFrame{}
+	}
+}
+
+func stallSession(t *testing.T) *Session {
+	s := newSession(&Hub{log: slog.New(slog.NewTextHandler(io.Discard, nil))}, "b")
+	close(s.ready)
+	return s
+}
+
+// A relay to a worker that reads nothing gives up after relayStall,
+// leaves the frame to finish whole once the worker reads again, and the
+// next relay goes through.
+func TestRelaySendStalled(t *testing.T) {
+	shortStall(t, 200*time.Millisecond)
+	s := stallSession(t)
+	frames, g := gatedWorker(t, s)
+	data := proto.GetChunk(proto.ChunkSize)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	t0 := time.Now()
+	err := s.relaySend(&proto.Chunk{Sid: 3, Seq: 0, Data: data})
+	took := time.Since(t0)
+	assert.ErrorIs(t, err, errStalled)
+	assert.GreaterOrEqual(t, took, relayStall)
+	assert.Less(t, took, relayStall+5*time.Second)
+
+	close(g.open)
+	f := nextFrame(t, frames)
+	require.Equal(t, "chunk", f.op)
+	require.Len(t, f.data, proto.ChunkSize, "the stalled frame went whole")
+	for i := 0; i < len(f.data); i += 4099 {
+		require.Equal(t, byte(i), f.data[i])
+	}
+	require.NoError(t, s.relaySend(&proto.Ack{Sid: 3, Seq: 0}))
+	assert.Equal(t, "ack", nextFrame(t, frames).op)
+}
+
+// A worker that reads slowly but steadily is not stalled, however long
+// the whole frame takes.
+func TestRelaySendSlowIsNotStalled(t *testing.T) {
+	shortStall(t, time.Second)
+	s := stallSession(t)
+	frames, g := gatedWorker(t, s)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+				g.let.Add(1 << 20) // a piece every tenth of relayStall
+			}
+		}
+	}()
+	t0 := time.Now()
+	require.NoError(t, s.relaySend(&proto.Chunk{Sid: 3, Data: make([]byte, 16<<20)}))
+	assert.Greater(t, time.Since(t0), relayStall, "the frame took longer than relayStall")
+	assert.Equal(t, "chunk", nextFrame(t, frames).op)
+}
+
+// A relay to a session that has ended says so at once.
+func TestRelaySendGone(t *testing.T) {
+	shortStall(t, time.Hour)
+	s := stallSession(t)
+	gatedWorker(t, s)
+	close(s.exited)
+	assert.ErrorIs(t, s.relaySend(&proto.Ack{Sid: 1}), errGone)
+}
+
+// A put whose target stops reading mid-transfer fails alone: the caller
+// is answered with the reason within relayStall, its later chunks are
+// dropped without a wait, another session serves it meanwhile, and the
+// target stays busy until, reading again, it gets the stalled chunk whole,
+// then the cancel, and answers.
+func TestRelayStallFailsTheLink(t *testing.T) {
+	shortStall(t, 300*time.Millisecond)
+	h, from, replies, targets := relayHub(t, "t%d", 2)
+	stuck, other := h.sessions[targets[0]], h.sessions[targets[1]]
+	frames, g := gatedWorker(t, stuck)
+	fakeWorker(t, other, func(sv *proto.Serve) *proto.Served { return &proto.Served{Sid: sv.Sid, OK: true} }, nil)
+	g.let.Store(1 << 30) // the serve frame goes through
+	go h.serveRequest(from, &proto.Req{ID: 5, Kind: "put", Target: stuck.name, Names: []string{"x"}, Bufs: []int64{3 * proto.ChunkSize}})
+	serve := nextFrame(t, frames)
+	require.Equal(t, "serve", serve.op)
+	var sv proto.Serve
+	require.NoError(t, json.Unmarshal(serve.line, &sv))
+	g.let.Store(0) // the worker stops reading
+	stuck.onServed(&proto.Served{Sid: sv.Sid, OK: true, First: true})
+	reply := func() *proto.Reply {
+		select {
+		case r := <-replies:
+			return r
+		case <-time.After(10 * time.Second):
+			t.Fatal("no reply came")
+			return nil
+		}
+	}
+	require.True(t, reply().First, "the target is ready")
+
+	t0 := time.Now()
+	from.onChunk(&proto.Chunk{ID: 5, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)}) // on from's reader
+	assert.Less(t, time.Since(t0), relayStall+5*time.Second, "the caller's reader is held up at most relayStall")
+	last := reply()
+	assert.False(t, last.First)
+	assert.Equal(t, "session 't0' took none of the put's data for 0.3s: is it stopped (SIGSTOP) or stuck in C code? interrupt or kill it", last.Error)
+	t0 = time.Now()
+	from.onChunk(&proto.Chunk{ID: 5, Seq: 1, Data: proto.GetChunk(proto.ChunkSize)})
+	assert.Less(t, time.Since(t0), relayStall/2, "a failed link's chunks are dropped")
+
+	go h.serveRequest(from, &proto.Req{ID: 6, Kind: "put", Target: other.name, Names: []string{"y"}, Data: []byte("blob")})
+	r := reply()
+	assert.Equal(t, int64(6), r.ID)
+	assert.True(t, r.OK, "the caller goes on with another session: %s", r.Error)
+
+	busy := func() string {
+		stuck.mu.Lock()
+		defer stuck.mu.Unlock()
+		return stuck.busyWithLocked()
+	}
+	assert.Contains(t, busy(), "serving a put from 'web'", "a target still mid-serve stays busy")
+
+	close(g.open)
+	f := nextFrame(t, frames)
+	require.Equal(t, "chunk", f.op)
+	assert.Len(t, f.data, proto.ChunkSize)
+	f = nextFrame(t, frames)
+	require.Equal(t, "cancel", f.op, "the cancel follows the stalled chunk")
+	var c proto.Cancel
+	require.NoError(t, json.Unmarshal(f.line, &c))
+	assert.Equal(t, sv.Sid, c.Sid)
+	assert.Contains(t, busy(), "serving a put")
+	stuck.onServed(&proto.Served{Sid: sv.Sid, Error: "cancelled"})
+	assert.Eventually(t, func() bool { return busy() == "" }, 5*time.Second, 10*time.Millisecond, "it is free once it answered")
+	select {
+	case f := <-frames:
+		t.Fatalf("a frame after the cancel: %s", f.line)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// A cancel asked before the serve frame went follows it, once, however
+// often it is asked.
+func TestCancelFollowsTheServe(t *testing.T) {
+	shortStall(t, 5*time.Second)
+	h, _, _, targets := relayHub(t, "t%d", 1)
+	target := h.sessions[targets[0]]
+	frames := framesTo(t, target)
+	op, err := h.beginServe(target, "get", "web")
+	require.NoError(t, err)
+	op.cancel()
+	op.cancel()
+	select {
+	case f := <-frames:
+		t.Fatalf("a frame before the serve: %s", f.line)
+	case <-time.After(100 * time.Millisecond):
+	}
+	require.NoError(t, sendServe(target, &proto.Serve{Sid: op.sid, Kind: "get"}, op))
+	assert.Equal(t, "serve", nextFrame(t, frames).op)
+	assert.Equal(t, "cancel", nextFrame(t, frames).op)
+	op.cancel()
+	select {
+	case f := <-frames:
+		t.Fatalf("a second cancel: %s", f.line)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+// A request id in use is refused at once, and free again once its
+// request ended.
+func TestRequestIDInUse(t *testing.T) {
+	_, from, replies, targets := relayHub(t, "t%d", 1)
+	_, stop, err := from.runningAs(7)
+	require.NoError(t, err)
+	_, _, err = from.runningAs(7)
+	assert.ErrorContains(t, err, "request id 7 is in use")
+
+	from.hub.serveRequest(from, &proto.Req{ID: 7, Kind: "get", Target: targets[0], Names: []string{"x"}})
+	select {
+	case r := <-replies:
+		assert.Equal(t, int64(7), r.ID)
+		assert.Contains(t, r.Error, "request id 7 is in use")
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reply came")
+	}
+	stop()
+	_, stop, err = from.runningAs(7)
+	require.NoError(t, err)
+	stop()
+}
+
+// A worker that sends past its window never blocks the reader that
+// queues its chunks: the rest is dropped and the link told, once.
+func TestQueuedNeverBlocks(t *testing.T) {
+	release := make(chan struct{})
+	var full atomic.Int32
+	enqueue, stop := queued(func(c *proto.Chunk) { <-release }, func() { full.Add(1) })
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 3*queueRoom; i++ {
+			enqueue(&proto.Chunk{Seq: int64(i)})
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("enqueue blocked")
+	}
+	assert.Eventually(t, func() bool { return full.Load() == 1 }, 5*time.Second, time.Millisecond)
+	close(release)
+	stop()
+	assert.Equal(t, int32(1), full.Load())
+}
