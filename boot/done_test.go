@@ -26,3 +26,18 @@ func TestDoneOverTheBoundDropsItsPayload(t *testing.T) {
 		assert.Equal(t, "2", done.str("value"))
 	})
 }
+
+// A worker on this machine tells its memory in its first done frame only
+// (the hub reads /proc for the rest), however long its cells take: the
+// walk of its process tree would cost every cell after a pause a tenth
+// of a millisecond.
+func TestLocalWorkerTellsItsMemoryOnce(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorker(t, py)
+		done := w.run("x = 1", 20*time.Second)
+		assert.Greater(t, done.num("rss"), int64(1<<20), "%.200s", done.line)
+		done = w.run("import time; time.sleep(1.1)", 20*time.Second)
+		assert.Equal(t, "ok", done.str("status"), "%.200s", done.line)
+		assert.Nil(t, done.h["rss"], "%.200s", done.line)
+	})
+}

@@ -1868,11 +1868,13 @@ class Session(object):
         # before the per-name tests.
         done["names"] = sorted(k for k in self.ns.keys() - self.base_names if isinstance(k, str)
                                and len(k) <= NAME_CAP and not k.startswith("_"))[:NAMES_MAX]
-        # Memory is read at most once a second: a trivial cell's round trip
-        # should not pay for a file read.
+        # Memory is read at most once a second, and on this machine at the
+        # first cell only: the hub reads a local session's from /proc as it
+        # lists it. Walking the process tree costs a tenth of a millisecond,
+        # which a trivial cell's round trip should not pay.
         import time
         now = time.time()
-        if now - self.rss_at > 1.0:
+        if now - self.rss_at > 1.0 and (IMPORTER is not None or not self.rss_at):
             self.rss_at = now
             done["rss"] = _rss()
         try:

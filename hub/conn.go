@@ -34,7 +34,8 @@ const readAheadAfter = 2 * time.Millisecond
 // that may be quick (most), that one starts only after readAheadAfter,
 // and a quick answer's reader simply reads on: a goroutine and another
 // thread's wake-up fewer for each warm cell. The turn to answer passes
-// between readers through conn.turn.
+// between readers through conn.turn; the readers put off start from one
+// timer (aheads).
 func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 	defer c.Close()
 	if err := safesock.CheckPeer(c); err != nil {
@@ -110,18 +111,18 @@ func (k *conn) read(ctx context.Context) {
 				continue // read on, to the end the close brings
 			}
 			k.readers.Add(1)
-			var ahead *time.Timer
+			var ahead *ahead
 			if in.req != nil && !needsNext(in.req) {
 				after := k.h.readAhead
 				if after == 0 {
 					after = readAheadAfter
 				}
-				ahead = time.AfterFunc(after, func() { k.read(ctx) })
+				ahead = k.h.aheads.add(after, func() { k.read(ctx) })
 			} else {
 				go k.read(ctx)
 			}
 			ok := k.answer(in)
-			alone := ahead != nil && ahead.Stop()
+			alone := ahead != nil && k.h.aheads.stop(ahead)
 			if alone {
 				k.readers.Done() // for the reader that never started
 			}

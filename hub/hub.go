@@ -81,6 +81,7 @@ type Hub struct {
 	// readAhead is how long a quick request is answered before another
 	// reader starts (see conn.read); zero means readAheadAfter.
 	readAhead time.Duration
+	aheads    aheads
 	// floods tells trimLoop of a flood of output let go (trim.go).
 	floods chan struct{}
 
