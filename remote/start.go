@@ -149,7 +149,7 @@ func (e *StartError) Error() string {
 type Worker struct {
 	conn    *Conn
 	sess    *ssh.Session
-	stdin   io.WriteCloser
+	stdin   *channelStdin
 	stdout  io.Reader
 	stderr  io.Reader
 	Python  string // the interpreter the finder chose
@@ -179,7 +179,8 @@ func (c *Conn) StartWorker(ctx context.Context, spec StartSpec) (*Worker, error)
 		}
 		return nil, fmt.Errorf("remote: %s: opening a channel: %w", host, err)
 	}
-	stdin, err1 := sess.StdinPipe()
+	pipe, err1 := sess.StdinPipe()
+	stdin := &channelStdin{w: pipe}
 	stdout, err2 := sess.StdoutPipe()
 	stderr, err3 := sess.StderrPipe()
 	if err := errors.Join(err1, err2, err3); err != nil {
@@ -350,6 +351,30 @@ func (w *Worker) Kill() error {
 	w.sess.Signal(ssh.SIGKILL)
 	w.stdin.Close()
 	return w.sess.Close()
+}
+
+// channelStdin is a worker's stdin on its channel. x/crypto/ssh's
+// CloseWrite sets a flag that a Write reads without a lock, so the two
+// never run at once here: a Close while a write is under way (one the
+// worker is slow to take) leaves the EOF to the channel's close, which
+// Kill does next, rather than wait for the write.
+type channelStdin struct {
+	mu sync.Mutex
+	w  io.WriteCloser
+}
+
+func (c *channelStdin) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.w.Write(b)
+}
+
+func (c *channelStdin) Close() error {
+	if !c.mu.TryLock() {
+		return nil
+	}
+	defer c.mu.Unlock()
+	return c.w.Close()
 }
 
 // Close releases the worker's hold on the connection.
