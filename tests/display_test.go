@@ -241,7 +241,7 @@ func TestDisplayRemote(t *testing.T) {
 func TestDisplayGroup(t *testing.T) {
 	t.Parallel()
 	w := newSSHWorld(t, []string{"lab-a", "lab-b"}, sshtest.Options{})
-	r := w.Run("exec", "gplots", richClasses+"display(Small())", "--hosts", "lab-a,lab-b")
+	r := w.Run("exec", "gplots", richClasses+"display(Small())", "--hosts", "lab-a,lab-b", "-t", "120")
 	require.Equal(t, 0, r.Code, "%s", r)
 	m := imageLine.FindAllStringSubmatch(r.Stdout, -1)
 	require.Len(t, m, 2, "%s", r)
