@@ -142,6 +142,66 @@ class ObjStream(unittest.TestCase):
             self.assertEqual(obj, b"hello")
         self.assertEqual(self.os.allocate(0, "b")[0], b"")
 
+    def test_big_buffers_ask_for_huge_pages(self):
+        asked = []
+        saved = self.os._madvise[:]
+        self.os._madvise[:] = [lambda addr, n, advice: asked.append((addr, n, advice)), 14]
+        try:
+            for kind in "ba":
+                del asked[:]
+                n = 16 * MB + 123
+                obj, view = self.os.allocate(n, kind)
+                if self.os._new[0] is None:
+                    self.skipTest("no C API here: buffers are plain bytearrays")
+                import ctypes
+                base = ctypes.addressof(ctypes.c_char.from_buffer(view))
+                self.assertEqual(len(asked), 1)
+                addr, size, advice = asked[0]
+                self.assertEqual(advice, 14)
+                self.assertEqual(addr % self.os.HUGE, 0)
+                self.assertEqual(size % self.os.HUGE, 0)
+                self.assertTrue(base <= addr and addr + size <= base + n)
+                self.assertGreaterEqual(size, n - 2 * self.os.HUGE)
+                del asked[:]
+                self.os.allocate(2 * MB, kind)
+                self.assertEqual(asked, [])
+        finally:
+            self.os._madvise[:] = saved
+
+    @unittest.skipUnless(sys.platform.startswith("linux"), "transparent huge pages are Linux's")
+    def test_big_buffers_get_huge_pages(self):
+        try:
+            with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+                mode = f.read()
+        except OSError:
+            self.skipTest("no transparent huge pages here")
+        if "[never]" in mode:
+            self.skipTest("transparent huge pages are off here")
+        n = 64 * MB
+        obj, view = self.os.allocate(n, "b")
+        if self.os._new[0] is None or self.os._madvise[0] is None:
+            self.skipTest("no C API or madvise here")
+        view[:] = b"x" * n
+        import ctypes
+        addr = ctypes.addressof(ctypes.c_char.from_buffer(view))
+        # madvise splits the mapping: look in the advised part.
+        inner = (addr + self.os.HUGE - 1) & ~(self.os.HUGE - 1)
+        self.assertGreater(anon_huge_kb(inner), 0)
+
+
+def anon_huge_kb(addr):
+    """AnonHugePages of the mapping of this process that holds addr."""
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split(None, 1)[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= addr < hi
+            elif inside and head == "AnonHugePages:":
+                return int(line.split()[1])
+    return 0
+
 
 class Holder(object):
     def __init__(self, v):
