@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"runtime"
+	"runtime/debug"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -70,4 +72,25 @@ func TestFloodLetGo(t *testing.T) {
 	assert.Equal(t, 1, lets, "a buffer taken out is not let go yet")
 	o.letGo(b)
 	assert.Equal(t, 2, lets)
+}
+
+// The gauge counts garbage and free pages the hub holds as slack, and
+// after a trim, only what the collection could not return.
+func TestHeapGauge(t *testing.T) {
+	var g heapGauge
+	// Other tests' goroutines may allocate meanwhile: bounds with room.
+	debug.FreeOSMemory()
+	g.settle()
+	assert.NotZero(t, g.live)
+	assert.Less(t, g.slack(), int64(4<<20), "just after a trim")
+	garbage := make([][]byte, 256)
+	for i := range garbage {
+		garbage[i] = make([]byte, 128<<10)
+	}
+	runtime.KeepAlive(garbage)
+	garbage = nil
+	assert.GreaterOrEqual(t, g.slack(), int64(32<<20), "32 MiB let go and not yet collected")
+	debug.FreeOSMemory()
+	g.settle()
+	assert.Less(t, g.slack(), int64(4<<20), "after the trim that returned it")
 }

@@ -14,9 +14,6 @@ import (
 	"github.com/replhub/replhub/cmd/replhub/cli/cmdenv"
 )
 
-// Version is the binary's version; set at build time with -ldflags.
-var Version = "0.1.0-dev"
-
 // env is what every command shares (cmdenv.Env); the commands' own
 // helpers are its methods here.
 type env struct{ *cmdenv.Env }
@@ -49,7 +46,7 @@ loaded data and open connections persist. A hub daemon owns the sessions; it
 starts on first use. This is not a sandbox: code runs with your privileges.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Version:       Version,
+		Version:       cmdenv.Version,
 	}
 	root.AddCommand(
 		newExecCmd(e), newWaitCmd(e), newInterruptCmd(e), newKillCmd(e),

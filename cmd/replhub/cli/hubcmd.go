@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/replhub/replhub/cmd/replhub/cli/cmdenv"
 	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/fds"
 	"github.com/replhub/replhub/hub"
@@ -62,7 +63,7 @@ func runHub(ctx context.Context, e *env, supervisor string) error {
 	signal.Ignore(syscall.SIGHUP, syscall.SIGPIPE)
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	h, err := hub.New(hub.Options{Paths: paths, Version: Version, Supervisor: supervisor, Log: log})
+	h, err := hub.New(hub.Options{Paths: paths, Version: cmdenv.Version, Supervisor: supervisor, Log: log})
 	if err != nil {
 		ln.Close()
 		return err

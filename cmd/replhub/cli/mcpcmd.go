@@ -5,6 +5,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/replhub/replhub/cmd/replhub/cli/cmdenv"
 	"github.com/replhub/replhub/mcp"
 )
 
@@ -22,7 +23,7 @@ Register it with, for example:
 			if err != nil {
 				return err
 			}
-			return mcp.Serve(cmd.Context(), c, Version, io.NopCloser(e.IO.In), nopWriteCloser{e.IO.Out})
+			return mcp.Serve(cmd.Context(), c, cmdenv.Version, io.NopCloser(e.IO.In), nopWriteCloser{e.IO.Out})
 		},
 	}
 }

@@ -1,5 +1,5 @@
 // Package early runs the commonest call, a plain `replhub exec NAME CODE`,
-// from its init function, so that it does not wait for the inits of the
+// and `replhub --version`, from its init function, so that it does not wait for the inits of the
 // packages only the hub, the MCP server and ssh need: Go runs every
 // package's init before main, and those of the MCP SDK (net/http, JSON
 // schemas), x/crypto/ssh and x509 are most of a CLI call's start-up.
@@ -24,6 +24,11 @@ import (
 )
 
 func init() {
+	if IsVersion(os.Args[1:]) {
+		// As cobra prints it.
+		os.Stdout.WriteString("replhub version " + cmdenv.Version + "\n")
+		os.Exit(cmdenv.ExitOK)
+	}
 	name, code, ok := PlainExec(os.Args[1:])
 	if !ok {
 		return
@@ -35,6 +40,12 @@ func init() {
 		err = e.Exec(context.Background(), name, code, client.ExecOptions{Timeout: cmdenv.DefaultTimeout * time.Second}, false, true)
 	}
 	os.Exit(e.Finish(err))
+}
+
+// IsVersion reports whether args ask for the version alone, as cobra's
+// version flag takes it: `--version` or `-v`.
+func IsVersion(args []string) bool {
+	return len(args) == 1 && (args[0] == "--version" || args[0] == "-v")
 }
 
 // PlainExec reports whether args are `exec NAME CODE` and nothing else,

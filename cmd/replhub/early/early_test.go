@@ -36,6 +36,15 @@ func TestPlainExec(t *testing.T) {
 	}
 }
 
+func TestIsVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"-v"}} {
+		assert.True(t, IsVersion(args), "%q", args)
+	}
+	for _, args := range [][]string{nil, {}, {"--version", "x"}, {"-v", "exec"}, {"--version=true"}, {"version"}, {"-V"}, {"exec", "--version"}} {
+		assert.False(t, IsVersion(args), "%q", args)
+	}
+}
+
 // Whatever the arguments, PlainExec takes only `exec NAME CODE` with
 // neither a flag (CODE may be -) nor an empty word, and gives back NAME
 // and CODE as they were.

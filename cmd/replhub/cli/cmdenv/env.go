@@ -25,6 +25,11 @@ import (
 	"github.com/replhub/replhub/wire"
 )
 
+// Version is the binary's version; set at build time with
+// -ldflags "-X github.com/replhub/replhub/cmd/replhub/cli/cmdenv.Version=V".
+// It is here, not in package cli, so that package early can print it.
+var Version = "0.1.0-dev"
+
 // Exit codes, decided here and nowhere else.
 const (
 	ExitOK        = 0
