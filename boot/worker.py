@@ -796,6 +796,7 @@ class Pump(object):
     def __init__(self, token, errfd):
         import select
         import threading
+        self.token = token  # the reaper brackets O's last bytes too
         self.open, self.close = _markers(token)
         self.joint = self.close + self.open
         self.o, self.ow = os.pipe()
@@ -2180,11 +2181,21 @@ def _start_reaper(drain=None, socks=()):
 
     A reaper process blocks reading a pipe whose write end only the worker
     holds (it is not inheritable, and a fork of the worker closes it); at
-    EOF the worker is gone, and the reaper sends SIGKILL to the group, itself
-    included. It holds no other fd, so the hub still sees the worker's pipes
-    close; it is forked twice so that the worker has no child of its own
-    for os.wait() to find. It works the same where nobody else could signal
-    the group: as root under sudo, or on a remote host.
+    EOF the worker is gone, and the reaper ends it all (_REAPER_END): the
+    groups told on the pipe, then the group, itself included. It holds no
+    other fd than the Pump's read ends and the first hub's output stream,
+    so the hub still sees the worker's pipes close. It is started twice
+    removed, so that the worker has no child of its own for os.wait() to
+    find. It works the same where nobody else could signal the group: as
+    root under sudo, or on a remote host.
+
+    The reaper is a /bin/sh that waits (_REAPER_SH), spawned without a
+    fork of the worker (os.posix_spawn, 3.8+): a fork write-protects all of
+    the worker's memory, and its next writes fault page by page, which
+    cost a session's first cell a quarter of its start on a virtual
+    machine; a forked reaper also holds ~5 MB of the worker's old pages.
+    Only at the worker's death does it run Python, to end it all. Where it
+    cannot be spawned (3.6, 3.7, no /bin/sh), it is a fork of the worker.
 
     Only a group the worker leads is killed, or sudo's when sudo started
     the worker: locally the hub starts the worker (or sudo) as a group
@@ -2197,18 +2208,27 @@ def _start_reaper(drain=None, socks=()):
         if pgid != os.getpid() and not (pgid == os.getppid() and _parent_is_sudo()):
             return
         r, w = os.pipe()
-        pid = os.fork()
     except (AttributeError, OSError):
         return
-    if pid == 0:
+    token = drain.token if drain is not None else ""
+    fds = (r, drain.o, drain.e, drain.errfd) if drain is not None and drain.errfd is not None else (r,)
+    pid = _spawn_reaper(fds, pgid, socks, token)
+    if pid is None:
         try:
-            if os.fork() == 0:
-                _reap(r, pgid, drain, socks)
-        finally:
-            os._exit(0)
+            pid = os.fork()
+        except OSError:
+            os.close(r)
+            os.close(w)
+            return
+        if pid == 0:
+            try:
+                if os.fork() == 0:
+                    _reap(fds, pgid, socks, token)
+            finally:
+                os._exit(0)
     os.close(r)
     _REAPER[0] = w
-    # The first child exits as soon as it has forked the reaper: it is
+    # The first child exits as soon as it has started the reaper: it is
     # reaped on a thread, not waited for here, which cost a start some
     # 2 ms (two forks and their scheduling) on a busy machine.
     import threading
@@ -2220,6 +2240,117 @@ def _start_reaper(drain=None, socks=()):
         # A fork of the worker that never execs (multiprocessing) must not
         # keep the reaper waiting after the worker dies.
         os.register_at_fork(after_in_child=lambda: (_close(w), _REAPER.__setitem__(0, None)))
+
+
+# The reaper's sh: $1 the Python, $2 _REAPER_END, $3 the group, then the
+# token and the sockets. The pipe is fd 3; fds 4-6 (the Pump's O and E,
+# the output stream) pass to the Python. A background list's stdin is
+# /dev/null, hence fd 3. Group numbers are digits and above 1, or dropped.
+_REAPER_SH = """trap '' INT TERM HUP QUIT PIPE TSTP TTIN TTOU
+(
+cd / || :
+g=
+while IFS= read -r l <&3; do
+  n=${l#?}
+  case $n in ''|*[!0-9]*) continue ;; esac
+  [ "$n" -gt 1 ] || continue
+  case $l in
+  +*) g="$g $n" ;;
+  -*) k=; for x in $g; do [ "$x" = "$n" ] || k="$k $x"; done; g=$k ;;
+  esac
+done
+exec 3<&-
+p=$1 c=$2 pg=$3
+shift 3
+"$p" -I -S -c "$c" "$pg" "$g" "$@"
+kill -9 -$pg
+) &
+"""
+
+# The reaper's end, in Python: kill the groups the worker told (the
+# toolkit's jobs, in sessions of their own), remove a durable worker's
+# sockets, pass on what is left in the Pump's pipes (the dying worker's
+# last words that its pump had no time to: E's as it is, O's as stdout),
+# then kill the worker's group, the reaper included. argv: the group, the
+# groups told, the markers' token, the sockets. fds 4, 5, 6 as in
+# _REAPER_SH; the fork runs it with its own (FDS).
+_REAPER_END = """import os, signal, sys
+def end(argv, fds=(4, 5, 6)):
+    pgid, groups, token, socks = int(argv[0]), argv[1].split(), argv[2], argv[3:]
+    for g in groups:
+        try:
+            os.killpg(int(g), signal.SIGKILL)
+        except (OSError, ValueError):
+            pass
+    for sock in socks:
+        try:
+            os.unlink(sock)
+        except OSError:
+            pass
+    o, e, out = fds
+    t = token.encode("ascii")  # the stdout markers, as _markers makes them
+    opening, closing = b"\x1e\x1f" + t + b"1\x1f\x1e", b"\x1e\x1f" + t + b"2\x1f\x1e"
+    for fd, wrap in ((e, False), (o, True)):
+        try:
+            os.set_blocking(fd, False)
+            for _ in range(64):
+                data = os.read(fd, 1 << 16)
+                if not data:
+                    break
+                if wrap:
+                    data = opening + data + closing
+                while data:
+                    data = data[os.write(out, data):]
+        except OSError:
+            pass
+    os.killpg(pgid, signal.SIGKILL)
+if __name__ == "__main__":
+    end(sys.argv[1:])
+"""
+
+
+def _spawn_reaper(fds, pgid, socks, token):
+    """Spawn the sh reaper (see _start_reaper) with fds (the pipe, and
+    the Pump's O and E and the output stream, when given) as 3, 4, 5, 6,
+    /dev/null as 0-2, no other fd; its pid (the sh that starts it in the
+    background and exits), or None where it cannot be spawned."""
+    if not hasattr(os, "posix_spawn") or not os.path.exists("/bin/sh") or not sys.executable:
+        return None
+    import fcntl
+    high = []
+    try:
+        # Above 6 first, so that no dup2 below overwrites a source.
+        for fd in fds:
+            high.append(fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10))
+        actions = [(os.POSIX_SPAWN_DUP2, fd, 3 + i) for i, fd in enumerate(high)]
+        actions += [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                    (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)]
+        for fd in _open_fds():
+            if fd > 6 and fd not in high and _inheritable(fd):
+                actions.append((os.POSIX_SPAWN_CLOSE, fd))
+        argv = ["/bin/sh", "-c", _REAPER_SH, "replhub-reaper", sys.executable,
+                _REAPER_END, str(pgid), token] + list(socks)
+        return os.posix_spawn("/bin/sh", argv, {"PATH": "/usr/bin:/bin"}, file_actions=actions)
+    except (OSError, ValueError, AttributeError):
+        return None
+    finally:
+        for fd in high:
+            _close(fd)
+
+
+def _inheritable(fd):
+    try:
+        return os.get_inheritable(fd)
+    except OSError:
+        return False  # the listing's own fd, closed by now
+
+
+def _open_fds():
+    try:
+        return [int(fd) for fd in os.listdir("/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd")]
+    except (OSError, ValueError):
+        return range(3, 1024)
 
 
 _REAPER = [None]  # the write end of the reaper's pipe
@@ -2268,26 +2399,16 @@ def _parent_is_sudo():
         return "SUDO_UID" in os.environ  # no /proc (macOS): sudo sets it
 
 
-def _reap(r, pgid, drain=None, socks=()):
-    """The reaper's life: wait for EOF on r, then kill the group, and the
-    groups the toolkit's commands and jobs run in (told on r as "+PGID" and
-    "-PGID" lines, see _reaper_group). The reaper also keeps the read ends
-    of drain's pipes (the Pump) and the first hub's output stream, to pass
-    on the dying worker's last words that its pump had no time to, and
-    removes a durable worker's sockets, socks."""
+def _reap(fds, pgid, socks, token):
+    """The forked reaper's life (see _start_reaper): wait for EOF on the
+    pipe, fds[0], keeping the groups told on it ("+PGID" and "-PGID"
+    lines, see _reaper_group), then end it all as the sh reaper does."""
     import signal
     for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGPIPE", "SIGTSTP", "SIGTTIN", "SIGTTOU"):
         if hasattr(signal, name):
             signal.signal(getattr(signal, name), signal.SIG_IGN)
-    try:
-        fds = [int(fd) for fd in os.listdir("/proc/self/fd" if os.path.isdir("/proc/self/fd") else "/dev/fd")]
-    except (OSError, ValueError):
-        fds = range(1024)
-    keep = set([r])
-    if drain is not None:
-        keep |= set([drain.o, drain.e, drain.errfd])
-    for fd in fds:
-        if fd not in keep:
+    for fd in _open_fds():
+        if fd not in fds:
             _close(fd)
     try:
         os.chdir("/")
@@ -2296,7 +2417,7 @@ def _reap(r, pgid, drain=None, socks=()):
     groups, buf = set(), b""
     while True:
         try:
-            data = os.read(r, 4096)
+            data = os.read(fds[0], 4096)
         except OSError:
             break
         if not data:
@@ -2308,38 +2429,16 @@ def _reap(r, pgid, drain=None, socks=()):
                 n = int(line[1:])
             except ValueError:
                 continue
+            if n <= 1:
+                continue
             if line[:1] == b"+":
                 groups.add(n)
             else:
                 groups.discard(n)
-    for g in groups:
-        try:
-            os.killpg(g, signal.SIGKILL)
-        except OSError:
-            pass
-    for sock in socks:
-        try:
-            os.unlink(sock)
-        except OSError:
-            pass
-    if drain is not None and drain.errfd is not None:
-        _pass_on(drain)
-    os.killpg(pgid, signal.SIGKILL)
-
-
-def _pass_on(pump):
-    """Copy what is left in the pump's pipes to the first hub's stream, E's
-    as it is and O's as stdout, without waiting for more."""
-    for fd, wrap in ((pump.e, False), (pump.o, True)):
-        try:
-            _nonblocking(fd)
-            for _ in range(64):
-                data = os.read(fd, 1 << 16)
-                if not data:
-                    break
-                _write_all(pump.errfd, pump.open + data + pump.close if wrap else data)
-        except OSError:
-            pass
+    ns = {"__name__": "replhub-reaper"}
+    exec(_REAPER_END, ns)
+    ns["end"]([str(pgid), " ".join(str(g) for g in groups), token] + list(socks),
+              tuple(fds[1:]) if len(fds) == 4 else (-1, -1, -1))
 
 
 def _setup_fds(token):

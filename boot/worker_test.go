@@ -673,6 +673,22 @@ func TestReaperEndsTheGroup(t *testing.T) {
 				require.True(t, alive(sleepPid))
 				pgid := w.cmd.Process.Pid
 				require.GreaterOrEqual(t, len(groupMembers(pgid)), 3, "worker, reaper and sleep")
+				// Where Python can spawn it, the reaper is a small sh, not a
+				// fork of the worker (whose memory a fork write-protects).
+				var shReapers, forks int
+				for _, p := range groupMembers(pgid) {
+					b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+					if strings.Contains(string(b), "replhub-reaper") {
+						shReapers++
+					} else if p != pgid && strings.Contains(string(b), w.cmd.Args[1]) {
+						forks++
+					}
+				}
+				if canSpawn(t, py) {
+					assert.True(t, shReapers >= 1 && forks == 0, "%d sh reapers and %d forks of the worker", shReapers, forks)
+				} else {
+					assert.True(t, shReapers == 0 && forks == 1, "%d sh reapers and %d forks of the worker", shReapers, forks)
+				}
 				die(w)
 				waitGone(t, "the sleep", 2*time.Second, func() bool { return !alive(sleepPid) })
 				waitGone(t, "the group", 2*time.Second, func() bool { return len(groupMembers(pgid)) == 0 })
@@ -692,6 +708,13 @@ func TestReaperEndsTheGroup(t *testing.T) {
 			})
 		}
 	})
+}
+
+// canSpawn tells whether py has os.posix_spawn (3.8+ on Linux).
+func canSpawn(t *testing.T, py string) bool {
+	out, err := exec.Command(py, "-c", "import os; print(hasattr(os, 'posix_spawn'))").Output()
+	require.NoError(t, err)
+	return strings.TrimSpace(string(out)) == "True"
 }
 
 // A worker that does not lead its process group (run by hand from a
@@ -725,11 +748,12 @@ func TestNoReaperOutsideItsGroup(t *testing.T) {
 	line, err = r.ReadString('\n')
 	require.NoError(t, err)
 	require.Contains(t, line, `"op":"done"`)
-	// A reaper is a fork of the worker: it runs the same command line.
+	// A reaper is a fork of the worker, which runs the same command line,
+	// or a sh named replhub-reaper.
 	var forks []int
 	for _, p := range groupMembers(syscall.Getpgrp()) {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
-		if strings.Contains(string(b), path) {
+		if strings.Contains(string(b), path) || strings.Contains(string(b), "replhub-reaper") {
 			forks = append(forks, p)
 		}
 	}
