@@ -286,3 +286,89 @@ func TestQueuedNeverBlocks(t *testing.T) {
 	stop()
 	assert.Equal(t, int32(1), full.Load())
 }
+
+// holdWriter leaves s's relay writer stuck on a chunk s takes none of,
+// as for a transfer it asked for when it stopped reading.
+func holdWriter(t *testing.T, s *Session) {
+	t.Helper()
+	require.ErrorIs(t, s.relaySend(&proto.Chunk{ID: 99, Data: proto.GetChunk(proto.ChunkSize)}), errStalled)
+}
+
+// A serve frame that never left the hub, its target's relay writer
+// being stuck on another frame, fails the request and leaves the target
+// free: it will never answer a serve it never got.
+func TestStalledServeNeverSentFreesTheTarget(t *testing.T) {
+	shortStall(t, 300*time.Millisecond)
+	h, from, replies, targets := relayHub(t, "t%d", 1)
+	stuck := h.sessions[targets[0]]
+	frames, g := gatedWorker(t, stuck)
+	holdWriter(t, stuck)
+
+	go h.serveRequest(from, &proto.Req{ID: 5, Kind: "put", Target: stuck.name, Names: []string{"x"}, Data: []byte("blob")})
+	select {
+	case r := <-replies:
+		assert.Contains(t, r.Error, "session 't0' took none of the put's data")
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reply came")
+	}
+	busy := func() string {
+		stuck.mu.Lock()
+		defer stuck.mu.Unlock()
+		return stuck.busyWithLocked()
+	}
+	assert.Eventually(t, func() bool { return busy() == "" }, 5*time.Second, 10*time.Millisecond, "the target is free")
+
+	close(g.open)
+	require.Equal(t, "chunk", nextFrame(t, frames).op)
+	select {
+	case f := <-frames:
+		t.Fatalf("a frame for the failed put: %s", f.line)
+	case <-time.After(200 * time.Millisecond):
+	}
+	assert.Empty(t, busy(), "the target is still free once it reads again")
+}
+
+// A pull whose target takes not even its serve frame is answered with a
+// reply, which the caller waits for, not with the end of a transfer it
+// never heard had begun.
+func TestPullStalledBeforeItsAnswerIsAReply(t *testing.T) {
+	shortStall(t, 300*time.Millisecond)
+	h, from, replies, targets := relayHub(t, "t%d", 1)
+	stuck := h.sessions[targets[0]]
+	gatedWorker(t, stuck)
+
+	go h.serveRequest(from, &proto.Req{ID: 5, Kind: "pull", Target: stuck.name, Path: "/etc/hostname"})
+	select {
+	case r := <-replies:
+		assert.Equal(t, int64(5), r.ID)
+		assert.Contains(t, r.Error, "session 't0' took none of the pull's data")
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reply came")
+	}
+}
+
+// A pull whose caller stops reading as its target answers: the caller
+// gets, once it reads again, a reply saying why, since the first answer
+// never went.
+func TestPullWhoseCallerStallsBeforeItsAnswerIsAReply(t *testing.T) {
+	shortStall(t, 300*time.Millisecond)
+	h, from, _, targets := relayHub(t, "t%d", 1)
+	target := h.sessions[targets[0]]
+	fakeWorker(t, target, func(sv *proto.Serve) *proto.Served { return &proto.Served{Sid: sv.Sid, OK: true, Size: 1} }, nil)
+	frames, g := gatedWorker(t, from)
+	holdWriter(t, from)
+
+	go h.serveRequest(from, &proto.Req{ID: 5, Kind: "pull", Target: target.name, Path: "/etc/hostname"})
+	assert.Eventually(t, func() bool {
+		link := from.linkOf(5)
+		return link != nil && link.op.err() != nil
+	}, 10*time.Second, 10*time.Millisecond, "the link failed")
+	close(g.open)
+	require.Equal(t, "chunk", nextFrame(t, frames).op, "the held chunk")
+	f := nextFrame(t, frames)
+	require.Equal(t, "reply", f.op, "%s", f.line)
+	var r proto.Reply
+	require.NoError(t, json.Unmarshal(f.line, &r))
+	assert.Equal(t, int64(5), r.ID)
+	assert.Contains(t, r.Error, "session 'web' took none of the pull's data")
+}
