@@ -223,6 +223,24 @@ func (op *serveOp) next(sent error) (s *proto.Served, ok bool) {
 		return s, true
 	case <-op.failed:
 		return nil, false
+	case <-op.target.exited:
+		return op.answer(), true
+	}
+}
+
+// answer waits for the target's next served frame; nil once it died and
+// said nothing more. Its death may not say so on op.done (sessionExited).
+func (op *serveOp) answer() *proto.Served {
+	select {
+	case s := <-op.done:
+		return s
+	case <-op.target.exited:
+		select {
+		case s := <-op.done:
+			return s
+		default:
+			return nil
+		}
 	}
 }
 
@@ -258,7 +276,7 @@ func (op *serveOp) tellLocked() {
 func (h *Hub) finishLater(target *Session, op *serveOp, got *proto.Served, ok bool, isLast func(*proto.Served) bool, flush func()) {
 	go func() {
 		for !ok || (got != nil && !isLast(got)) {
-			got, ok = <-op.done, true
+			got, ok = op.answer(), true
 		}
 		flush()
 		h.endServe(target, op)

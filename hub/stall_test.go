@@ -372,3 +372,90 @@ func TestPullWhoseCallerStallsBeforeItsAnswerIsAReply(t *testing.T) {
 	assert.Equal(t, int64(5), r.ID)
 	assert.Contains(t, r.Error, "session 'web' took none of the pull's data")
 }
+
+// A target that answers more than asked and dies while its caller's last
+// chunks are still on their way: its death is handled, and the caller
+// answered, however full the serve's answers are.
+func TestServeFloodThenDeath(t *testing.T) {
+	shortStall(t, time.Second)
+	h, from, _, targets := relayHub(t, "t%d", 1)
+	target := h.sessions[targets[0]]
+	served := framesTo(t, target)
+	frames, g := gatedWorker(t, from)
+	g.let.Store(4 << 10) // the first answer goes, not the chunk after it
+
+	go h.serveRequest(from, &proto.Req{ID: 5, Kind: "get", Target: target.name, Names: []string{"x"}, Oob: true})
+	var sv proto.Serve
+	require.NoError(t, json.Unmarshal(nextFrame(t, served).line, &sv))
+	target.onServed(&proto.Served{Sid: sv.Sid, OK: true, First: true, Bufs: []int64{proto.ChunkSize}})
+	require.True(t, nextReply(t, frames).First)
+	target.onChunk(&proto.Chunk{Sid: sv.Sid, Data: proto.GetChunk(proto.ChunkSize)})
+	target.onServed(&proto.Served{Sid: sv.Sid, OK: true})
+	for range 4 {
+		target.onServed(&proto.Served{Sid: sv.Sid, OK: true})
+	}
+	died := make(chan struct{})
+	go func() {
+		h.sessionExited(target, Exit{Code: 1})
+		close(died)
+	}()
+	select {
+	case <-died:
+	case <-time.After(relayStall / 2):
+		t.Fatal("the target's death is not handled")
+	}
+	close(g.open)
+	last := nextReply(t, frames)
+	assert.Equal(t, int64(5), last.ID)
+	assert.False(t, last.First)
+}
+
+// A target that floods first answers while its caller stalls, and dies
+// with them unread: the serve still ends, and nothing waits on it.
+func TestServeFloodOfFirstsThenDeath(t *testing.T) {
+	shortStall(t, 500*time.Millisecond)
+	h, from, _, targets := relayHub(t, "t%d", 1)
+	target := h.sessions[targets[0]]
+	served := framesTo(t, target)
+	gatedWorker(t, from)
+
+	go h.serveRequest(from, &proto.Req{ID: 5, Kind: "get", Target: target.name, Names: []string{"x"}, Oob: true})
+	var sv proto.Serve
+	require.NoError(t, json.Unmarshal(nextFrame(t, served).line, &sv))
+	op := from.linkOf(5).op
+	go func() {
+		for range 1 + cap(op.done) {
+			target.onServed(&proto.Served{Sid: sv.Sid, OK: true, First: true})
+		}
+	}()
+	require.Eventually(t, func() bool { return len(op.done) == cap(op.done) }, 5*time.Second, time.Millisecond)
+	died := make(chan struct{})
+	go func() {
+		h.sessionExited(target, Exit{Code: 1})
+		close(died)
+	}()
+	select {
+	case <-died:
+	case <-time.After(relayStall / 2):
+		t.Fatal("the target's death is not handled")
+	}
+	close(target.exited) // as waitExit does next
+	select {
+	case <-op.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the serve never ended")
+	}
+}
+
+// nextReply is the next reply among frames, skipping chunks.
+func nextReply(t *testing.T, frames <-chan sentFrame) *proto.Reply {
+	t.Helper()
+	for {
+		f := nextFrame(t, frames)
+		if f.op == "reply" {
+			var r proto.Reply
+			require.NoError(t, json.Unmarshal(f.line, &r))
+			return &r
+		}
+	}
+}
