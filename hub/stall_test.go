@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/replhub/replhub/proto"
+	"github.com/replhub/replhub/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -394,16 +396,7 @@ func TestServeFloodThenDeath(t *testing.T) {
 	for range 4 {
 		target.onServed(&proto.Served{Sid: sv.Sid, OK: true})
 	}
-	died := make(chan struct{})
-	go func() {
-		h.sessionExited(target, Exit{Code: 1})
-		close(died)
-	}()
-	select {
-	case <-died:
-	case <-time.After(relayStall / 2):
-		t.Fatal("the target's death is not handled")
-	}
+	die(t, h, target)
 	close(g.open)
 	last := nextReply(t, frames)
 	assert.Equal(t, int64(5), last.ID)
@@ -429,6 +422,19 @@ func TestServeFloodOfFirstsThenDeath(t *testing.T) {
 		}
 	}()
 	require.Eventually(t, func() bool { return len(op.done) == cap(op.done) }, 5*time.Second, time.Millisecond)
+	die(t, h, target)
+	close(target.exited) // as waitExit does next
+	select {
+	case <-op.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the serve never ended")
+	}
+}
+
+// die handles target's death as its waiter does, and fails t unless that
+// ends within relayStall/2.
+func die(t *testing.T, h *Hub, target *Session) {
+	t.Helper()
 	died := make(chan struct{})
 	go func() {
 		h.sessionExited(target, Exit{Code: 1})
@@ -438,12 +444,6 @@ func TestServeFloodOfFirstsThenDeath(t *testing.T) {
 	case <-died:
 	case <-time.After(relayStall / 2):
 		t.Fatal("the target's death is not handled")
-	}
-	close(target.exited) // as waitExit does next
-	select {
-	case <-op.ended:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the serve never ended")
 	}
 }
 
@@ -457,5 +457,54 @@ func nextReply(t *testing.T, frames <-chan sentFrame) *proto.Reply {
 			require.NoError(t, json.Unmarshal(f.line, &r))
 			return &r
 		}
+	}
+}
+
+// An interrupt of a target whose stdin a stalled relay holds, as the
+// stall's message advises, answers within interruptWait and says what
+// to do, rather than wait with it; a query ends when its client leaves.
+func TestInterruptOfAStalledTargetAnswers(t *testing.T) {
+	shortStall(t, 300*time.Millisecond)
+	h, from, replies, targets := relayHub(t, "t%d", 1)
+	stuck := h.sessions[targets[0]]
+	frames, g := gatedWorker(t, stuck)
+	g.let.Store(1 << 30) // the serve frame goes through
+	go h.serveRequest(from, &proto.Req{ID: 5, Kind: "put", Target: stuck.name, Names: []string{"x"}, Bufs: []int64{proto.ChunkSize}})
+	var sv proto.Serve
+	require.NoError(t, json.Unmarshal(nextFrame(t, frames).line, &sv))
+	g.let.Store(0) // the worker stops reading
+	stuck.onServed(&proto.Served{Sid: sv.Sid, OK: true, First: true})
+	require.True(t, (<-replies).First)
+	from.onChunk(&proto.Chunk{ID: 5, Data: proto.GetChunk(proto.ChunkSize)})
+	require.Contains(t, (<-replies).Error, "took none of the put's data")
+
+	type answer struct {
+		msg string
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		msg, err := stuck.interrupt(wire.Advice{}, false, 0)
+		got <- answer{msg, err}
+	}()
+	select {
+	case a := <-got:
+		require.NoError(t, a.err)
+		assert.Contains(t, a.msg, "asked session 't0' to stop the put it serves for 'web', but it has not stopped within 2s")
+	case <-time.After(interruptWait + 5*time.Second):
+		t.Fatal("the interrupt waits with the stalled relay")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	queried := make(chan struct{})
+	go func() {
+		stuck.query(ctx, &proto.Query{Kind: wire.OpVars}, 0, wire.Advice{})
+		close(queried)
+	}()
+	select {
+	case <-queried:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the query waits with the stalled relay")
 	}
 }
