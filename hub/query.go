@@ -107,19 +107,19 @@ func (s *Session) query(ctx context.Context, q *proto.Query, wait time.Duration,
 		delete(s.queries, q.ID)
 		s.mu.Unlock()
 	}()
-	if err := s.send(q); err != nil {
-		return nil, &wire.Error{Code: wire.CodeInternal, Message: fmt.Sprintf("%s not delivered to session '%s': %v", q.Kind, s.name, err)}
-	}
+	failed := s.sendAside(q) // a relay stalled on the worker's stdin may hold it
 	timer := time.NewTimer(wait + queryBudget)
 	defer timer.Stop()
 	select {
+	case err := <-failed:
+		return nil, &wire.Error{Code: wire.CodeInternal, Message: fmt.Sprintf("%s not delivered to session '%s': %v", q.Kind, s.name, err)}
 	case a := <-ch:
 		return s.answerOf(q, a, adv)
 	case <-s.exited:
 		return nil, &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' died before it answered: %s", s.name, s.deathText())}
 	case <-timer.C:
 		return nil, &wire.Error{Code: wire.CodeBusy, Message: fmt.Sprintf(
-			"session '%s' did not answer %s within %s (stuck in a repr or attribute that holds the interpreter?); its next cell goes ahead all the same",
+			"session '%s' did not answer %s within %s (stopped, or stuck in a repr or attribute that holds the interpreter?); its next cell goes ahead all the same",
 			s.name, q.Kind, wire.Duration((wait + queryBudget).Seconds()))}
 	case <-ctx.Done():
 		return nil, nil

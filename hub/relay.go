@@ -224,15 +224,15 @@ func (h *Hub) endServe(target *Session, op *serveOp) string {
 
 // sendServe sends target serve, as a relay (the target may have stopped
 // reading); a cancel asked before it follows it (serveOp.cancel). An
-// error means the target is gone.
+// error means the target never gets it: it is gone, or, when op failed,
+// the serve was dropped (errUnsent) and no answer will come.
 func sendServe(target *Session, serve *proto.Serve, op *serveOp) error {
 	err := target.relaySend(serve)
-	stalled := errors.Is(err, errStalled)
-	if err == nil || stalled {
-		op.sent() // on its way: what is relayed after it follows it
-	}
-	if stalled {
+	if errors.Is(err, errStalled) {
 		op.stalled(target)
+	}
+	if err == nil || err == errStalled {
+		op.sent() // on its way: what is relayed after it follows it
 		return nil
 	}
 	return err

@@ -957,18 +957,18 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 		return fmt.Sprintf("cell %d of session '%s' has finished: nothing to interrupt", cell, s.name), nil
 	}
 	if op != nil {
-		if err := s.send(&proto.Cancel{Sid: op.sid}); err != nil {
-			return "", &wire.Error{Code: wire.CodeInternal, Message: fmt.Sprintf("interrupt not delivered: %v", err)}
-		}
+		failed := s.sendAside(&proto.Cancel{Sid: op.sid})
 		timer := time.NewTimer(interruptWait)
 		defer timer.Stop()
 		select {
+		case err := <-failed:
+			return "", notDelivered(err)
 		case <-op.ended:
 			return fmt.Sprintf("interrupted the %s session '%s' was serving for '%s'", op.kind, s.name, op.from), nil
 		case <-s.exited:
 			return "", &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' died while being interrupted: %s", s.name, s.deathText())}
 		case <-timer.C:
-			return fmt.Sprintf("asked session '%s' to stop the %s it serves for '%s', but it has not stopped within %s (in code that holds the interpreter?): %s ends the session",
+			return fmt.Sprintf("asked session '%s' to stop the %s it serves for '%s', but it has not stopped within %s (stopped, or in code that holds the interpreter?): %s ends the session",
 				s.name, op.kind, op.from, interruptWait, adv.Kill(s.name)), nil
 		}
 	}
@@ -990,13 +990,13 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 	for len(s.interrupted) > 0 {
 		<-s.interrupted // answers to interrupts whose callers gave up
 	}
-	if err := s.send(&proto.Interrupt{Cell: r.cell}); err != nil {
-		return "", &wire.Error{Code: wire.CodeInternal, Message: fmt.Sprintf("interrupt not delivered: %v", err)}
-	}
+	failed := s.sendAside(&proto.Interrupt{Cell: r.cell})
 	timer := time.NewTimer(interruptWait)
 	defer timer.Stop()
 	for {
 		select {
+		case err := <-failed:
+			return "", notDelivered(err)
 		case a := <-s.interrupted:
 			if a.Cell != r.cell {
 				continue
@@ -1017,6 +1017,25 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 			return "", &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' died while being interrupted: %s", s.name, s.deathText())}
 		}
 	}
+}
+
+// sendAside writes m on a goroutine of its own, and tells if the write
+// failed: a worker that stopped reading holds it (behind a relayed frame
+// stalled on its stdin, say), and what bounds its wait for an answer (an
+// interrupt, a query) answers in time all the same. m goes once the
+// worker reads again.
+func (s *Session) sendAside(m proto.Msg) (failed <-chan error) {
+	ch := make(chan error, 1)
+	go func() {
+		if err := s.send(m); err != nil {
+			ch <- err
+		}
+	}()
+	return ch
+}
+
+func notDelivered(err error) error {
+	return &wire.Error{Code: wire.CodeInternal, Message: fmt.Sprintf("interrupt not delivered: %v", err)}
 }
 
 // lostDone finishes r when the worker says it is over but its done frame

@@ -36,7 +36,10 @@ func setRelayStall() {
 
 var (
 	errStalled = errors.New("hub: the session takes no frames")
-	errGone    = errors.New("hub: the session has ended")
+	// errUnsent is errStalled for a frame the relay writer never took:
+	// no byte of it went, nor will.
+	errUnsent = fmt.Errorf("%w; the frame was dropped", errStalled)
+	errGone   = errors.New("hub: the session has ended")
 )
 
 // relayFrame is a frame for a session's relay writer (relayWriter); done
@@ -59,9 +62,10 @@ const (
 )
 
 // relaySend sends m to s's worker on behalf of another session. It returns
-// errStalled once s's writer has taken no byte for relayStall: m, if the
-// relay writer had taken it, then goes whole later or fails with the
-// stream; else it is dropped. It owns a chunk's Data, which goes back to
+// errStalled once s's writer has taken no byte for relayStall: m, which
+// the relay writer had taken, then goes whole later or fails with the
+// stream; or errUnsent, when the relay writer was still busy with an
+// earlier frame: m is dropped. It owns a chunk's Data, which goes back to
 // the pool once written or dropped.
 //
 // The write itself is s's relay writer's, so that the caller can stop
@@ -89,7 +93,10 @@ func (s *Session) relaySend(m proto.Msg) error {
 			t.Reset(relayStall)
 			continue
 		}
-		return f.giveUp(q == nil, errStalled)
+		if q != nil {
+			return f.giveUp(false, errUnsent)
+		}
+		return f.giveUp(true, errStalled)
 	}
 }
 
@@ -154,16 +161,19 @@ func dropData(m proto.Msg) {
 	}
 }
 
-// relay sends m to dst, the caller or the target of op, for op's link.
-// Once the link has failed, m is dropped; a stall fails it.
-func (op *serveOp) relay(dst *Session, m proto.Msg) {
+// relay sends m to dst, the caller or the target of op, for op's link, and
+// says whether m went or goes once dst reads again. Once the link has
+// failed, m is dropped; a stall fails it.
+func (op *serveOp) relay(dst *Session, m proto.Msg) bool {
 	if op.err() != nil {
 		dropData(m)
-		return
+		return false
 	}
-	if err := dst.relaySend(m); errors.Is(err, errStalled) {
+	err := dst.relaySend(m)
+	if errors.Is(err, errStalled) {
 		op.stalled(dst)
 	}
+	return err == nil || err == errStalled
 }
 
 // stalled fails op's link because dst took nothing for relayStall.
@@ -213,6 +223,24 @@ func (op *serveOp) next(sent error) (s *proto.Served, ok bool) {
 		return s, true
 	case <-op.failed:
 		return nil, false
+	case <-op.target.exited:
+		return op.answer(), true
+	}
+}
+
+// answer waits for the target's next served frame; nil once it died and
+// said nothing more. Its death may not say so on op.done (sessionExited).
+func (op *serveOp) answer() *proto.Served {
+	select {
+	case s := <-op.done:
+		return s
+	case <-op.target.exited:
+		select {
+		case s := <-op.done:
+			return s
+		default:
+			return nil
+		}
 	}
 }
 
@@ -248,7 +276,7 @@ func (op *serveOp) tellLocked() {
 func (h *Hub) finishLater(target *Session, op *serveOp, got *proto.Served, ok bool, isLast func(*proto.Served) bool, flush func()) {
 	go func() {
 		for !ok || (got != nil && !isLast(got)) {
-			got, ok = <-op.done, true
+			got, ok = op.answer(), true
 		}
 		flush()
 		h.endServe(target, op)

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/replhub/replhub/proto"
+	"github.com/replhub/replhub/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -108,7 +110,9 @@ func TestRelaySendStalled(t *testing.T) {
 }
 
 // A worker that reads slowly but steadily is not stalled, however long
-// the whole frame takes.
+// the whole frame takes, nor however long a MiB of it takes: here 1.6
+// relayStall, as over a remote session's link at 30 kB/s under a hub's
+// 20 s.
 func TestRelaySendSlowIsNotStalled(t *testing.T) {
 	shortStall(t, time.Second)
 	s := stallSession(t)
@@ -121,12 +125,12 @@ func TestRelaySendSlowIsNotStalled(t *testing.T) {
 			case <-stop:
 				return
 			case <-time.After(100 * time.Millisecond):
-				g.let.Add(1 << 20) // a piece every tenth of relayStall
+				g.let.Add(64 << 10)
 			}
 		}
 	}()
 	t0 := time.Now()
-	require.NoError(t, s.relaySend(&proto.Chunk{Sid: 3, Data: make([]byte, 16<<20)}))
+	require.NoError(t, s.relaySend(&proto.Chunk{Sid: 3, Data: make([]byte, 2<<20)}))
 	assert.Greater(t, time.Since(t0), relayStall, "the frame took longer than relayStall")
 	assert.Equal(t, "chunk", nextFrame(t, frames).op)
 }
@@ -283,4 +287,224 @@ func TestQueuedNeverBlocks(t *testing.T) {
 	close(release)
 	stop()
 	assert.Equal(t, int32(1), full.Load())
+}
+
+// holdWriter leaves s's relay writer stuck on a chunk s takes none of,
+// as for a transfer it asked for when it stopped reading.
+func holdWriter(t *testing.T, s *Session) {
+	t.Helper()
+	require.ErrorIs(t, s.relaySend(&proto.Chunk{ID: 99, Data: proto.GetChunk(proto.ChunkSize)}), errStalled)
+}
+
+// A serve frame that never left the hub, its target's relay writer
+// being stuck on another frame, fails the request and leaves the target
+// free: it will never answer a serve it never got.
+func TestStalledServeNeverSentFreesTheTarget(t *testing.T) {
+	shortStall(t, 300*time.Millisecond)
+	h, from, replies, targets := relayHub(t, "t%d", 1)
+	stuck := h.sessions[targets[0]]
+	frames, g := gatedWorker(t, stuck)
+	holdWriter(t, stuck)
+
+	go h.serveRequest(from, &proto.Req{ID: 5, Kind: "put", Target: stuck.name, Names: []string{"x"}, Data: []byte("blob")})
+	select {
+	case r := <-replies:
+		assert.Contains(t, r.Error, "session 't0' took none of the put's data")
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reply came")
+	}
+	busy := func() string {
+		stuck.mu.Lock()
+		defer stuck.mu.Unlock()
+		return stuck.busyWithLocked()
+	}
+	assert.Eventually(t, func() bool { return busy() == "" }, 5*time.Second, 10*time.Millisecond, "the target is free")
+
+	close(g.open)
+	require.Equal(t, "chunk", nextFrame(t, frames).op)
+	select {
+	case f := <-frames:
+		t.Fatalf("a frame for the failed put: %s", f.line)
+	case <-time.After(200 * time.Millisecond):
+	}
+	assert.Empty(t, busy(), "the target is still free once it reads again")
+}
+
+// A pull whose target takes not even its serve frame is answered with a
+// reply, which the caller waits for, not with the end of a transfer it
+// never heard had begun.
+func TestPullStalledBeforeItsAnswerIsAReply(t *testing.T) {
+	shortStall(t, 300*time.Millisecond)
+	h, from, replies, targets := relayHub(t, "t%d", 1)
+	stuck := h.sessions[targets[0]]
+	gatedWorker(t, stuck)
+
+	go h.serveRequest(from, &proto.Req{ID: 5, Kind: "pull", Target: stuck.name, Path: "/etc/hostname"})
+	select {
+	case r := <-replies:
+		assert.Equal(t, int64(5), r.ID)
+		assert.Contains(t, r.Error, "session 't0' took none of the pull's data")
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reply came")
+	}
+}
+
+// A pull whose caller stops reading as its target answers: the caller
+// gets, once it reads again, a reply saying why, since the first answer
+// never went.
+func TestPullWhoseCallerStallsBeforeItsAnswerIsAReply(t *testing.T) {
+	shortStall(t, 300*time.Millisecond)
+	h, from, _, targets := relayHub(t, "t%d", 1)
+	target := h.sessions[targets[0]]
+	fakeWorker(t, target, func(sv *proto.Serve) *proto.Served { return &proto.Served{Sid: sv.Sid, OK: true, Size: 1} }, nil)
+	frames, g := gatedWorker(t, from)
+	holdWriter(t, from)
+
+	go h.serveRequest(from, &proto.Req{ID: 5, Kind: "pull", Target: target.name, Path: "/etc/hostname"})
+	assert.Eventually(t, func() bool {
+		link := from.linkOf(5)
+		return link != nil && link.op.err() != nil
+	}, 10*time.Second, 10*time.Millisecond, "the link failed")
+	close(g.open)
+	require.Equal(t, "chunk", nextFrame(t, frames).op, "the held chunk")
+	f := nextFrame(t, frames)
+	require.Equal(t, "reply", f.op, "%s", f.line)
+	var r proto.Reply
+	require.NoError(t, json.Unmarshal(f.line, &r))
+	assert.Equal(t, int64(5), r.ID)
+	assert.Contains(t, r.Error, "session 'web' took none of the pull's data")
+}
+
+// A target that answers more than asked and dies while its caller's last
+// chunks are still on their way: its death is handled, and the caller
+// answered, however full the serve's answers are.
+func TestServeFloodThenDeath(t *testing.T) {
+	shortStall(t, time.Second)
+	h, from, _, targets := relayHub(t, "t%d", 1)
+	target := h.sessions[targets[0]]
+	served := framesTo(t, target)
+	frames, g := gatedWorker(t, from)
+	g.let.Store(4 << 10) // the first answer goes, not the chunk after it
+
+	go h.serveRequest(from, &proto.Req{ID: 5, Kind: "get", Target: target.name, Names: []string{"x"}, Oob: true})
+	var sv proto.Serve
+	require.NoError(t, json.Unmarshal(nextFrame(t, served).line, &sv))
+	target.onServed(&proto.Served{Sid: sv.Sid, OK: true, First: true, Bufs: []int64{proto.ChunkSize}})
+	require.True(t, nextReply(t, frames).First)
+	target.onChunk(&proto.Chunk{Sid: sv.Sid, Data: proto.GetChunk(proto.ChunkSize)})
+	target.onServed(&proto.Served{Sid: sv.Sid, OK: true})
+	for range 4 {
+		target.onServed(&proto.Served{Sid: sv.Sid, OK: true})
+	}
+	die(t, h, target)
+	close(g.open)
+	last := nextReply(t, frames)
+	assert.Equal(t, int64(5), last.ID)
+	assert.False(t, last.First)
+}
+
+// A target that floods first answers while its caller stalls, and dies
+// with them unread: the serve still ends, and nothing waits on it.
+func TestServeFloodOfFirstsThenDeath(t *testing.T) {
+	shortStall(t, 500*time.Millisecond)
+	h, from, _, targets := relayHub(t, "t%d", 1)
+	target := h.sessions[targets[0]]
+	served := framesTo(t, target)
+	gatedWorker(t, from)
+
+	go h.serveRequest(from, &proto.Req{ID: 5, Kind: "get", Target: target.name, Names: []string{"x"}, Oob: true})
+	var sv proto.Serve
+	require.NoError(t, json.Unmarshal(nextFrame(t, served).line, &sv))
+	op := from.linkOf(5).op
+	go func() {
+		for range 1 + cap(op.done) {
+			target.onServed(&proto.Served{Sid: sv.Sid, OK: true, First: true})
+		}
+	}()
+	require.Eventually(t, func() bool { return len(op.done) == cap(op.done) }, 5*time.Second, time.Millisecond)
+	die(t, h, target)
+	close(target.exited) // as waitExit does next
+	select {
+	case <-op.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the serve never ended")
+	}
+}
+
+// die handles target's death as its waiter does, and fails t unless that
+// ends within relayStall/2.
+func die(t *testing.T, h *Hub, target *Session) {
+	t.Helper()
+	died := make(chan struct{})
+	go func() {
+		h.sessionExited(target, Exit{Code: 1})
+		close(died)
+	}()
+	select {
+	case <-died:
+	case <-time.After(relayStall / 2):
+		t.Fatal("the target's death is not handled")
+	}
+}
+
+// nextReply is the next reply among frames, skipping chunks.
+func nextReply(t *testing.T, frames <-chan sentFrame) *proto.Reply {
+	t.Helper()
+	for {
+		f := nextFrame(t, frames)
+		if f.op == "reply" {
+			var r proto.Reply
+			require.NoError(t, json.Unmarshal(f.line, &r))
+			return &r
+		}
+	}
+}
+
+// An interrupt of a target whose stdin a stalled relay holds, as the
+// stall's message advises, answers within interruptWait and says what
+// to do, rather than wait with it; a query ends when its client leaves.
+func TestInterruptOfAStalledTargetAnswers(t *testing.T) {
+	shortStall(t, 300*time.Millisecond)
+	h, from, replies, targets := relayHub(t, "t%d", 1)
+	stuck := h.sessions[targets[0]]
+	frames, g := gatedWorker(t, stuck)
+	g.let.Store(1 << 30) // the serve frame goes through
+	go h.serveRequest(from, &proto.Req{ID: 5, Kind: "put", Target: stuck.name, Names: []string{"x"}, Bufs: []int64{proto.ChunkSize}})
+	var sv proto.Serve
+	require.NoError(t, json.Unmarshal(nextFrame(t, frames).line, &sv))
+	g.let.Store(0) // the worker stops reading
+	stuck.onServed(&proto.Served{Sid: sv.Sid, OK: true, First: true})
+	require.True(t, (<-replies).First)
+	from.onChunk(&proto.Chunk{ID: 5, Data: proto.GetChunk(proto.ChunkSize)})
+	require.Contains(t, (<-replies).Error, "took none of the put's data")
+
+	type answer struct {
+		msg string
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		msg, err := stuck.interrupt(wire.Advice{}, false, 0)
+		got <- answer{msg, err}
+	}()
+	select {
+	case a := <-got:
+		require.NoError(t, a.err)
+		assert.Contains(t, a.msg, "asked session 't0' to stop the put it serves for 'web', but it has not stopped within 2s")
+	case <-time.After(interruptWait + 5*time.Second):
+		t.Fatal("the interrupt waits with the stalled relay")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	queried := make(chan struct{})
+	go func() {
+		stuck.query(ctx, &proto.Query{Kind: wire.OpVars}, 0, wire.Advice{})
+		close(queried)
+	}()
+	select {
+	case <-queried:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the query waits with the stalled relay")
+	}
 }

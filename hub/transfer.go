@@ -166,22 +166,29 @@ func (h *Hub) sessionTransfer(from *Session, f *proto.Req) {
 	if ok && (first == nil || !first.OK) {
 		flush()
 		death := h.endServe(target, op)
-		if first == nil {
+		switch err := op.err(); {
+		case err != nil: // the link failed first: the serve may never have gone
+			fail(err)
+		case first == nil:
 			fail(h.diedServing(target, f.Kind, death))
-		} else {
+		default:
 			fail(errors.New(first.Error))
 		}
 		return
 	}
-	last := first
+	last, replied := first, false
 	if ok {
 		answered = true
-		op.relay(from, &proto.Reply{ID: f.ID, OK: true, Size: first.Size, Mode: first.Mode})
+		replied = op.relay(from, &proto.Reply{ID: f.ID, OK: true, Size: first.Size, Mode: first.Mode})
 		last, ok = op.next(nil)
 	}
 	end := &proto.Chunk{ID: f.ID, EOF: f.Kind == "pull", Done: f.Kind == "push"}
 	if err := op.err(); err != nil {
 		h.finishLater(target, op, last, ok, isLast, flush)
+		if !replied {
+			fail(err) // the caller still waits for its first answer
+			return
+		}
 		end.Error = err.Error()
 		from.send(end)
 		return

@@ -36,8 +36,9 @@ func waitFile(t *testing.T, e *hubtest.Env, name string) {
 
 // A put of 100 MB whose target is stopped (SIGSTOP) in the middle fails
 // within relayStall and a margin, saying which session and what to do;
-// the caller answers its next cell at once; the target, continued, is
-// free again, kept nothing of it, and takes the next put.
+// the caller answers its next cell at once, and so does an interrupt of
+// the target; the target, continued, is free again, kept nothing of it,
+// and takes the next put.
 func TestRelayStallPut(t *testing.T) {
 	needCloudpickle(t)
 	e := stallHub(t)
@@ -60,6 +61,10 @@ except Exception as e:
 	r = e.Run("exec", "b", "1", "-t", "1")
 	assert.Equal(t, 2, r.Code, "a stopped target mid-serve is busy: %s", r)
 	assert.Contains(t, r.Stderr, "serving a put from 'a'")
+	t0 := time.Now()
+	r = e.Run("interrupt", "b")
+	assert.Less(t, time.Since(t0), 30*time.Second, "the interrupt the message advises answers while b is stopped")
+	assert.Contains(t, r.Stdout+r.Stderr, "asked session 'b' to stop the put it serves for 'a', but it has not stopped within 2s", "%s", r)
 
 	syscall.Kill(bpid, syscall.SIGCONT)
 	assert.Contains(t, ok(t, freeAgain(t, e, "b", "'x' in globals()")), "False")
