@@ -163,15 +163,7 @@ func TestRelayStallFailsTheLink(t *testing.T) {
 	require.NoError(t, json.Unmarshal(serve.line, &sv))
 	g.let.Store(0) // the worker stops reading
 	stuck.onServed(&proto.Served{Sid: sv.Sid, OK: true, First: true})
-	reply := func() *proto.Reply {
-		select {
-		case r := <-replies:
-			return r
-		case <-time.After(10 * time.Second):
-			t.Fatal("no reply came")
-			return nil
-		}
-	}
+	reply := func() *proto.Reply { return relayedReply(t, replies) }
 	require.True(t, reply().First, "the target is ready")
 
 	t0 := time.Now()
@@ -252,13 +244,9 @@ func TestRequestIDInUse(t *testing.T) {
 	assert.ErrorContains(t, err, "request id 7 is in use")
 
 	from.hub.serveRequest(from, &proto.Req{ID: 7, Kind: "get", Target: targets[0], Names: []string{"x"}})
-	select {
-	case r := <-replies:
-		assert.Equal(t, int64(7), r.ID)
-		assert.Contains(t, r.Error, "request id 7 is in use")
-	case <-time.After(10 * time.Second):
-		t.Fatal("no reply came")
-	}
+	r := relayedReply(t, replies)
+	assert.Equal(t, int64(7), r.ID)
+	assert.Contains(t, r.Error, "request id 7 is in use")
 	stop()
 	_, stop, err = from.runningAs(7)
 	require.NoError(t, err)
@@ -307,12 +295,8 @@ func TestStalledServeNeverSentFreesTheTarget(t *testing.T) {
 	holdWriter(t, stuck)
 
 	go h.serveRequest(from, &proto.Req{ID: 5, Kind: "put", Target: stuck.name, Names: []string{"x"}, Data: []byte("blob")})
-	select {
-	case r := <-replies:
-		assert.Contains(t, r.Error, "session 't0' took none of the put's data")
-	case <-time.After(10 * time.Second):
-		t.Fatal("no reply came")
-	}
+	r := relayedReply(t, replies)
+	assert.Contains(t, r.Error, "session 't0' took none of the put's data")
 	busy := func() string {
 		stuck.mu.Lock()
 		defer stuck.mu.Unlock()
@@ -340,13 +324,9 @@ func TestPullStalledBeforeItsAnswerIsAReply(t *testing.T) {
 	gatedWorker(t, stuck)
 
 	go h.serveRequest(from, &proto.Req{ID: 5, Kind: "pull", Target: stuck.name, Path: "/etc/hostname"})
-	select {
-	case r := <-replies:
-		assert.Equal(t, int64(5), r.ID)
-		assert.Contains(t, r.Error, "session 't0' took none of the pull's data")
-	case <-time.After(10 * time.Second):
-		t.Fatal("no reply came")
-	}
+	r := relayedReply(t, replies)
+	assert.Equal(t, int64(5), r.ID)
+	assert.Contains(t, r.Error, "session 't0' took none of the pull's data")
 }
 
 // A pull whose caller stops reading as its target answers: the caller
@@ -506,5 +486,17 @@ func TestInterruptOfAStalledTargetAnswers(t *testing.T) {
 	case <-queried:
 	case <-time.After(5 * time.Second):
 		t.Fatal("the query waits with the stalled relay")
+	}
+}
+
+// relayedReply is the next reply relayHub's caller gets, within 10 s.
+func relayedReply(t *testing.T, replies chan *proto.Reply) *proto.Reply {
+	t.Helper()
+	select {
+	case r := <-replies:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reply came")
+		return nil
 	}
 }
