@@ -1469,11 +1469,12 @@ class Session(object):
 
     def _keep_socket(self):
         """A socket whose folder went (a runtime folder removed at logout)
-        moves, once, to the fallback folder, where the hub looks next."""
+        moves, once, to the fallback folder (made 0700 if it is missing,
+        as after a reboot), where the hub looks next."""
         if not self.sock_alt or os.path.exists(self.sock):
             return
         try:
-            if _private_dir(os.path.dirname(self.sock_alt)):
+            if _private_dir(os.path.dirname(self.sock_alt), create=True):
                 ln = _listen(self.sock_alt)
                 old, self.listener = self.listener, ln
                 old.close()
