@@ -1830,14 +1830,16 @@ class Session(object):
 
     def _cancel_await(self):
         """On SIGINT, with the main thread in user code: True if a cell's
-        task awaits and was cancelled; False when code runs (a task's step,
-        a cell's synchronous part), which KeyboardInterrupt then stops, and
-        for a second interrupt (a task that ignored the cancel)."""
+        task awaits and was cancelled, even while another task's step runs
+        (that task is not the cell: it goes on); False when the cell's own
+        synchronous code runs, which KeyboardInterrupt then stops, and for a
+        second interrupt (a task that ignored the cancel, or a step stuck in
+        synchronous code), which KeyboardInterrupt stops wherever it is."""
         task, loop = self.cell_task, self.aloop
         if task is None or task.done() or self.await_cancelled:
             return False
         import asyncio
-        if asyncio.current_task(loop) is not None:
+        if asyncio.current_task(loop) is task:
             return False
         self.await_cancelled = True
         task.cancel()

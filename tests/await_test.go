@@ -142,3 +142,40 @@ func TestAwaitTooOld(t *testing.T) {
 		assert.Equal(t, "Out[2]: 3\n", r.Stdout, "%s", r)
 	}
 }
+
+// An interrupt that lands while another task's step runs cancels the
+// cell that awaits, not that task: a task whose steps are long (here
+// 0.2 s of synchronous work each) is where a plain KeyboardInterrupt
+// would almost always land, and it goes on.
+func TestAwaitInterruptSparesOtherTasks(t *testing.T) {
+	t.Parallel()
+	newer, _ := hubtest.PickPythons(t)
+	e := hubtest.Start(t)
+	run := func(code string, args ...string) hubtest.Result {
+		t.Helper()
+		return e.Run(append([]string{"exec", "spare", code, "--python", newer}, args...)...)
+	}
+	r := run(`import asyncio, time
+steps = 0
+async def churn():
+    global steps
+    while True:
+        time.sleep(0.2)
+        steps += 1
+        await asyncio.sleep(0)
+bg = asyncio.ensure_future(churn())
+await asyncio.sleep(0)`)
+	require.Equal(t, 0, r.Code, "%s", r)
+	r = run("await asyncio.sleep(60)", "--no-wait")
+	require.Equal(t, 0, r.Code, "%s", r)
+	time.Sleep(500 * time.Millisecond)
+	r = e.Run("interrupt", "spare")
+	require.Equal(t, 0, r.Code, "%s", r)
+	r = e.Run("wait", "spare", "-t", "20")
+	assert.Equal(t, 1, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "KeyboardInterrupt", "%s", r)
+	r = run("before = steps; await asyncio.sleep(0.5); bg.done(), steps > before")
+	assert.Contains(t, r.Stdout, "Out[3]: (False, True)", "%s", r)
+	r = run("bg.cancel()")
+	assert.Contains(t, r.Stdout, "Out[4]: True", "%s", r)
+}
