@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -385,4 +386,30 @@ func TestRelayOfADeadCallerIsCancelledAtTheLink(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the relay did not end")
 	}
+}
+
+// A worker that floods requests the hub refuses (bad ids) and reads none
+// of the answers holds at most maxRefusals goroutines in the hub; a
+// cancel, of anything and with targets or not, is served on the frame
+// reader and holds none. The refusals kept reach the worker once it reads.
+func TestRefusalsAreBounded(t *testing.T) {
+	_, from, replies, _ := relayHub(t, "t%d", 0)
+	base := runtime.NumGoroutine()
+	for i := range 10000 {
+		from.takeRequest(&proto.Req{ID: -1 - int64(i), Kind: "sessions"})
+		from.takeRequest(&proto.Req{ID: int64(i + 1), Kind: "cancel", Targets: []string{"t0", "nobody"}})
+	}
+	assert.Less(t, runtime.NumGoroutine()-base, maxRefusals+20, "goroutines held by the flood")
+	got := 0
+	for from.refusals.Load() > 0 || len(replies) > 0 {
+		select {
+		case r := <-replies:
+			assert.Contains(t, r.Error, "bad request id")
+			got++
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%d refusals still held after %d came", from.refusals.Load(), got)
+		}
+	}
+	assert.Positive(t, got)
+	assert.LessOrEqual(t, got, maxRefusals+8, "the refusals kept, and a few on their way when the flood came")
 }

@@ -72,6 +72,10 @@ func (s *Session) busyWithLocked() string {
 // serveRequest answers one req frame from session from. It runs on its own
 // goroutine, so that the session's frame reader is never blocked.
 func (h *Hub) serveRequest(from *Session, f *proto.Req) {
+	if f.Kind == "cancel" {
+		from.cancelRequest(f.ID)
+		return
+	}
 	reply := &proto.Reply{ID: f.ID}
 	fail := func(format string, args ...any) {
 		reply.Error = fmt.Sprintf(format, args...)
@@ -86,24 +90,6 @@ func (h *Hub) serveRequest(from *Session, f *proto.Req) {
 		return
 	}
 	switch f.Kind {
-	case "cancel":
-		from.mu.Lock()
-		links := []*relayLink{from.waitingOn[f.ID]}
-		for k, link := range from.waitingOn {
-			if id, ok := fanLinkOf(k); ok && id == f.ID {
-				links = append(links, link)
-			}
-		}
-		if stop := from.running[f.ID]; stop != nil {
-			stop()
-		}
-		from.mu.Unlock()
-		for _, link := range links {
-			if link != nil {
-				link.op.cancel()
-			}
-		}
-		return
 	case "pull", "push":
 		h.sessionTransfer(from, f)
 		return
@@ -303,6 +289,28 @@ func (h *Hub) relayServe(cancelled context.Context, from *Session, f *proto.Req)
 		return nil, h.diedServing(target, f.Kind, death)
 	}
 	return served, nil
+}
+
+// cancelRequest ends s's request id, and the parts of a group's request
+// id, wherever they are: what runs is stopped, each target told. It
+// neither blocks nor sends, so the frame reader calls it.
+func (s *Session) cancelRequest(id int64) {
+	s.mu.Lock()
+	links := []*relayLink{s.waitingOn[id]}
+	for k, link := range s.waitingOn {
+		if lid, ok := fanLinkOf(k); ok && lid == id {
+			links = append(links, link)
+		}
+	}
+	if stop := s.running[id]; stop != nil {
+		stop()
+	}
+	s.mu.Unlock()
+	for _, link := range links {
+		if link != nil {
+			link.op.cancel()
+		}
+	}
 }
 
 // runningAs records that s runs request id, which a cancel of id or the

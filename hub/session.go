@@ -101,8 +101,9 @@ type Session struct {
 	sock        string
 	workerStart string
 	verdict     chan error // the watcher's verdict
-	// requests counts the worker's requests being served (takeRequest).
-	requests atomic.Int32
+	// requests counts the worker's requests being served, refusals the
+	// refusals being sent (takeRequest).
+	requests, refusals atomic.Int32
 	// queries waits for the worker's answers by query id (query.go).
 	queries map[int64]chan *proto.Answer
 	// lingering is a remote worker that outlives its link (linger.go).
@@ -658,30 +659,47 @@ const maxRequestID = 1<<50 - 1
 // goroutine, and a put's or call's blob, in the hub.
 const maxRequests = 16
 
+// maxRefusals bounds the refusals (a bad id, too many requests) waiting
+// to reach a worker that does not read its stdin: each holds a goroutine.
+// Past it, a refusal is dropped: only a worker that floods requests and
+// reads no answer meets it, and it then waits on itself alone.
+const maxRefusals = 64
+
 // takeRequest serves a req frame of s's worker on a goroutine of its own,
 // so that the frame reader never blocks, or, past maxRequests in flight,
-// answers it at once with an error. A cancel is always served: it ends a
-// request in flight, and itself takes no time.
+// answers it at once with an error. A cancel is served here: it ends a
+// request in flight, takes no time and sends nothing.
 func (s *Session) takeRequest(f *proto.Req) {
 	if f.Kind == "cancel" {
-		go s.hub.serveRequest(s, f)
+		s.cancelRequest(f.ID)
 		return
 	}
 	if f.ID <= 0 || f.ID > maxRequestID {
-		go s.send(&proto.Reply{ID: f.ID, Error: fmt.Sprintf("bad request id %d: a worker numbers its requests 1, 2, …", f.ID)})
+		s.refuse(f.ID, fmt.Sprintf("bad request id %d: a worker numbers its requests 1, 2, …", f.ID))
 		return
 	}
 	if s.requests.Add(1) > maxRequests {
 		s.requests.Add(-1)
-		// The refusal goes on a goroutine too: the worker may be slow to
-		// read its stdin.
-		go s.send(&proto.Reply{ID: f.ID, Error: fmt.Sprintf(
-			"too many requests at once: session '%s' has %d waiting on the hub; wait for one to end", s.name, maxRequests)})
+		s.refuse(f.ID, fmt.Sprintf(
+			"too many requests at once: session '%s' has %d waiting on the hub; wait for one to end", s.name, maxRequests))
 		return
 	}
 	go func() {
 		defer s.requests.Add(-1)
 		s.hub.serveRequest(s, f)
+	}()
+}
+
+// refuse answers request id with an error, on a goroutine (the worker may
+// be slow to read its stdin), at most maxRefusals at once.
+func (s *Session) refuse(id int64, msg string) {
+	if s.refusals.Add(1) > maxRefusals {
+		s.refusals.Add(-1)
+		return
+	}
+	go func() {
+		defer s.refusals.Add(-1)
+		s.send(&proto.Reply{ID: id, Error: msg})
 	}()
 }
 
