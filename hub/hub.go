@@ -668,13 +668,7 @@ func (h *Hub) sessionExited(s *Session, ex Exit) {
 	raw := s.out.takeOut()
 	last := raw.render(ReplyCap)
 	if op := s.serving; op != nil {
-		// Full only with a worker that said more than it was asked: the
-		// relay may be on its way to endServe, and s.mu. It hears of the
-		// death from s.exited then (serveOp.answer).
-		select {
-		case op.done <- nil:
-		default:
-		}
+		op.gone()
 	}
 	s.cancelWaitsLocked()
 	for _, stop := range s.running {

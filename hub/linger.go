@@ -525,10 +525,7 @@ func (s *Session) linkDown(at time.Time, why error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if op := s.serving; op != nil {
-		select {
-		case op.done <- nil:
-		default:
-		}
+		op.gone()
 	}
 	s.cancelWaitsLocked() // its worker gave up on them (hub_gone)
 }

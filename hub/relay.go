@@ -373,6 +373,24 @@ func (s *Session) onServed(f *proto.Served) {
 	}
 }
 
+// gone tells op's relay that its target will say nothing more (it died,
+// or its link dropped and the worker dropped the serve): nil on op.done,
+// never dropped nor blocking. op.done is full only of what a worker said
+// beyond what it was asked; the oldest of that makes room.
+func (op *serveOp) gone() {
+	for range cap(op.done) + 1 {
+		select {
+		case op.done <- nil:
+			return
+		default:
+		}
+		select {
+		case <-op.done:
+		default:
+		}
+	}
+}
+
 func (s *Session) servingOp(sid int64) *serveOp {
 	s.mu.Lock()
 	defer s.mu.Unlock()
