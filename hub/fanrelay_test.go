@@ -413,3 +413,40 @@ func TestRefusalsAreBounded(t *testing.T) {
 	assert.Positive(t, got)
 	assert.LessOrEqual(t, got, maxRefusals+8, "the refusals kept, and a few on their way when the flood came")
 }
+
+// A target's worker that sends chunks under the sid of a serve before it
+// was asked (a guessed sid) meets the serve while its sinks are set: the
+// chunks are dropped or taken, never raced with (run with -race).
+func TestChunksBeforeTheServe(t *testing.T) {
+	h, from, replies, targets := relayHub(t, "t%d", 1)
+	target := h.sessions[targets[0]]
+	served := framesTo(t, target)
+	stop := make(chan struct{})
+	flooded := make(chan struct{})
+	next := sids.Load() + 1
+	go func() {
+		defer close(flooded)
+		for i := 0; i < 1_000_000; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			target.onChunk(&proto.Chunk{Sid: next, Seq: int64(i), Data: proto.GetChunk(16)})
+			target.onAck(&proto.Ack{Sid: next, Seq: int64(i)})
+		}
+	}()
+	go h.serveRequest(from, &proto.Req{ID: 5, Kind: "put", Target: target.name, Names: []string{"x"}, Bufs: []int64{16}})
+	var sv proto.Serve
+	require.NoError(t, json.Unmarshal(nextFrame(t, served).line, &sv))
+	close(stop)
+	<-flooded
+	assert.Equal(t, next, sv.Sid, "the sid flooded is the serve's")
+	target.onServed(&proto.Served{Sid: sv.Sid, Error: "no"})
+	select {
+	case r := <-replies:
+		assert.Equal(t, int64(5), r.ID)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no reply")
+	}
+}

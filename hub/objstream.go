@@ -52,12 +52,13 @@ func streamObject(from *Session, id int64, op *serveOp) (flush func()) {
 		}
 		op.relay(from, &proto.Chunk{ID: id, Seq: c.Seq, Data: c.Data})
 	}
-	op.ackSink = func(a *proto.Ack) { op.relay(from, &proto.Ack{ID: id, Seq: a.Seq}) }
+	ack := func(a *proto.Ack) { op.relay(from, &proto.Ack{ID: id, Seq: a.Seq}) }
 	if _, part := fanLinkOf(id); part {
-		op.chunkSink = forward
+		op.setSinks(forward, ack)
 		return func() {}
 	}
-	op.chunkSink, flush = queued(forward, op.overrun)
+	chunk, flush := queued(forward, op.overrun)
+	op.setSinks(chunk, ack)
 	return flush
 }
 

@@ -36,7 +36,8 @@ type serveOp struct {
 	// then its last); nil when the target died.
 	done chan *proto.Served
 	// chunkSink and ackSink forward a transfer's chunks and acks from the
-	// target; they are set before the serve frame is sent.
+	// target; they are set before the serve frame is sent, with setSinks
+	// once op is the target's serving (its reader may find op then).
 	chunkSink func(*proto.Chunk)
 	ackSink   func(*proto.Ack)
 	// ended is closed when the target is free of this serve.
@@ -391,6 +392,25 @@ func (op *serveOp) gone() {
 	}
 }
 
+// setSinks sets where the chunks and acks of op's target go, under the
+// target's lock: op is its serving already, which its reader may find
+// (servingSinks) as soon as a worker sends a chunk with op's sid.
+func (op *serveOp) setSinks(chunk func(*proto.Chunk), ack func(*proto.Ack)) {
+	op.target.mu.Lock()
+	defer op.target.mu.Unlock()
+	op.chunkSink, op.ackSink = chunk, ack
+}
+
+// servingSinks are the sinks of what s serves as sid, if any.
+func (s *Session) servingSinks(sid int64) (func(*proto.Chunk), func(*proto.Ack)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if op := s.serving; op != nil && op.sid == sid {
+		return op.chunkSink, op.ackSink
+	}
+	return nil, nil
+}
+
 func (s *Session) servingOp(sid int64) *serveOp {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -405,8 +425,8 @@ func (s *Session) servingOp(sid int64) *serveOp {
 // and goes on to the session serving it.
 func (s *Session) onChunk(f *proto.Chunk) {
 	if f.Sid != 0 {
-		if op := s.servingOp(f.Sid); op != nil && op.chunkSink != nil {
-			op.chunkSink(f)
+		if sink, _ := s.servingSinks(f.Sid); sink != nil {
+			sink(f)
 			return
 		}
 		proto.PutChunk(f.Data)
@@ -422,8 +442,8 @@ func (s *Session) onChunk(f *proto.Chunk) {
 // onAck routes an ack like onChunk routes a chunk.
 func (s *Session) onAck(f *proto.Ack) {
 	if f.Sid != 0 {
-		if op := s.servingOp(f.Sid); op != nil && op.ackSink != nil {
-			op.ackSink(f)
+		if _, sink := s.servingSinks(f.Sid); sink != nil {
+			sink(f)
 		}
 		return
 	}

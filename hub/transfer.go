@@ -147,8 +147,7 @@ func (h *Hub) sessionTransfer(from *Session, f *proto.Req) {
 		}
 		op.relay(from, &proto.Chunk{ID: f.ID, Seq: c.Seq, Data: c.Data})
 	}, op.overrun)
-	op.chunkSink = enqueue
-	op.ackSink = func(a *proto.Ack) { op.relay(from, &proto.Ack{ID: f.ID, Seq: a.Seq}) }
+	op.setSinks(enqueue, func(a *proto.Ack) { op.relay(from, &proto.Ack{ID: f.ID, Seq: a.Seq}) })
 	h.transcribeNote(target, title, "")
 	serve := &proto.Serve{Sid: op.sid, Kind: kind, From: from.name, Path: f.Path}
 	if kind == "write" {
@@ -303,13 +302,12 @@ func (h *Hub) clientTransfer(req wire.Request, next func() (*wire.Request, bool)
 		target.send(&proto.Cancel{Sid: op.sid})
 	})
 	defer flush()
-	op.chunkSink = enqueue
-	op.ackSink = func(a *proto.Ack) {
+	op.setSinks(enqueue, func(a *proto.Ack) {
 		select {
 		case acks <- a.Seq:
 		default:
 		}
-	}
+	})
 	h.transcribeNote(target, title, "")
 	serve := &proto.Serve{Sid: op.sid, Kind: kind, From: "the command line", Path: req.Path}
 	if kind == "write" {
