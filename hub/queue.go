@@ -144,8 +144,8 @@ func (s *Session) nextLocked() {
 // cell (parkUnsent), which then ends without running.
 func (s *Session) sendCell(r *run, code string) {
 	defer s.hub.transcribe(s, r, code)
-	s.imu.Lock()
-	defer s.imu.Unlock()
+	s.imu <- struct{}{}
+	defer func() { <-s.imu }()
 	s.mu.Lock()
 	if r.parked {
 		s.abandonLocked(r, "KeyboardInterrupt", fmt.Sprintf("cell %d was interrupted before it started, so it did not run", r.cell))

@@ -55,10 +55,11 @@ type Session struct {
 
 	w      *proto.Writer // frames to the worker
 	frames *proto.Reader // frames from the worker
-	// interrupted receives the worker's answers to interrupts; imu keeps
-	// one interrupt at a time waiting for its answer.
+	// interrupted receives the worker's answers to interrupts; imu, a
+	// lock an interrupt can give up on, keeps one interrupt at a time
+	// waiting for its answer, and orders it with a cell's exec frame.
 	interrupted chan *proto.Interrupted
-	imu         sync.Mutex
+	imu         chan struct{}
 
 	mu         sync.Mutex
 	state      string
@@ -179,7 +180,7 @@ func newSession(h *Hub, name string) *Session {
 	return &Session{
 		hub: h, name: name, state: stateStarting,
 		ready: make(chan struct{}), exited: make(chan struct{}), outClosed: make(chan struct{}),
-		interrupted: make(chan *proto.Interrupted, 4),
+		interrupted: make(chan *proto.Interrupted, 4), imu: make(chan struct{}, 1),
 		started:     now, lastActive: now,
 		out: outputs{let: h.floodLetGo},
 	}
@@ -962,8 +963,19 @@ const interruptWait = 2 * time.Second
 // session serves for another, and says truthfully what came of it.
 // With cell, only that cell: one that has finished is left alone.
 func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, error) {
-	s.imu.Lock()
-	defer s.imu.Unlock()
+	// A cell's exec frame that a worker does not read (stopped, its
+	// stdin full) holds imu: the interrupt then says so in time.
+	wait := time.NewTimer(interruptWait)
+	select {
+	case s.imu <- struct{}{}:
+		wait.Stop()
+	case <-wait.C:
+		return fmt.Sprintf("sent no interrupt: session '%s' has not read its input for %s (stopped, or in code that holds the interpreter?), and a cell or another interrupt is still on its way to it: %s shows whether the cell ended, %s ends the session",
+			s.name, interruptWait, adv.Wait(s.name), adv.Kill(s.name)), nil
+	case <-s.exited:
+		return "", &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' is dead: %s", s.name, s.deathText())}
+	}
+	defer func() { <-s.imu }()
 	s.mu.Lock()
 	r := s.cur
 	state, death, op := s.state, s.death, s.serving

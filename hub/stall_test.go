@@ -528,3 +528,33 @@ func relayedReply(t *testing.T, replies chan *proto.Reply) *proto.Reply {
 		return nil
 	}
 }
+
+// A cell's exec frame that its worker does not read (stopped, its stdin
+// full) holds the interrupt's lock: an interrupt then says so in time
+// instead of waiting for ever.
+func TestInterruptBehindAnUnreadCell(t *testing.T) {
+	h := reachHub(t, map[string]string{"web": "lab-7"})
+	s := h.sessions["web"]
+	pr, pw := io.Pipe() // nobody reads pr
+	t.Cleanup(func() { pr.Close() })
+	s.w = proto.NewWriter(pw)
+	r := &run{cell: 1, fence: newFence(), start: time.Now(), finished: make(chan struct{}), queued: true}
+	s.mu.Lock()
+	s.cur = r
+	s.mu.Unlock()
+	go s.sendCell(r, "1 + 1")
+	require.Eventually(t, func() bool { return len(s.imu) == 1 }, 5*time.Second, time.Millisecond)
+
+	answered := make(chan string, 1)
+	go func() {
+		msg, err := s.interrupt(wire.Advice{}, false, 0)
+		assert.NoError(t, err)
+		answered <- msg
+	}()
+	select {
+	case msg := <-answered:
+		assert.Contains(t, msg, "sent no interrupt: session 'web' has not read its input for 2s")
+	case <-time.After(interruptWait + 5*time.Second):
+		t.Fatal("the interrupt waits on the unread cell")
+	}
+}
