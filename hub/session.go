@@ -105,6 +105,8 @@ type Session struct {
 	// requests counts the worker's requests being served, refusals the
 	// refusals being sent (takeRequest).
 	requests, refusals atomic.Int32
+	// asides counts the frames sendAside has on their way.
+	asides atomic.Int32
 	// queries waits for the worker's answers by query id (query.go).
 	queries map[int64]chan *proto.Answer
 	// lingering is a remote worker that outlives its link (linger.go).
@@ -1049,14 +1051,24 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 	}
 }
 
+// maxAsides bounds the frames sendAside has on their way to one worker:
+// each holds a goroutine while the worker does not read.
+const maxAsides = 8
+
 // sendAside writes m on a goroutine of its own, and tells if the write
 // failed: a worker that stopped reading holds it (behind a relayed frame
 // stalled on its stdin, say), and what bounds its wait for an answer (an
 // interrupt, a query) answers in time all the same. m goes once the
-// worker reads again.
+// worker reads again; past maxAsides still on their way, it fails at once.
 func (s *Session) sendAside(m proto.Msg) (failed <-chan error) {
 	ch := make(chan error, 1)
+	if s.asides.Add(1) > maxAsides {
+		s.asides.Add(-1)
+		ch <- fmt.Errorf("session '%s' has not read the last %d frames sent to it (stopped?)", s.name, maxAsides)
+		return ch
+	}
 	go func() {
+		defer s.asides.Add(-1)
 		if err := s.send(m); err != nil {
 			ch <- err
 		}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -557,4 +559,29 @@ func TestInterruptBehindAnUnreadCell(t *testing.T) {
 	case <-time.After(interruptWait + 5*time.Second):
 		t.Fatal("the interrupt waits on the unread cell")
 	}
+}
+
+// Frames sent aside to a worker that reads nothing hold at most maxAsides
+// goroutines; past them an interrupt fails at once and says why.
+func TestAsidesAreBounded(t *testing.T) {
+	h := reachHub(t, map[string]string{"web": "lab-7"})
+	s := h.sessions["web"]
+	pr, pw := io.Pipe() // nobody reads pr
+	t.Cleanup(func() { pr.Close() })
+	s.w = proto.NewWriter(pw)
+	base := runtime.NumGoroutine()
+	for i := range maxAsides {
+		s.sendAside(&proto.Interrupt{Cell: i + 1})
+	}
+	for i := range 100 {
+		select {
+		case err := <-s.sendAside(&proto.Interrupt{Cell: maxAsides + i + 1}):
+			assert.EqualError(t, err, fmt.Sprintf("session 'web' has not read the last %d frames sent to it (stopped?)", maxAsides))
+		case <-time.After(5 * time.Second):
+			t.Fatal("an aside past the bound waits")
+		}
+	}
+	assert.LessOrEqual(t, runtime.NumGoroutine()-base, maxAsides)
+	pr.Close()
+	require.Eventually(t, func() bool { return s.asides.Load() == 0 }, 5*time.Second, time.Millisecond)
 }
