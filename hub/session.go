@@ -183,7 +183,7 @@ func newSession(h *Hub, name string) *Session {
 		hub: h, name: name, state: stateStarting,
 		ready: make(chan struct{}), exited: make(chan struct{}), outClosed: make(chan struct{}),
 		interrupted: make(chan *proto.Interrupted, 4), imu: make(chan struct{}, 1),
-		started:     now, lastActive: now,
+		started: now, lastActive: now,
 		out: outputs{let: h.floodLetGo},
 	}
 }

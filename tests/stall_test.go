@@ -136,3 +136,32 @@ print("there", there["lab-1"], there["lab-2"])`, "-t", "180"))
 	syscall.Kill(victim, syscall.SIGCONT)
 	assert.Contains(t, ok(t, freeAgain(t, w.Env, "g@local", "'other' in globals()")), "False")
 }
+
+// A push from the command line to a session stopped (SIGSTOP) before it
+// reads: the push fails within relayStall and a margin and says what to
+// do, instead of waiting with the session; the session, continued, is
+// free again and takes the next push whole.
+func TestRelayStallCLIPush(t *testing.T) {
+	e := stallHub(t)
+	ok(t, e.Run("exec", "b", "import os"))
+	bpid := workerPid(t, e, "b")
+	defer syscall.Kill(bpid, syscall.SIGCONT)
+	src := filepath.Join(e.Dir, "big")
+	f, err := os.Create(src)
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(64<<20))
+	f.Close()
+	require.NoError(t, syscall.Kill(bpid, syscall.SIGSTOP))
+	t0 := time.Now()
+	r := e.Run("push", "b", src, "big.copy")
+	took := time.Since(t0)
+	assert.NotEqual(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stderr, "session 'b' did not answer the push for 3.0s: is it stopped (SIGSTOP) or stuck in C code? interrupt or kill it", "%s", r)
+	assert.Less(t, took, 2*3*time.Second+10*time.Second, "the push failed %s after it began", took)
+
+	syscall.Kill(bpid, syscall.SIGCONT)
+	assert.Contains(t, ok(t, freeAgain(t, e, "b", "os.path.exists('big.copy')")), "False")
+	r = e.Run("push", "b", src, "big.copy")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, ok(t, e.Run("exec", "b", "os.path.getsize('big.copy')")), "67108864")
+}

@@ -1,0 +1,113 @@
+package hub
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/proto"
+	"github.com/replhub/replhub/wire"
+)
+
+// A push from the command line to a session that stops reading its stdin
+// (stopped, or stuck in C code) fails after relayStall and says why,
+// instead of holding the client for ever; the session stays busy until
+// it says its last word, and is free after it.
+func TestClientPushToAStoppedSession(t *testing.T) {
+	shortStall(t, 500*time.Millisecond)
+	h := reachHub(t, map[string]string{"web": "lab-7"})
+	target := h.sessions["web"]
+	frames, g := gatedWorker(t, target)
+	g.let.Store(4 << 10) // the serve frame goes, no chunk after it
+
+	local := filepath.Join(t.TempDir(), "big")
+	f, err := os.Create(local)
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(3*proto.ChunkSize))
+	f.Close()
+
+	clientGone := make(chan struct{})
+	t.Cleanup(func() { close(clientGone) })
+	next := func() (*wire.Request, bool) {
+		<-clientGone
+		return nil, false
+	}
+	replies := make(chan wire.Reply, 1)
+	go func() {
+		replies <- h.clientTransfer(wire.Request{Op: wire.OpPush, Name: "web", Local: local, Path: "/tmp/big"}, next,
+			func(wire.Reply) error { return nil })
+	}()
+	var sv proto.Serve
+	require.NoError(t, json.Unmarshal(nextFrame(t, frames).line, &sv))
+	require.Equal(t, "write", sv.Kind)
+	target.onServed(&proto.Served{Sid: sv.Sid, OK: true})
+
+	select {
+	case r := <-replies:
+		require.NotNil(t, r.Err)
+		assert.Equal(t, wire.CodeBusy, r.Err.Code)
+		assert.Contains(t, r.Err.Message, "session 'web' took none of the push's data for 0.5s: is it stopped")
+	case <-time.After(relayStall + 10*time.Second):
+		t.Fatal("the push waits on the stopped session")
+	}
+	busy := func() string {
+		target.mu.Lock()
+		defer target.mu.Unlock()
+		return target.busyWithLocked()
+	}
+	assert.Contains(t, busy(), "serving a write", "busy until its last word")
+	target.onServed(&proto.Served{Sid: sv.Sid, Error: "cancelled"})
+	require.Eventually(t, func() bool { return busy() == "" }, 5*time.Second, time.Millisecond)
+}
+
+// A pull whose target never answers the serve (it reads its stdin no
+// more) fails after relayStall and says why; one whose client goes away
+// first ends at once. Either way the target stays busy until it answers.
+func TestClientPullUnanswered(t *testing.T) {
+	shortStall(t, 500*time.Millisecond)
+	for _, leave := range []bool{false, true} {
+		h := reachHub(t, map[string]string{"web": "lab-7"})
+		target := h.sessions["web"]
+		frames := framesTo(t, target)
+		clientGone := make(chan struct{})
+		next := func() (*wire.Request, bool) {
+			<-clientGone
+			return nil, false
+		}
+		replies := make(chan wire.Reply, 1)
+		t0 := time.Now()
+		go func() {
+			replies <- h.clientTransfer(wire.Request{Op: wire.OpPull, Name: "web", Local: filepath.Join(t.TempDir(), "x"), Path: "/etc/hostname"}, next,
+				func(wire.Reply) error { return nil })
+		}()
+		var sv proto.Serve
+		require.NoError(t, json.Unmarshal(nextFrame(t, frames).line, &sv))
+		if leave {
+			close(clientGone)
+		}
+		select {
+		case r := <-replies:
+			require.NotNil(t, r.Err)
+			if leave {
+				assert.Less(t, time.Since(t0), relayStall, "the client left: the pull ends at once")
+			} else {
+				close(clientGone)
+				assert.Contains(t, r.Err.Message, "session 'web' did not answer the pull for 0.5s: is it stopped")
+			}
+		case <-time.After(relayStall + 10*time.Second):
+			t.Fatal("the pull waits on the silent session")
+		}
+		assert.Equal(t, "cancel", nextFrame(t, frames).op, "the target is told to stop")
+		target.onServed(&proto.Served{Sid: sv.Sid, Error: "cancelled"})
+		require.Eventually(t, func() bool {
+			target.mu.Lock()
+			defer target.mu.Unlock()
+			return target.busyWithLocked() == ""
+		}, 5*time.Second, time.Millisecond)
+	}
+}
