@@ -216,28 +216,14 @@ func (c *Conn) StartWorker(ctx context.Context, spec StartSpec) (*Worker, error)
 	}
 	br := bufio.NewReaderSize(stdout, 64<<10)
 	var noise bytes.Buffer
-	marker := "REPLHUB-" + token + " "
 	type found struct {
 		line string
 		err  error
 	}
 	got := make(chan found, 1)
 	go func() {
-		for i := 0; i < 10000; i++ {
-			line, err := br.ReadString('\n')
-			if strings.HasPrefix(line, marker) {
-				got <- found{line: strings.TrimSpace(strings.TrimPrefix(line, marker))}
-				return
-			}
-			if noise.Len() < 64<<10 {
-				noise.WriteString(line)
-			}
-			if err != nil {
-				got <- found{err: err}
-				return
-			}
-		}
-		got <- found{err: errors.New("too much output before the start marker")}
+		line, err := readMarker(br, "REPLHUB-"+token+" ", &noise)
+		got <- found{line, err}
 	}()
 	var f found
 	select {
@@ -246,6 +232,9 @@ func (c *Conn) StartWorker(ctx context.Context, spec StartSpec) (*Worker, error)
 		sess.Close()
 		<-got
 		return fail("gave up waiting for the start script: "+ctx.Err().Error(), noise.String())
+	}
+	if errors.Is(f.err, errTooMuchNoise) {
+		return fail(f.err.Error(), noise.String())
 	}
 	if f.err != nil {
 		return fail("the start script ended before it found a Python", noise.String())
@@ -265,10 +254,10 @@ func (c *Conn) StartWorker(ctx context.Context, spec StartSpec) (*Worker, error)
 		}
 		return fail(fmt.Sprintf("no Python 3.6 or newer found (tried: %s); pass --python PATH or --pythons", tried), noise.String())
 	default:
-		return fail("unexpected start marker: "+f.line, noise.String())
+		return fail("unexpected start marker: "+clip(f.line), noise.String())
 	}
 	if len(fields) < 3 {
-		return fail("malformed start marker: "+f.line, noise.String())
+		return fail("malformed start marker: "+clip(f.line), noise.String())
 	}
 	w := &Worker{conn: c, sess: sess, stdin: stdin, stdout: br, stderr: stderr,
 		Version: fields[1], Python: fields[2], payload: spec.Payload}
@@ -289,6 +278,55 @@ func (c *Conn) StartWorker(ctx context.Context, spec StartSpec) (*Worker, error)
 		return fail(fmt.Sprintf("sending the payload: %v", err), noise.String())
 	}
 	return w, nil
+}
+
+// What a host may print before the start script's marker (banners, rc
+// files that echo): the bytes, and the length of the marker's line kept.
+// Past maxBeforeMarker the start fails, so that a host that prints
+// without end, or one line without end, costs the hub nothing.
+const (
+	maxBeforeMarker = 1 << 20
+	maxMarkerLine   = 4 << 10
+	maxNoise        = 64 << 10
+)
+
+var errTooMuchNoise = fmt.Errorf("the host printed more than %d KiB before the start script's marker (an rc file that does not end?)", maxBeforeMarker>>10)
+
+// readMarker reads r up to the line that starts with marker and returns
+// the rest of it, trimmed; the lines before it are noise, of which the
+// first maxNoise bytes go to noise, to explain a failed start. A line is
+// read in pieces, of which the first maxMarkerLine bytes are kept.
+func readMarker(r *bufio.Reader, marker string, noise *bytes.Buffer) (string, error) {
+	var line []byte
+	for read := 0; read <= maxBeforeMarker; {
+		part, err := r.ReadSlice('\n')
+		read += len(part)
+		if keep := min(len(part), maxMarkerLine-len(line)); keep > 0 {
+			line = append(line, part[:keep]...)
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if bytes.HasPrefix(line, []byte(marker)) {
+			return strings.TrimSpace(string(line[len(marker):])), nil
+		}
+		if room := maxNoise - noise.Len(); room > 0 {
+			noise.Write(line[:min(len(line), room)])
+		}
+		if err != nil {
+			return "", err
+		}
+		line = line[:0]
+	}
+	return "", errTooMuchNoise
+}
+
+// clip is s cut to 200 bytes, for a message.
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:200] + "…"
+	}
+	return s
 }
 
 // SendPayload sends the payload to the stub, once. For a sudo start with a
