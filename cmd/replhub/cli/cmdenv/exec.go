@@ -8,6 +8,7 @@ import (
 	"os/signal"
 
 	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/wire"
 )
 
 // DefaultTimeout is how many seconds exec and wait wait when -t is not
@@ -79,14 +80,18 @@ func (e *Env) armCtrlC(parent context.Context, c *client.Client, name string) (c
 	}
 }
 
-// ReadCode is code, or standard input for "-".
+// ReadCode is code, or standard input for "-", up to what one request
+// carries (wire.MaxLine): more is refused, not read to the end.
 func (e *Env) ReadCode(code string) (string, error) {
 	if code != "-" {
 		return code, nil
 	}
-	b, err := io.ReadAll(e.IO.In)
+	b, err := io.ReadAll(io.LimitReader(e.IO.In, wire.MaxLine+1))
 	if err != nil {
 		return "", fmt.Errorf("reading code from stdin: %w", err)
+	}
+	if len(b) > wire.MaxLine {
+		return "", fmt.Errorf("the code on stdin is over %d MiB: put it in a file and run it there (exec(open(PATH).read())), pushing it first if the session is remote", wire.MaxLine>>20)
 	}
 	return string(b), nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/replhub/replhub/client"
 	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/tests/hubtest"
+	"github.com/replhub/replhub/wire"
 )
 
 // helperEnv names the part of this test binary a child runs (TestMain).
@@ -163,4 +165,30 @@ func TestArmCtrlCLosesNoProcess(t *testing.T) {
 	armed, disarmed, _ := strings.Cut(errb.String(), "--disarmed--")
 	assert.Contains(t, armed, "[interrupting session 's'; Ctrl-C again stops waiting]")
 	assert.NotContains(t, disarmed, "interrupting", "a Ctrl-C after stop")
+}
+
+// Code from stdin is read up to what one request carries; past it, it is
+// refused with what to do, without reading the rest.
+func TestReadCodeBound(t *testing.T) {
+	e := New(IO{In: strings.NewReader("print(1)\n")}, func(string) string { return "" })
+	code, err := e.ReadCode("-")
+	require.NoError(t, err)
+	assert.Equal(t, "print(1)\n", code)
+	code, err = e.ReadCode("x = 1")
+	require.NoError(t, err)
+	assert.Equal(t, "x = 1", code)
+
+	endless := io.MultiReader(io.LimitReader(zeros{}, wire.MaxLine+1), strings.NewReader("never read"))
+	e = New(IO{In: endless}, func(string) string { return "" })
+	_, err = e.ReadCode("-")
+	assert.EqualError(t, err, "the code on stdin is over 64 MiB: put it in a file and run it there (exec(open(PATH).read())), pushing it first if the session is remote")
+	rest, _ := io.ReadAll(endless)
+	assert.Equal(t, "never read", string(rest))
+}
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }
