@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -164,4 +165,28 @@ func TestGroups(t *testing.T) {
 			t.Errorf("%s parsed", bad)
 		}
 	}
+}
+
+// Whatever config.json holds, Parse answers with settings or an error,
+// and what it accepts answers every question about hosts.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(`{"pythons": ["python3.12"], "sudo": "auto", "hosts": {"lab-*": {"jump": ["bastion"], "reach": ["lab-*", "local"], "linger": 60}, "gpu[0-9]": {"sudo": "nopasswd"}}}`))
+	f.Add([]byte(`{"groups": {"web": ["web1", "web2"]}, "swap": {"after": "1h"}, "max_object_mb": 64}`))
+	f.Add([]byte(`{"hosts": {"{a,b}*": {"jump": []}}}`))
+	f.Add([]byte(`{"hosts": null}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		os.WriteFile(fmt.Sprintf("/tmp/fz-%d", os.Getpid()), b, 0o644)
+		cfg, err := Parse(b, "config.json")
+		if err != nil {
+			require.Nil(t, cfg)
+			return
+		}
+		for _, host := range []string{"lab-7", "gpu1", "local", "", "a.b.c", "web1"} {
+			cfg.For(host)
+			cfg.MayReach(host, "lab-7")
+			cfg.MayReach("local", host)
+		}
+		cfg.Group("web")
+		cfg.Top()
+	})
 }
