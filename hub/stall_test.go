@@ -386,58 +386,40 @@ func TestServeFloodThenDeath(t *testing.T) {
 	assert.False(t, last.First)
 }
 
-// A target that floods first answers while its caller stalls, and dies
-// with them unread: the serve still ends, and nothing waits on it.
+// A target that floods first answers while its caller stalls, and then
+// dies, or its link drops (the worker drops the serve then), with them
+// unread: the serve still ends, and nothing waits on it.
 func TestServeFloodOfFirstsThenDeath(t *testing.T) {
-	shortStall(t, 500*time.Millisecond)
-	h, from, _, targets := relayHub(t, "t%d", 1)
-	target := h.sessions[targets[0]]
-	served := framesTo(t, target)
-	gatedWorker(t, from)
+	for _, end := range []string{"death", "link down"} {
+		t.Run(end, func(t *testing.T) {
+			shortStall(t, 500*time.Millisecond)
+			h, from, _, targets := relayHub(t, "t%d", 1)
+			target := h.sessions[targets[0]]
+			served := framesTo(t, target)
+			gatedWorker(t, from)
 
-	go h.serveRequest(from, &proto.Req{ID: 5, Kind: "get", Target: target.name, Names: []string{"x"}, Oob: true})
-	var sv proto.Serve
-	require.NoError(t, json.Unmarshal(nextFrame(t, served).line, &sv))
-	op := from.linkOf(5).op
-	go func() {
-		for range 1 + cap(op.done) {
-			target.onServed(&proto.Served{Sid: sv.Sid, OK: true, First: true})
-		}
-	}()
-	require.Eventually(t, func() bool { return len(op.done) == cap(op.done) }, 5*time.Second, time.Millisecond)
-	die(t, h, target)
-	close(target.exited) // as waitExit does next
-	select {
-	case <-op.ended:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the serve never ended")
-	}
-}
-
-// The same flood, and then the target's link drops instead (the worker
-// drops the serve then): the serve ends all the same.
-func TestServeFloodOfFirstsThenLinkDown(t *testing.T) {
-	shortStall(t, 500*time.Millisecond)
-	h, from, _, targets := relayHub(t, "t%d", 1)
-	target := h.sessions[targets[0]]
-	served := framesTo(t, target)
-	gatedWorker(t, from)
-
-	go h.serveRequest(from, &proto.Req{ID: 5, Kind: "get", Target: target.name, Names: []string{"x"}, Oob: true})
-	var sv proto.Serve
-	require.NoError(t, json.Unmarshal(nextFrame(t, served).line, &sv))
-	op := from.linkOf(5).op
-	go func() {
-		for range 1 + cap(op.done) {
-			target.onServed(&proto.Served{Sid: sv.Sid, OK: true, First: true})
-		}
-	}()
-	require.Eventually(t, func() bool { return len(op.done) == cap(op.done) }, 5*time.Second, time.Millisecond)
-	target.linkDown(time.Now(), errors.New("connection reset"))
-	select {
-	case <-op.ended:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the serve never ended")
+			go h.serveRequest(from, &proto.Req{ID: 5, Kind: "get", Target: target.name, Names: []string{"x"}, Oob: true})
+			var sv proto.Serve
+			require.NoError(t, json.Unmarshal(nextFrame(t, served).line, &sv))
+			op := from.linkOf(5).op
+			go func() {
+				for range 1 + cap(op.done) {
+					target.onServed(&proto.Served{Sid: sv.Sid, OK: true, First: true})
+				}
+			}()
+			require.Eventually(t, func() bool { return len(op.done) == cap(op.done) }, 5*time.Second, time.Millisecond)
+			if end == "death" {
+				die(t, h, target)
+				close(target.exited) // as waitExit does next
+			} else {
+				target.linkDown(time.Now(), errors.New("connection reset"))
+			}
+			select {
+			case <-op.ended:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the serve never ended")
+			}
+		})
 	}
 }
 
