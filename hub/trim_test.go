@@ -77,7 +77,7 @@ func TestFloodLetGo(t *testing.T) {
 // The gauge counts garbage and free pages the hub holds as slack, and
 // after a trim, only what the collection could not return: the room left
 // in spans still in use, which other tests' allocations leave behind, so
-// the bounds are taken against the slack of the first trim.
+// the bound after a trim is taken against the slack of the first trim.
 func TestHeapGauge(t *testing.T) {
 	var g heapGauge
 	// Other tests' goroutines may allocate meanwhile: bounds with room,
@@ -94,7 +94,9 @@ func TestHeapGauge(t *testing.T) {
 	}
 	runtime.KeepAlive(garbage)
 	garbage = nil
-	assert.GreaterOrEqual(t, g.slack(), base+32<<20, "32 MiB let go and not yet collected")
+	// With no collection, the heap holds at least the live heap of the
+	// trim and the 32 MiB since; their pages may be ones the base counted.
+	assert.GreaterOrEqual(t, g.slack(), int64(32<<20), "32 MiB let go and not yet collected")
 	debug.FreeOSMemory()
 	g.settle()
 	assert.Less(t, g.slack(), base+4<<20, "after the trim that returned it")
