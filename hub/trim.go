@@ -59,9 +59,11 @@ func (h *Hub) trimLoop(ctx context.Context) {
 		case <-t.C:
 			busy := h.served.Swap(0) > 0
 			tr.tick(busy, heap.slack, free)
-			if startupMapped && !busy {
+			if startupMapped && !busy && !h.anyRunning() {
 				// Once: the code start-up alone ran goes; what runs later
 				// stays, so a call after an idle spell finds it mapped.
+				// Not under a running cell, whose output would map back
+				// at once what it needs.
 				releaseCode()
 				startupMapped = false
 			}
@@ -140,4 +142,23 @@ func (g *heapGauge) settle() {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	g.live = m.HeapAlloc
+}
+
+// anyRunning reports whether a session runs a cell.
+func (h *Hub) anyRunning() bool {
+	h.mu.Lock()
+	sessions := make([]*Session, 0, len(h.sessions))
+	for _, s := range h.sessions {
+		sessions = append(sessions, s)
+	}
+	h.mu.Unlock()
+	for _, s := range sessions {
+		s.mu.Lock()
+		running := s.state == stateRunning
+		s.mu.Unlock()
+		if running {
+			return true
+		}
+	}
+	return false
 }

@@ -101,3 +101,14 @@ func TestHeapGauge(t *testing.T) {
 	g.settle()
 	assert.Less(t, g.slack(), base+4<<20, "after the trim that returned it")
 }
+
+// The code start-up ran is released only while no session runs a cell.
+func TestAnyRunning(t *testing.T) {
+	h := reachHub(t, map[string]string{"a": "local", "b": "local"})
+	assert.False(t, h.anyRunning(), "every session idle")
+	s := h.sessions["b"]
+	s.mu.Lock()
+	s.state = stateRunning
+	s.mu.Unlock()
+	assert.True(t, h.anyRunning(), "b runs a cell")
+}
