@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -529,11 +530,17 @@ func (h *Hub) ensure(ctx context.Context, req wire.Request) (s *Session, created
 // Wait collects the running or unread cell of session req.Name, waiting up
 // to req.Timeout.
 func (h *Hub) Wait(ctx context.Context, req wire.Request, progress func(*wire.Progress)) (*wire.Result, error) {
-	s, err := h.lookup(req.Name, wire.AdviceFor(req.Surface))
-	if err != nil {
+	if err := checkCell(req.Cell); err != nil {
 		return nil, err
 	}
-	if err := checkCell(req.Cell); err != nil {
+	s, err := h.lookup(req.Name, wire.AdviceFor(req.Surface))
+	var we *wire.Error
+	if errors.As(err, &we) && we.Code == wire.CodeDead {
+		if res := h.diedQueued(req.Name, req.Cell); res != nil {
+			return res, nil
+		}
+	}
+	if err != nil {
 		return nil, err
 	}
 	if err := checkMaxOutput(req.MaxOutput); err != nil {
@@ -551,6 +558,22 @@ func (h *Hub) Wait(ctx context.Context, req wire.Request, progress func(*wire.Pr
 		res.Notes = append(res.Notes, n)
 	}
 	return res, nil
+}
+
+// diedQueued is the result of cell of session name, which died with the
+// cell queued, as its waiter heard it then: a wait that comes after the
+// death hears the same. Nil if the session's death note does not list the
+// cell; name is a valid name.
+func (h *Hub) diedQueued(name string, cell int) *wire.Result {
+	if cell <= 0 {
+		return nil
+	}
+	n := h.readDeathNote(name)
+	if n == nil || !slices.Contains(n.NeverRan, cell) {
+		return nil
+	}
+	return &wire.Result{Session: name, Cell: cell, Status: wire.StatusDead,
+		Death: fmt.Sprintf("session '%s' died before cell %d ran (it was queued): %s", name, cell, n.How)}
 }
 
 // lookup finds a live session, or explains that it died or never was, with

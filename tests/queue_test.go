@@ -164,6 +164,13 @@ func TestQueueBoundAndDeath(t *testing.T) {
 	l := sessionList(t, e)
 	require.Len(t, l.Dead, 1)
 	assert.Contains(t, l.Dead[0].Note, "cells 3-5, queued, never ran")
+	// A wait that comes after the death hears what the waiter heard.
+	w = e.Run("wait", "d", "--cell", "5")
+	assert.Equal(t, 4, w.Code, "%s", w)
+	assert.Contains(t, w.Stdout, "session 'd' died before cell 5 ran (it was queued): exited with status 3")
+	w = e.Run("wait", "d", "--cell", "2")
+	assert.Equal(t, 2, w.Code, "a cell that ran: %s", w)
+	assert.Contains(t, w.Stderr, "session 'd' died at")
 }
 
 // MCP: exec with queue true queues behind a busy session; wait and
