@@ -290,11 +290,15 @@ func TestAttachBesideMCPAgent(t *testing.T) {
 
 	// A line entered while the agent's cell runs waits in the queue, and
 	// runs when that cell ends; Ctrl-C takes a queued one out.
-	r := e.Run("exec", "pair", "import time; time.sleep(1.5); 'agent done'", "--no-wait")
+	// The agent's cell runs until the line is queued, however slow the
+	// machine.
+	gate := filepath.Join(e.Dir, "gate-pair")
+	r := e.Run("exec", "pair", fmt.Sprintf("import os, time\nwhile not os.path.exists(%q): time.sleep(0.02)\n'agent done'", gate), "--no-wait")
 	require.Equal(t, 0, r.Code, "%s", r)
 	waitRunning(t, e, "pair", 5)
 	y.line("'after'")
 	y.waitFor(`\[cell 6 is queued behind the running cell \(1 ahead of it\); it runs when that ends, Ctrl-C takes it out\]`, waitLong)
+	openGate(t, gate)
 	y.waitFor(`Out\[5\]: 'agent done'\nOut\[6\]: 'after'\n`, waitLong)
 	r = e.Run("exec", "pair", "time.sleep(30)", "--no-wait")
 	require.Equal(t, 0, r.Code, "%s", r)

@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -15,9 +16,12 @@ import (
 // that cell, and says so plainly when it cannot.
 func TestExecNoWaitAndWaitCell(t *testing.T) {
 	e := hubtest.Start(t)
-	ok(t, e.Run("exec", "nw", "import time"))
+	ok(t, e.Run("exec", "nw", "import os, time"))
+	// The cell runs until the test opens its gate: the calls below find
+	// it running however slow the machine is.
+	gate := e.Dir + "/gate-nw"
 	t0 := time.Now()
-	r := e.Run("exec", "nw", "time.sleep(1); print('slept'); 42", "--no-wait")
+	r := e.Run("exec", "nw", fmt.Sprintf("while not os.path.exists(%q): time.sleep(0.02)\nprint('slept'); 42", gate), "--no-wait")
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Less(t, time.Since(t0), 5*time.Second)
 	assert.Equal(t, "[cell 2 started: `replhub wait nw --cell 2` collects its output and result]\n", r.Stdout)
@@ -28,6 +32,7 @@ func TestExecNoWaitAndWaitCell(t *testing.T) {
 	r = e.Run("wait", "nw", "--cell", "3")
 	assert.Equal(t, 2, r.Code)
 	assert.Contains(t, r.Stderr, "cell 3 of session 'nw' has not started: the last cell is 2")
+	openGate(t, gate)
 	r = e.Run("wait", "nw", "--cell", "2", "-t", "10")
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "slept\nOut[2]: 42")

@@ -268,12 +268,16 @@ func TestQueueUnreadSurviveSwap(t *testing.T) {
 func TestQueueRemote(t *testing.T) {
 	t.Parallel()
 	w := newSSHWorld(t, []string{"lab"}, sshtest.Options{})
-	ok(t, w.Run("exec", "rq", "import time", "--host", "lab"))
-	r := w.Run("exec", "rq", "time.sleep(1); 'first'", "--no-wait")
+	ok(t, w.Run("exec", "rq", "import os, time", "--host", "lab"))
+	// The host is this machine: the cell waits for a file the test makes
+	// once the others are queued.
+	gate := t.TempDir() + "/gate"
+	r := w.Run("exec", "rq", fmt.Sprintf("while not os.path.exists(%q): time.sleep(0.02)\n'first'", gate), "--no-wait")
 	require.Equal(t, 0, r.Code, "%s", r)
 	for i := 1; i <= 3; i++ {
 		assert.Contains(t, ok(t, w.Run("exec", "rq", fmt.Sprintf("print('n', %d); %d", i, i), "--queue")), fmt.Sprintf("[cell %d queued", 2+i))
 	}
+	openGate(t, gate)
 	assert.Contains(t, ok(t, w.Run("wait", "rq", "--cell", "2", "-t", "20")), "Out[2]: 'first'")
 	for i := 1; i <= 3; i++ {
 		assert.Equal(t, fmt.Sprintf("n %d\nOut[%d]: %d\n", i, 2+i, i), ok(t, w.Run("wait", "rq", "--cell", itoa(2+i), "-t", "20")))
