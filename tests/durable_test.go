@@ -158,12 +158,16 @@ func TestOutputWhileNoHub(t *testing.T) {
 	t.Parallel()
 	e := hubtest.Start(t)
 	ok(t, e.Run("exec", "w", "import time"))
-	r := e.Run("exec", "w", "time.sleep(1); print('x' * 100 + 'written while no hub ran'); 7", "-t", "0.2")
+	// The cell prints once its hub is gone, and says when it has.
+	dir := t.TempDir()
+	gate, printed := filepath.Join(dir, "gate"), filepath.Join(dir, "printed")
+	r := e.Run("exec", "w", fmt.Sprintf("import os\nwhile not os.path.exists(%q): time.sleep(0.02)\nprint('x' * 100 + 'written while no hub ran', flush=True); open(%q, 'w').close(); 7", gate, printed), "-t", "0.2")
 	require.Equal(t, 3, r.Code, "%s", r)
 	hubPid := e.HubPid()
 	require.NoError(t, syscall.Kill(hubPid, syscall.SIGKILL))
 	require.True(t, hubtest.WaitGone(hubPid, 10*time.Second))
-	time.Sleep(1500 * time.Millisecond) // the cell ends with no hub
+	openGate(t, gate)
+	waitFor(t, func() bool { _, err := os.Stat(printed); return err == nil })
 	r = e.Run("wait", "w", "-t", "10")
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "written while no hub ran")

@@ -289,9 +289,11 @@ func TestOthersLine(t *testing.T) {
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
-	e.Run("exec", "busy", "import time; time.sleep(2); 'done'", "-t", "0.2")
+	gate := filepath.Join(t.TempDir(), "gate")
+	e.Run("exec", "busy", fmt.Sprintf("import os, time\nwhile not os.path.exists(%q): time.sleep(0.02)\n'done'", gate), "-t", "0.2")
 	r := e.Run("exec", "other", "1")
 	assert.Regexp(t, `\[other sessions: busy running cell 1 for \S+\]`, r.Stdout)
+	openGate(t, gate)
 	assert.Eventually(t, func() bool {
 		r = e.Run("exec", "other", "2")
 		return strings.Contains(r.Stdout, "[other sessions: busy has an unread result (`replhub wait busy`)]")

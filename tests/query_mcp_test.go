@@ -2,6 +2,9 @@ package tests
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -58,7 +61,8 @@ func TestMCPQueryTools(t *testing.T) {
 	assert.Equal(t, `cfg["port"]`+"\n", text)
 
 	// A busy session: a short wait says so; reset refuses.
-	text, _ = call("exec", map[string]any{"name": "q", "code": "import time; time.sleep(1.5)", "timeout": 0.2})
+	gate := filepath.Join(t.TempDir(), "gate")
+	text, _ = call("exec", map[string]any{"name": "q", "code": fmt.Sprintf("import time\nwhile not __import__('os').path.exists(%q): time.sleep(0.02)", gate), "timeout": 0.2})
 	assert.Contains(t, text, "still running")
 	text, isErr = call("vars", map[string]any{"name": "q", "wait": -1})
 	assert.True(t, isErr)
@@ -66,6 +70,9 @@ func TestMCPQueryTools(t *testing.T) {
 	text, isErr = call("reset", map[string]any{"name": "q"})
 	assert.True(t, isErr)
 	assert.Contains(t, text, "reset refuses a busy session")
+	// The cell ends while the next call waits for it, however slow the
+	// machine.
+	time.AfterFunc(time.Second, func() { os.WriteFile(gate, nil, 0o600) })
 	text, isErr = call("vars", map[string]any{"name": "q", "wait": 20})
 	assert.False(t, isErr, text)
 	assert.Contains(t, text, "for cell 2 to finish]")

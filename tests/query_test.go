@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -45,12 +46,22 @@ func sessionInfo(t *testing.T, e *hubtest.Env, name string) wire.SessionInfo {
 	return wire.SessionInfo{}
 }
 
-// busyCell starts a cell that runs for secs in the background of the
-// test, and returns once it runs.
-func busyCell(t *testing.T, e *hubtest.Env, name string, secs float64) {
+// busyCell starts a cell that runs in the background of the test until
+// end is called, and returns once it runs. end(after) lets it finish after
+// that long: a call made just before it that waits for the cell then waits
+// for about that long, however slow the machine. The cell sets slept.
+func busyCell(t *testing.T, e *hubtest.Env, name string) (end func(after time.Duration)) {
 	t.Helper()
-	r := e.Run("exec", name, fmt.Sprintf("import time; time.sleep(%g); slept = True", secs), "-t", "0.2")
+	gate := filepath.Join(t.TempDir(), "gate")
+	r := e.Run("exec", name, fmt.Sprintf("import os, time\nwhile not os.path.exists(%q): time.sleep(0.02)\nslept = True", gate), "-t", "0.2")
 	require.Equal(t, 3, r.Code, "%s", r)
+	return func(after time.Duration) {
+		if after == 0 {
+			openGate(t, gate)
+			return
+		}
+		time.AfterFunc(after, func() { os.WriteFile(gate, nil, 0o600) })
+	}
 }
 
 func TestVarsCommand(t *testing.T) {
@@ -88,10 +99,11 @@ func TestVarsCommand(t *testing.T) {
 		assert.Equal(t, 20+2, strings.Count(out, "\n"))
 
 		// A busy session: wait for its cell, or say it runs.
-		busyCell(t, e, "v", 2)
+		end := busyCell(t, e, "v")
 		r := e.Run("vars", "v", "--wait", "0")
 		assert.Equal(t, 2, r.Code, "%s", r)
 		assert.Contains(t, r.Stderr, "session 'v' is busy: cell 4 is running (did not wait); try again, or wait longer for it (--wait SECONDS)")
+		end(2 * time.Second)
 		a, r = answerJSON(t, e, "vars", "v", "--wait", "20", "--limit", "3")
 		assert.Equal(t, 0, r.Code, "%s", r)
 		assert.Equal(t, 4, a.WaitedFor)
@@ -158,10 +170,11 @@ g = Grid()
 	assert.Contains(t, r.Stdout, "NameError: name 'missing' is not defined")
 	assert.Equal(t, 1, cells(t, e, "i"))
 
-	busyCell(t, e, "i", 1.5)
+	end := busyCell(t, e, "i")
 	r = e.Run("inspect", "i", "area", "--wait", "0.1")
 	assert.Equal(t, 2, r.Code, "%s", r)
 	assert.Contains(t, r.Stderr, "cell 2 is running (waited 0.1s)")
+	end(2 * time.Second)
 	out = ok(t, e.Run("inspect", "i", "slept", "--wait", "20"))
 	assert.Contains(t, out, "[waited ")
 	assert.Contains(t, out, "for cell 2 to finish]")
@@ -188,10 +201,11 @@ func TestCompleteCommand(t *testing.T) {
 	assert.Greater(t, a.Left, 100)
 	assert.Equal(t, "no completions\n", ok(t, e.Run("complete", "c", "zzz")))
 
-	busyCell(t, e, "c", 1.5)
+	end := busyCell(t, e, "c")
 	r := e.Run("complete", "c", "conf", "--wait", "0")
 	assert.Equal(t, 2, r.Code, "%s", r)
 	assert.Contains(t, r.Stderr, "is busy: cell 2 is running")
+	end(2 * time.Second)
 	a, r = answerJSON(t, e, "complete", "c", "sle", "--wait", "20")
 	assert.Equal(t, 0, r.Code, "%s", r)
 	assert.Equal(t, []string{"slept"}, a.Completions)
@@ -205,11 +219,12 @@ func TestResetCommand(t *testing.T) {
 		out := ok(t, e.Run("exec", "r", "import os, json\nimport os as o2\nx = 1\nread = 'mine'\nimport time\npid = os.getpid(); pid", "--python", py))
 		pid := strings.TrimSpace(out[strings.Index(out, ": ")+2:])
 
-		busyCell(t, e, "r", 1.5)
+		end := busyCell(t, e, "r")
 		r := e.Run("reset", "r")
 		assert.Equal(t, 2, r.Code, "%s", r)
 		assert.Contains(t, r.Stderr, "session 'r' is busy (cell 2 has run for")
 		assert.Contains(t, r.Stderr, "reset refuses a busy session: `replhub wait r` waits for the cell, `replhub interrupt r` stops it")
+		end(0)
 		ok(t, e.Run("wait", "r", "-t", "20"))
 
 		a, r := answerJSON(t, e, "reset", "r", "--keep-imports")

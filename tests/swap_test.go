@@ -368,7 +368,13 @@ func TestSwapRacesAnExec(t *testing.T) {
 	ok(t, e.Run("exec", "race", "import os; blob = os.urandom(200 << 20); n = 0"))
 	swapped := make(chan hubtest.Result, 1)
 	go func() { swapped <- e.Run("swap", "race") }()
-	time.Sleep(80 * time.Millisecond) // the swap of 200 MB is under way
+	// The exec comes once the swap is under way (or done, on a machine
+	// slow enough that a CLI call outlasts the swap of 200 MB).
+	waitFor(t, func() bool {
+		l := sessionList(t, e)
+		live := liveOf(l, "race")
+		return swappedOf(l, "race") != nil || live != nil && strings.HasPrefix(live.Serving, "swap")
+	})
 	r := e.Run("exec", "race", "n += 1; n, len(blob)")
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "Out[2]: (1, 209715200)")
@@ -494,16 +500,17 @@ func TestSwapKillDuringRestoreDeletesTheSwap(t *testing.T) {
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
-	ok(t, e.Run("exec", "nap", `import time
-class Nap:
+	// Loading nap says so in a file, then sleeps until the kill.
+	loading := filepath.Join(t.TempDir(), "loading")
+	ok(t, e.Run("exec", "nap", fmt.Sprintf(`class Nap:
     def __reduce__(self):
-        return (time.sleep, (3,))
+        return (exec, ("open(%%r, 'w').close(); import time; time.sleep(60)" %% %q,))
 nap = Nap()
-secret = 'old state'`))
+secret = 'old state'`, loading)))
 	ok(t, e.Run("swap", "nap"))
 	done := make(chan hubtest.Result, 1)
-	go func() { done <- e.Run("exec", "nap", "1") }() // restores; loading nap sleeps 3 s
-	time.Sleep(1500 * time.Millisecond)
+	go func() { done <- e.Run("exec", "nap", "1") }() // restores
+	waitFor(t, func() bool { _, err := os.Stat(loading); return err == nil })
 	k := e.Run("kill", "nap")
 	assert.Contains(t, k.Stdout, "killed session 'nap' and deleted its swap", "%s", k)
 	r := <-done
