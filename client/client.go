@@ -29,8 +29,9 @@ type Client struct {
 	// AutoStart starts a hub when none answers. The zero value (false)
 	// makes calls fail with an error wrapping safesock.ErrNoHub instead.
 	AutoStart bool
-	// Exe is the replhub binary that a started hub runs; empty means this
-	// process's own executable.
+	// Exe is the replhub binary that a started hub runs; empty means the
+	// one $REPLHUB_HUB_EXE names in Env, else this process's own
+	// executable.
 	Exe string
 	// Env is the environment a started hub gets; nil means os.Environ().
 	Env []string

@@ -16,6 +16,12 @@ import (
 	"github.com/replhub/replhub/safesock"
 )
 
+// HubExeVar names the variable that says which binary a started hub runs,
+// when Client.Exe does not: another build of the same version (the tests
+// run a race-built hub beside a plain CLI). Empty or unset, it is the
+// client's own executable.
+const HubExeVar = "REPLHUB_HUB_EXE"
+
 // hubStartWait bounds how long a client waits for a hub it started.
 const hubStartWait = 10 * time.Second
 
@@ -44,15 +50,18 @@ func (c *Client) startHub(ctx context.Context) error {
 		uc.Close()
 		return nil
 	}
+	env := c.Env
+	if env == nil {
+		env = os.Environ()
+	}
 	exe := c.Exe
+	if exe == "" {
+		exe = config.Getenv(env, HubExeVar)
+	}
 	if exe == "" {
 		if exe, err = os.Executable(); err != nil {
 			return fmt.Errorf("client: cannot find the replhub binary: %w", err)
 		}
-	}
-	env := c.Env
-	if env == nil {
-		env = os.Environ()
 	}
 	exited := make(chan error, 1)
 	// The hub gets stdin, stdout and stderr and nothing else: an fd this

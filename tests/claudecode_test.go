@@ -57,7 +57,7 @@ func runClaude(t *testing.T, e *hubtest.Env, api *claudetest.Server, server map[
 	t.Helper()
 	home := filepath.Join(e.Dir, "claude-home")
 	require.NoError(t, os.MkdirAll(home, 0o700))
-	entry := map[string]any{"command": e.Bin, "args": []string{"mcp"}, "env": map[string]string{
+	entry := map[string]any{"command": e.HubBin, "args": []string{"mcp"}, "env": map[string]string{
 		"XDG_RUNTIME_DIR": e.Runtime, "XDG_STATE_HOME": e.State, "XDG_CONFIG_HOME": e.Config,
 		"REPLHUB_PYTHON": e.Getenv("REPLHUB_PYTHON"), "REPLHUB_MEMORY_DIR": filepath.Join(home, "memory"),
 	}}

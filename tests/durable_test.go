@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replhub/replhub/client"
 	"github.com/replhub/replhub/tests/hubtest"
 	"github.com/replhub/replhub/wire"
 )
@@ -111,8 +112,10 @@ func TestRestartWithAChangedBinary(t *testing.T) {
 	// This world's own copy of the binary, replaced while the hub runs.
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "replhub")
-	copyFile(t, e.Bin, bin)
-	e.Bin = bin
+	copyFile(t, e.HubBin, bin)
+	e.Bin, e.HubBin = bin, bin
+	// The hub a CLI starts is this copy too.
+	e.Setenv(client.HubExeVar, bin)
 	newer := changedBinary(t) // before the 5 s cell starts: a build can take that long
 	durableWorld(t, e)
 	ok(t, e.Run("exec", "s1", "import sys; print('unread', file=sys.stderr); import threading, time; threading.Timer(0.2, print, ['late']).start()"))

@@ -39,7 +39,7 @@ func TestFiftySessionsAtOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			c := client.New(e.Paths)
-			c.Exe, c.Env = e.Bin, e.Vars
+			c.Exe, c.Env = e.HubBin, e.Vars
 			defer c.Close()
 			res, err := c.Exec(ctx, fmt.Sprintf("many-%d", i), fmt.Sprintf("v = %d * 3; v", i),
 				client.ExecOptions{Cwd: e.Cwd, Env: e.Vars, Timeout: 2 * time.Minute})

@@ -25,7 +25,7 @@ func mcpSession(t *testing.T, e *hubtest.Env, progress *atomic.Int32) *sdk.Clien
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cmd := exec.Command(e.Bin, "mcp")
+	cmd := exec.Command(e.HubBin, "mcp")
 	cmd.Env = e.Vars
 	cmd.Dir = e.Cwd
 	c := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, &sdk.ClientOptions{

@@ -28,7 +28,7 @@ func runMCPJS(t *testing.T, script, python string) string {
 	e := hubtest.Start(t)
 	e.Setenv("REPLHUB_PYTHON", python)
 	cmd := exec.Command(node, filepath.Join(dir, script))
-	cmd.Env = append(append([]string(nil), e.Vars...), "REPLHUB_BIN="+e.Bin)
+	cmd.Env = append(append([]string(nil), e.Vars...), "REPLHUB_BIN="+e.HubBin)
 	cmd.Dir = e.Cwd
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)

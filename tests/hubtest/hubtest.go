@@ -3,9 +3,12 @@
 // test never touches the user's hub. Every hub a test starts is stopped, and
 // killed by its pid if it does not stop, in t.Cleanup.
 //
-// When the tests run with -race, the binary is built with -race too, and
-// every replhub process of a world (hub, CLI, MCP server) writes its race
-// reports to files in the world's folder (GORACE log_path). A report there,
+// When the tests run with -race, the hub's binary is built with -race too,
+// and every race-built process of a world writes its race reports to files
+// in the world's folder (GORACE log_path). The CLI's binary is a plain
+// build: a race-built process starts with thousands of page faults, and
+// the tests make some 1,500 CLI calls; the CLI starts the race-built hub
+// ($REPLHUB_HUB_EXE), and MCP servers run the race-built binary too. A report there,
 // or in the hub's log, fails the test that made the world at cleanup, with
 // the report printed: a race-built hub otherwise only says so by exiting 66
 // when it stops, which nobody checks.
@@ -32,15 +35,36 @@ import (
 )
 
 var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
+	buildOnce  sync.Once
+	binPath    string // the CLI's
+	hubBinPath string // the hub's: race-built under -race, else binPath
+	buildErr   error
 )
 
 // Binary builds replhub once per test process into a folder that every user
-// may read (tests run it as another user too) and returns its path.
+// may read (tests run it as another user too) and returns the path of the
+// CLI's build (see the package doc).
 func Binary(t testing.TB) string {
 	t.Helper()
+	build()
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// HubBinary is Binary's hub build: race-built when the tests run with
+// -race, else the same binary.
+func HubBinary(t testing.TB) string {
+	t.Helper()
+	build()
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return hubBinPath
+}
+
+func build() {
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "replhub-bin-")
 		if err != nil {
@@ -48,30 +72,47 @@ func Binary(t testing.TB) string {
 			return
 		}
 		os.Chmod(dir, 0o755)
-		binPath = filepath.Join(dir, "replhub")
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
-		args := []string{"build", "-o", binPath}
+		binPath = filepath.Join(dir, "replhub")
+		hubBinPath = binPath
+		builds := [][]string{{"build", "-o", binPath, "./cmd/replhub"}}
 		if Race {
-			args = append(args, "-race")
+			hubBinPath = filepath.Join(dir, "race", "replhub")
+			builds = append(builds, []string{"build", "-race", "-o", hubBinPath, "./cmd/replhub"})
 		}
-		cmd := exec.Command("go", append(args, "./cmd/replhub")...)
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		errs := make([]error, len(builds))
+		var wg sync.WaitGroup
+		for i, args := range builds {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cmd := exec.Command("go", args...)
+				cmd.Dir = root
+				if out, err := cmd.CombinedOutput(); err != nil {
+					errs[i] = fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+				}
+			}()
 		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				buildErr = err
+				return
+			}
+		}
+		os.Chmod(filepath.Dir(hubBinPath), 0o755)
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
 }
 
 // Env is one isolated replhub world: its own runtime, state and config
 // folders, and the environment the binary runs with.
 type Env struct {
-	t       testing.TB
-	Bin     string
+	t   testing.TB
+	Bin string // the CLI's binary
+	// HubBin is the binary the world's hub runs, and its MCP servers
+	// should: race-built when the tests run with -race, else Bin.
+	HubBin  string
 	Dir     string // the root of the world's folders
 	Runtime string // $XDG_RUNTIME_DIR
 	State   string // $XDG_STATE_HOME
@@ -93,7 +134,7 @@ func Start(t testing.TB) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &Env{t: t, Bin: bin, Dir: dir,
+	e := &Env{t: t, Bin: bin, HubBin: HubBinary(t), Dir: dir,
 		Runtime: filepath.Join(dir, "run"), State: filepath.Join(dir, "state"), Config: filepath.Join(dir, "config"),
 		Cwd: filepath.Join(dir, "work")}
 	for _, d := range []string{e.Runtime, e.Cwd} {
@@ -119,14 +160,15 @@ func Start(t testing.TB) *Env {
 // reports: the runtime adds ".PID".
 func (e *Env) raceLogPrefix() string { return filepath.Join(e.Dir, "race") }
 
-// raceVars sets GORACE in vars when the binary is race-built: reports go
-// to files under raceLogPrefix, and a process sleeps 50 ms at exit instead
-// of the default second (every CLI run would otherwise take a second
-// longer). The caller's own GORACE options are kept, but not its log_path.
+// raceVars sets, when the hub's binary is race-built, the variable that
+// has the CLI start it, and GORACE: reports go to files under
+// raceLogPrefix, and a process sleeps 50 ms at exit instead of the default
+// second. The caller's own GORACE options are kept, but not its log_path.
 func (e *Env) raceVars(vars []string) []string {
 	if !Race {
 		return vars
 	}
+	vars = append(vars, client.HubExeVar+"="+e.HubBin)
 	opts := "atexit_sleep_ms=50"
 	out := make([]string, 0, len(vars)+1)
 	for _, kv := range vars {
@@ -281,7 +323,7 @@ func (e *Env) RunInput(stdin string, args ...string) Result {
 // Client is an in-process client of this world's hub.
 func (e *Env) Client() *client.Client {
 	c := client.New(e.Paths)
-	c.Exe = e.Bin
+	c.Exe = e.HubBin
 	c.Env = e.Vars
 	e.t.Cleanup(c.Close)
 	return c
