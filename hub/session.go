@@ -522,13 +522,7 @@ func (h *Hub) watchFrames(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		h.mu.Lock()
-		all := make([]*Session, 0, len(h.sessions))
-		for _, s := range h.sessions {
-			all = append(all, s)
-		}
-		h.mu.Unlock()
-		for _, s := range all {
+		for _, s := range h.allSessions() {
 			s.mu.Lock()
 			frames, state, remote := s.frames, s.state, s.info.Host != "local"
 			s.mu.Unlock()

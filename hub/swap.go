@@ -630,6 +630,17 @@ func (h *Hub) swapMany(ctx context.Context, list []*Session, force bool, why fun
 	return out
 }
 
+// allSessions lists the hub's sessions, in no order.
+func (h *Hub) allSessions() []*Session {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	all := make([]*Session, 0, len(h.sessions))
+	for _, s := range h.sessions {
+		all = append(all, s)
+	}
+	return all
+}
+
 // liveSessions lists the hub's sessions by name, but for runs' own.
 func (h *Hub) liveSessions() []*Session {
 	h.mu.Lock()

@@ -146,13 +146,7 @@ func (g *heapGauge) settle() {
 
 // anyRunning reports whether a session runs a cell.
 func (h *Hub) anyRunning() bool {
-	h.mu.Lock()
-	sessions := make([]*Session, 0, len(h.sessions))
-	for _, s := range h.sessions {
-		sessions = append(sessions, s)
-	}
-	h.mu.Unlock()
-	for _, s := range sessions {
+	for _, s := range h.allSessions() {
 		s.mu.Lock()
 		running := s.state == stateRunning
 		s.mu.Unlock()

@@ -46,22 +46,23 @@ var (
 // CLI's build (see the package doc).
 func Binary(t testing.TB) string {
 	t.Helper()
-	build()
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
+	return built(t, &binPath)
 }
 
 // HubBinary is Binary's hub build: race-built when the tests run with
 // -race, else the same binary.
 func HubBinary(t testing.TB) string {
 	t.Helper()
+	return built(t, &hubBinPath)
+}
+
+func built(t testing.TB, path *string) string {
+	t.Helper()
 	build()
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
-	return hubBinPath
+	return *path
 }
 
 func build() {
