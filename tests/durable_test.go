@@ -48,7 +48,7 @@ func durableChecks(t *testing.T, e *hubtest.Env, note string, noted ...string) {
 	assert.Len(t, l.Sessions, 5, "%+v", l)
 	assert.Empty(t, l.Dead)
 	for _, s := range l.Sessions {
-		if s.Name == "slow" {
+		if s.Name == "slow" && s.State == "running" { // a loaded machine may have outlasted the cell
 			assert.GreaterOrEqual(t, s.RunningS, 0.5, "the running cell's time counts from its start, not the adoption")
 		}
 	}

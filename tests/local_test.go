@@ -176,7 +176,8 @@ func TestTimeoutWaitAndBusy(t *testing.T) {
 	t.Parallel()
 	pythons(t, func(t *testing.T, py string) {
 		e := hubtest.Start(t)
-		r := e.Run("exec", "slow", "import time\nprint('started')\ntime.sleep(3)\n'finished'", "-t", "0.5", "--python", py)
+		gate := filepath.Join(t.TempDir(), "gate")
+		r := e.Run("exec", "slow", fmt.Sprintf("import os, time\nprint('started')\nwhile not os.path.exists(%q): time.sleep(0.02)\n'finished'", gate), "-t", "0.5", "--python", py)
 		assert.Equal(t, 3, r.Code, "%s", r)
 		assert.Contains(t, r.Stdout, "started")
 		assert.Contains(t, r.Stdout, "[cell 1 still running after")
@@ -188,6 +189,7 @@ func TestTimeoutWaitAndBusy(t *testing.T) {
 		r = e.Run("sessions")
 		assert.Regexp(t, `running for \S+ \(cell 1\)`, r.Stdout)
 
+		openGate(t, gate)
 		r = e.Run("wait", "slow", "-t", "20")
 		assert.Equal(t, 0, r.Code, "%s", r)
 		assert.Equal(t, "Out[1]: 'finished'\n", r.Stdout)

@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -217,11 +218,13 @@ func TestMCPReplies(t *testing.T) {
 	assert.Contains(t, text, "Out[3]: 2")
 
 	// Advice names tools and their arguments, never the shell.
-	text, _ = call(cs, "exec", map[string]any{"name": "m", "code": "import time; time.sleep(1)", "timeout": 0.2})
+	gate := filepath.Join(t.TempDir(), "gate")
+	text, _ = call(cs, "exec", map[string]any{"name": "m", "code": fmt.Sprintf("import time\nwhile not __import__('os').path.exists(%q): time.sleep(0.02)", gate), "timeout": 0.2})
 	assert.Contains(t, text, "call wait with name 'm' collects its output and result, call interrupt with name 'm' stops it")
 	text, isErr = exec(cs, "m", "1")
 	assert.True(t, isErr, text)
 	assert.Contains(t, text, "call wait with name 'm' waits for it")
+	openGate(t, gate)
 	call(cs, "wait", map[string]any{"name": "m", "timeout": 10})
 	text, isErr = call(cs, "exec", map[string]any{"name": "m", "code": "1", "sudo": true})
 	assert.True(t, isErr)
@@ -237,7 +240,7 @@ func TestMCPReplies(t *testing.T) {
 	// in front included, counted as a JavaScript client counts (UTF-16).
 	text, _ = call(cs, "exec", map[string]any{"name": "m", "code": "time.sleep(0.5); print('\U0001F600' * 20000)", "timeout": 0.1})
 	assert.Contains(t, text, "still running")
-	time.Sleep(1500 * time.Millisecond)
+	waitFor(t, func() bool { s := liveOf(sessionList(t, e), "m"); return s != nil && s.State == "idle" && s.Unread })
 	text, _ = exec(cs, "m", "print('x' * 29000); 'end'")
 	has := func(sub string) { t.Helper(); assert.True(t, strings.Contains(text, sub), "want %q in the reply", sub) }
 	assert.LessOrEqual(t, len(utf16.Encode([]rune(text))), 40000)
