@@ -436,16 +436,16 @@ func TestRemoteLinkLoss(t *testing.T) {
 	// A link that drops: the sshd serving it is killed.
 	require.Equal(t, 0, w.Run("exec", "d", "import time", "--host", "drop").Code)
 	drop := w.servers["drop"]
-	go func() {
-		time.Sleep(500 * time.Millisecond)
-		for _, pid := range drop.Children() {
-			if !strings.Contains(sshtest.Cmdline(pid), "zlib") {
-				syscall.Kill(pid, syscall.SIGKILL)
-			}
-		}
-	}()
+	ran := make(chan hubtest.Result, 1)
+	go func() { ran <- w.Run("exec", "d", "time.sleep(30)", "-t", "20") }()
+	waitRunning(t, w.Env, "d", 2) // the link drops under the running cell
 	t0 = time.Now()
-	r = w.Run("exec", "d", "time.sleep(30)", "-t", "20")
+	for _, pid := range drop.Children() {
+		if !strings.Contains(sshtest.Cmdline(pid), "zlib") {
+			syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	r = <-ran
 	assert.Equal(t, 4, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "link to drop lost")
 	assert.Less(t, time.Since(t0), 3*time.Second, "reported at once")
