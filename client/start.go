@@ -55,8 +55,11 @@ func (c *Client) startHub(ctx context.Context) error {
 		env = os.Environ()
 	}
 	exe := c.Exe
-	if exe == "" {
-		exe = config.Getenv(env, HubExeVar)
+	if exe == "" && config.Getenv(env, HubExeVar) != "" {
+		// The hub starts in /: a relative path is this process's.
+		if exe, err = filepath.Abs(config.Getenv(env, HubExeVar)); err != nil {
+			return fmt.Errorf("client: %s: %w", HubExeVar, err)
+		}
 	}
 	if exe == "" {
 		if exe, err = os.Executable(); err != nil {

@@ -533,6 +533,9 @@ func (h *Hub) Wait(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	if err := checkCell(req.Cell); err != nil {
 		return nil, err
 	}
+	if err := checkMaxOutput(req.MaxOutput); err != nil {
+		return nil, err
+	}
 	s, err := h.lookup(req.Name, wire.AdviceFor(req.Surface))
 	var we *wire.Error
 	if errors.As(err, &we) && we.Code == wire.CodeDead {
@@ -543,11 +546,20 @@ func (h *Hub) Wait(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	if err != nil {
 		return nil, err
 	}
-	if err := checkMaxOutput(req.MaxOutput); err != nil {
-		return nil, err
-	}
+	return h.waitOn(ctx, s, req, progress)
+}
+
+// waitOn is Wait once req.Name is found: s.
+func (h *Hub) waitOn(ctx context.Context, s *Session, req wire.Request, progress func(*wire.Progress)) (*wire.Result, error) {
 	res, err := s.wait(ctx, timeoutOf(req.Timeout), req.Cell, capOf(req.MaxOutput), progress)
 	if err != nil {
+		// The session died between the lookup and the wait: its queue
+		// went, and its note (written with it) says what never ran.
+		if s.isDead() {
+			if res := h.diedQueued(req.Name, req.Cell); res != nil {
+				return res, nil
+			}
+		}
 		return nil, err
 	}
 	if res == nil {

@@ -2,9 +2,11 @@ package hub
 
 import (
 	"bytes"
+	"context"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -114,4 +116,41 @@ func TestKeptResultsRawBudget(t *testing.T) {
 	assert.True(t, strings.HasPrefix(res.Output, "1111"))
 	big := runs[9].resultUnder(MaxReplyCap)
 	assert.Len(t, big.Output, UnreadCap, "the newest answers whole under the largest cap")
+}
+
+// A wait for a queued cell hears that the cell never ran, however it
+// meets the death: from the note once the name is gone, or from the
+// session it found alive just before the death ended its queue.
+func TestWaitForACellQueuedAtDeath(t *testing.T) {
+	h := testHub(t, testPaths(t))
+	s := startedSession(h, "d", 0)
+	close(s.ready)
+	h.mu.Lock()
+	h.sessions["d"] = s
+	h.mu.Unlock()
+	s.mu.Lock()
+	s.state = stateRunning
+	s.cells = 2
+	s.cur = &run{cell: 2, finished: make(chan struct{}), start: time.Now()}
+	for range 2 {
+		_, err := s.queueLocked("'never'", wire.Advice{})
+		require.NoError(t, err)
+	}
+	s.mu.Unlock()
+	h.sessionExited(s, Exit{Code: 3})
+
+	res, err := h.waitOn(context.Background(), s, wire.Request{Name: "d", Cell: 3}, nil)
+	require.NoError(t, err, "the session found just before it died")
+	assert.Equal(t, wire.StatusDead, res.Status)
+	assert.Equal(t, "session 'd' died before cell 3 ran (it was queued): exited with status 3", res.Death)
+
+	res, err = h.Wait(context.Background(), wire.Request{Name: "d", Cell: 4}, nil)
+	require.NoError(t, err, "the name found dead")
+	assert.Equal(t, wire.StatusDead, res.Status)
+	assert.Contains(t, res.Death, "died before cell 4 ran (it was queued)")
+
+	_, err = h.Wait(context.Background(), wire.Request{Name: "d", Cell: 2}, nil)
+	var we *wire.Error
+	require.ErrorAs(t, err, &we, "the cell it died in is no queued one")
+	assert.Equal(t, wire.CodeDead, we.Code)
 }

@@ -28,6 +28,13 @@ const (
 	stateDead     = "dead"
 )
 
+// isDead reports whether s's worker has exited, and its end been handled.
+func (s *Session) isDead() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.state == stateDead
+}
+
 // fenceWait is how long a finished cell waits for its fence after its done
 // frame, before it is reported with a note that output may be incomplete
 // (user code that closed or redirected fd 1 never writes the fence).

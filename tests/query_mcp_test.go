@@ -70,8 +70,8 @@ func TestMCPQueryTools(t *testing.T) {
 	text, isErr = call("reset", map[string]any{"name": "q"})
 	assert.True(t, isErr)
 	assert.Contains(t, text, "reset refuses a busy session")
-	// The cell ends while the next call waits for it, however slow the
-	// machine.
+	// The cell ends while the next call waits for it: a second after it
+	// is sent.
 	time.AfterFunc(time.Second, func() { os.WriteFile(gate, nil, 0o600) })
 	text, isErr = call("vars", map[string]any{"name": "q", "wait": 20})
 	assert.False(t, isErr, text)

@@ -48,8 +48,10 @@ func sessionInfo(t *testing.T, e *hubtest.Env, name string) wire.SessionInfo {
 
 // busyCell starts a cell that runs in the background of the test until
 // end is called, and returns once it runs. end(after) lets it finish after
-// that long: a call made just before it that waits for the cell then waits
-// for about that long, however slow the machine. The cell sets slept.
+// that long: a call made just after it that waits for the cell then waits
+// for about that long, as long as it reaches the hub within that time (a
+// CLI call takes well under a second on a loaded machine). The cell sets
+// slept.
 func busyCell(t *testing.T, e *hubtest.Env, name string) (end func(after time.Duration)) {
 	t.Helper()
 	gate := filepath.Join(t.TempDir(), "gate")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -153,11 +154,13 @@ func TestQueueBoundAndDeath(t *testing.T) {
 
 	// Death with a queue.
 	ok(t, e.Run("exec", "d", "import os, time"))
-	r = e.Run("exec", "d", "time.sleep(1); os._exit(3)", "--no-wait")
+	death := filepath.Join(e.Dir, "gate-d")
+	r = e.Run("exec", "d", fmt.Sprintf("while not os.path.exists(%q): time.sleep(0.02)\nos._exit(3)", death), "--no-wait")
 	require.Equal(t, 0, r.Code, "%s", r)
 	for range 3 {
 		ok(t, e.Run("exec", "d", "'never'", "--queue"))
 	}
+	openGate(t, death)
 	w := e.Run("wait", "d", "--cell", "4", "-t", "30")
 	assert.Equal(t, 4, w.Code, "%s", w)
 	assert.Contains(t, w.Stdout, "session 'd' died before cell 4 ran (it was queued)")
