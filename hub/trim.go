@@ -28,6 +28,9 @@ const (
 	floodSize  = 1 << 20
 	floodWait  = 100 * time.Millisecond
 	floodEvery = time.Second
+	// releaseCodeBy is how long the hub waits for an idle tick with no
+	// cell running before it lets go of its start-up code anyway.
+	releaseCodeBy = time.Minute
 )
 
 // floodLetGo tells trimLoop that a flood's memory was let go; it never
@@ -50,7 +53,8 @@ func (h *Hub) trimLoop(ctx context.Context) {
 	var tr trimmer
 	var heap heapGauge
 	free := func() { h.free(); heap.settle() }
-	startupMapped := true      // the code only start-up ran is still mapped
+	startupMapped := true // the code only start-up ran is still mapped
+	started := time.Now()
 	var flood <-chan time.Time // nil while no flood waits
 	for {
 		select {
@@ -59,11 +63,11 @@ func (h *Hub) trimLoop(ctx context.Context) {
 		case <-t.C:
 			busy := h.served.Swap(0) > 0
 			tr.tick(busy, heap.slack, free)
-			if startupMapped && !busy && !h.anyRunning() {
+			if startupMapped && !busy && (!h.anyRunning() || time.Since(started) > releaseCodeBy) {
 				// Once: the code start-up alone ran goes; what runs later
 				// stays, so a call after an idle spell finds it mapped.
 				// Not under a running cell, whose output would map back
-				// at once what it needs.
+				// at once what it needs, unless cells never stop.
 				releaseCode()
 				startupMapped = false
 			}
