@@ -63,11 +63,9 @@ func (h *Hub) trimLoop(ctx context.Context) {
 		case <-t.C:
 			busy := h.served.Swap(0) > 0
 			tr.tick(busy, heap.slack, free)
-			if startupMapped && !busy && (!h.anyRunning() || time.Since(started) > releaseCodeBy) {
+			if startupMapped && releaseNow(busy, h.anyRunning, time.Since(started)) {
 				// Once: the code start-up alone ran goes; what runs later
 				// stays, so a call after an idle spell finds it mapped.
-				// Not under a running cell, whose output would map back
-				// at once what it needs, unless cells never stop.
 				releaseCode()
 				startupMapped = false
 			}
@@ -146,6 +144,14 @@ func (g *heapGauge) settle() {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	g.live = m.HeapAlloc
+}
+
+// releaseNow says whether a tick releases the start-up code: one in which
+// no request began, and no cell runs (its output would map back at once
+// what it needs), unless releaseCodeBy has passed since the hub started,
+// so that a cell that never ends does not keep it.
+func releaseNow(busy bool, running func() bool, up time.Duration) bool {
+	return !busy && (up > releaseCodeBy || !running())
 }
 
 // anyRunning reports whether a session runs a cell.

@@ -4,6 +4,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -111,4 +112,16 @@ func TestAnyRunning(t *testing.T) {
 	s.state = stateRunning
 	s.mu.Unlock()
 	assert.True(t, h.anyRunning(), "b runs a cell")
+}
+
+// The start-up code goes at a tick with no request begun and no cell
+// running, or after releaseCodeBy whatever runs.
+func TestReleaseNow(t *testing.T) {
+	running := func() bool { return true }
+	idle := func() bool { return false }
+	assert.True(t, releaseNow(false, idle, time.Second))
+	assert.False(t, releaseNow(true, idle, time.Second), "a request began")
+	assert.False(t, releaseNow(false, running, time.Second), "a cell runs")
+	assert.True(t, releaseNow(false, running, releaseCodeBy+time.Second), "a cell that never ends")
+	assert.False(t, releaseNow(true, running, releaseCodeBy+time.Second), "a request began")
 }
