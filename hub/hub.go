@@ -520,6 +520,16 @@ func (h *Hub) ensure(ctx context.Context, req wire.Request) (s *Session, created
 		if h.waitSwapOf(ctx, s) {
 			return h.ensure(ctx, req) // it went to disk meanwhile
 		}
+		if s.startErr == nil && s.isDead() {
+			// It died and its end is being handled (sessionExited): then
+			// its note is written and the name is free.
+			select {
+			case <-s.exited:
+			case <-ctx.Done():
+				return nil, false, "", ctx.Err()
+			}
+			return h.ensure(ctx, req)
+		}
 		if s.startErr != nil {
 			return nil, false, "", &wire.Error{Code: wire.CodeStart, Message: s.startErr.Error()}
 		}
@@ -672,15 +682,18 @@ func (h *Hub) Kill(name string) (string, error) {
 
 // sessionExited is called once per worker by its waiter.
 func (h *Hub) sessionExited(s *Session, ex Exit) {
-	h.mu.Lock()
-	if h.sessions[s.name] == s {
-		delete(h.sessions, s.name)
-	}
-	h.mu.Unlock()
-
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer h.dropLive(s) // after the death note, with s.mu held
+	// Last, after the death note: a list sees the name live or dead,
+	// never neither (list takes both in one hold of h.mu).
+	defer func() {
+		h.mu.Lock()
+		if h.sessions[s.name] == s {
+			delete(h.sessions, s.name)
+		}
+		h.mu.Unlock()
+	}()
 	if s.sock != "" {
 		os.Remove(s.sock)
 	}
@@ -804,6 +817,7 @@ func (h *Hub) list(brief bool) *wire.SessionList {
 			all = append(all, s)
 		}
 	}
+	dead := h.deadNamesLocked("")
 	h.mu.Unlock()
 	l := &wire.SessionList{Hub: wire.HubInfo{
 		Pid: os.Getpid(), Version: h.version, Supervisor: h.supervisor,
@@ -821,7 +835,7 @@ func (h *Hub) list(brief bool) *wire.SessionList {
 		}
 	}
 	sort.Slice(l.Sessions, func(i, j int) bool { return l.Sessions[i].Name < l.Sessions[j].Name })
-	for _, d := range h.deadNames("") {
+	for _, d := range dead {
 		l.Dead = append(l.Dead, wire.DeadInfo{Name: d, Note: h.peekDeathNote(d)})
 	}
 	l.Swapped = h.listSwapped()
