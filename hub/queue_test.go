@@ -3,6 +3,7 @@ package hub
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -153,4 +154,32 @@ func TestWaitForACellQueuedAtDeath(t *testing.T) {
 	var we *wire.Error
 	require.ErrorAs(t, err, &we, "the cell it died in is no queued one")
 	assert.Equal(t, wire.CodeDead, we.Code)
+}
+
+// A list made while a death is being handled names the session, live or
+// dead, never neither.
+func TestListDuringADeath(t *testing.T) {
+	h := testHub(t, testPaths(t))
+	s := startedSession(h, "d", 0)
+	close(s.ready)
+	h.mu.Lock()
+	h.sessions["d"] = s
+	h.mu.Unlock()
+	s.mu.Lock() // the death's handling waits here, as behind a busy lock
+	exited := make(chan struct{})
+	go func() { defer close(exited); h.sessionExited(s, Exit{Code: 3}) }()
+	time.Sleep(50 * time.Millisecond)
+	listed := make(chan *wire.SessionList, 1)
+	go func() { listed <- h.List() }()
+	time.Sleep(50 * time.Millisecond)
+	s.mu.Unlock()
+	l := <-listed
+	<-exited
+	named := slices.ContainsFunc(l.Sessions, func(i wire.SessionInfo) bool { return i.Name == "d" }) ||
+		slices.ContainsFunc(l.Dead, func(i wire.DeadInfo) bool { return i.Name == "d" })
+	assert.True(t, named, "%+v", l)
+	l = h.List()
+	assert.Empty(t, l.Sessions)
+	require.Len(t, l.Dead, 1)
+	assert.Contains(t, l.Dead[0].Note, "exited with status 3")
 }
