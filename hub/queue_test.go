@@ -119,16 +119,22 @@ func TestKeptResultsRawBudget(t *testing.T) {
 	assert.Len(t, big.Output, UnreadCap, "the newest answers whole under the largest cap")
 }
 
+// hubWithSession is a hub with one started session, name, in its list.
+func hubWithSession(t *testing.T, name string) (*Hub, *Session) {
+	h := testHub(t, testPaths(t))
+	s := startedSession(h, name, 0)
+	close(s.ready)
+	h.mu.Lock()
+	h.sessions[name] = s
+	h.mu.Unlock()
+	return h, s
+}
+
 // A wait for a queued cell hears that the cell never ran, however it
 // meets the death: from the note once the name is gone, or from the
 // session it found alive just before the death ended its queue.
 func TestWaitForACellQueuedAtDeath(t *testing.T) {
-	h := testHub(t, testPaths(t))
-	s := startedSession(h, "d", 0)
-	close(s.ready)
-	h.mu.Lock()
-	h.sessions["d"] = s
-	h.mu.Unlock()
+	h, s := hubWithSession(t, "d")
 	s.mu.Lock()
 	s.state = stateRunning
 	s.cells = 2
@@ -159,12 +165,7 @@ func TestWaitForACellQueuedAtDeath(t *testing.T) {
 // A list made while a death is being handled names the session, live or
 // dead, never neither.
 func TestListDuringADeath(t *testing.T) {
-	h := testHub(t, testPaths(t))
-	s := startedSession(h, "d", 0)
-	close(s.ready)
-	h.mu.Lock()
-	h.sessions["d"] = s
-	h.mu.Unlock()
+	h, s := hubWithSession(t, "d")
 	s.mu.Lock() // the death's handling waits here, as behind a busy lock
 	exited := make(chan struct{})
 	go func() { defer close(exited); h.sessionExited(s, Exit{Code: 3}) }()

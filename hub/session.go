@@ -28,7 +28,8 @@ const (
 	stateDead     = "dead"
 )
 
-// isDead reports whether s's worker has exited, and its end been handled.
+// isDead reports whether s is dead: its worker exited (sessionExited may
+// still be handling its end; s.exited closes after) or never started.
 func (s *Session) isDead() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -643,14 +644,8 @@ func (h *Hub) allSessions() []*Session {
 
 // liveSessions lists the hub's sessions by name, but for runs' own.
 func (h *Hub) liveSessions() []*Session {
-	h.mu.Lock()
-	all := make([]*Session, 0, len(h.sessions))
-	for _, s := range h.sessions {
-		if !s.private { // a run's session ends with its call
-			all = append(all, s)
-		}
-	}
-	h.mu.Unlock()
+	// A run's session ends with its call.
+	all := slices.DeleteFunc(h.allSessions(), func(s *Session) bool { return s.private })
 	sort.Slice(all, func(i, j int) bool { return all[i].name < all[j].name })
 	return all
 }

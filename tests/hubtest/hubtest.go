@@ -8,8 +8,8 @@
 // in the world's folder (GORACE log_path). The CLI's binary is a plain
 // build: a race-built process starts with thousands of page faults, and
 // the tests make some 1,500 CLI calls; the CLI starts the race-built hub
-// ($REPLHUB_HUB_EXE), and MCP servers run the race-built binary too. A report there,
-// or in the hub's log, fails the test that made the world at cleanup, with
+// ($REPLHUB_HUB_EXE), and MCP servers run the race-built binary too. A
+// report there, or in the hub's log, fails the test that made the world at cleanup, with
 // the report printed: a race-built hub otherwise only says so by exiting 66
 // when it stops, which nobody checks.
 package hubtest
@@ -17,6 +17,7 @@ package hubtest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -96,13 +97,9 @@ func build() {
 			}()
 		}
 		wg.Wait()
-		for _, err := range errs {
-			if err != nil {
-				buildErr = err
-				return
-			}
+		if buildErr = errors.Join(errs...); buildErr == nil {
+			os.Chmod(filepath.Dir(hubBinPath), 0o755)
 		}
-		os.Chmod(filepath.Dir(hubBinPath), 0o755)
 	})
 }
 
