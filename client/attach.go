@@ -82,7 +82,7 @@ func readReply(k *conn) (*wire.Reply, error) {
 	if err != nil {
 		return nil, ErrHubGone
 	}
-	return parseReply(line)
+	return ParseReply(line)
 }
 
 func (a *Attachment) send(req wire.Request) error {

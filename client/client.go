@@ -174,7 +174,7 @@ func (c *Client) roundTrip(ctx context.Context, k *conn, req wire.Request, onPro
 			}
 			return nil, reused, ErrHubGone
 		}
-		rep, err := parseReply(line)
+		rep, err := ParseReply(line)
 		if err != nil {
 			return nil, false, err
 		}

@@ -18,6 +18,7 @@ import (
 // (TestReplyLineCoversReply).
 type replyLine struct {
 	V        int             `json:"v"`
+	Plain    json.RawMessage `json:"plain"`
 	Message  string          `json:"message"`
 	Progress json.RawMessage `json:"progress"`
 	Err      json.RawMessage `json:"err"`
@@ -89,16 +90,16 @@ func decodeReply(line []byte) (*wire.Reply, error) {
 		}
 		rep.Result = r
 	}
-	if err := decodeParts(part{l.Progress, &rep.Progress}, part{l.Err, &rep.Err}, part{l.Sessions, &rep.Sessions},
+	if err := decodeParts(part{l.Plain, &rep.Plain}, part{l.Progress, &rep.Progress}, part{l.Err, &rep.Err}, part{l.Sessions, &rep.Sessions},
 		part{l.Stream, &rep.Stream}, part{l.Swaps, &rep.Swaps}, part{l.Answer, &rep.Answer}, part{l.Event, &rep.Event}); err != nil {
 		return nil, err
 	}
 	return rep, nil
 }
 
-// parseReply decodes a reply line; a reply of another protocol version is
+// ParseReply decodes a reply line; a reply of another protocol version is
 // an error that says what to do.
-func parseReply(line []byte) (*wire.Reply, error) {
+func ParseReply(line []byte) (*wire.Reply, error) {
 	rep, err := decodeReply(line)
 	if err != nil {
 		return nil, fmt.Errorf("client: malformed reply from hub: %v", err)

@@ -43,7 +43,7 @@ func TestResultLineHidesResultsParts(t *testing.T) {
 // A reply with every part set decodes as json.Unmarshal decodes it.
 func TestDecodeReplyAsUnmarshal(t *testing.T) {
 	v := "2"
-	full := wire.Reply{V: wire.Version, Message: "m",
+	full := wire.Reply{V: wire.Version, Message: "m", Plain: &wire.Plain{Exit: 1, Text: "t"},
 		Progress: &wire.Progress{Session: "s", Cell: 3, ElapsedMS: 40, Hosts: 2},
 		Err:      &wire.Error{Code: wire.CodeBusy, Message: "busy"},
 		Result: &wire.Result{Session: "s", Cell: 3, Status: wire.StatusOK, Value: &v, Notes: []string{"n"},

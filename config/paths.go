@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/replhub/replhub/internal/lean"
 )
 
 // Paths are the folders replhub uses. A zero Paths is not usable; call
@@ -41,12 +43,7 @@ func FromEnv(getenv func(string) string) (Paths, error) {
 		}
 		home = h
 	}
-	if rt := getenv("XDG_RUNTIME_DIR"); rt != "" {
-		p.Runtime = filepath.Join(rt, "replhub")
-		p.RuntimeFromXDG = true
-	} else {
-		p.Runtime = filepath.Join(os.TempDir(), fmt.Sprintf("replhub-%d", os.Getuid()))
-	}
+	p.Runtime, p.RuntimeFromXDG = lean.RuntimeDir(getenv)
 	state := getenv("XDG_STATE_HOME")
 	if state == "" {
 		state = filepath.Join(home, ".local", "state")
@@ -72,7 +69,7 @@ func Getenv(env []string, key string) string {
 }
 
 // Socket is the hub's socket path.
-func (p Paths) Socket() string { return filepath.Join(p.Runtime, "hub.sock") }
+func (p Paths) Socket() string { return filepath.Join(p.Runtime, lean.SocketName) }
 
 // Log is the hub's log file.
 func (p Paths) Log() string { return filepath.Join(p.Runtime, "hub.log") }

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net"
 
-	"golang.org/x/sys/unix"
+	"github.com/replhub/replhub/internal/lean"
 )
 
 // PeerUID returns the uid of the process at the other end of c (SO_PEERCRED).
@@ -13,15 +13,9 @@ func PeerUID(c *net.UnixConn) (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("safesock: %w", err)
 	}
-	var cred *unix.Ucred
-	var cerr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
+	uid, uerr := -1, error(nil)
+	if err := raw.Control(func(fd uintptr) { uid, uerr = lean.PeerUID(int(fd)) }); err != nil {
 		return -1, fmt.Errorf("safesock: %w", err)
 	}
-	if cerr != nil {
-		return -1, fmt.Errorf("safesock: peer credentials: %w", cerr)
-	}
-	return int(cred.Uid), nil
+	return uid, uerr
 }

@@ -15,31 +15,19 @@ import (
 	"os"
 	"syscall"
 	"time"
+
+	"github.com/replhub/replhub/internal/lean"
 )
 
 // ErrNoHub means nothing listens on the socket (absent or stale).
 var ErrNoHub = errors.New("safesock: no hub is listening")
 
 // PeerError reports a peer whose uid is not ours.
-type PeerError struct {
-	Want, Got int
-}
-
-func (e *PeerError) Error() string {
-	return fmt.Sprintf("safesock: peer runs as uid %d, not uid %d", e.Got, e.Want)
-}
+type PeerError = lean.PeerError
 
 // FolderError reports a socket folder that is not safe to use, with the
 // fix in Advice.
-type FolderError struct {
-	Dir    string
-	Reason string
-	Advice string
-}
-
-func (e *FolderError) Error() string {
-	return fmt.Sprintf("safesock: socket folder %s %s; %s", e.Dir, e.Reason, e.Advice)
-}
+type FolderError = lean.FolderError
 
 // PrepareDir makes dir (mode 0700) if it is absent, then checks that it is a
 // real folder, owned by us, that nobody else may enter. It never loosens or
@@ -53,25 +41,7 @@ func PrepareDir(dir string) error {
 }
 
 // CheckDir checks an existing socket folder without changing it.
-func CheckDir(dir string) error {
-	fi, err := os.Lstat(dir)
-	if err != nil {
-		return fmt.Errorf("safesock: %w", err)
-	}
-	if fi.Mode()&os.ModeSymlink != 0 || !fi.IsDir() {
-		return &FolderError{dir, "is not a real folder", "remove it, or set XDG_RUNTIME_DIR to a folder of your own"}
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if ok && int(st.Uid) != os.Getuid() {
-		return &FolderError{dir, fmt.Sprintf("is owned by uid %d, not by you (uid %d)", st.Uid, os.Getuid()),
-			"remove it, or set XDG_RUNTIME_DIR to a folder of your own"}
-	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return &FolderError{dir, fmt.Sprintf("has mode %04o, open to others", perm),
-			fmt.Sprintf("run: chmod 700 %s", dir)}
-	}
-	return nil
-}
+func CheckDir(dir string) error { return lean.CheckDir(dir) }
 
 // Listen listens on path, replacing a stale socket left by a dead hub. It
 // fails if a live hub already answers there.

@@ -141,7 +141,7 @@ func changedBinary(t *testing.T) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "replhub-changed")
 	_, file, _, _ := runtime.Caller(0)
-	cmd := exec.Command("go", "build", "-o", out, "-ldflags", "-X github.com/replhub/replhub/cmd/replhub/cli/cmdenv.Version=9.9.9-changed", "./cmd/replhub")
+	cmd := exec.Command("go", "build", "-o", out, "-ldflags", "-X github.com/replhub/replhub/internal/lean.Version=9.9.9-changed", "./cmd/replhub")
 	cmd.Dir = filepath.Join(filepath.Dir(file), "..")
 	b, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", b)

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/internal/lean"
 )
 
 // marshalled is what WriteRequest must write for req: json.Marshal's line
@@ -20,25 +22,21 @@ func marshalled(t *testing.T, req Request) []byte {
 	return append(append(b, '\n'), req.Password...)
 }
 
-// plainRequest is Request's fields of those names, tags and order.
-func TestPlainRequestIsRequestsFields(t *testing.T) {
-	pt, rt := reflect.TypeFor[plainRequest](), reflect.TypeFor[Request]()
-	last := -1
-	for i := range pt.NumField() {
-		pf := pt.Field(i)
-		rf, ok := rt.FieldByName(pf.Name)
-		require.True(t, ok, pf.Name)
-		assert.Equal(t, rf.Type, pf.Type, pf.Name)
-		assert.Equal(t, rf.Tag, pf.Tag, pf.Name)
-		assert.Greater(t, rf.Index[0], last, "%s out of Request's order", pf.Name)
-		last = rf.Index[0]
+// lean.Request's fields are Request's of those names and types.
+func TestLeanRequestIsRequestsFields(t *testing.T) {
+	lt, rt := reflect.TypeFor[lean.Request](), reflect.TypeFor[Request]()
+	for i := range lt.NumField() {
+		lf := lt.Field(i)
+		rf, ok := rt.FieldByName(lf.Name)
+		require.True(t, ok, lf.Name)
+		assert.Equal(t, rf.Type, lf.Type, lf.Name)
 	}
 }
 
 // A plain request and one with any other field set both encode as
 // json.Marshal encodes a Request.
 func TestWriteRequestAsMarshal(t *testing.T) {
-	base := Request{V: Version, Op: OpExec, Name: "s<&>", Code: "print('\u2028é')", Timeout: 30, Stream: true}
+	base := Request{V: Version, Op: OpExec, Name: "s<&>", Code: "print('\u2028é')", Timeout: 30, Stream: true, Plain: true}
 	reqs := []Request{base, {V: Version, Op: OpPing}, {}}
 	rt := reflect.TypeFor[Request]()
 	for i := range rt.NumField() {
@@ -73,9 +71,13 @@ func TestWriteRequestAsMarshal(t *testing.T) {
 
 func FuzzWriteRequestAsMarshal(f *testing.F) {
 	f.Add(2, "exec", "s", "1+1", 30.0, false, 0)
+	f.Add(2, "exec", "s\x00\b\f\u007f", "\"\\\r\t\u2028\U0001F600\xed\xa0\x80", 1e-7, false, 1)
 	f.Add(-1, "", "\xff", "<\u2029>", 1e21, true, 3)
 	f.Fuzz(func(t *testing.T, v int, op, name, code string, timeout float64, stream bool, cell int) {
-		req := Request{V: v, Op: op, Name: name, Code: code, Timeout: timeout, Stream: stream, Cell: cell}
+		if v >= 0 {
+			v = Version // the plain path takes only its own version
+		}
+		req := Request{V: v, Op: op, Name: name, Code: code, Timeout: timeout, Stream: stream, Plain: cell%2 == 1, Cell: cell / 2}
 		want, err := json.Marshal(req)
 		var b bytes.Buffer
 		if got := WriteRequest(&b, req); err != nil || got != nil {
@@ -88,4 +90,10 @@ func FuzzWriteRequestAsMarshal(f *testing.F) {
 			t.Fatalf("%q, json.Marshal gives %q", b.String(), want)
 		}
 	})
+}
+
+func TestExitCode(t *testing.T) {
+	for status, want := range map[string]int{StatusOK: 0, StatusError: 1, StatusRunning: 3, StatusTimeout: 3, StatusDead: 4, StatusFailed: 2, StatusIdle: 0} {
+		assert.Equal(t, want, (&Result{Status: status}).ExitCode(), status)
+	}
 }

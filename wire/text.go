@@ -8,6 +8,39 @@ import (
 // Text renders r as the CLI prints it.
 func (r *Result) Text() string { return r.TextFor(SurfaceCLI) }
 
+// The CLI's exit codes, decided here and nowhere else.
+const (
+	ExitOK        = 0
+	ExitCellError = 1 // the cell raised
+	ExitFailure   = 2 // replhub could not do what was asked
+	ExitRunning   = 3 // the cell still runs after the timeout
+	ExitDead      = 4 // the session died
+)
+
+// ExitCode is the CLI's exit code for r.
+func (r *Result) ExitCode() int {
+	switch r.Status {
+	case StatusError:
+		return ExitCellError
+	case StatusRunning, StatusTimeout:
+		return ExitRunning
+	case StatusDead:
+		return ExitDead
+	case StatusFailed:
+		return ExitFailure
+	}
+	return ExitOK
+}
+
+// Plain is r as `replhub exec` prints it, or nil when printing it takes
+// more than its text (display items that go to files, a group's hosts).
+func (r *Result) Plain() *Plain {
+	if len(r.Display) > 0 || r.Fan != nil {
+		return nil
+	}
+	return &Plain{Exit: r.ExitCode(), Text: r.Text()}
+}
+
 // TextFor renders r for a surface: the MCP server returns the CLI's text
 // with advice in terms of its tools, and one line for a cell that wrote
 // nothing and returned nothing, where the CLI prints nothing at all.

@@ -17,15 +17,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/replhub/replhub/internal/lean"
 )
 
 // Version is the protocol version spoken by this binary. Version 2 sends
 // a password as raw bytes after the request line; a hub of version 1
 // would read them as a line of their own.
-const Version = 2
+const Version = lean.Protocol
 
 // MaxLine bounds one JSON line in either direction.
-const MaxLine = 64 << 20
+const MaxLine = lean.MaxLine
 
 // Ops.
 const (
@@ -148,6 +150,9 @@ type Request struct {
 	// Stream, on an exec, asks for the cell's output as Event replies
 	// while it runs (attach.go).
 	Stream bool `json:"stream,omitempty"`
+	// Plain, on an exec, asks for the result as Reply.Plain where it can
+	// be: package early's call, which prints a text and exits.
+	Plain bool `json:"plain,omitempty"`
 }
 
 // Stream is a push's or pull's progress: Done bytes of Size have moved.
@@ -166,7 +171,11 @@ const (
 // Reply is one line from the hub. Exactly one of its parts is set, except
 // Notes, which may accompany any of them.
 type Reply struct {
-	V        int          `json:"v"`
+	V int `json:"v"`
+	// Plain is an exec's result as the CLI prints it, for a request that
+	// asked (Request.Plain); it comes instead of Result. It must stay
+	// second: lean.ParsePlain reads the line's bytes.
+	Plain    *Plain       `json:"plain,omitempty"`
 	Progress *Progress    `json:"progress,omitempty"`
 	Err      *Error       `json:"err,omitempty"`
 	Result   *Result      `json:"result,omitempty"`
@@ -181,6 +190,13 @@ type Reply struct {
 	// Event is an attach's or a streaming exec's news (attach.go); like
 	// Progress, it comes before the last reply.
 	Event *Event `json:"event,omitempty"`
+}
+
+// Plain is a result as `replhub exec` prints it: Text on standard output,
+// then exit status Exit.
+type Plain struct {
+	Exit int    `json:"exit"`
+	Text string `json:"text"`
 }
 
 // Progress tells a waiting client that its cell still runs.

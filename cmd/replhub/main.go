@@ -8,7 +8,12 @@ import (
 	"github.com/replhub/replhub/cmd/replhub/cli"
 	// A plain `replhub exec NAME CODE` runs and exits from this package's
 	// init, before the hub's, MCP's and ssh's inits (see its doc).
-	_ "github.com/replhub/replhub/cmd/replhub/early"
+	"github.com/replhub/replhub/cmd/replhub/early"
 )
 
-func main() { os.Exit(cli.Main()) }
+func main() {
+	if s := early.Pending; s != nil {
+		os.Exit(cli.Resume(s.Name, s.Code, s.Unsent, s.Line))
+	}
+	os.Exit(cli.Main())
+}

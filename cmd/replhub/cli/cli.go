@@ -26,6 +26,14 @@ func Main() int {
 	return Run(context.Background(), os.Args[1:], IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, os.Getenv)
 }
 
+// Resume finishes the plain exec that package early sent (cmdenv's
+// Env.Resume), on stdio.
+func Resume(name, code string, unsent bool, line []byte) int {
+	e := cmdenv.New(cmdenv.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, os.Getenv)
+	e.Exiting = true
+	return e.Finish(e.Resume(context.Background(), name, code, unsent, line))
+}
+
 // Run runs the CLI with args; tests call it with buffers.
 func Run(ctx context.Context, args []string, stdio IO, getenv func(string) string) int {
 	e := &env{cmdenv.New(stdio, getenv)}

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/replhub/replhub/wire"
 )
 
 func TestPlainExec(t *testing.T) {
@@ -66,4 +68,10 @@ func FuzzPlainExec(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The ops early sends are wire's.
+func TestOps(t *testing.T) {
+	assert.Equal(t, wire.OpExec, opExec)
+	assert.Equal(t, wire.OpInterrupt, opInterrupt)
 }

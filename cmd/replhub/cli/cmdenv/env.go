@@ -1,11 +1,8 @@
 // Package cmdenv is what every replhub command runs with: its streams and
-// environment, a client made on first use, the exit codes and error text
-// (decided here and nowhere else), and the printing of a cell's result
-// with its display files, streamed output and Ctrl-C.
-//
-// It imports neither cobra nor the hub, MCP or ssh packages: package early
-// runs a plain exec with it from an init function, before the inits of
-// those packages have run (see early's doc comment).
+// environment, a client made on first use, the error text (decided here
+// and nowhere else), and the printing of a cell's result with its display
+// files, streamed output and Ctrl-C. It also finishes a plain exec that
+// package early began (Env.Resume).
 package cmdenv
 
 import (
@@ -21,22 +18,22 @@ import (
 
 	"github.com/replhub/replhub/client"
 	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/internal/lean"
 	"github.com/replhub/replhub/safesock"
 	"github.com/replhub/replhub/wire"
 )
 
-// Version is the binary's version; set at build time with
-// -ldflags "-X github.com/replhub/replhub/cmd/replhub/cli/cmdenv.Version=V".
-// It is here, not in package cli, so that package early can print it.
-var Version = "0.1.0-dev"
+// Version is the binary's version (lean.Version, which -ldflags -X
+// sets).
+var Version = lean.Version
 
-// Exit codes, decided here and nowhere else.
+// Exit codes: wire's.
 const (
-	ExitOK        = 0
-	ExitCellError = 1 // the cell raised
-	ExitFailure   = 2 // replhub could not do what was asked
-	ExitRunning   = 3 // the cell still runs after the timeout
-	ExitDead      = 4 // the session died
+	ExitOK        = wire.ExitOK
+	ExitCellError = wire.ExitCellError
+	ExitFailure   = wire.ExitFailure
+	ExitRunning   = wire.ExitRunning
+	ExitDead      = wire.ExitDead
 )
 
 // IO is where a command reads and writes.
@@ -114,25 +111,10 @@ func ErrorText(err error) string {
 	return strings.TrimPrefix(err.Error(), "replhub: ")
 }
 
-// ResultCode is the exit code for a cell's result.
-func ResultCode(r *wire.Result) int {
-	switch r.Status {
-	case wire.StatusError:
-		return ExitCellError
-	case wire.StatusRunning, wire.StatusTimeout:
-		return ExitRunning
-	case wire.StatusDead:
-		return ExitDead
-	case wire.StatusFailed:
-		return ExitFailure
-	}
-	return ExitOK
-}
-
 // PrintResult writes a result as text or JSON and sets the exit code. A
 // group's JSON is one object per host, a line each.
 func (e *Env) PrintResult(r *wire.Result, asJSON bool) error {
-	e.Code = ResultCode(r)
+	e.Code = r.ExitCode()
 	if err := e.SaveDisplay(r); err != nil {
 		return err
 	}

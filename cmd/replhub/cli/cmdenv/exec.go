@@ -2,18 +2,21 @@ package cmdenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"time"
 
 	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/internal/lean"
 	"github.com/replhub/replhub/wire"
 )
 
 // DefaultTimeout is how many seconds exec and wait wait when -t is not
 // given.
-const DefaultTimeout = 30
+const DefaultTimeout = lean.DefaultTimeout
 
 // Exec runs code in session name and prints the result (as JSON with
 // asJSON). With stream, a terminal sees the cell's output as it is
@@ -42,6 +45,40 @@ func (e *Env) Exec(ctx context.Context, name, code string, eo client.ExecOptions
 	}
 	streamed.EndLine(res.Text() != "")
 	return e.PrintResult(res, asJSON)
+}
+
+// Resume finishes a plain exec that package early took in its init:
+// unsent, the hub did not get it (code is what standard input held, for
+// `-`); else line is the hub's reply, nil when the hub closed the
+// connection before it. A reply that says nothing ran (the session is to be made with the
+// caller's folder and environment, or a password) has the exec sent
+// again the whole way.
+func (e *Env) Resume(ctx context.Context, name, code string, unsent bool, line []byte) error {
+	if unsent {
+		return e.Exec(ctx, name, code, client.ExecOptions{Timeout: DefaultTimeout * time.Second}, false, true)
+	}
+	if line == nil {
+		return client.ErrHubGone
+	}
+	rep, err := client.ParseReply(line)
+	if err == nil && rep.Err != nil {
+		err = rep.Err
+	}
+	if wire.IsCode(err, wire.CodeNeedEnv) || wire.IsCode(err, wire.CodeNeedPassword) {
+		return e.Exec(ctx, name, code, client.ExecOptions{Timeout: DefaultTimeout * time.Second}, false, true)
+	}
+	if err != nil {
+		return err
+	}
+	if p := rep.Plain; p != nil {
+		e.Code = p.Exit
+		_, err := io.WriteString(e.IO.Out, p.Text)
+		return err
+	}
+	if rep.Result == nil {
+		return errors.New("client: malformed reply from hub: no result")
+	}
+	return e.PrintResult(rep.Result, false)
 }
 
 // armCtrlC makes Ctrl-C interrupt the cell about to be sent. A Go signal
@@ -91,7 +128,7 @@ func (e *Env) ReadCode(code string) (string, error) {
 		return "", fmt.Errorf("reading code from stdin: %w", err)
 	}
 	if len(b) > wire.MaxLine {
-		return "", fmt.Errorf("the code on stdin is over %d MiB: put it in a file and run it there (exec(open(PATH).read())), pushing it first if the session is remote", wire.MaxLine>>20)
+		return "", errors.New(lean.CodeTooBig)
 	}
 	return string(b), nil
 }
@@ -108,7 +145,7 @@ func (e *Env) Blocking(ctx context.Context, name string) (context.Context, *clie
 }
 
 func (e *Env) interruptOnCtrlC(ctx context.Context, c *client.Client, name string) (context.Context, func()) {
-	return InterruptOnSignal(ctx, c, name, fmt.Sprintf("[interrupting session '%s'; Ctrl-C again stops waiting]", name), e.IO.Err)
+	return InterruptOnSignal(ctx, c, name, lean.InterruptNote(name), e.IO.Err)
 }
 
 // InterruptOnSignal makes a first Ctrl-C interrupt the session's running

@@ -1,0 +1,82 @@
+package lean
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+	"time"
+	"unsafe"
+)
+
+// Supported says whether Dial can check its peer on this system.
+const Supported = true
+
+// Dial connects to the socket at path and checks that its peer runs as
+// our uid (a *PeerError if not).
+func Dial(path string) (*Conn, error) {
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	c := &Conn{fd: fd}
+	for {
+		err = syscall.Connect(fd, &syscall.SockaddrUnix{Name: path})
+		if err != syscall.EINTR {
+			break
+		}
+	}
+	if err == nil {
+		err = checkPeer(fd)
+	}
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// PeerUID returns the uid of the process at the other end of the unix
+// socket fd (SO_PEERCRED).
+func PeerUID(fd int) (int, error) {
+	cred, err := syscall.GetsockoptUcred(fd, syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	if err != nil {
+		return -1, fmt.Errorf("safesock: peer credentials: %w", err)
+	}
+	return int(cred.Uid), nil
+}
+
+// Readable reports whether a read would not block, waiting up to d for
+// it to become so.
+func (c *Conn) Readable(d time.Duration) bool {
+	if len(c.buf) > 0 {
+		return true
+	}
+	tv := syscall.NsecToTimeval(d.Nanoseconds())
+	for {
+		var r syscall.FdSet
+		r.Bits[c.fd/64] |= 1 << (uint(c.fd) % 64)
+		n, err := syscall.Select(c.fd+1, &r, nil, nil, &tv)
+		if err == syscall.EINTR {
+			continue
+		}
+		return err != nil || n > 0
+	}
+}
+
+// IsTerminal reports whether fd is a terminal.
+func IsTerminal(fd int) bool {
+	var t syscall.Termios
+	_, _, errno := syscall.Syscall(syscall.SYS_IOCTL, uintptr(fd), syscall.TCGETS, uintptr(unsafe.Pointer(&t)))
+	return errno == 0
+}
+
+func checkPeer(fd int) error {
+	uid, err := PeerUID(fd)
+	if err != nil {
+		return err
+	}
+	if uid != os.Getuid() {
+		return &PeerError{Want: os.Getuid(), Got: uid}
+	}
+	return nil
+}

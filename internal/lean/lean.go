@@ -1,0 +1,365 @@
+// Package lean is what a warm `replhub exec NAME CODE` needs, and nothing
+// else: the hub socket's folder and its checks, the dial with its peer
+// check, a plain request's bytes and a plain reply's text. Package early
+// runs that call with it from an init function, and config, safesock and
+// wire build on it, so that both ways share one definition of each.
+//
+// Go initializes a package only once no other package that sorts before it
+// by import path is ready to initialize (the spec's "Package
+// initialization"). A package that imports strings, bufio, net or
+// encoding/json waits for the inits of every ready package sorting before
+// those: crypto, compress, encoding/gob, the MCP SDK's, a third of the
+// binary's. So lean imports only packages Go initializes before any of
+// those (errors, fmt, io, math, os, path, strconv, syscall,
+// unicode/utf8), and package early nothing but lean, os, os/signal and
+// syscall; tests/startup_test.go checks the order with GODEBUG=inittrace.
+package lean
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path"
+	"strconv"
+	"syscall"
+	"unicode/utf8"
+)
+
+// Version is the binary's version; set at build time with
+// -ldflags "-X github.com/replhub/replhub/internal/lean.Version=V".
+var Version = "0.1.0-dev"
+
+// Protocol is the version of the protocol between clients and the hub
+// (wire.Version).
+const Protocol = 2
+
+// MaxLine bounds one JSON line of that protocol, either way (wire.MaxLine).
+const MaxLine = 64 << 20
+
+// DefaultTimeout is how many seconds exec and wait wait when -t is not
+// given.
+const DefaultTimeout = 30
+
+// CodeTooBig is the error for code on standard input that one request
+// cannot carry.
+const CodeTooBig = "the code on stdin is over 64 MiB: put it in a file and run it there (exec(open(PATH).read())), pushing it first if the session is remote"
+
+// SocketName is the hub's socket's name in its folder.
+const SocketName = "hub.sock"
+
+// RuntimeDir is the folder of the hub's socket, log and pid file:
+// $XDG_RUNTIME_DIR/replhub, or replhub-UID in the temporary folder;
+// fromXDG says which.
+func RuntimeDir(getenv func(string) string) (dir string, fromXDG bool) {
+	if rt := getenv("XDG_RUNTIME_DIR"); rt != "" {
+		return path.Join(rt, "replhub"), true
+	}
+	return path.Join(os.TempDir(), "replhub-"+strconv.Itoa(os.Getuid())), false
+}
+
+// FolderError reports a socket folder that is not safe to use, with the
+// fix in Advice.
+type FolderError struct {
+	Dir    string
+	Reason string
+	Advice string
+}
+
+func (e *FolderError) Error() string {
+	return fmt.Sprintf("safesock: socket folder %s %s; %s", e.Dir, e.Reason, e.Advice)
+}
+
+// CheckDir checks an existing socket folder without changing it: a real
+// folder, ours, that nobody else may enter. A folder in the wrong state is
+// a *FolderError.
+func CheckDir(dir string) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("safesock: %w", err)
+	}
+	if fi.Mode()&os.ModeSymlink != 0 || !fi.IsDir() {
+		return &FolderError{dir, "is not a real folder", "remove it, or set XDG_RUNTIME_DIR to a folder of your own"}
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if ok && int(st.Uid) != os.Getuid() {
+		return &FolderError{dir, fmt.Sprintf("is owned by uid %d, not by you (uid %d)", st.Uid, os.Getuid()),
+			"remove it, or set XDG_RUNTIME_DIR to a folder of your own"}
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return &FolderError{dir, fmt.Sprintf("has mode %04o, open to others", perm),
+			fmt.Sprintf("run: chmod 700 %s", dir)}
+	}
+	return nil
+}
+
+// ErrUnsupported is Dial's error where it has no way to check its peer.
+var ErrUnsupported = errors.New("lean: no peer check on this system")
+
+// InterruptNote is what a client prints when a first Ctrl-C interrupts
+// session name's cell.
+func InterruptNote(name string) string {
+	return "[interrupting session '" + name + "'; Ctrl-C again stops waiting]"
+}
+
+// Request is the part of a request a plain call sets: wire.Request's
+// fields of these JSON names.
+type Request struct {
+	Op      string
+	Name    string
+	Code    string
+	Timeout float64
+	Stream  bool
+	Plain   bool
+}
+
+// AppendRequest appends req's JSON line as encoding/json writes a
+// wire.Request with only these fields set (the protocol version in "v"),
+// newline included; false for a timeout JSON cannot hold (NaN, ±Inf).
+func AppendRequest(b []byte, req Request) ([]byte, bool) {
+	if math.IsNaN(req.Timeout) || math.IsInf(req.Timeout, 0) {
+		return b, false
+	}
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, Protocol, 10)
+	b = append(b, `,"op":`...)
+	b = AppendString(b, req.Op)
+	if req.Name != "" {
+		b = AppendString(append(b, `,"name":`...), req.Name)
+	}
+	if req.Code != "" {
+		b = AppendString(append(b, `,"code":`...), req.Code)
+	}
+	if req.Timeout != 0 {
+		b = appendFloat(append(b, `,"timeout":`...), req.Timeout)
+	}
+	if req.Stream {
+		b = append(b, `,"stream":true`...)
+	}
+	if req.Plain {
+		b = append(b, `,"plain":true`...)
+	}
+	return append(b, "}\n"...), true
+}
+
+// appendFloat is encoding/json's float64: the shortest text that reads
+// back the same, in exponent form below 1e-6 and from 1e21.
+func appendFloat(b []byte, f float64) []byte {
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, f, format, -1, 64)
+	if format == 'e' {
+		// clean up e-09 to e-9
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
+}
+
+const hexDigits = "0123456789abcdef"
+
+// AppendString appends s as encoding/json writes a string: HTML's <, >
+// and & escaped, invalid UTF-8 as U+FFFD, U+2028 and U+2029 escaped.
+func AppendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		if c := s[i]; c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(append(b, s[start:i]...), `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	return append(append(b, s[start:]...), '"')
+}
+
+// ParsePlain reads a reply line that holds a plain result, as the hub
+// writes wire.Reply{V, Plain: {Exit, Text}} (newline optional): the
+// protocol version, the exit code and the text. ok is false for any
+// other line, and for one it reads otherwise than encoding/json would
+// (invalid UTF-8), which the caller then hands to encoding/json.
+func ParsePlain(line []byte) (v, exit int, text string, ok bool) {
+	b, ok := skip(line, `{"v":`)
+	if ok {
+		v, b, ok = parseInt(b)
+	}
+	if ok {
+		b, ok = skip(b, `,"plain":{"exit":`)
+	}
+	if ok {
+		exit, b, ok = parseInt(b)
+	}
+	if ok {
+		b, ok = skip(b, `,"text":`)
+	}
+	if ok {
+		text, b, ok = parseString(b)
+	}
+	if ok {
+		b, ok = skip(b, `}}`)
+	}
+	if !ok || len(b) > 1 || len(b) == 1 && b[0] != '\n' {
+		return 0, 0, "", false
+	}
+	return v, exit, text, true
+}
+
+func skip(b []byte, prefix string) ([]byte, bool) {
+	if len(b) < len(prefix) || string(b[:len(prefix)]) != prefix {
+		return b, false
+	}
+	return b[len(prefix):], true
+}
+
+// parseInt reads a JSON integer of at most 9 digits.
+func parseInt(b []byte) (n int, rest []byte, ok bool) {
+	neg := len(b) > 0 && b[0] == '-'
+	i := 0
+	if neg {
+		i = 1
+	}
+	start := i
+	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		n = n*10 + int(b[i]-'0')
+	}
+	digits := i - start
+	if digits == 0 || digits > 9 || digits > 1 && b[start] == '0' {
+		return 0, b, false
+	}
+	if neg {
+		n = -n
+	}
+	return n, b[i:], true
+}
+
+// parseString reads a JSON string as encoding/json does, but for invalid
+// UTF-8, which it refuses.
+func parseString(b []byte) (s string, rest []byte, ok bool) {
+	if len(b) == 0 || b[0] != '"' {
+		return "", b, false
+	}
+	out := make([]byte, 0, len(b))
+	for i := 1; i < len(b); {
+		c := b[i]
+		switch {
+		case c == '"':
+			return string(out), b[i+1:], true
+		case c < 0x20:
+			return "", b, false
+		case c == '\\':
+			if i+1 >= len(b) {
+				return "", b, false
+			}
+			switch e := b[i+1]; e {
+			case '"', '\\', '/':
+				out = append(out, e)
+			case 'b':
+				out = append(out, '\b')
+			case 'f':
+				out = append(out, '\f')
+			case 'n':
+				out = append(out, '\n')
+			case 'r':
+				out = append(out, '\r')
+			case 't':
+				out = append(out, '\t')
+			case 'u':
+				r, ok := hex4(b[i+2:])
+				if !ok {
+					return "", b, false
+				}
+				i += 6
+				if r >= 0xd800 && r < 0xe000 {
+					// A surrogate: a high one with a low one after it
+					// is a pair; any other is U+FFFD.
+					r2, ok2 := rune(0), false
+					if r < 0xdc00 && i+1 < len(b) && b[i] == '\\' && b[i+1] == 'u' {
+						r2, ok2 = hex4(b[i+2:])
+					}
+					if ok2 && r2 >= 0xdc00 && r2 < 0xe000 {
+						r = (r-0xd800)<<10 | (r2 - 0xdc00) + 0x10000
+						i += 6
+					} else {
+						r = utf8.RuneError
+					}
+				}
+				out = utf8.AppendRune(out, r)
+				continue
+			default:
+				return "", b, false
+			}
+			i += 2
+		case c < utf8.RuneSelf:
+			out = append(out, c)
+			i++
+		default:
+			r, size := utf8.DecodeRune(b[i:])
+			if r == utf8.RuneError && size == 1 {
+				return "", b, false
+			}
+			out = append(out, b[i:i+size]...)
+			i += size
+		}
+	}
+	return "", b, false
+}
+
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
+}

@@ -1,0 +1,147 @@
+package lean_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/internal/lean"
+	"github.com/replhub/replhub/wire"
+)
+
+// plainLine is the hub's line for a plain result.
+func plainLine(t testing.TB, exit int, text string) []byte {
+	var b bytes.Buffer
+	require.NoError(t, wire.Write(&b, wire.Reply{V: wire.Version, Plain: &wire.Plain{Exit: exit, Text: text}}))
+	return b.Bytes()
+}
+
+func TestParsePlain(t *testing.T) {
+	for _, text := range []string{"", "Out[1]: 2\n", "<&>\"\\\u2028\U0001F600\x00\x7f\t", "\xff\xed\xa0\x80"} {
+		line := plainLine(t, 1, text)
+		v, exit, got, ok := lean.ParsePlain(line)
+		require.True(t, ok, "%q", line)
+		var rep wire.Reply
+		require.NoError(t, json.Unmarshal(line, &rep))
+		assert.Equal(t, wire.Version, v)
+		assert.Equal(t, 1, exit)
+		assert.Equal(t, rep.Plain.Text, got)
+	}
+	for _, line := range []string{
+		``, `{}`, `{"v":2,"result":{}}`, `{"v":2,"plain":{"exit":0,"text":"x"}}x`, `{"v":2,"plain":{"exit":0,"text":"x}}`,
+		`{"v":2,"plain":{"exit":00,"text":""}}`, `{"v":2,"plain":{"exit":0,"text":"\q"}}`, `{"v":2,"plain":{"exit":0,"text":"` + "\x01" + `"}}`,
+		`{"v":2,"plain":{"exit":0,"text":"` + "\xff" + `"}}`, `{"v":2,"plain":{"exit":1234567890,"text":""}}`,
+		`{"v":2,"plain":{"exit":0,"text":"\u12"}}`, `{"v":2,"plain":{"exit":0,"text":""}}` + "\n\n",
+	} {
+		_, _, _, ok := lean.ParsePlain([]byte(line))
+		assert.False(t, ok, "%q", line)
+	}
+	// Surrogates as encoding/json reads them.
+	for _, s := range []string{`\ud83d\ude00`, `\ud83d`, `\ude00`, `\ud83dx`, `\ud83d\u0041`, `\ud83d\ud83d\ude00`} {
+		line := []byte(`{"v":2,"plain":{"exit":0,"text":"` + s + `"}}`)
+		_, _, got, ok := lean.ParsePlain(line)
+		require.True(t, ok, s)
+		var rep wire.Reply
+		require.NoError(t, json.Unmarshal(line, &rep))
+		assert.Equal(t, rep.Plain.Text, got, s)
+	}
+}
+
+// Whatever the text, the hub's line reads back as encoding/json reads it.
+func FuzzPlainRoundTrip(f *testing.F) {
+	f.Add(0, "Out[1]: 2\n")
+	f.Add(4, "\xff<\u2029>\\\"")
+	f.Fuzz(func(t *testing.T, exit int, text string) {
+		exit %= 1000
+		line := plainLine(t, exit, text)
+		v, gotExit, got, ok := lean.ParsePlain(line)
+		var rep wire.Reply
+		require.NoError(t, json.Unmarshal(line, &rep))
+		if !ok || v != wire.Version || gotExit != exit || got != rep.Plain.Text {
+			t.Fatalf("%q: %v %d %d %q", line, ok, v, gotExit, got)
+		}
+	})
+}
+
+// Whatever the line, what ParsePlain takes encoding/json reads alike.
+func FuzzParsePlain(f *testing.F) {
+	f.Add([]byte(`{"v":2,"plain":{"exit":0,"text":"a\u00e9\n"}}` + "\n"))
+	f.Add([]byte(`{"v":-1,"plain":{"exit":-4,"text":"\ud800\udc00\/"}}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		v, exit, text, ok := lean.ParsePlain(line)
+		if !ok {
+			return
+		}
+		var rep wire.Reply
+		if err := json.Unmarshal(line, &rep); err != nil {
+			t.Fatalf("%q: ParsePlain took it, encoding/json: %v", line, err)
+		}
+		if rep.Plain == nil || rep.V != v || rep.Plain.Exit != exit || rep.Plain.Text != text {
+			t.Fatalf("%q: %d %d %q", line, v, exit, text)
+		}
+	})
+}
+
+func TestRuntimeDir(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	dir, xdg := lean.RuntimeDir(env(map[string]string{"XDG_RUNTIME_DIR": "/run/user/7//"}))
+	assert.Equal(t, "/run/user/7/replhub", dir)
+	assert.True(t, xdg)
+	t.Setenv("TMPDIR", "/var/tmp/")
+	dir, xdg = lean.RuntimeDir(env(nil))
+	assert.Equal(t, filepath.Join("/var/tmp", "replhub-")+itoa(os.Getuid()), dir)
+	assert.False(t, xdg)
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// Dial checks its peer, and ReadLine takes lines however they arrive.
+func TestDialAndReadLine(t *testing.T) {
+	if !lean.Supported {
+		t.Skip("no lean dial here")
+	}
+	path := filepath.Join(t.TempDir(), "s")
+	ln, err := net.Listen("unix", path)
+	require.NoError(t, err)
+	defer ln.Close()
+	got := make(chan []byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- nil
+			return
+		}
+		defer c.Close()
+		buf := make([]byte, 64)
+		n, _ := c.Read(buf)
+		got <- buf[:n]
+		for _, part := range []string{"one", "\ntw", "o\nthree\nfour"} {
+			c.Write([]byte(part))
+		}
+	}()
+	c, err := lean.Dial(path)
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.Write([]byte("hello\n")))
+	assert.Equal(t, "hello\n", string(<-got))
+	for _, want := range []string{"one\n", "two\n", "three\n"} {
+		line, err := c.ReadLine()
+		require.NoError(t, err)
+		assert.Equal(t, want, string(line))
+	}
+	_, err = c.ReadLine()
+	assert.ErrorIs(t, err, lean.ErrHubClosed, "a last line without its newline")
+
+	_, err = lean.Dial(filepath.Join(t.TempDir(), "none"))
+	assert.Error(t, err)
+}
+
+func TestCodeTooBigSaysMaxLine(t *testing.T) {
+	assert.Contains(t, lean.CodeTooBig, " "+itoa(lean.MaxLine>>20)+" MiB")
+}
