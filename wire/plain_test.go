@@ -77,7 +77,10 @@ func FuzzWriteRequestAsMarshal(f *testing.F) {
 		if v >= 0 {
 			v = Version // the plain path takes only its own version
 		}
-		req := Request{V: v, Op: op, Name: name, Code: code, Timeout: timeout, Stream: stream, Plain: cell%2 == 1, Cell: cell / 2}
+		req := Request{V: v, Op: op, Name: name, Code: code, Timeout: timeout, Stream: stream, Plain: cell%2 == 1, Cell: cell / 4}
+		if cell%4 >= 2 {
+			req.Cwd, req.Env = name+code, []string{code, name}
+		}
 		want, err := json.Marshal(req)
 		var b bytes.Buffer
 		if got := WriteRequest(&b, req); err != nil || got != nil {

@@ -43,16 +43,16 @@ func WriteRequest(w io.Writer, req Request) error {
 	return err
 }
 
-// plain returns req as a lean.Request when it sets no other field: a warm
+// plain returns req as a lean.Request when it sets no other field: an
 // exec, the commonest request, which lean writes as encoding/json would
 // (TestWriteRequestAsMarshal), without encoding/json's reflection.
 func plain(req *Request) (lean.Request, bool) {
 	if req.V != lean.Protocol {
 		return lean.Request{}, false
 	}
-	p := lean.Request{Op: req.Op, Name: req.Name, Code: req.Code, Timeout: req.Timeout, Stream: req.Stream, Plain: req.Plain}
+	p := lean.Request{Op: req.Op, Name: req.Name, Code: req.Code, Timeout: req.Timeout, Cwd: req.Cwd, Env: req.Env, Stream: req.Stream, Plain: req.Plain}
 	rest := *req
-	rest.V, rest.Op, rest.Name, rest.Code, rest.Timeout, rest.Stream, rest.Plain = 0, "", "", "", 0, false, false
+	rest.V, rest.Op, rest.Name, rest.Code, rest.Timeout, rest.Cwd, rest.Env, rest.Stream, rest.Plain = 0, "", "", "", 0, "", nil, false, false
 	return p, reflect.ValueOf(&rest).Elem().IsZero()
 }
 

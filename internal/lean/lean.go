@@ -109,6 +109,8 @@ type Request struct {
 	Name    string
 	Code    string
 	Timeout float64
+	Cwd     string
+	Env     []string
 	Stream  bool
 	Plain   bool
 }
@@ -133,6 +135,19 @@ func AppendRequest(b []byte, req Request) ([]byte, bool) {
 	if req.Timeout != 0 {
 		b = appendFloat(append(b, `,"timeout":`...), req.Timeout)
 	}
+	if req.Cwd != "" {
+		b = AppendString(append(b, `,"cwd":`...), req.Cwd)
+	}
+	if len(req.Env) > 0 {
+		b = append(b, `,"env":[`...)
+		for i, kv := range req.Env {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = AppendString(b, kv)
+		}
+		b = append(b, ']')
+	}
 	if req.Stream {
 		b = append(b, `,"stream":true`...)
 	}
@@ -140,6 +155,20 @@ func AppendRequest(b []byte, req Request) ([]byte, bool) {
 		b = append(b, `,"plain":true`...)
 	}
 	return append(b, "}\n"...), true
+}
+
+// IsNeedEnv reports whether line is the hub's error reply saying that the
+// session is new and the request must carry the caller's folder and
+// environment (wire.CodeNeedEnv): nothing ran.
+func IsNeedEnv(line []byte) bool {
+	b, ok := skip(line, `{"v":`)
+	if ok {
+		_, b, ok = parseInt(b)
+	}
+	if ok {
+		_, ok = skip(b, `,"err":{"code":"need_env",`)
+	}
+	return ok
 }
 
 // appendFloat is encoding/json's float64: the shortest text that reads

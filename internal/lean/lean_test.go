@@ -145,3 +145,13 @@ func TestDialAndReadLine(t *testing.T) {
 func TestCodeTooBigSaysMaxLine(t *testing.T) {
 	assert.Contains(t, lean.CodeTooBig, " "+itoa(lean.MaxLine>>20)+" MiB")
 }
+
+func TestIsNeedEnv(t *testing.T) {
+	for code, want := range map[string]bool{wire.CodeNeedEnv: true, wire.CodeNeedPassword: false, wire.CodeBusy: false} {
+		var b bytes.Buffer
+		require.NoError(t, wire.Write(&b, wire.Reply{V: wire.Version, Err: &wire.Error{Code: code, Message: "m"}}))
+		assert.Equal(t, want, lean.IsNeedEnv(b.Bytes()), code)
+	}
+	assert.False(t, lean.IsNeedEnv(plainLine(t, 0, `"err":{"code":"need_env",`)))
+	assert.False(t, lean.IsNeedEnv(nil))
+}

@@ -63,7 +63,8 @@ func init() {
 	Pending = exec(name, code)
 }
 
-// exec sends the exec and prints its reply when it is plain; otherwise
+// exec sends the exec (again with the caller's folder and environment
+// for a new session) and prints its reply when it is plain; otherwise
 // returns what package cli is to finish, or nil when it is to do it all:
 // no hub answers (cli starts one), the socket's folder is unsafe (cli
 // says why).
@@ -87,37 +88,42 @@ func exec(name, code string) *Sent {
 		}
 		code = string(b)
 	}
-	unsent := &Sent{Name: name, Code: code, Unsent: true}
-	req, ok := lean.AppendRequest(nil, lean.Request{Op: opExec, Name: name, Code: code, Timeout: lean.DefaultTimeout, Plain: true})
-	if !ok || len(req) > lean.MaxLine {
-		c.Close()
-		return unsent
-	}
+	r := lean.Request{Op: opExec, Name: name, Code: code, Timeout: lean.DefaultTimeout, Plain: true}
 	// SIGINT is ignored while the reply is quick to come, and handled
 	// after: setting up a handler (two threads, a few hundred
 	// microseconds) would be a tenth of a warm call.
 	var k ctrlC
 	signal.Ignore(os.Interrupt)
 	defer k.disarm() // for package cli, when this returns
-	if err := c.Write(req); err != nil {
-		// The hub takes a request only whole, and it did not take it.
-		c.Close()
-		return unsent
-	}
-	if !c.Readable(armAfter) {
-		k.arm(name, sock)
-	}
-	line, err := c.ReadLine()
-	if err != nil {
-		return &Sent{Name: name, Code: code}
-	}
-	if v, exit, text, ok := lean.ParsePlain(line); ok && v == lean.Protocol {
-		if _, err := os.Stdout.WriteString(text); err != nil {
-			fail(err.Error())
+	for withEnv := false; ; withEnv = true {
+		req, ok := lean.AppendRequest(nil, r)
+		if !ok || len(req) > lean.MaxLine || c.Write(req) != nil {
+			// The hub takes a request only whole, and it did not take it.
+			c.Close()
+			return &Sent{Name: name, Code: code, Unsent: true}
 		}
-		os.Exit(exit)
+		if k.sig == nil && !c.Readable(armAfter) {
+			k.arm(name, sock)
+		}
+		line, err := c.ReadLine()
+		if err != nil {
+			return &Sent{Name: name, Code: code}
+		}
+		if v, exit, text, ok := lean.ParsePlain(line); ok && v == lean.Protocol {
+			if _, err := os.Stdout.WriteString(text); err != nil {
+				fail(err.Error())
+			}
+			os.Exit(exit)
+		}
+		if !withEnv && lean.IsNeedEnv(line) {
+			// A new session, made in this process's folder and
+			// environment, which only that needs (as client.Exec).
+			r.Cwd, _ = os.Getwd()
+			r.Env = os.Environ()
+			continue
+		}
+		return &Sent{Name: name, Code: code, Line: line}
 	}
-	return &Sent{Name: name, Code: code, Line: line}
 }
 
 // fail ends the process as package cli does on a failure: one line on
