@@ -261,8 +261,10 @@ func (h *Hub) handle(ctx context.Context, req wire.Request, send func(wire.Reply
 		if err != nil {
 			return replyErr(err)
 		}
-		if p := res.Plain(); req.Plain && p != nil {
-			return wire.Reply{Plain: p}
+		if req.Plain {
+			if p := res.Plain(); p != nil {
+				return wire.Reply{Plain: p}
+			}
 		}
 		return wire.Reply{Result: res}
 	case wire.OpWait:

@@ -128,6 +128,12 @@ func TestPlainExecSkipsHeavyInits(t *testing.T) {
 			}
 		}
 	}
+	// A new session, made from early's init too, in the caller's folder.
+	fresh := e.Run("exec", "fresh", "import os; os.getcwd()")
+	require.Equal(t, 0, fresh.Code, "%s", fresh)
+	assertEarly(t, fresh.Stderr)
+	assert.Contains(t, fresh.Stdout, "[created session 'fresh'")
+	assert.Contains(t, fresh.Stdout, "Out[1]: '"+e.Cwd+"'")
 	// An error of replhub's own: the same line, the same exit code.
 	for _, args := range [][]string{{"exec", "s/x", "1"}, {"exec", "s/x", "1", "-t", "30"}} {
 		r := e.Run(args...)
@@ -155,12 +161,12 @@ func TestVersionSkipsHeavyInits(t *testing.T) {
 	}
 }
 
-// catchesSIGINT reports whether process pid has a handler for SIGINT
-// (/proc's SigCgt mask).
-func catchesSIGINT(t *testing.T, pid int) bool {
+// ignoresSIGINT reports whether process pid ignores SIGINT (/proc's
+// SigIgn mask).
+func ignoresSIGINT(t *testing.T, pid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	require.NoError(t, err)
-	m := regexp.MustCompile(`(?m)^SigCgt:\s*([0-9a-f]+)$`).FindSubmatch(b)
+	m := regexp.MustCompile(`(?m)^SigIgn:\s*([0-9a-f]+)$`).FindSubmatch(b)
 	require.NotNil(t, m, "%s", b)
 	mask, err := strconv.ParseUint(string(m[1]), 16, 64)
 	require.NoError(t, err)
@@ -168,13 +174,16 @@ func catchesSIGINT(t *testing.T, pid int) bool {
 }
 
 // Ctrl-C on a plain exec interrupts the cell, as on any exec, once the
-// reply is slow to come (early's armAfter: sooner, SIGINT is ignored).
+// reply is slow to come (early's armAfter: sooner, it ends the command).
+// The call starts with SIGINT ignored, as a shell's background job does:
+// arming the handler then shows in /proc, and a Ctrl-C sent sooner could
+// not end it.
 func TestPlainExecCtrlC(t *testing.T) {
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	require.Equal(t, 0, e.Run("exec", "c", "import time", "--python", newer).Code)
 	mark := filepath.Join(t.TempDir(), "started")
-	cmd := exec.Command(e.Bin, "exec", "c", "open("+strconv.Quote(mark)+", 'w').close(); time.sleep(60)")
+	cmd := exec.Command("sh", "-c", `trap '' INT; exec "$0" "$@"`, e.Bin, "exec", "c", "open("+strconv.Quote(mark)+", 'w').close(); time.sleep(60)")
 	cmd.Env, cmd.Dir = e.Vars, e.Cwd
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -182,7 +191,7 @@ func TestPlainExecCtrlC(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		if _, err := os.Stat(mark); err == nil && catchesSIGINT(t, cmd.Process.Pid) {
+		if _, err := os.Stat(mark); err == nil && !ignoresSIGINT(t, cmd.Process.Pid) {
 			break
 		}
 		select {

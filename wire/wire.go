@@ -173,8 +173,8 @@ const (
 type Reply struct {
 	V int `json:"v"`
 	// Plain is an exec's result as the CLI prints it, for a request that
-	// asked (Request.Plain); it comes instead of Result. It must stay
-	// second: lean.ParsePlain reads the line's bytes.
+	// asked (Request.Plain); it comes instead of Result. lean.ParsePlain
+	// reads the line's bytes (internal/lean's tests pin them).
 	Plain    *Plain       `json:"plain,omitempty"`
 	Progress *Progress    `json:"progress,omitempty"`
 	Err      *Error       `json:"err,omitempty"`

@@ -1,6 +1,7 @@
 package lean
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"syscall"
@@ -43,21 +44,22 @@ func (c *Conn) Write(b []byte) error {
 // ErrLineTooLong is ReadLine's error for a line over MaxLine.
 var ErrLineTooLong = errors.New("lean: line too long")
 
-// ReadLine reads one line, newline included: ErrHubClosed when
+// ReadLine reads one line, newline included, of at most MaxLine bytes
+// before it (as wire.ReadLine): ErrHubClosed when
 // the hub closes the connection first.
 func (c *Conn) ReadLine() ([]byte, error) {
 	b, scanned := c.buf, 0
 	for {
-		for i := scanned; i < len(b); i++ {
-			if b[i] == '\n' {
+		if i := bytes.IndexByte(b[scanned:], '\n'); i >= 0 {
+			if i += scanned; i < MaxLine {
 				c.buf = b[i+1:]
 				return b[:i+1], nil
 			}
 		}
-		scanned = len(b)
-		if len(b) > MaxLine {
+		if len(b) >= MaxLine {
 			return nil, ErrLineTooLong
 		}
+		scanned = len(b)
 		if cap(b)-len(b) < 4096 {
 			b = append(make([]byte, 0, 2*cap(b)+16<<10), b...)
 		}

@@ -46,20 +46,22 @@ func PeerUID(fd int) (int, error) {
 }
 
 // Readable reports whether a read would not block, waiting up to d for
-// it to become so.
+// it to become so (ppoll: any fd number).
 func (c *Conn) Readable(d time.Duration) bool {
 	if len(c.buf) > 0 {
 		return true
 	}
-	tv := syscall.NsecToTimeval(d.Nanoseconds())
+	pfd := struct {
+		fd             int32
+		events, revent int16
+	}{fd: int32(c.fd), events: 1} // POLLIN
+	ts := syscall.NsecToTimespec(d.Nanoseconds())
 	for {
-		var r syscall.FdSet
-		r.Bits[c.fd/64] |= 1 << (uint(c.fd) % 64)
-		n, err := syscall.Select(c.fd+1, &r, nil, nil, &tv)
-		if err == syscall.EINTR {
+		n, _, errno := syscall.Syscall6(syscall.SYS_PPOLL, uintptr(unsafe.Pointer(&pfd)), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+		if errno == syscall.EINTR {
 			continue
 		}
-		return err != nil || n > 0
+		return errno != 0 || n > 0
 	}
 }
 

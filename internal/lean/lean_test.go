@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -128,7 +129,9 @@ func TestDialAndReadLine(t *testing.T) {
 	c, err := lean.Dial(path)
 	require.NoError(t, err)
 	defer c.Close()
+	assert.False(t, c.Readable(10*time.Millisecond), "nothing sent yet")
 	require.NoError(t, c.Write([]byte("hello\n")))
+	assert.True(t, c.Readable(10*time.Second))
 	assert.Equal(t, "hello\n", string(<-got))
 	for _, want := range []string{"one\n", "two\n", "three\n"} {
 		line, err := c.ReadLine()
@@ -154,4 +157,34 @@ func TestIsNeedEnv(t *testing.T) {
 	}
 	assert.False(t, lean.IsNeedEnv(plainLine(t, 0, `"err":{"code":"need_env",`)))
 	assert.False(t, lean.IsNeedEnv(nil))
+}
+
+// A line over MaxLine is refused, one of MaxLine taken.
+func TestReadLineBound(t *testing.T) {
+	if !lean.Supported {
+		t.Skip("no lean dial here")
+	}
+	path := filepath.Join(t.TempDir(), "s")
+	ln, err := net.Listen("unix", path)
+	require.NoError(t, err)
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		line := bytes.Repeat([]byte("x"), lean.MaxLine)
+		line[len(line)-1] = '\n'
+		c.Write(line)
+		c.Write(append(line[:len(line)-1], 'x', '\n'))
+	}()
+	c, err := lean.Dial(path)
+	require.NoError(t, err)
+	defer c.Close()
+	line, err := c.ReadLine()
+	require.NoError(t, err)
+	assert.Len(t, line, lean.MaxLine)
+	_, err = c.ReadLine()
+	assert.ErrorIs(t, err, lean.ErrLineTooLong)
 }

@@ -8,19 +8,21 @@
 //
 // Go initializes a package as soon as its imports are done and no ready
 // package sorts before it (the spec's "Package initialization"). This
-// package imports only os, os/signal and internal/lean, which import none
-// of strings, bufio, net or encoding/json (see lean's doc), so its init
-// runs after a score of the runtime's and the standard library's, before
-// anything of replhub's or of its libraries; tests/startup_test.go checks
-// that with GODEBUG=inittrace.
+// package imports only internal/lean and a few standard packages
+// (errors, io, os, os/signal, time), which import none of strings,
+// bufio, net or encoding/json (see lean's doc), so its init runs after a
+// score of the runtime's and the standard library's, before anything of
+// replhub's or of its libraries; tests/startup_test.go checks that with
+// GODEBUG=inittrace.
 //
 // A call it does not take returns from init untouched, and package cli
-// runs it as before. A call it sent but whose reply it cannot print
-// (an error, a display, a session not there yet) it leaves in Pending,
-// which main hands to package cli with the reply line.
+// runs it as before. A call it took but cannot finish (a reply it cannot
+// print: an error, images, a group's; or the hub gone) it leaves in
+// Pending, which main hands to package cli.
 package early
 
 import (
+	"errors"
 	"io"
 	"os"
 	"os/signal"
@@ -60,60 +62,64 @@ func init() {
 	if !ok || !lean.Supported || lean.IsTerminal(1) || lean.IsTerminal(2) {
 		return
 	}
-	Pending = exec(name, code)
+	sent, exit := exec(name, code, stdio{os.Stdin, os.Stdout, os.Stderr, os.Getenv})
+	if exit >= 0 {
+		os.Exit(exit)
+	}
+	Pending = sent
+}
+
+// stdio is what exec reads and writes.
+type stdio struct {
+	in       io.Reader
+	out, err io.Writer
+	getenv   func(string) string
 }
 
 // exec sends the exec (again with the caller's folder and environment
-// for a new session) and prints its reply when it is plain; otherwise
-// returns what package cli is to finish, or nil when it is to do it all:
-// no hub answers (cli starts one), the socket's folder is unsafe (cli
-// says why).
-func exec(name, code string) *Sent {
-	dir, _ := lean.RuntimeDir(os.Getenv)
+// for a new session) and, when the reply is plain, prints it and returns
+// its exit status. Otherwise it returns -1, and what package cli is to
+// finish, or nil when cli is to do it all: no hub answers (cli starts
+// one), the socket's folder is unsafe (cli says why).
+func exec(name, code string, std stdio) (*Sent, int) {
+	dir, _ := lean.RuntimeDir(std.getenv)
 	if lean.CheckDir(dir) != nil {
-		return nil
+		return nil, -1
 	}
 	sock := dir + "/" + lean.SocketName
 	c, err := lean.Dial(sock)
 	if err != nil {
-		return nil
+		return nil, -1
 	}
+	defer c.Close()
 	if code == "-" {
-		b, err := io.ReadAll(io.LimitReader(os.Stdin, lean.MaxLine+1))
+		b, err := readCode(std.in)
 		if err != nil {
-			fail("reading code from stdin: " + err.Error())
-		}
-		if len(b) > lean.MaxLine {
-			fail(lean.CodeTooBig)
+			return nil, fail(std.err, err.Error())
 		}
 		code = string(b)
 	}
 	r := lean.Request{Op: opExec, Name: name, Code: code, Timeout: lean.DefaultTimeout, Plain: true}
-	// SIGINT is ignored while the reply is quick to come, and handled
-	// after: setting up a handler (two threads, a few hundred
-	// microseconds) would be a tenth of a warm call.
 	var k ctrlC
-	signal.Ignore(os.Interrupt)
-	defer k.disarm() // for package cli, when this returns
+	defer k.disarm() // for package cli, when it goes on
 	for withEnv := false; ; withEnv = true {
 		req, ok := lean.AppendRequest(nil, r)
 		if !ok || len(req) > lean.MaxLine || c.Write(req) != nil {
 			// The hub takes a request only whole, and it did not take it.
-			c.Close()
-			return &Sent{Name: name, Code: code, Unsent: true}
+			return &Sent{Name: name, Code: code, Unsent: true}, -1
 		}
 		if k.sig == nil && !c.Readable(armAfter) {
-			k.arm(name, sock)
+			k.arm(name, sock, std.err)
 		}
 		line, err := c.ReadLine()
 		if err != nil {
-			return &Sent{Name: name, Code: code}
+			return &Sent{Name: name, Code: code}, -1
 		}
 		if v, exit, text, ok := lean.ParsePlain(line); ok && v == lean.Protocol {
-			if _, err := os.Stdout.WriteString(text); err != nil {
-				fail(err.Error())
+			if _, err := io.WriteString(std.out, text); err != nil {
+				return nil, fail(std.err, err.Error())
 			}
-			os.Exit(exit)
+			return nil, exit
 		}
 		if !withEnv && lean.IsNeedEnv(line) {
 			// A new session, made in this process's folder and
@@ -122,52 +128,61 @@ func exec(name, code string) *Sent {
 			r.Env = os.Environ()
 			continue
 		}
-		return &Sent{Name: name, Code: code, Line: line}
+		return &Sent{Name: name, Code: code, Line: line}, -1
 	}
 }
 
-// fail ends the process as package cli does on a failure: one line on
-// standard error, exit status 2 (cmdenv.ExitFailure).
-func fail(msg string) {
-	os.Stderr.WriteString("replhub: " + msg + "\n")
-	os.Exit(2)
+// readCode reads code from standard input, up to what one request
+// carries (cmdenv.ReadCode).
+func readCode(in io.Reader) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(in, lean.MaxLine+1))
+	if err != nil {
+		return nil, errors.New("reading code from stdin: " + err.Error())
+	}
+	if len(b) > lean.MaxLine {
+		return nil, errors.New(lean.CodeTooBig)
+	}
+	return b, nil
 }
 
-// armAfter is how long a reply may take before Ctrl-C is armed: a
-// Ctrl-C sooner than that after the call is sent is lost, as one before
-// cmdenv's handler is in place is.
+// fail says what failed as package cli does, one line on standard error,
+// and returns its exit status (cmdenv.ExitFailure).
+func fail(errw io.Writer, msg string) int {
+	io.WriteString(errw, "replhub: "+msg+"\n")
+	return 2
+}
+
+// armAfter is how long a reply may take before Ctrl-C is armed. Setting
+// up a handler (os/signal's two threads) is a fifth of a warm call, which
+// most cells answer well within that; sooner, Ctrl-C has its default
+// action: the command ends at once, and the cell runs on in its session,
+// for `replhub wait` to collect.
 const armAfter = 20 * time.Millisecond
 
-// ctrlC is an exec's Ctrl-C: ignored, then armed.
+// ctrlC is an exec's Ctrl-C, once armed.
 type ctrlC struct{ sig chan os.Signal }
 
-// arm makes a first Ctrl-C interrupt the cell, saying so, and a second
-// stop waiting, as package cli's exec does.
-func (k *ctrlC) arm(name, sock string) {
-	sig := make(chan os.Signal, 2)
-	k.sig = sig
-	signal.Notify(sig, os.Interrupt)
-	go func() {
+// arm makes a first Ctrl-C interrupt the cell, saying so on errw, and a
+// second stop waiting, as package cli's exec does.
+func (k *ctrlC) arm(name, sock string, errw io.Writer) {
+	k.sig = make(chan os.Signal, 2)
+	signal.Notify(k.sig, os.Interrupt)
+	go func(sig chan os.Signal) {
 		<-sig
-		os.Stderr.WriteString(lean.InterruptNote(name) + "\n")
+		io.WriteString(errw, lean.InterruptNote(name)+"\n")
 		go interrupt(sock, name)
 		<-sig
-		os.Stderr.WriteString("replhub: context canceled\n")
-		os.Exit(2)
-	}()
+		os.Exit(fail(errw, "context canceled"))
+	}(k.sig)
 }
 
-// disarm gives SIGINT back its default action, which a process that
-// package cli goes on with needs: an ignored SIGINT would be ignored in
-// the hub it may start, and so in its sessions, which could not be
-// interrupted. os/signal gives it back only through Notify: an ignored
-// signal stays ignored through Reset.
+// disarm gives SIGINT back the action it had before arm (os/signal
+// recorded it then: nothing here ignores SIGINT, which would leave it
+// ignored for good), for package cli to set up its own.
 func (k *ctrlC) disarm() {
-	if k.sig == nil {
-		k.sig = make(chan os.Signal, 1)
-		signal.Notify(k.sig, os.Interrupt)
+	if k.sig != nil {
+		signal.Stop(k.sig)
 	}
-	signal.Stop(k.sig)
 }
 
 // interrupt asks the hub to interrupt session name's cell.

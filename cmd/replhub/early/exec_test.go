@@ -1,0 +1,147 @@
+package early
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/wire"
+)
+
+// fakeHub listens where exec dials, under a runtime folder of its own,
+// and answers each request line with the next of replies (closing the
+// connection when they run out); it returns the getenv that points there
+// and the requests it read.
+func fakeHub(t *testing.T, replies ...wire.Reply) (func(string) string, <-chan []wire.Request) {
+	t.Helper()
+	rt := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(rt, "replhub"), 0o700))
+	ln, err := net.Listen("unix", filepath.Join(rt, "replhub", "hub.sock"))
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	got := make(chan []wire.Request, 1)
+	go func() {
+		var reqs []wire.Request
+		defer func() { got <- reqs }()
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		r := bufio.NewReader(c)
+		for _, rep := range replies {
+			line, err := r.ReadBytes('\n')
+			if err != nil {
+				return
+			}
+			var req wire.Request
+			if json.Unmarshal(line, &req) != nil {
+				return
+			}
+			reqs = append(reqs, req)
+			rep.V = wire.Version
+			if wire.Write(c, rep) != nil {
+				return
+			}
+		}
+	}()
+	return func(k string) string {
+		if k == "XDG_RUNTIME_DIR" {
+			return rt
+		}
+		return ""
+	}, got
+}
+
+func run(getenv func(string) string, code, stdin string) (*Sent, int, string, string) {
+	var out, errb bytes.Buffer
+	s, exit := exec("s", code, stdio{strings.NewReader(stdin), &out, &errb, getenv})
+	return s, exit, out.String(), errb.String()
+}
+
+func TestExecPlain(t *testing.T) {
+	getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Exit: 1, Text: "Out[1]: <2>\n"}})
+	s, exit, out, errs := run(getenv, "1+1", "")
+	assert.Nil(t, s)
+	assert.Equal(t, 1, exit)
+	assert.Equal(t, "Out[1]: <2>\n", out)
+	assert.Empty(t, errs)
+	reqs := <-got
+	require.Len(t, reqs, 1)
+	assert.Equal(t, wire.Request{V: wire.Version, Op: wire.OpExec, Name: "s", Code: "1+1", Timeout: 30, Plain: true}, reqs[0])
+}
+
+// A new session: the exec goes again with this process's folder and
+// environment, on the same connection; code "-" is read from stdin once.
+func TestExecNeedEnv(t *testing.T) {
+	getenv, got := fakeHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv, Message: "new"}},
+		wire.Reply{Plain: &wire.Plain{Text: "[created session 's']\n"}})
+	s, exit, out, _ := run(getenv, "-", "x = 1")
+	assert.Nil(t, s)
+	assert.Equal(t, 0, exit)
+	assert.Equal(t, "[created session 's']\n", out)
+	reqs := <-got
+	require.Len(t, reqs, 2)
+	assert.Empty(t, reqs[0].Cwd)
+	assert.Nil(t, reqs[0].Env)
+	wd, _ := os.Getwd()
+	assert.Equal(t, wd, reqs[1].Cwd)
+	assert.Equal(t, os.Environ(), reqs[1].Env)
+	assert.Equal(t, "x = 1", reqs[1].Code)
+}
+
+// What exec cannot print goes to package cli: the reply line, or none
+// when the hub closed the connection first.
+func TestExecLeavesTheRestToCLI(t *testing.T) {
+	getenv, _ := fakeHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeBusy, Message: "busy"}})
+	s, exit, out, _ := run(getenv, "-", "y")
+	require.NotNil(t, s)
+	assert.Equal(t, -1, exit)
+	assert.Empty(t, out)
+	assert.Equal(t, "y", s.Code, "stdin's code is handed on")
+	assert.False(t, s.Unsent)
+	assert.Contains(t, string(s.Line), `"code":"busy"`)
+
+	getenv, _ = fakeHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv}}, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv}})
+	s, _, _, _ = run(getenv, "1", "")
+	require.NotNil(t, s, "need_env twice is cli's to say")
+	assert.Contains(t, string(s.Line), `"need_env"`)
+
+	getenv, _ = fakeHub(t) // closes at once
+	s, exit, _, _ = run(getenv, "1", "")
+	require.NotNil(t, s)
+	assert.Equal(t, -1, exit)
+	assert.Nil(t, s.Line)
+}
+
+// No hub, or a folder that is not safe: cli does it all (it starts a hub,
+// or says what is wrong), and stdin is left unread.
+func TestExecLeavesItAllToCLI(t *testing.T) {
+	rt := t.TempDir()
+	getenv := func(k string) string {
+		if k == "XDG_RUNTIME_DIR" {
+			return rt
+		}
+		return ""
+	}
+	in := strings.NewReader("code")
+	var out, errb bytes.Buffer
+	s, exit := exec("s", "-", stdio{in, &out, &errb, getenv})
+	assert.Nil(t, s)
+	assert.Equal(t, -1, exit)
+	assert.Equal(t, 4, in.Len(), "stdin untouched")
+
+	require.NoError(t, os.Mkdir(filepath.Join(rt, "replhub"), 0o755))
+	s, exit = exec("s", "1", stdio{in, &out, &errb, getenv})
+	assert.Nil(t, s)
+	assert.Equal(t, -1, exit)
+	assert.Empty(t, out.String()+errb.String())
+}
