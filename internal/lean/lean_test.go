@@ -102,15 +102,21 @@ func TestRuntimeDir(t *testing.T) {
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
-// Dial checks its peer, and ReadLine takes lines however they arrive.
-func TestDialAndReadLine(t *testing.T) {
+// listen listens on a socket of its own for Dial, where it can.
+func listen(t *testing.T) (string, net.Listener) {
 	if !lean.Supported {
 		t.Skip("no lean dial here")
 	}
 	path := filepath.Join(t.TempDir(), "s")
 	ln, err := net.Listen("unix", path)
 	require.NoError(t, err)
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
+	return path, ln
+}
+
+// Dial checks its peer, and ReadLine takes lines however they arrive.
+func TestDialAndReadLine(t *testing.T) {
+	path, ln := listen(t)
 	got := make(chan []byte, 1)
 	go func() {
 		c, err := ln.Accept()
@@ -161,13 +167,7 @@ func TestIsNeedEnv(t *testing.T) {
 
 // A line over MaxLine is refused, one of MaxLine taken.
 func TestReadLineBound(t *testing.T) {
-	if !lean.Supported {
-		t.Skip("no lean dial here")
-	}
-	path := filepath.Join(t.TempDir(), "s")
-	ln, err := net.Listen("unix", path)
-	require.NoError(t, err)
-	defer ln.Close()
+	path, ln := listen(t)
 	go func() {
 		c, err := ln.Accept()
 		if err != nil {
