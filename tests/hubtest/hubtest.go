@@ -149,9 +149,26 @@ func Start(t testing.TB) *Env {
 	t.Cleanup(func() {
 		e.StopHub()
 		e.checkRaces()
+		if t.Failed() {
+			e.logHubLog()
+		}
 		os.RemoveAll(dir)
 	})
 	return e
+}
+
+// logHubLog puts the end of the hub's log in a failed test's output: a
+// failure in CI is read from that alone.
+func (e *Env) logHubLog() {
+	b, err := os.ReadFile(e.Paths.Log())
+	if err != nil {
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 80 {
+		lines = lines[len(lines)-80:]
+	}
+	e.t.Logf("the end of the hub's log (%s):\n%s", e.Paths.Log(), strings.Join(lines, "\n"))
 }
 
 // raceLogPrefix is where a race-built process of the world writes its race
