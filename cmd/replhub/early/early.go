@@ -108,7 +108,11 @@ func exec(name, code string, std stdio) (*Sent, int) {
 			// The hub takes a request only whole, and it did not take it.
 			return &Sent{Name: name, Code: code, Unsent: true}, -1
 		}
-		if k.sig == nil && !c.Readable(armAfter) {
+		wait := armAfter
+		if withEnv {
+			wait = armAfterNew
+		}
+		if k.sig == nil && !c.Readable(wait) {
 			k.arm(name, sock, std.err)
 		}
 		line, err := c.ReadLine()
@@ -158,6 +162,13 @@ func fail(errw io.Writer, msg string) int {
 // action: the command ends at once, and the cell runs on in its session,
 // for `replhub wait` to collect.
 const armAfter = 20 * time.Millisecond
+
+// armAfterNew is armAfter for the exec that makes a new session, most of
+// whose wait is the session's start: a Ctrl-C then cannot keep the cell
+// from running once the session is up, armed or not (an interrupt finds
+// no cell running yet), and ending the command at once is the better
+// answer to it.
+const armAfterNew = 250 * time.Millisecond
 
 // ctrlC is an exec's Ctrl-C, once armed.
 type ctrlC struct{ sig chan os.Signal }
