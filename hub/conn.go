@@ -188,7 +188,7 @@ func (k *conn) answer(in incoming) bool {
 	cancel()
 	big := len(in.req.Code) > bigRequest
 	in.req = nil
-	if reply.V == 0 && reply.Err == nil && reply.Message == "" && reply.Result == nil && reply.Plain == nil && reply.Sessions == nil && reply.Answer == nil {
+	if reply.IsZero() {
 		// A transfer whose client went away: nothing to answer.
 		return false
 	}

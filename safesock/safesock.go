@@ -93,8 +93,5 @@ func CheckPeer(c *net.UnixConn) error {
 	if err != nil {
 		return err
 	}
-	if uid != os.Getuid() {
-		return &PeerError{Want: os.Getuid(), Got: uid}
-	}
-	return nil
+	return lean.CheckUID(uid)
 }

@@ -100,3 +100,27 @@ func TestExitCode(t *testing.T) {
 		assert.Equal(t, want, (&Result{Status: status}).ExitCode(), status)
 	}
 }
+
+// IsZero looks at every part of a Reply: a part it missed would make the
+// hub close the connection instead of answering with it.
+func TestReplyIsZero(t *testing.T) {
+	assert.True(t, (&Reply{}).IsZero())
+	rt := reflect.TypeFor[Reply]()
+	for i := range rt.NumField() {
+		var r Reply
+		f := reflect.ValueOf(&r).Elem().Field(i)
+		switch f.Kind() {
+		case reflect.Int:
+			f.SetInt(1)
+		case reflect.String:
+			f.SetString("x")
+		case reflect.Pointer:
+			f.Set(reflect.New(f.Type().Elem()))
+		case reflect.Slice:
+			f.Set(reflect.MakeSlice(f.Type(), 0, 0))
+		default:
+			t.Fatalf("Reply.%s: a kind this test does not set (%s)", rt.Field(i).Name, f.Kind())
+		}
+		assert.False(t, r.IsZero(), "Reply.%s set", rt.Field(i).Name)
+	}
+}

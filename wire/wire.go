@@ -199,6 +199,13 @@ type Plain struct {
 	Text string `json:"text"`
 }
 
+// IsZero reports whether r has no part set: the hub's handler has nothing
+// to answer (TestReplyIsZero keeps it to every field).
+func (r *Reply) IsZero() bool {
+	return r.V == 0 && r.Plain == nil && r.Progress == nil && r.Err == nil && r.Result == nil && r.Sessions == nil &&
+		r.Message == "" && r.Stream == nil && r.Swaps == nil && r.Answer == nil && r.Event == nil
+}
+
 // Progress tells a waiting client that its cell still runs.
 type Progress struct {
 	Session     string `json:"session"`

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"syscall"
 )
 
@@ -14,6 +15,14 @@ type PeerError struct {
 
 func (e *PeerError) Error() string {
 	return fmt.Sprintf("safesock: peer runs as uid %d, not uid %d", e.Got, e.Want)
+}
+
+// CheckUID returns a *PeerError unless uid, a peer's, is ours.
+func CheckUID(uid int) error {
+	if uid != os.Getuid() {
+		return &PeerError{Want: os.Getuid(), Got: uid}
+	}
+	return nil
 }
 
 // Conn is a blocking connection to the hub, read and written with plain

@@ -10,7 +10,7 @@
 // encoding/json waits for the inits of every ready package sorting before
 // those: crypto, compress, encoding/gob, the MCP SDK's, a third of the
 // binary's. So lean imports only packages Go initializes before any of
-// those (errors, fmt, math, os, path, strconv, syscall, time,
+// those (bytes, errors, fmt, io, math, os, path, strconv, syscall, time,
 // unicode/utf8), and package early little more;
 // tests/startup_test.go checks the order with GODEBUG=inittrace.
 package lean
@@ -18,6 +18,7 @@ package lean
 import (
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path"
@@ -44,6 +45,19 @@ const DefaultTimeout = 30
 // CodeTooBig is the error for code on standard input that one request
 // cannot carry.
 const CodeTooBig = "the code on stdin is over 64 MiB: put it in a file and run it there (exec(open(PATH).read())), pushing it first if the session is remote"
+
+// ReadCode reads the code of `exec NAME -` from in, up to what one
+// request carries: more is refused (CodeTooBig), not read to the end.
+func ReadCode(in io.Reader) (string, error) {
+	b, err := io.ReadAll(io.LimitReader(in, MaxLine+1))
+	if err != nil {
+		return "", fmt.Errorf("reading code from stdin: %w", err)
+	}
+	if len(b) > MaxLine {
+		return "", errors.New(CodeTooBig)
+	}
+	return string(b), nil
+}
 
 // SocketName is the hub's socket's name in its folder.
 const SocketName = "hub.sock"

@@ -9,7 +9,7 @@
 // Go initializes a package as soon as its imports are done and no ready
 // package sorts before it (the spec's "Package initialization"). This
 // package imports only internal/lean and a few standard packages
-// (errors, io, os, os/signal, time), which import none of strings,
+// (io, os, os/signal, time), which import none of strings,
 // bufio, net or encoding/json (see lean's doc), so its init runs after a
 // score of the runtime's and the standard library's, before anything of
 // replhub's or of its libraries; tests/startup_test.go checks that with
@@ -22,7 +22,6 @@
 package early
 
 import (
-	"errors"
 	"io"
 	"os"
 	"os/signal"
@@ -93,11 +92,9 @@ func exec(name, code string, std stdio) (*Sent, int) {
 	}
 	defer c.Close()
 	if code == "-" {
-		b, err := readCode(std.in)
-		if err != nil {
+		if code, err = lean.ReadCode(std.in); err != nil {
 			return nil, fail(std.err, err.Error())
 		}
-		code = string(b)
 	}
 	r := lean.Request{Op: opExec, Name: name, Code: code, Timeout: lean.DefaultTimeout, Plain: true}
 	var k ctrlC
@@ -134,19 +131,6 @@ func exec(name, code string, std stdio) (*Sent, int) {
 		}
 		return &Sent{Name: name, Code: code, Line: line}, -1
 	}
-}
-
-// readCode reads code from standard input, up to what one request
-// carries (cmdenv.ReadCode).
-func readCode(in io.Reader) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(in, lean.MaxLine+1))
-	if err != nil {
-		return nil, errors.New("reading code from stdin: " + err.Error())
-	}
-	if len(b) > lean.MaxLine {
-		return nil, errors.New(lean.CodeTooBig)
-	}
-	return b, nil
 }
 
 // fail says what failed as package cli does, one line on standard error,

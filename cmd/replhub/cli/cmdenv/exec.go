@@ -54,8 +54,11 @@ func (e *Env) Exec(ctx context.Context, name, code string, eo client.ExecOptions
 // caller's folder and environment, or a password) has the exec sent
 // again the whole way.
 func (e *Env) Resume(ctx context.Context, name, code string, unsent bool, line []byte) error {
-	if unsent {
+	again := func() error {
 		return e.Exec(ctx, name, code, client.ExecOptions{Timeout: DefaultTimeout * time.Second}, false, true)
+	}
+	if unsent {
+		return again()
 	}
 	if line == nil {
 		return client.ErrHubGone
@@ -65,7 +68,7 @@ func (e *Env) Resume(ctx context.Context, name, code string, unsent bool, line [
 		err = rep.Err
 	}
 	if wire.IsCode(err, wire.CodeNeedEnv) || wire.IsCode(err, wire.CodeNeedPassword) {
-		return e.Exec(ctx, name, code, client.ExecOptions{Timeout: DefaultTimeout * time.Second}, false, true)
+		return again()
 	}
 	if err != nil {
 		return err
@@ -123,14 +126,7 @@ func (e *Env) ReadCode(code string) (string, error) {
 	if code != "-" {
 		return code, nil
 	}
-	b, err := io.ReadAll(io.LimitReader(e.IO.In, wire.MaxLine+1))
-	if err != nil {
-		return "", fmt.Errorf("reading code from stdin: %w", err)
-	}
-	if len(b) > wire.MaxLine {
-		return "", errors.New(lean.CodeTooBig)
-	}
-	return string(b), nil
+	return lean.ReadCode(e.IO.In)
 }
 
 // Blocking prepares a call that waits on session name's cell: a first
