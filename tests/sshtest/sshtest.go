@@ -166,9 +166,11 @@ func Start(t TB, o Options) *Server {
 			t.Cleanup(s.Stop)
 			return s
 		}
-		s.Stop()
+		// Its folder stays for the next attempt (a port taken meanwhile).
+		s.kill()
 	}
 	log, _ := os.ReadFile(filepath.Join(dir, "sshd.log"))
+	os.RemoveAll(dir)
 	t.Fatalf("sshd did not start:\n%s", log)
 	return nil
 }
@@ -214,8 +216,15 @@ func (s *Server) listening() (all, failed bool) {
 	return all, false
 }
 
-// Stop kills the server and every session process it started.
+// Stop kills the server and every session process it started, and
+// removes its folder.
 func (s *Server) Stop() {
+	s.kill()
+	os.RemoveAll(s.Dir)
+}
+
+// kill kills the server and every session process it started.
+func (s *Server) kill() {
 	for _, pid := range s.Children() {
 		syscall.Kill(pid, syscall.SIGCONT)
 		syscall.Kill(pid, syscall.SIGKILL)
@@ -224,7 +233,6 @@ func (s *Server) Stop() {
 		s.cmd.Process.Kill()
 		time.Sleep(10 * time.Millisecond)
 	}
-	os.RemoveAll(s.Dir)
 }
 
 // Addr is 127.0.0.1:port.
