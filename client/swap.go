@@ -2,14 +2,13 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/replhub/replhub/internal/procstat"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -35,7 +34,7 @@ func (c *Client) StopAndWait(ctx context.Context) (string, error) {
 	}
 	deadline := time.Now().Add(stopWait)
 	for time.Now().Before(deadline) {
-		if !processAlive(pid) {
+		if procstat.Exited(pid) {
 			return msg, nil
 		}
 		select {
@@ -55,15 +54,4 @@ func (c *Client) hubPid() int {
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
 	return pid
-}
-
-// processAlive reports whether pid runs (a zombie does not).
-func processAlive(pid int) bool {
-	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
 }

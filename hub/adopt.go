@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/replhub/replhub/internal/procstat"
 	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/safesock"
 	"github.com/replhub/replhub/wire"
@@ -73,7 +74,7 @@ type socketProc struct {
 	conn  *net.UnixConn
 	w     *proto.Writer
 	pid   int
-	start string // the worker's start time (procStat), "" if unknown
+	start string // the worker's start time (procstat.Stat), "" if unknown
 	root  bool
 	eof   chan struct{} // closed when the frame stream ended
 	once  sync.Once
@@ -113,7 +114,7 @@ func (p *socketProc) Wait() Exit {
 	return Exit{Code: -1, Err: errors.New("exit status unknown: the session was adopted from an earlier hub")}
 }
 
-func (p *socketProc) alive() bool { return procAlive(p.pid, p.start) }
+func (p *socketProc) alive() bool { return procstat.Running(p.pid, p.start) }
 
 // Kill asks the worker to exit; a worker of ours is also sent SIGKILL with
 // its process group (it leads it), once it is known to be the same
@@ -158,7 +159,7 @@ func (h *Hub) adopt(rec liveRecord) error {
 	if rec.Sock == "" || rec.Host != "local" {
 		return errors.New("not a durable worker")
 	}
-	if !procAlive(rec.Pid, rec.WorkerStart) {
+	if !procstat.Running(rec.Pid, rec.WorkerStart) {
 		return errors.New("its worker is gone")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), adoptWait)

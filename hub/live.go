@@ -3,14 +3,14 @@ package hub
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
+
+	"github.com/replhub/replhub/internal/procstat"
 )
 
 // Live records: while a session runs, LiveDir/NAME.json says so. It is
@@ -268,49 +268,19 @@ func (r liveRecord) lostNote(transcript string, readable bool) deathNote {
 	return deathNote{Name: r.Name, When: when, How: how, Cells: r.Cells, Transcript: transcript, Host: r.Host, Root: r.Root}
 }
 
-// hubAlive reports whether the process pid, started at start (as procStat
-// gives it; "" when unknown), still runs. This process is not: it is the
-// hub now starting.
+// hubAlive reports whether the process pid, started at start (as
+// procstat.Stat gives it; "" when unknown), still runs. This process is
+// not: it is the hub now starting.
 func hubAlive(pid int, start string) bool {
-	return pid > 0 && pid != os.Getpid() && procAlive(pid, start)
-}
-
-// procAlive reports whether the process pid, started at start (as
-// procStat gives it; "" when unknown), still runs and is not a zombie.
-func procAlive(pid int, start string) bool {
-	if state, st, ok := procStat(pid); ok {
-		return state != 'Z' && state != 'X' && (start == "" || st == start)
-	}
-	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	return pid > 0 && pid != os.Getpid() && procstat.Running(pid, start)
 }
 
 // selfPid is this process's pid: os.Getpid is a syscall, and the record
 // that names it is written at every cell.
 var selfPid = sync.OnceValue(os.Getpid)
 
-// selfStart is this process's start time as procStat gives it.
+// selfStart is this process's start time as procstat.Stat gives it.
 var selfStart = sync.OnceValue(func() string {
-	_, st, _ := procStat(os.Getpid())
+	_, st, _ := procstat.Stat(os.Getpid())
 	return st
 })
-
-// procStat reads a process's state letter and start time (in clock ticks
-// since boot) from /proc/PID/stat; ok is false without it.
-func procStat(pid int) (state byte, start string, ok bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, "", false
-	}
-	// The command name, in parentheses, may hold spaces and parentheses:
-	// the fields follow the last ')'. State is field 3, starttime 22.
-	i := strings.LastIndexByte(string(b), ')')
-	if i < 0 {
-		return 0, "", false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return 0, "", false
-	}
-	return f[0][0], f[19], true
-}

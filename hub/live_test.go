@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/internal/procstat"
 )
 
 func testPaths(t *testing.T) config.Paths {
@@ -116,7 +117,7 @@ func TestReclaimLive(t *testing.T) {
 	sleep := exec.Command("sleep", "60")
 	require.NoError(t, sleep.Start())
 	defer func() { sleep.Process.Kill(); sleep.Wait() }()
-	_, sleepStart, ok := procStat(sleep.Process.Pid)
+	_, sleepStart, ok := procstat.Stat(sleep.Process.Pid)
 	require.True(t, ok)
 
 	seen := time.Now().Add(-3 * time.Minute).Truncate(time.Second)

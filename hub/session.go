@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/internal/procstat"
 	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/sudo"
 	"github.com/replhub/replhub/wire"
@@ -398,7 +399,7 @@ func (s *Session) awaitReady(onStub func() error) error {
 		s.info.Cloudpickle = f.Cloudpickle
 		if lp, ok := s.proc.(*localProc); ok && lp.sock != "" {
 			s.sock = lp.sock
-			_, s.workerStart, _ = procStat(f.Pid)
+			_, s.workerStart, _ = procstat.Stat(f.Pid)
 		}
 		if lp, ok := s.proc.(*linkProc); ok {
 			s.lingering = lp

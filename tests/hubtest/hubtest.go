@@ -33,6 +33,7 @@ import (
 
 	"github.com/replhub/replhub/client"
 	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/internal/procstat"
 )
 
 var (
@@ -398,24 +399,14 @@ func RemoveBinary() {
 	}
 }
 
-// Alive reports whether pid is a live (not zombie) process.
-func Alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return syscall.Kill(pid, 0) == nil
-	}
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2] != 'Z'
-	}
-	return true
-}
+// Alive reports whether pid runs (a process that is exiting does not).
+func Alive(pid int) bool { return procstat.Running(pid, "") }
 
 // WaitGone waits up to d for pid to end.
 func WaitGone(pid int, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		if !Alive(pid) {
+		if procstat.Exited(pid) {
 			return true
 		}
 		time.Sleep(20 * time.Millisecond)
