@@ -94,6 +94,21 @@ func objstreamRows(tb *benchTB, w *world, n int) ([]row, error) {
 	if _, err := c.Exec(ctx, "here", "big = bytearray(1000 * 1000 * 1000)", local); err != nil {
 		return nil, err
 	}
+	// Each session's peak is set back to what it holds now: the sender
+	// should grow by at most a window, the receiver by the object and a
+	// window.
+	marks := map[string]int64{}
+	for _, name := range []string{"here", "far"} {
+		o := local
+		if name == "far" {
+			o = client.ExecOptions{Cwd: w.cwd, Env: env, Host: "lab", Python: w.py}
+		}
+		kb, err := intValue(c.Exec(ctx, name, sessionPeakReset, o))
+		if err != nil {
+			return nil, fmt.Errorf("session %s's memory: %w", name, err)
+		}
+		marks[name] = kb
+	}
 	pid := hubPid(w)
 	before := vmRSS(pid)
 	var peak atomic.Int64
@@ -121,7 +136,44 @@ func objstreamRows(tb *benchTB, w *world, n int) ([]row, error) {
 	grew := peak.Load() - before
 	rows = append(rows, row{"hub's resident memory growth during a 1 GB put behind sshd", fmt.Sprintf("%.1f MB", float64(grew)/1e6),
 		fmt.Sprintf("the object 1000 MB (put at %.0f MB/s)", 1000/d.Seconds()), fmt.Sprintf("%.3fx the object", float64(grew)/1e9), "≤ 16 MB"})
+	window := float64(wire.ChunkSize*(wire.Window+1)) / 1e6
+	for _, side := range []struct{ name, what, goal string }{
+		{"here", "sending session's peak memory growth during the 1 GB put", fmt.Sprintf("≤ a window (%.0f MB)", window)},
+		{"far", "receiving session's peak memory growth during the 1 GB put", fmt.Sprintf("≤ the object + a window (%.0f MB)", 1000+window)},
+	} {
+		o := local
+		if side.name == "far" {
+			o = client.ExecOptions{Cwd: w.cwd, Env: env, Host: "lab", Python: w.py}
+		}
+		kb, err := intValue(c.Exec(ctx, side.name, sessionPeak, o))
+		if err != nil {
+			return nil, fmt.Errorf("session %s's memory: %w", side.name, err)
+		}
+		grew := float64(kb-marks[side.name]) * 1024 / 1e6
+		rows = append(rows, row{side.what, fmt.Sprintf("%.1f MB", grew), "the object 1000 MB",
+			fmt.Sprintf("%.3fx the object", grew/1000), side.goal})
+	}
 	return rows, nil
+}
+
+// sessionPeakReset sets a session's peak memory (VmHWM) back to what it
+// holds now, and gives that in KiB; sessionPeak gives the peak since.
+const (
+	sessionPeakReset = `import re as _re
+open("/proc/self/clear_refs", "w").write("5")
+int(_re.search(r"VmRSS:\s+(\d+)", open("/proc/self/status").read()).group(1))`
+	sessionPeak = `int(_re.search(r"VmHWM:\s+(\d+)", open("/proc/self/status").read()).group(1))`
+)
+
+// intValue is the integer a cell's value gives.
+func intValue(res *wire.Result, err error) (int64, error) {
+	if err != nil {
+		return 0, err
+	}
+	if res.Value == nil {
+		return 0, fmt.Errorf("the cell failed: %s", res.Text())
+	}
+	return strconv.ParseInt(*res.Value, 10, 64)
 }
 
 // figures reads the medians a cell's value gives as "name=seconds ...".

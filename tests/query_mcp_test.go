@@ -2,8 +2,6 @@ package tests
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -61,8 +59,9 @@ func TestMCPQueryTools(t *testing.T) {
 	assert.Equal(t, `cfg["port"]`+"\n", text)
 
 	// A busy session: a short wait says so; reset refuses.
-	gate := filepath.Join(t.TempDir(), "gate")
-	text, _ = call("exec", map[string]any{"name": "q", "code": fmt.Sprintf("import time\nwhile not __import__('os').path.exists(%q): time.sleep(0.02)", gate), "timeout": 0.2})
+	dir := t.TempDir()
+	cell := busy{t: t, gate: filepath.Join(dir, "gate"), armed: filepath.Join(dir, "armed")}
+	text, _ = call("exec", map[string]any{"name": "q", "code": cell.code(), "timeout": 0.2})
 	assert.Contains(t, text, "still running")
 	text, isErr = call("vars", map[string]any{"name": "q", "wait": -1})
 	assert.True(t, isErr)
@@ -70,14 +69,13 @@ func TestMCPQueryTools(t *testing.T) {
 	text, isErr = call("reset", map[string]any{"name": "q"})
 	assert.True(t, isErr)
 	assert.Contains(t, text, "reset refuses a busy session")
-	// The cell ends while the next call waits for it: a second after it
-	// is sent.
-	time.AfterFunc(time.Second, func() { os.WriteFile(gate, nil, 0o600) })
+	// The cell ends while the next call waits for it.
+	cell.endOnceAsked()
 	text, isErr = call("vars", map[string]any{"name": "q", "wait": 20})
 	assert.False(t, isErr, text)
 	assert.Contains(t, text, "for cell 2 to finish]")
 
 	text, isErr = call("reset", map[string]any{"name": "q", "keep_imports": true})
 	assert.False(t, isErr, text)
-	assert.Equal(t, "reset session 'q': 2 names removed; modules kept: json, time\n", text)
+	assert.Equal(t, "reset session 'q': 3 names removed; modules kept: json, os, time\n", text)
 }

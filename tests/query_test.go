@@ -47,24 +47,44 @@ func sessionInfo(t *testing.T, e *hubtest.Env, name string) wire.SessionInfo {
 }
 
 // busyCell starts a cell that runs in the background of the test until
-// end is called, and returns once it runs. end(after) lets it finish after
-// that long: a call made just after it that waits for the cell then waits
-// for about that long, as long as it reaches the hub within that time (a
-// CLI call takes well under a second on a loaded machine). The cell sets
-// slept.
-func busyCell(t *testing.T, e *hubtest.Env, name string) (end func(after time.Duration)) {
+// it is ended, and returns once it runs. The cell sets slept.
+func busyCell(t *testing.T, e *hubtest.Env, name string) busy {
 	t.Helper()
-	gate := filepath.Join(t.TempDir(), "gate")
-	r := e.Run("exec", name, fmt.Sprintf("import os, time\nwhile not os.path.exists(%q): time.sleep(0.02)\nslept = True", gate), "-t", "0.2")
+	dir := t.TempDir()
+	b := busy{t: t, gate: filepath.Join(dir, "gate"), armed: filepath.Join(dir, "armed")}
+	r := e.Run("exec", name, b.code(), "-t", "0.2")
 	require.Equal(t, 3, r.Code, "%s", r)
-	return func(after time.Duration) {
-		if after == 0 {
-			openGate(t, gate)
-			return
-		}
-		time.AfterFunc(after, func() { os.WriteFile(gate, nil, 0o600) })
-	}
+	return b
 }
+
+// busy is a cell that runs until its gate opens or, once armed, until a
+// query waits for it.
+type busy struct {
+	t           *testing.T
+	gate, armed string
+}
+
+// code is the cell: it polls its gate, and once armed, looks for a
+// thread in the toolkit's query.answer (which waits for the cell), then
+// runs 0.6 s more, so that the query waits that long. It makes no name
+// but slept.
+func (b busy) code() string {
+	return fmt.Sprintf(`import os, time
+while not os.path.exists(%q):
+    if os.path.exists(%q) and any(f.f_code.co_name == "answer" and "query" in f.f_code.co_filename
+            for top in __import__("sys")._current_frames().values() for f, _ in __import__("traceback").walk_stack(top)):
+        time.sleep(0.6)
+        break
+    time.sleep(0.02)
+slept = True`, b.gate, b.armed)
+}
+
+// end lets the cell finish now.
+func (b busy) end() { openGate(b.t, b.gate) }
+
+// endOnceAsked lets the cell finish 0.6 s after a query waits for it:
+// the next query waits for the cell, however long it takes to arrive.
+func (b busy) endOnceAsked() { openGate(b.t, b.armed) }
 
 func TestVarsCommand(t *testing.T) {
 	t.Parallel()
@@ -101,11 +121,11 @@ func TestVarsCommand(t *testing.T) {
 		assert.Equal(t, 20+2, strings.Count(out, "\n"))
 
 		// A busy session: wait for its cell, or say it runs.
-		end := busyCell(t, e, "v")
+		cell := busyCell(t, e, "v")
 		r := e.Run("vars", "v", "--wait", "0")
 		assert.Equal(t, 2, r.Code, "%s", r)
 		assert.Contains(t, r.Stderr, "session 'v' is busy: cell 4 is running (did not wait); try again, or wait longer for it (--wait SECONDS)")
-		end(2 * time.Second)
+		cell.endOnceAsked()
 		a, r = answerJSON(t, e, "vars", "v", "--wait", "20", "--limit", "3")
 		assert.Equal(t, 0, r.Code, "%s", r)
 		assert.Equal(t, 4, a.WaitedFor)
@@ -172,11 +192,11 @@ g = Grid()
 	assert.Contains(t, r.Stdout, "NameError: name 'missing' is not defined")
 	assert.Equal(t, 1, cells(t, e, "i"))
 
-	end := busyCell(t, e, "i")
+	cell := busyCell(t, e, "i")
 	r = e.Run("inspect", "i", "area", "--wait", "0.1")
 	assert.Equal(t, 2, r.Code, "%s", r)
 	assert.Contains(t, r.Stderr, "cell 2 is running (waited 0.1s)")
-	end(2 * time.Second)
+	cell.endOnceAsked()
 	out = ok(t, e.Run("inspect", "i", "slept", "--wait", "20"))
 	assert.Contains(t, out, "[waited ")
 	assert.Contains(t, out, "for cell 2 to finish]")
@@ -203,11 +223,11 @@ func TestCompleteCommand(t *testing.T) {
 	assert.Greater(t, a.Left, 100)
 	assert.Equal(t, "no completions\n", ok(t, e.Run("complete", "c", "zzz")))
 
-	end := busyCell(t, e, "c")
+	cell := busyCell(t, e, "c")
 	r := e.Run("complete", "c", "conf", "--wait", "0")
 	assert.Equal(t, 2, r.Code, "%s", r)
 	assert.Contains(t, r.Stderr, "is busy: cell 2 is running")
-	end(2 * time.Second)
+	cell.endOnceAsked()
 	a, r = answerJSON(t, e, "complete", "c", "sle", "--wait", "20")
 	assert.Equal(t, 0, r.Code, "%s", r)
 	assert.Equal(t, []string{"slept"}, a.Completions)
@@ -221,12 +241,12 @@ func TestResetCommand(t *testing.T) {
 		out := ok(t, e.Run("exec", "r", "import os, json\nimport os as o2\nx = 1\nread = 'mine'\nimport time\npid = os.getpid(); pid", "--python", py))
 		pid := strings.TrimSpace(out[strings.Index(out, ": ")+2:])
 
-		end := busyCell(t, e, "r")
+		cell := busyCell(t, e, "r")
 		r := e.Run("reset", "r")
 		assert.Equal(t, 2, r.Code, "%s", r)
 		assert.Contains(t, r.Stderr, "session 'r' is busy (cell 2 has run for")
 		assert.Contains(t, r.Stderr, "reset refuses a busy session: `replhub wait r` waits for the cell, `replhub interrupt r` stops it")
-		end(0)
+		cell.end()
 		ok(t, e.Run("wait", "r", "-t", "20"))
 
 		a, r := answerJSON(t, e, "reset", "r", "--keep-imports")
