@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -187,4 +188,43 @@ func TestReadLineBound(t *testing.T) {
 	assert.Len(t, line, lean.MaxLine)
 	_, err = c.ReadLine()
 	assert.ErrorIs(t, err, lean.ErrLineTooLong)
+}
+
+// A first Ctrl-C says the note and interrupts, a second calls again; stop
+// may be called twice.
+func TestCtrlC(t *testing.T) {
+	var errw bytes.Buffer
+	interrupted, again := make(chan struct{}), make(chan struct{})
+	stop := lean.CtrlC("[note]", &errw, func() { close(interrupted) }, func() { close(again) }, nil)
+	defer stop()
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+	select {
+	case <-interrupted:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a first Ctrl-C did not interrupt")
+	}
+	assert.Equal(t, "[note]\n", errw.String())
+	select {
+	case <-again:
+		t.Fatal("one Ctrl-C called again")
+	case <-time.After(50 * time.Millisecond):
+	}
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+	select {
+	case <-again:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a second Ctrl-C did not call again")
+	}
+	stop()
+
+	// Once done is closed, a Ctrl-C does nothing (and ends nothing).
+	errw.Reset()
+	done := make(chan struct{})
+	stop = lean.CtrlC("[note]", &errw, func() { t.Error("interrupted after done") }, func() { t.Error("again after done") }, done)
+	defer stop()
+	close(done)
+	time.Sleep(20 * time.Millisecond)
+	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
+	time.Sleep(100 * time.Millisecond)
+	assert.Empty(t, errw.String())
 }

@@ -9,7 +9,7 @@
 // Go initializes a package as soon as its imports are done and no ready
 // package sorts before it (the spec's "Package initialization"). This
 // package imports only internal/lean and a few standard packages
-// (io, os, os/signal, time), which import none of strings,
+// (io, os, time), which import none of strings,
 // bufio, net or encoding/json (see lean's doc), so its init runs after a
 // score of the runtime's and the standard library's, before anything of
 // replhub's or of its libraries; tests/startup_test.go checks that with
@@ -24,7 +24,6 @@ package early
 import (
 	"io"
 	"os"
-	"os/signal"
 	"time"
 
 	"github.com/replhub/replhub/internal/lean"
@@ -97,8 +96,12 @@ func exec(name, code string, std stdio) (*Sent, int) {
 		}
 	}
 	r := lean.Request{Op: opExec, Name: name, Code: code, Timeout: lean.DefaultTimeout, Plain: true}
-	var k ctrlC
-	defer k.disarm() // for package cli, when it goes on
+	var disarm func()
+	defer func() {
+		if disarm != nil {
+			disarm() // for package cli, when it goes on
+		}
+	}()
 	for withEnv := false; ; withEnv = true {
 		req, ok := lean.AppendRequest(nil, r)
 		if !ok || len(req) > lean.MaxLine || c.Write(req) != nil {
@@ -109,8 +112,9 @@ func exec(name, code string, std stdio) (*Sent, int) {
 		if withEnv {
 			wait = armAfterNew
 		}
-		if k.sig == nil && !c.Readable(wait) {
-			k.arm(name, sock, std.err)
+		if disarm == nil && !c.Readable(wait) {
+			disarm = lean.CtrlC(lean.InterruptNote(name), std.err, func() { interrupt(sock, name) },
+				func() { os.Exit(fail(std.err, "context canceled")) }, nil)
 		}
 		line, err := c.ReadLine()
 		if err != nil {
@@ -153,32 +157,6 @@ const armAfter = 20 * time.Millisecond
 // no cell running yet), and ending the command at once is the better
 // answer to it.
 const armAfterNew = 250 * time.Millisecond
-
-// ctrlC is an exec's Ctrl-C, once armed.
-type ctrlC struct{ sig chan os.Signal }
-
-// arm makes a first Ctrl-C interrupt the cell, saying so on errw, and a
-// second stop waiting, as package cli's exec does.
-func (k *ctrlC) arm(name, sock string, errw io.Writer) {
-	k.sig = make(chan os.Signal, 2)
-	signal.Notify(k.sig, os.Interrupt)
-	go func(sig chan os.Signal) {
-		<-sig
-		io.WriteString(errw, lean.InterruptNote(name)+"\n")
-		go interrupt(sock, name)
-		<-sig
-		os.Exit(fail(errw, "context canceled"))
-	}(k.sig)
-}
-
-// disarm gives SIGINT back the action it had before arm (os/signal
-// recorded it then: nothing here ignores SIGINT, which would leave it
-// ignored for good), for package cli to set up its own.
-func (k *ctrlC) disarm() {
-	if k.sig != nil {
-		signal.Stop(k.sig)
-	}
-}
 
 // interrupt asks the hub to interrupt session name's cell.
 func interrupt(sock, name string) {

@@ -3,7 +3,6 @@ package cmdenv
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -149,30 +148,9 @@ func (e *Env) interruptOnCtrlC(ctx context.Context, c *client.Client, name strin
 // and a second one stop waiting.
 func InterruptOnSignal(ctx context.Context, c *client.Client, name, msg string, errw io.Writer) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(ctx)
-	sig := make(chan os.Signal, 2)
-	signal.Notify(sig, os.Interrupt)
-	go func() {
-		n := 0
-		for {
-			select {
-			case <-sig:
-				if ctx.Err() != nil {
-					return // stopped: the reply is in
-				}
-				n++
-				if n > 1 {
-					cancel()
-					return
-				}
-				fmt.Fprintln(errw, msg)
-				go c.Interrupt(context.Background(), name)
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+	stop := lean.CtrlC(msg, errw, func() { c.Interrupt(context.Background(), name) }, cancel, ctx.Done())
 	return ctx, func() {
-		signal.Stop(sig)
+		stop()
 		cancel()
 	}
 }
