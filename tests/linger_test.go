@@ -52,8 +52,40 @@ func lingerSockets() []string {
 	return socks
 }
 
+// newSocketsOf are the lingering workers' sockets not in before that
+// process pid listens on, or that nobody does (left behind): not those of
+// other workers of this uid, which tests elsewhere (and other runs) start.
+func newSocketsOf(t *testing.T, pid int, before []string) []string {
+	t.Helper()
+	table, err := os.ReadFile("/proc/net/unix")
+	require.NoError(t, err)
+	listening := map[string]string{} // path → inode
+	for _, l := range strings.Split(string(table), "\n")[1:] {
+		if f := strings.Fields(l); len(f) >= 8 {
+			listening[f[7]] = f[6]
+		}
+	}
+	held := map[string]bool{}
+	fds, _ := filepath.Glob(fmt.Sprintf("/proc/%d/fd/*", pid))
+	for _, fd := range fds {
+		if l, err := os.Readlink(fd); err == nil && strings.HasPrefix(l, "socket:[") {
+			held[strings.TrimSuffix(strings.TrimPrefix(l, "socket:["), "]")] = true
+		}
+	}
+	var out []string
+	for _, s := range lingerSockets() {
+		if contains(before, s) {
+			continue
+		}
+		if ino, ok := listening[s]; !ok || held[ino] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
 func TestRemoteSessionSurvivesADroppedLink(t *testing.T) {
-	// Not parallel: it counts the sockets in the folder every remote worker of this uid shares.
+	t.Parallel()
 	w, relay := lingerWorld(t)
 	ok(t, w.Run("exec", "r", "import os, time; x = 42", "--host", "lab"))
 	pid := endWorkerAtCleanup(t, w.Env, "r")
@@ -121,18 +153,13 @@ func TestRemoteSessionSurvivesADroppedLink(t *testing.T) {
 }
 
 func TestRemoteLingerExpires(t *testing.T) {
-	// Not parallel: it counts the sockets in the folder every remote worker of this uid shares.
+	t.Parallel()
 	w, relay := lingerWorld(t)
 	w.WriteConfig(`{"hosts": {"lab": {"linger": 0.05}}}`) // 3 s
 	before := lingerSockets()
 	ok(t, w.Run("exec", "e", "x = 1", "--host", "lab"))
 	pid := endWorkerAtCleanup(t, w.Env, "e")
-	var mine []string
-	for _, s := range lingerSockets() {
-		if !contains(before, s) {
-			mine = append(mine, s)
-		}
-	}
+	mine := newSocketsOf(t, pid, before)
 	require.Len(t, mine, 1, "one socket, and nothing else, in the folder")
 	relay.Drop()
 	require.True(t, hubtest.WaitGone(pid, 10*time.Second), "the worker ends when its linger is over")
@@ -150,13 +177,13 @@ func TestRemoteLingerExpires(t *testing.T) {
 }
 
 func TestRemoteLingerOff(t *testing.T) {
-	// Not parallel: it counts the sockets in the folder every remote worker of this uid shares.
+	t.Parallel()
 	w, relay := lingerWorld(t)
 	w.WriteConfig(`{"linger": 0}`)
 	before := lingerSockets()
 	ok(t, w.Run("exec", "o", "x = 1", "--host", "lab"))
 	pid := endWorkerAtCleanup(t, w.Env, "o")
-	assert.ElementsMatch(t, before, lingerSockets(), "no socket without a linger")
+	assert.Empty(t, newSocketsOf(t, pid, before), "no socket without a linger")
 	relay.Drop()
 	assert.True(t, hubtest.WaitGone(pid, 5*time.Second), "the worker ends with its link")
 	r := w.Run("exec", "o", "x")

@@ -9,6 +9,7 @@ import (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	removeSudoRules()
 	hubtest.RemoveBinary()
 	os.Exit(code)
 }

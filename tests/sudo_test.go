@@ -291,8 +291,23 @@ func TestSudoRelayRemote(t *testing.T) {
 	assert.Equal(t, "not it\n", f.sudoRead())
 }
 
-// sudoUser makes (once) a user with a password and a sudoers rule, and
-// returns its password. The rule is removed at cleanup.
+// sudoUsers are the users sudoUser made, each set up once a run: tests
+// running side by side share one, so a test that ends must not take its
+// rule or change its password under another (removeSudoRules ends them).
+var sudoUsers = struct {
+	sync.Mutex
+	done map[string]sudoSetup
+}{done: map[string]sudoSetup{}}
+
+type sudoSetup struct {
+	password string
+	nopasswd bool
+	err      error
+}
+
+// sudoUser makes the local user name (once a run) with a random password
+// and a sudoers rule: NOPASSWD for all, or all with the password. It
+// skips where the tests are not root or sudo is missing (outside CI).
 func sudoUser(t *testing.T, name string, nopasswd bool) string {
 	t.Helper()
 	if os.Getuid() != 0 {
@@ -304,26 +319,55 @@ func sudoUser(t *testing.T, name string, nopasswd bool) string {
 		}
 		t.Skip("needs sudo")
 	}
+	sudoUsers.Lock()
+	defer sudoUsers.Unlock()
+	got, ok := sudoUsers.done[name]
+	if !ok {
+		got = setUpSudoUser(name, nopasswd)
+		sudoUsers.done[name] = got
+	}
+	require.NoError(t, got.err)
+	require.Equal(t, nopasswd, got.nopasswd, "user %s is set up one way for every test", name)
+	return got.password
+}
+
+func setUpSudoUser(name string, nopasswd bool) sudoSetup {
 	if _, err := osuser.Lookup(name); err != nil {
-		out, err := exec.Command("useradd", "-m", "-s", "/bin/bash", name).CombinedOutput()
-		require.NoError(t, err, "%s", out)
+		if out, err := exec.Command("useradd", "-m", "-s", "/bin/bash", name).CombinedOutput(); err != nil {
+			return sudoSetup{err: fmt.Errorf("useradd %s: %v: %s", name, err, out)}
+		}
 	}
 	// Random, so that a copy found in memory can only be this run's.
 	password := "pw-" + rand.Text()
 	cmd := exec.Command("chpasswd")
 	cmd.Stdin = strings.NewReader(name + ":" + password + "\n")
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return sudoSetup{err: fmt.Errorf("chpasswd: %v: %s", err, out)}
+	}
 	rule := fmt.Sprintf("Defaults:%s !lecture\n%s ALL=(ALL) ALL\n", name, name)
 	if nopasswd {
 		rule = fmt.Sprintf("%s ALL=(ALL) NOPASSWD: ALL\n", name)
 	}
-	file := "/etc/sudoers.d/replhub-test-" + name
-	require.NoError(t, os.WriteFile(file, []byte(rule), 0o440))
-	t.Cleanup(func() { os.Remove(file) })
-	out, err = exec.Command("visudo", "-cf", file).CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	return password
+	file := sudoRule(name)
+	if err := os.WriteFile(file, []byte(rule), 0o440); err != nil {
+		return sudoSetup{err: err}
+	}
+	if out, err := exec.Command("visudo", "-cf", file).CombinedOutput(); err != nil {
+		os.Remove(file)
+		return sudoSetup{err: fmt.Errorf("visudo: %v: %s", err, out)}
+	}
+	return sudoSetup{password: password, nopasswd: nopasswd}
+}
+
+func sudoRule(name string) string { return "/etc/sudoers.d/replhub-test-" + name }
+
+// removeSudoRules removes the rules sudoUser wrote, at the end of the run.
+func removeSudoRules() {
+	sudoUsers.Lock()
+	defer sudoUsers.Unlock()
+	for name := range sudoUsers.done {
+		os.Remove(sudoRule(name))
+	}
 }
 
 // askpassFor writes an askpass program the user can run: it prints the
