@@ -44,12 +44,22 @@ import (
 // Every frame goes through op.relay, both ways: a session that stops
 // reading holds the other's reader up for at most relayStall, and then
 // its link fails alone (stall.go); a group's other parts go on.
+//
+// A chunk from the target goes only once the First answers the target
+// gave before it have gone (awaitFirsts): the caller's worker reads a
+// value's chunks into the buffers that its First answer announces, and
+// one that comes before it fits none. The relay passes a First answer on
+// from its own goroutine (passFirst), which may run later than the
+// target's reader and this queue. (A queued chunk waits for those given
+// before it is forwarded; a target that keeps to the protocol gives none
+// after its value's chunks.)
 func streamObject(from *Session, id int64, op *serveOp) (flush func()) {
 	forward := func(c *proto.Chunk) {
 		if c.EOF {
 			proto.PutChunk(c.Data)
 			return
 		}
+		op.awaitFirsts()
 		op.relay(from, &proto.Chunk{ID: id, Seq: c.Seq, Data: c.Data})
 	}
 	ack := func(a *proto.Ack) { op.relay(from, &proto.Ack{ID: id, Seq: a.Seq}) }
@@ -63,9 +73,74 @@ func streamObject(from *Session, id int64, op *serveOp) (flush func()) {
 }
 
 // passFirst passes a target's First answer on to the caller: the target
-// is ready for the caller's buffers, or its value's buffers follow.
+// is ready for the caller's buffers, or its value's buffers follow. Once
+// it returns, the answer is with the caller's relay writer, which writes
+// it before what is relayed after it, or it was dropped with the link.
 func passFirst(from *Session, id int64, s *proto.Served, op *serveOp) {
 	op.relay(from, &proto.Reply{ID: id, OK: s.OK, Py: s.Py, First: true, Bufs: s.Bufs, Kinds: s.Kinds, Error: s.Error, Data: s.Data})
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	op.firsts.passed++
+	op.firsts.movedLocked()
+}
+
+// firstAnswers counts the First answers of a serve's target, so that its
+// chunks follow them (streamObject). Its fields are guarded by the
+// serveOp's linkState.mu.
+type firstAnswers struct {
+	// seen: given by the target (sawFirst, on its reader, before it reads
+	// on); passed: passed on to the caller (passFirst); over: the relay
+	// passes none more (endFirsts).
+	seen, passed int
+	over         bool
+	// moved, when made, is closed when passed or over changes.
+	moved chan struct{}
+}
+
+func (f *firstAnswers) movedLocked() {
+	if f.moved != nil {
+		close(f.moved)
+		f.moved = nil
+	}
+}
+
+// sawFirst records a First answer of op's target; its reader calls it
+// before it reads the target's next frame.
+func (op *serveOp) sawFirst() {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	op.firsts.seen++
+}
+
+// endFirsts records that op's relay passes no more First answers on: it
+// has the target's last word, or none will come, or the link failed. A
+// First answer it never took (gone makes room) holds no chunk up then.
+func (op *serveOp) endFirsts() {
+	op.mu.Lock()
+	defer op.mu.Unlock()
+	op.firsts.over = true
+	op.firsts.movedLocked()
+}
+
+// awaitFirsts waits until every First answer that op's target has given
+// so far has gone to the caller, or none more will, or the link failed
+// (what is relayed for it is dropped then).
+func (op *serveOp) awaitFirsts() {
+	op.mu.Lock()
+	for op.firsts.passed < op.firsts.seen && !op.firsts.over {
+		if op.firsts.moved == nil {
+			op.firsts.moved = make(chan struct{})
+		}
+		moved := op.firsts.moved
+		op.mu.Unlock()
+		select {
+		case <-moved:
+		case <-op.failed:
+			return
+		}
+		op.mu.Lock()
+	}
+	op.mu.Unlock()
 }
 
 // cancelWaitsLocked stops what s waits on (a put, get or call, a push or

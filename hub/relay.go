@@ -46,6 +46,7 @@ type serveOp struct {
 	target *Session
 	what   string
 	linkState
+	firsts firstAnswers // under linkState.mu
 }
 
 // relayLink is a request a session waits on: where it went, and as what.
@@ -280,6 +281,7 @@ func (h *Hub) relayServe(cancelled context.Context, from *Session, f *proto.Req)
 		passFirst(from, f.ID, served, op)
 		served, ok = op.next(nil)
 	}
+	op.endFirsts()
 	if err := op.err(); err != nil {
 		h.finishLater(target, op, served, ok, func(s *proto.Served) bool { return !s.First }, flush)
 		return nil, err
@@ -365,6 +367,9 @@ func (s *Session) unlink(id int64) {
 // onServed routes a target's answer to the relay waiting for it.
 func (s *Session) onServed(f *proto.Served) {
 	if op := s.servingOp(f.Sid); op != nil {
+		if f.First {
+			op.sawFirst() // before this reader reads the chunks after it
+		}
 		// A worker that answers more often than asked must not block its
 		// own reader: once the serve has ended, what it says is dropped.
 		select {
