@@ -2213,9 +2213,10 @@ def _start_reaper(drain=None, socks=()):
         r, w = os.pipe()
     except (AttributeError, OSError):
         return
-    token = drain.token if drain is not None else ""
+    # The stdout markers, for the reaper's Python, which has no _markers.
+    marks = [m.decode("ascii") for m in _markers(drain.token)] if drain is not None else ["", ""]
     fds = (r, drain.o, drain.e, drain.errfd) if drain is not None and drain.errfd is not None else (r,)
-    pid = _spawn_reaper(fds, pgid, socks, token)
+    pid = _spawn_reaper(fds, pgid, socks, marks)
     if pid is None:
         try:
             pid = os.fork()
@@ -2226,7 +2227,7 @@ def _start_reaper(drain=None, socks=()):
         if pid == 0:
             try:
                 if os.fork() == 0:
-                    _reap(fds, pgid, socks, token)
+                    _reap(fds, pgid, socks, marks)
             finally:
                 os._exit(0)
     os.close(r)
@@ -2246,7 +2247,7 @@ def _start_reaper(drain=None, socks=()):
 
 
 # The reaper's sh: $1 the Python, $2 _REAPER_END, $3 the group, then the
-# token and the sockets. The pipe is fd 3; fds 4-6 (the Pump's O and E,
+# stdout markers and the sockets. The pipe is fd 3; fds 4-6 (the Pump's O and E,
 # the output stream) pass to the Python. A background list's stdin is
 # /dev/null, hence fd 3. Group numbers are digits and above 1, or dropped.
 _REAPER_SH = """trap '' INT TERM HUP QUIT PIPE TSTP TTIN TTOU
@@ -2275,11 +2276,13 @@ kill -9 -$pg
 # sockets, pass on what is left in the Pump's pipes (the dying worker's
 # last words that its pump had no time to: E's as it is, O's as stdout),
 # then kill the worker's group, the reaper included. argv: the group, the
-# groups told, the markers' token, the sockets. fds 4, 5, 6 as in
-# _REAPER_SH; the fork runs it with its own (FDS).
+# groups told, the opening and closing stdout markers (_markers), the
+# sockets. fds 4, 5, 6 as in _REAPER_SH; the fork runs it with its own
+# (FDS).
 _REAPER_END = """import os, signal, sys
 def end(argv, fds=(4, 5, 6)):
-    pgid, groups, token, socks = int(argv[0]), argv[1].split(), argv[2], argv[3:]
+    pgid, groups, socks = int(argv[0]), argv[1].split(), argv[4:]
+    opening, closing = argv[2].encode("ascii"), argv[3].encode("ascii")
     for g in groups:
         try:
             os.killpg(int(g), signal.SIGKILL)
@@ -2291,8 +2294,6 @@ def end(argv, fds=(4, 5, 6)):
         except OSError:
             pass
     o, e, out = fds
-    t = token.encode("ascii")  # the stdout markers, as _markers makes them
-    opening, closing = b"\x1e\x1f" + t + b"1\x1f\x1e", b"\x1e\x1f" + t + b"2\x1f\x1e"
     for fd, wrap in ((e, False), (o, True)):
         try:
             os.set_blocking(fd, False)
@@ -2312,7 +2313,7 @@ if __name__ == "__main__":
 """
 
 
-def _spawn_reaper(fds, pgid, socks, token):
+def _spawn_reaper(fds, pgid, socks, marks):
     """Spawn the sh reaper (see _start_reaper) with fds (the pipe, and
     the Pump's O and E and the output stream, when given) as 3, 4, 5, 6,
     /dev/null as 0-2, no other fd; its pid (the sh that starts it in the
@@ -2333,7 +2334,7 @@ def _spawn_reaper(fds, pgid, socks, token):
             if fd > 6 and fd not in high and _inheritable(fd):
                 actions.append((os.POSIX_SPAWN_CLOSE, fd))
         argv = ["/bin/sh", "-c", _REAPER_SH, "replhub-reaper", sys.executable,
-                _REAPER_END, str(pgid), token] + list(socks)
+                _REAPER_END, str(pgid)] + list(marks) + list(socks)
         return os.posix_spawn("/bin/sh", argv, {"PATH": "/usr/bin:/bin"}, file_actions=actions)
     except (OSError, ValueError, AttributeError):
         return None
@@ -2402,7 +2403,7 @@ def _parent_is_sudo():
         return "SUDO_UID" in os.environ  # no /proc (macOS): sudo sets it
 
 
-def _reap(fds, pgid, socks, token):
+def _reap(fds, pgid, socks, marks):
     """The forked reaper's life (see _start_reaper): wait for EOF on the
     pipe, fds[0], keeping the groups told on it ("+PGID" and "-PGID"
     lines, see _reaper_group), then end it all as the sh reaper does."""
@@ -2440,7 +2441,7 @@ def _reap(fds, pgid, socks, token):
                 groups.discard(n)
     ns = {"__name__": "replhub-reaper"}
     exec(_REAPER_END, ns)
-    ns["end"]([str(pgid), " ".join(str(g) for g in groups), token] + list(socks),
+    ns["end"]([str(pgid), " ".join(str(g) for g in groups)] + list(marks) + list(socks),
               tuple(fds[1:]) if len(fds) == 4 else (-1, -1, -1))
 
 

@@ -710,6 +710,33 @@ func TestReaperEndsTheGroup(t *testing.T) {
 	})
 }
 
+// What a dying worker's pump had no time to pass on, its reaper does:
+// what waits in its stdout pipe as a run of stdout (between the session's
+// markers), what waits in stderr's as it is. The worker is stopped while
+// the test writes into its pipes, so its pump cannot take them first.
+func TestReaperPassesLastWords(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorker(t, py)
+		w.healthy()
+		pid := w.cmd.Process.Pid
+		require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+		for fd, text := range map[int]string{1: "last on stdout\n", 2: "last on stderr\n"} {
+			f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/%d", pid, fd), os.O_WRONLY, 0)
+			require.NoError(t, err)
+			_, err = f.WriteString(text)
+			f.Close()
+			require.NoError(t, err)
+		}
+		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+		waitGone(t, "the group", 5*time.Second, func() bool { return len(groupMembers(pid)) == 0 })
+		got := split(w.ready.str("streams"), []byte(w.out.String()))
+		assert.Contains(t, got.stdout, "last on stdout\n")
+		assert.Contains(t, got.stderr, "last on stderr\n")
+		assert.NotContains(t, got.stderr, "last on stdout")
+		assert.NotContains(t, got.stdout, "last on stderr")
+	})
+}
+
 // canSpawn tells whether py has os.posix_spawn (3.8+ on Linux).
 func canSpawn(t *testing.T, py string) bool {
 	out, err := exec.Command(py, "-c", "import os; print(hasattr(os, 'posix_spawn'))").Output()
