@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -394,12 +393,13 @@ func TestRelayOfADeadCallerIsCancelledAtTheLink(t *testing.T) {
 // reader and holds none. The refusals kept reach the worker once it reads.
 func TestRefusalsAreBounded(t *testing.T) {
 	_, from, replies, _ := relayHub(t, "t%d", 0)
-	base := runtime.NumGoroutine()
+	mark := goroutineMark()
 	for i := range 10000 {
 		from.takeRequest(&proto.Req{ID: -1 - int64(i), Kind: "sessions"})
 		from.takeRequest(&proto.Req{ID: int64(i + 1), Kind: "cancel", Targets: []string{"t0", "nobody"}})
 	}
-	assert.Less(t, runtime.NumGoroutine()-base, maxRefusals+20, "goroutines held by the flood")
+	assert.LessOrEqual(t, goroutinesSince(mark, "hub.(*Session).refuse", "hub.(*Session).takeRequest", "hub.(*Session).cancel"), maxRefusals,
+		"goroutines held by the flood")
 	// A refusal's goroutine lets go of its count just after its reply
 	// came: poll the count while taking the replies.
 	got := 0

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -551,7 +550,7 @@ func TestAsidesAreBounded(t *testing.T) {
 	pr, pw := io.Pipe() // nobody reads pr
 	t.Cleanup(func() { pr.Close() })
 	s.w = proto.NewWriter(pw)
-	base := runtime.NumGoroutine()
+	mark := goroutineMark()
 	for i := range maxAsides {
 		s.sendAside(&proto.Interrupt{Cell: i + 1})
 	}
@@ -563,7 +562,7 @@ func TestAsidesAreBounded(t *testing.T) {
 			t.Fatal("an aside past the bound waits")
 		}
 	}
-	assert.Less(t, runtime.NumGoroutine()-base, maxAsides+10, "goroutines held by 108 asides")
+	assert.Equal(t, maxAsides, goroutinesSince(mark, "hub.(*Session).sendAside"), "goroutines held by 108 asides")
 	pr.Close()
 	require.Eventually(t, func() bool { return s.asides.Load() == 0 }, 5*time.Second, time.Millisecond)
 }
