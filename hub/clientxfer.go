@@ -1,7 +1,6 @@
 package hub
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -137,7 +136,7 @@ func (x *clientXfer) run() wire.Reply {
 		serve.Size, serve.Mode = x.size, uint32(x.mode)
 	}
 	t0 := time.Now()
-	first, ok := x.firstAnswer(sendServe(x.target, serve, x.op))
+	first, ok := x.op.firstAnswer(sendServe(x.target, serve, x.op), string(x.req.Op), x.gone)
 	if !ok {
 		close(x.sinkReady)
 		return x.linkFailed()
@@ -171,32 +170,6 @@ func (x *clientXfer) run() wire.Reply {
 		return *r
 	}
 	return x.finish(first, last, t0)
-}
-
-// firstAnswer waits for the target's first answer to the serve (ready,
-// or a refusal), which a worker gives at once: it opens the file. None
-// within relayStall means that the worker does not read (stopped, or
-// stuck in C code), and the link fails, as it does when the client goes
-// away; ok is false then (op.next).
-func (x *clientXfer) firstAnswer(sent error) (first *proto.Served, ok bool) {
-	if sent != nil {
-		return nil, true
-	}
-	t := time.NewTimer(relayStall)
-	defer t.Stop()
-	select {
-	case first = <-x.op.done:
-		return first, true
-	case <-x.op.failed:
-	case <-x.op.target.exited:
-		return x.op.answer(), true
-	case <-x.gone:
-		x.op.fail(errors.New("the client went away"))
-	case <-t.C:
-		x.op.fail(fmt.Errorf("session '%s' did not answer the %s for %s: is it stopped (SIGSTOP) or stuck in C code? interrupt or kill it",
-			x.target.name, x.req.Op, wire.Duration(relayStall.Seconds())))
-	}
-	return nil, false
 }
 
 // isLast says whether s is the target's last word: it answers twice

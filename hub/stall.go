@@ -228,6 +228,33 @@ func (op *serveOp) next(sent error) (s *proto.Served, ok bool) {
 	}
 }
 
+// firstAnswer is next for a file's serve, whose first answer (ready, or
+// a refusal) a worker gives at once: it opens the file. None within
+// relayStall means that the worker does not read (stopped, or stuck in C
+// code), and the link fails so; it fails too when gone is closed (the
+// client went away; nil: never). ok is false when the link failed.
+// what names the transfer ("push", "pull").
+func (op *serveOp) firstAnswer(sent error, what string, gone <-chan struct{}) (first *proto.Served, ok bool) {
+	if sent != nil {
+		return nil, true
+	}
+	t := time.NewTimer(relayStall)
+	defer t.Stop()
+	select {
+	case first = <-op.done:
+		return first, true
+	case <-op.failed:
+	case <-op.target.exited:
+		return op.answer(), true
+	case <-gone:
+		op.fail(errors.New("the client went away"))
+	case <-t.C:
+		op.fail(fmt.Errorf("session '%s' did not answer the %s for %s: is it stopped (SIGSTOP) or stuck in C code? interrupt or kill it",
+			op.target.name, what, wire.Duration(relayStall.Seconds())))
+	}
+	return nil, false
+}
+
 // answer waits for the target's next served frame; nil once it died and
 // said nothing more. Its death may not say so on op.done (sessionExited).
 func (op *serveOp) answer() *proto.Served {

@@ -331,6 +331,36 @@ func TestPullStalledBeforeItsAnswerIsAReply(t *testing.T) {
 	assert.Contains(t, r.Error, "session 't0' took none of the pull's data")
 }
 
+// A session's pull or push from a session that reads the serve but never
+// answers it (stuck in C code, say) fails after relayStall with a reply
+// that says so, as a client's does; the target is told to stop, and is
+// free again once it says it has.
+func TestFileServeUnansweredIsAReply(t *testing.T) {
+	shortStall(t, 300*time.Millisecond)
+	for _, kind := range []string{"pull", "push"} {
+		t.Run(kind, func(t *testing.T) {
+			h, from, replies, targets := relayHub(t, "t%d", 1)
+			silent := h.sessions[targets[0]]
+			frames := framesTo(t, silent) // read, never answered
+			t0 := time.Now()
+			go h.serveRequest(from, &proto.Req{ID: 5, Kind: kind, Target: silent.name, Path: "/tmp/x", Size: 1})
+			var sv proto.Serve
+			require.NoError(t, json.Unmarshal(nextFrame(t, frames).line, &sv))
+			r := relayedReply(t, replies)
+			assert.Equal(t, int64(5), r.ID)
+			assert.Contains(t, r.Error, fmt.Sprintf("session 't0' did not answer the %s for 0.3s: is it stopped (SIGSTOP) or stuck in C code?", kind))
+			assert.Less(t, time.Since(t0), 5*time.Second)
+			assert.Equal(t, "cancel", nextFrame(t, frames).op, "the target is told to stop")
+			silent.onServed(&proto.Served{Sid: sv.Sid, Error: "cancelled"})
+			require.Eventually(t, func() bool {
+				silent.mu.Lock()
+				defer silent.mu.Unlock()
+				return silent.busyWithLocked() == ""
+			}, 10*time.Second, 10*time.Millisecond, "the target is free again")
+		})
+	}
+}
+
 // A pull whose caller stops reading as its target answers: the caller
 // gets, once it reads again, a reply saying why, since the first answer
 // never went.

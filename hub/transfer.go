@@ -158,7 +158,7 @@ func (h *Hub) sessionTransfer(from *Session, f *proto.Req) {
 		answered = true
 		return last
 	}
-	first, ok := op.next(sendServe(target, serve, op))
+	first, ok := op.firstAnswer(sendServe(target, serve, op), f.Kind, nil)
 	if ok && (first == nil || !first.OK) {
 		flush()
 		death := h.endServe(target, op)

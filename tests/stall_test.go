@@ -72,6 +72,32 @@ except Exception as e:
 	assert.Contains(t, out, "9437184")
 }
 
+// A pull from a session stopped (SIGSTOP) before it answers fails within
+// relayStall and a margin, saying which session and what to do, where it
+// waited for ever; the target, continued, is free again.
+func TestRelayStallPullUnanswered(t *testing.T) {
+	e := stallHub(t)
+	ok(t, e.Run("exec", "b", "import os"))
+	ok(t, e.Run("exec", "a", `b = session("b")`))
+	bpid := workerPid(t, e, "b")
+	defer syscall.Kill(bpid, syscall.SIGCONT)
+	require.NoError(t, syscall.Kill(bpid, syscall.SIGSTOP))
+	out := ok(t, e.Run("exec", "a", `import time
+t0 = time.time()
+try:
+    b.pull("/etc/hostname", "got")
+except Exception as e:
+    print("pull failed after", round(time.time() - t0, 1), "s:", e)`, "-t", "60"))
+	assert.Contains(t, out, "s: session 'b' did not answer the pull for 3.0s: is it stopped (SIGSTOP) or stuck in C code? interrupt or kill it\n")
+	var after float64
+	_, err := fmt.Sscan(out[strings.Index(out, "pull failed after")+len("pull failed after"):], &after)
+	require.NoError(t, err, "%s", out)
+	assert.Less(t, after, 3.0+10, "the pull failed %.1f s after it began", after)
+	syscall.Kill(bpid, syscall.SIGCONT)
+	assert.Contains(t, ok(t, freeAgain(t, e, "b", "os.path.exists('got')")), "False")
+	assert.Contains(t, ok(t, e.Run("exec", "a", `len(b.pull("/etc/hostname")) > 0`)), "True")
+}
+
 // A get whose caller is stopped (SIGSTOP) in the middle: the target, its
 // link failed, is cancelled and free again while the caller is still
 // stopped; the caller, continued, hears why its get failed.
