@@ -729,7 +729,12 @@ func TestReaperPassesLastWords(t *testing.T) {
 		}
 		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 		waitGone(t, "the group", 5*time.Second, func() bool { return len(groupMembers(pid)) == 0 })
-		got := split(w.ready.str("streams"), []byte(w.out.String()))
+		// os/exec copies the output stream into w.out on a goroutine.
+		var got texts
+		require.Eventually(t, func() bool {
+			got = split(w.ready.str("streams"), []byte(w.out.String()))
+			return strings.Contains(got.all, "last on stdout") && strings.Contains(got.all, "last on stderr")
+		}, 10*time.Second, 10*time.Millisecond, "the last words reach the output stream")
 		assert.Contains(t, got.stdout, "last on stdout\n")
 		assert.Contains(t, got.stderr, "last on stderr\n")
 		assert.NotContains(t, got.stderr, "last on stdout")

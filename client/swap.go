@@ -28,13 +28,14 @@ const stopWait = 100 * time.Second
 // start sessions under their names before the swaps are there.
 func (c *Client) StopAndWait(ctx context.Context) (string, error) {
 	pid := c.hubPid()
+	_, start, _ := procstat.Stat(pid) // a later process under its pid is not it
 	msg, err := c.Stop(ctx)
 	if err != nil || pid <= 0 {
 		return msg, err
 	}
 	deadline := time.Now().Add(stopWait)
 	for time.Now().Before(deadline) {
-		if procstat.Exited(pid) {
+		if procstat.Exited(pid, start) {
 			return msg, nil
 		}
 		select {

@@ -7,23 +7,25 @@ import (
 	"strings"
 )
 
-// goroutineMark is the highest goroutine id now: ids only grow, so the
-// goroutines above it are those started since.
-func goroutineMark() int64 {
-	var top int64
+// goroutineMark is the set of goroutine ids alive now. Ids are never
+// reused, so the goroutines not in it are those started since (their
+// ids need not be higher: each P takes ids in batches).
+func goroutineMark() map[int64]bool {
+	mark := map[int64]bool{}
 	for _, g := range goroutineStacks() {
-		top = max(top, g.id)
+		mark[g.id] = true
 	}
-	return top
+	return mark
 }
 
-// goroutinesSince counts the goroutines alive that started after mark,
-// created by a function whose name holds one of creators ("(*Session).refuse"):
-// not other tests' leftovers, nor the runtime's, whatever their number.
-func goroutinesSince(mark int64, creators ...string) int {
+// goroutinesSince counts the goroutines alive that are not in mark,
+// created by a function whose name holds one of creators
+// ("(*Session).refuse"): not other tests' leftovers, nor the runtime's,
+// whatever their number.
+func goroutinesSince(mark map[int64]bool, creators ...string) int {
 	n := 0
 	for _, g := range goroutineStacks() {
-		if g.id <= mark {
+		if mark[g.id] {
 			continue
 		}
 		for _, c := range creators {

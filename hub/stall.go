@@ -20,7 +20,9 @@ import (
 // for ever. So every frame relayed for a link goes through serveOp.relay:
 // relaySend gives up once the destination has taken no byte for
 // relayStall, and the link fails alone (serveOp.fail). A stalled peer
-// holds a sender's reader up for at most relayStall, once per link.
+// holds a sender's reader up for at most relayStall, once per link. A
+// file's serve that its target reads but never answers fails after
+// relayStall too (serveOp.firstAnswer): a worker opens the file at once.
 
 // relayStall is how long a relayed frame waits while its destination
 // takes no byte of anything the hub writes it. REPLHUB_RELAY_STALL (a Go
@@ -249,7 +251,7 @@ func (op *serveOp) firstAnswer(sent error, what string, gone <-chan struct{}) (f
 	case <-gone:
 		op.fail(errors.New("the client went away"))
 	case <-t.C:
-		op.fail(fmt.Errorf("session '%s' did not answer the %s for %s: is it stopped (SIGSTOP) or stuck in C code? interrupt or kill it",
+		op.fail(fmt.Errorf("session '%s' did not answer the %s for %s: is it stopped (SIGSTOP), stuck in C code, or blocked opening the file (a FIFO, a hung mount)? interrupt or kill it",
 			op.target.name, what, wire.Duration(relayStall.Seconds())))
 	}
 	return nil, false

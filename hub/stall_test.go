@@ -348,7 +348,7 @@ func TestFileServeUnansweredIsAReply(t *testing.T) {
 			require.NoError(t, json.Unmarshal(nextFrame(t, frames).line, &sv))
 			r := relayedReply(t, replies)
 			assert.Equal(t, int64(5), r.ID)
-			assert.Contains(t, r.Error, fmt.Sprintf("session 't0' did not answer the %s for 0.3s: is it stopped (SIGSTOP) or stuck in C code?", kind))
+			assert.Contains(t, r.Error, fmt.Sprintf("session 't0' did not answer the %s for 0.3s: is it stopped (SIGSTOP), stuck in C code, or blocked opening the file (a FIFO, a hung mount)?", kind))
 			assert.Less(t, time.Since(t0), 5*time.Second)
 			assert.Equal(t, "cancel", nextFrame(t, frames).op, "the target is told to stop")
 			silent.onServed(&proto.Served{Sid: sv.Sid, Error: "cancelled"})

@@ -15,9 +15,10 @@ import (
 // session pushing, or a client) sends 8 MiB chunks; the side that writes
 // (a session serving "write", a session pulling, or a client) acknowledges
 // each one; the sender keeps at most a few unacknowledged. The hub forwards
-// one chunk at a time and holds no more than that per transfer. Between
-// two sessions, a side that stops reading fails the transfer after
-// relayStall (stall.go); the other side's reader never waits longer.
+// one chunk at a time and holds no more than that per transfer. A side
+// that stops reading, or a target that never gives its first answer,
+// fails the transfer after relayStall (stall.go); the other side's reader
+// never waits longer.
 
 // queued runs sink on its own goroutine, in order: reading the next chunk
 // from one side then overlaps with writing this one to the other. stop

@@ -88,7 +88,7 @@ try:
     b.pull("/etc/hostname", "got")
 except Exception as e:
     print("pull failed after", round(time.time() - t0, 1), "s:", e)`, "-t", "60"))
-	assert.Contains(t, out, "s: session 'b' did not answer the pull for 3.0s: is it stopped (SIGSTOP) or stuck in C code? interrupt or kill it\n")
+	assert.Contains(t, out, "s: session 'b' did not answer the pull for 3.0s: is it stopped (SIGSTOP), stuck in C code, or blocked opening the file (a FIFO, a hung mount)? interrupt or kill it\n")
 	var after float64
 	_, err := fmt.Sscan(out[strings.Index(out, "pull failed after")+len("pull failed after"):], &after)
 	require.NoError(t, err, "%s", out)
@@ -182,7 +182,7 @@ func TestRelayStallCLIPush(t *testing.T) {
 	r := e.Run("push", "b", src, "big.copy")
 	took := time.Since(t0)
 	assert.NotEqual(t, 0, r.Code, "%s", r)
-	assert.Contains(t, r.Stderr, "session 'b' did not answer the push for 3.0s: is it stopped (SIGSTOP) or stuck in C code? interrupt or kill it", "%s", r)
+	assert.Contains(t, r.Stderr, "session 'b' did not answer the push for 3.0s: is it stopped (SIGSTOP), stuck in C code, or blocked opening the file (a FIFO, a hung mount)? interrupt or kill it", "%s", r)
 	assert.Less(t, took, 2*3*time.Second+10*time.Second, "the push failed %s after it began", took)
 
 	syscall.Kill(bpid, syscall.SIGCONT)

@@ -28,6 +28,8 @@ func CtrlC(note string, errw io.Writer, interrupt, again func(), done <-chan str
 				select {
 				case <-done: // both at once: the end came first
 					return
+				case <-stopped:
+					return
 				default:
 				}
 			case <-done:

@@ -50,11 +50,16 @@ func Running(pid int, start string) bool {
 }
 
 // Exited reports whether pid has ended with all its threads, and with
-// them its open files. A zombie that waits to be reaped has.
-func Exited(pid int) bool {
-	state, _, ok := Stat(pid)
+// them its open files; where start is not "", a later process that
+// reuses the pid does not hold it up. A zombie that waits to be reaped
+// has ended, except where there is no /proc (it counts until reaped).
+func Exited(pid int, start string) bool {
+	state, st, ok := Stat(pid)
 	if !ok {
 		return !signalable(pid)
+	}
+	if start != "" && st != start {
+		return true
 	}
 	if !ended(state) {
 		return false

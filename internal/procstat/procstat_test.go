@@ -47,7 +47,9 @@ func TestSelf(t *testing.T) {
 	assert.True(t, Running(os.Getpid(), ""))
 	assert.True(t, Running(os.Getpid(), start))
 	assert.False(t, Running(os.Getpid(), start+"0"), "a later process under the same pid")
-	assert.False(t, Exited(os.Getpid()))
+	assert.False(t, Exited(os.Getpid(), ""))
+	assert.False(t, Exited(os.Getpid(), start))
+	assert.True(t, Exited(os.Getpid(), start+"0"), "a later process under the same pid")
 	assert.False(t, Running(0, ""))
 	assert.False(t, Running(-1, ""))
 }
@@ -76,17 +78,18 @@ func TestExitedMeansFilesClosed(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		require.True(t, Running(pid, ""))
-		require.False(t, Exited(pid))
+		require.False(t, Exited(pid, ""))
 		require.NoError(t, cmd.Process.Kill())
-		for !Exited(pid) {
+		for !Exited(pid, "") {
 			require.True(t, time.Now().Before(deadline), "the helper did not exit")
+			time.Sleep(time.Millisecond)
 		}
 		assert.False(t, Running(pid, ""))
 		_, err := net.Dial("unix", sock)
 		assert.Error(t, err, "kill %d: a socket of an exited process took a connection", n)
 		go func() { cmd.Wait(); close(waited) }()
 		<-waited
-		assert.True(t, Exited(pid), "reaped")
+		assert.True(t, Exited(pid, ""), "reaped")
 		assert.False(t, Running(pid, ""))
 	}
 }

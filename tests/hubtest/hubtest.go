@@ -406,7 +406,7 @@ func Alive(pid int) bool { return procstat.Running(pid, "") }
 func WaitGone(pid int, d time.Duration) bool {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		if procstat.Exited(pid) {
+		if procstat.Exited(pid, "") {
 			return true
 		}
 		time.Sleep(20 * time.Millisecond)
