@@ -182,15 +182,30 @@ func TestPlainExecCtrlC(t *testing.T) {
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	require.Equal(t, 0, e.Run("exec", "c", "import time", "--python", newer).Code)
+	code, stdout, stderr := execCtrlC(t, e, "c")
+	assert.Equal(t, 1, code, "stdout %s stderr %s", stdout, stderr)
+	assert.Contains(t, stdout, "KeyboardInterrupt")
+	assert.Contains(t, stderr, "[interrupting session 'c'")
+}
+
+// execCtrlC runs `replhub exec NAME CODE ARGS...` (e.Bin) whose cell says
+// that it started and sleeps (session name has imported time), with
+// SIGINT ignored at first, as a background job has it; it sends Ctrl-C
+// once the cell runs and /proc shows the handler armed, so that it cannot
+// race the arming, and returns what the command gave once it ended.
+func execCtrlC(t *testing.T, e *hubtest.Env, name string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
 	mark := filepath.Join(t.TempDir(), "started")
-	cmd := exec.Command("sh", "-c", `trap '' INT; exec "$0" "$@"`, e.Bin, "exec", "c", "open("+strconv.Quote(mark)+", 'w').close(); time.sleep(60)")
+	argv := append([]string{"-c", `trap '' INT; exec "$0" "$@"`, e.Bin, "exec", name,
+		"open(" + strconv.Quote(mark) + ", 'w').close(); time.sleep(60)"}, args...)
+	cmd := exec.Command("sh", argv...)
 	cmd.Env, cmd.Dir = e.Vars, e.Cwd
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	require.NoError(t, cmd.Start())
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	for deadline := time.Now().Add(30 * time.Second); ; {
+	for deadline := time.Now().Add(60 * time.Second); ; {
 		if _, err := os.Stat(mark); err == nil && !ignoresSIGINT(t, cmd.Process.Pid) {
 			break
 		}
@@ -208,12 +223,10 @@ func TestPlainExecCtrlC(t *testing.T) {
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	select {
 	case <-done:
-	case <-time.After(30 * time.Second):
+	case <-time.After(60 * time.Second):
 		cmd.Process.Kill()
 		<-done
 		t.Fatalf("exec did not return after Ctrl-C: %s %s", out.String(), errb.String())
 	}
-	assert.Equal(t, 1, cmd.ProcessState.ExitCode(), "stdout %s stderr %s", out.String(), errb.String())
-	assert.Contains(t, out.String(), "KeyboardInterrupt")
-	assert.Contains(t, errb.String(), "[interrupting session 'c'")
+	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
 }
