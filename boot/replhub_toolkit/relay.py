@@ -378,7 +378,9 @@ class Stream(object):
         if i == len(dest) or off + n > len(dest[i]):
             return None
         self.at = (i, off + n)
-        return dest[i][off:off + n]
+        view = dest[i][off:off + n]
+        _objstream().populate(view)
+        return view
 
     def cancel(self):
         with self.cond:

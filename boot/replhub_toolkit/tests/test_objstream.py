@@ -168,6 +168,45 @@ class ObjStream(unittest.TestCase):
         finally:
             self.os._madvise[:] = saved
 
+    def test_into_populates_each_chunk_first(self):
+        got = []
+        saved = self.os.populate
+        self.os.populate = lambda view: got.append((len(view), bytes(view[:1])))
+        try:
+            st = relay.Stream()
+            st.expect({"bufs": [16 * MB + 5], "kinds": "b"})
+            first = st.into(8 * MB)
+            second = st.into(8 * MB + 5)
+            self.assertIsNone(st.into(1))
+        finally:
+            self.os.populate = saved
+        self.assertEqual([n for n, _ in got], [8 * MB, 8 * MB + 5])
+        self.assertTrue(st.holds(first) and st.holds(second))
+
+    @unittest.skipUnless(sys.platform.startswith("linux"), "MADV_POPULATE_WRITE is Linux's")
+    def test_populate_faults_the_slice_in(self):
+        import ctypes
+        import mmap
+        if self.os._find_madvise()[0] is None:
+            self.skipTest("no madvise here")
+        area = mmap.mmap(-1, 64 * MB)  # fresh pages, whatever malloc keeps
+        view = memoryview(area)
+        try:
+            part = view[16 * MB:48 * MB]
+            addr = ctypes.addressof(ctypes.c_char.from_buffer(part))
+            before = mapping_kb(addr, "Rss:")
+            self.os.populate(part)
+            if self.os._no_populate:
+                self.skipTest("no MADV_POPULATE_WRITE here (Linux before 5.14)")
+            self.assertGreaterEqual(mapping_kb(addr, "Rss:") - before, 30 * 1024, "32 MiB faulted in")
+            part[:4] = b"data"  # still the same memory, written as before
+            self.assertEqual(area[16 * MB:16 * MB + 4], b"data")
+            self.assertEqual(area[16 * MB + 4:16 * MB + 8], bytes(4), "populating writes nothing")
+            del part
+        finally:
+            view.release()
+            area.close()
+
     @unittest.skipUnless(sys.platform.startswith("linux"), "transparent huge pages are Linux's")
     def test_big_buffers_get_huge_pages(self):
         try:
@@ -187,6 +226,21 @@ class ObjStream(unittest.TestCase):
         # madvise splits the mapping: look in the advised part.
         inner = (addr + self.os.HUGE - 1) & ~(self.os.HUGE - 1)
         self.assertGreater(anon_huge_kb(inner), 0)
+
+
+def mapping_kb(addr, field):
+    """A field of /proc/self/smaps ("Rss:") for the mapping that holds
+    addr, in KiB."""
+    inside = False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split(None, 1)[0]
+            if "-" in head and not head.endswith(":"):
+                lo, hi = (int(x, 16) for x in head.split("-"))
+                inside = lo <= addr < hi
+            elif inside and head == field:
+                return int(line.split()[1])
+    return 0
 
 
 def anon_huge_kb(addr):
