@@ -101,11 +101,7 @@ def huge_pages(addr, n):
     link, they fault once per 2 MiB instead of once per 4 KiB page, which
     on a virtual machine is most of a big object's time to arrive. A no-op
     where the call or the constant is missing, or when it fails."""
-    if n < 2 * HUGE:
-        return
-    if not _madvise:
-        _madvise.extend(_find_madvise())
-    fn = _madvise[0]
+    fn = _madvise_fn() if n >= 2 * HUGE else None
     if fn is None:
         return
     start = (addr + HUGE - 1) & ~(HUGE - 1)
@@ -128,11 +124,7 @@ def populate(view):
     huge page, where madvise or MADV_POPULATE_WRITE is missing (Linux
     before 5.14), and after the call's first failure."""
     n = len(view)
-    if n < HUGE or _no_populate:
-        return
-    if not _madvise:
-        _madvise.extend(_find_madvise())
-    fn = _madvise[0]
+    fn = _madvise_fn() if n >= HUGE and not _no_populate else None
     if fn is None:
         return
     try:
@@ -143,6 +135,13 @@ def populate(view):
             _no_populate.append(True)
     except Exception:
         _no_populate.append(True)
+
+
+def _madvise_fn():
+    """libc's madvise, or None, found at first use."""
+    if not _madvise:
+        _madvise.extend(_find_madvise())
+    return _madvise[0]
 
 
 def _find_madvise():

@@ -225,7 +225,7 @@ class ObjStream(unittest.TestCase):
         addr = ctypes.addressof(ctypes.c_char.from_buffer(view))
         # madvise splits the mapping: look in the advised part.
         inner = (addr + self.os.HUGE - 1) & ~(self.os.HUGE - 1)
-        self.assertGreater(anon_huge_kb(inner), 0)
+        self.assertGreater(mapping_kb(inner, "AnonHugePages:"), 0)
 
 
 def mapping_kb(addr, field):
@@ -239,20 +239,6 @@ def mapping_kb(addr, field):
                 lo, hi = (int(x, 16) for x in head.split("-"))
                 inside = lo <= addr < hi
             elif inside and head == field:
-                return int(line.split()[1])
-    return 0
-
-
-def anon_huge_kb(addr):
-    """AnonHugePages of the mapping of this process that holds addr."""
-    inside = False
-    with open("/proc/self/smaps") as f:
-        for line in f:
-            head = line.split(None, 1)[0]
-            if "-" in head and not head.endswith(":"):
-                lo, hi = (int(x, 16) for x in head.split("-"))
-                inside = lo <= addr < hi
-            elif inside and head == "AnonHugePages:":
                 return int(line.split()[1])
     return 0
 
