@@ -55,14 +55,9 @@ func TestClientPushToAStoppedSession(t *testing.T) {
 	case <-time.After(relayStall + 10*time.Second):
 		t.Fatal("the push waits on the stopped session")
 	}
-	busy := func() string {
-		target.mu.Lock()
-		defer target.mu.Unlock()
-		return target.busyWithLocked()
-	}
-	assert.Contains(t, busy(), "serving a write", "busy until its last word")
+	assert.Contains(t, busyWith(target), "serving a write", "busy until its last word")
 	target.onServed(&proto.Served{Sid: sv.Sid, Error: "cancelled"})
-	require.Eventually(t, func() bool { return busy() == "" }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return busyWith(target) == "" }, 5*time.Second, time.Millisecond)
 }
 
 // A pull whose target never answers the serve (it reads its stdin no
@@ -108,10 +103,6 @@ func TestClientPullUnanswered(t *testing.T) {
 		}
 		assert.Equal(t, "cancel", nextFrame(t, frames).op, "the target is told to stop")
 		target.onServed(&proto.Served{Sid: sv.Sid, Error: "cancelled"})
-		require.Eventually(t, func() bool {
-			target.mu.Lock()
-			defer target.mu.Unlock()
-			return target.busyWithLocked() == ""
-		}, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return busyWith(target) == "" }, 5*time.Second, time.Millisecond)
 	}
 }

@@ -24,6 +24,13 @@ func shortStall(t *testing.T, d time.Duration) {
 	t.Cleanup(func() { relayStall = old })
 }
 
+// busyWith is what keeps s busy ("" when idle), read under its lock.
+func busyWith(s *Session) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.busyWithLocked()
+}
+
 // gatedWorker stands in for a worker that stops reading its stdin: the
 // frames the hub writes s are read only while the gate lets them through.
 // It returns the frames read, in order, and the gate (shut at first).
@@ -183,12 +190,7 @@ func TestRelayStallFailsTheLink(t *testing.T) {
 	assert.Equal(t, int64(6), r.ID)
 	assert.True(t, r.OK, "the caller goes on with another session: %s", r.Error)
 
-	busy := func() string {
-		stuck.mu.Lock()
-		defer stuck.mu.Unlock()
-		return stuck.busyWithLocked()
-	}
-	assert.Contains(t, busy(), "serving a put from 'web'", "a target still mid-serve stays busy")
+	assert.Contains(t, busyWith(stuck), "serving a put from 'web'", "a target still mid-serve stays busy")
 
 	close(g.open)
 	f := nextFrame(t, frames)
@@ -199,9 +201,9 @@ func TestRelayStallFailsTheLink(t *testing.T) {
 	var c proto.Cancel
 	require.NoError(t, json.Unmarshal(f.line, &c))
 	assert.Equal(t, sv.Sid, c.Sid)
-	assert.Contains(t, busy(), "serving a put")
+	assert.Contains(t, busyWith(stuck), "serving a put")
 	stuck.onServed(&proto.Served{Sid: sv.Sid, Error: "cancelled"})
-	assert.Eventually(t, func() bool { return busy() == "" }, 5*time.Second, 10*time.Millisecond, "it is free once it answered")
+	assert.Eventually(t, func() bool { return busyWith(stuck) == "" }, 5*time.Second, 10*time.Millisecond, "it is free once it answered")
 	select {
 	case f := <-frames:
 		t.Fatalf("a frame after the cancel: %s", f.line)
@@ -299,12 +301,7 @@ func TestStalledServeNeverSentFreesTheTarget(t *testing.T) {
 	go h.serveRequest(from, &proto.Req{ID: 5, Kind: "put", Target: stuck.name, Names: []string{"x"}, Data: []byte("blob")})
 	r := relayedReply(t, replies)
 	assert.Contains(t, r.Error, "session 't0' took none of the put's data")
-	busy := func() string {
-		stuck.mu.Lock()
-		defer stuck.mu.Unlock()
-		return stuck.busyWithLocked()
-	}
-	assert.Eventually(t, func() bool { return busy() == "" }, 5*time.Second, 10*time.Millisecond, "the target is free")
+	assert.Eventually(t, func() bool { return busyWith(stuck) == "" }, 5*time.Second, 10*time.Millisecond, "the target is free")
 
 	close(g.open)
 	require.Equal(t, "chunk", nextFrame(t, frames).op)
@@ -313,7 +310,7 @@ func TestStalledServeNeverSentFreesTheTarget(t *testing.T) {
 		t.Fatalf("a frame for the failed put: %s", f.line)
 	case <-time.After(200 * time.Millisecond):
 	}
-	assert.Empty(t, busy(), "the target is still free once it reads again")
+	assert.Empty(t, busyWith(stuck), "the target is still free once it reads again")
 }
 
 // A pull whose target takes not even its serve frame is answered with a
@@ -352,11 +349,7 @@ func TestFileServeUnansweredIsAReply(t *testing.T) {
 			assert.Less(t, time.Since(t0), 5*time.Second)
 			assert.Equal(t, "cancel", nextFrame(t, frames).op, "the target is told to stop")
 			silent.onServed(&proto.Served{Sid: sv.Sid, Error: "cancelled"})
-			require.Eventually(t, func() bool {
-				silent.mu.Lock()
-				defer silent.mu.Unlock()
-				return silent.busyWithLocked() == ""
-			}, 10*time.Second, 10*time.Millisecond, "the target is free again")
+			require.Eventually(t, func() bool { return busyWith(silent) == "" }, 10*time.Second, 10*time.Millisecond, "the target is free again")
 		})
 	}
 }
