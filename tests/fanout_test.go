@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -26,6 +27,12 @@ import (
 // on loopback: lab-1 … lab-30 are the ports of two real sshd's (15 each),
 // lab-31 and lab-32 ports nothing listens on. lab-slow is a relay to
 // lab-3's sshd, which a test makes hold connections.
+//
+// The lab's user logs in to a HOME of its own without rc files, with this
+// machine's Python first on PATH: thirty real hosts each run their own rc files at once, but
+// thirty logins into this machine's one HOME would queue behind each
+// other on whatever the rc files lock (pyenv's rehash takes a lock, and
+// each waits its turn, 60 s for 30 logins).
 type labWorld struct {
 	*hubtest.Env
 	ports map[string]int
@@ -37,8 +44,12 @@ func newLabWorld(t *testing.T) *labWorld {
 	home, username, key := sshHome(t)
 	w := &labWorld{ports: map[string]int{}}
 	var known []string
+	hostHome := t.TempDir()
+	newer, _ := hubtest.PickPythons(t)
+	path := filepath.Dir(newer) + ":/usr/local/bin:/usr/bin:/bin"
 	for i := 0; i < 2; i++ {
-		s := sshtest.Start(t, sshtest.Options{Authorized: []string{key.Public}, MorePorts: 14})
+		s := sshtest.Start(t, sshtest.Options{Authorized: []string{key.Public}, MorePorts: 14,
+			SetEnv: map[string]string{"HOME": hostHome, "PATH": path}})
 		for _, p := range s.Ports {
 			w.ports[fmt.Sprintf("lab-%d", len(w.ports)+1)] = p
 			known = append(known, s.KnownHostsLineAt(p))
