@@ -27,17 +27,25 @@ func stillServes(t *testing.T, e *hubtest.Env) {
 }
 
 // fakeWorker writes an executable "python" that ignores the worker file and
-// speaks the frame protocol badly in the way body says.
+// speaks the frame protocol badly in the way body says. Its ready frame
+// tells a streams token, so that fence(c) can write a cell's fence to its
+// output (fd 2) as stdout, as a real worker does: without it the hub waits
+// out fenceWait (2 s) for each cell. It answers no swap frame, so a test
+// whose fake session is alive at the end kills it (killFake).
 func fakeWorker(t *testing.T, dir, body string) string {
 	t.Helper()
 	newer, _ := hubtest.PickPythons(t)
 	p := filepath.Join(dir, "fakepython")
 	script := "#!" + newer + "\n" + `import json, os, sys
 out = os.fdopen(1, "wb", 0)
+TOKEN = "5ca1ab1e0ddba115"
 def frame(d):
     out.write(json.dumps(d).encode() + b"\n")
 def ready():
-    frame({"op": "ready", "proto": 2, "python": "3.99.0", "pid": os.getpid(), "cwd": os.getcwd(), "executable": "fake", "cloudpickle": False})
+    frame({"op": "ready", "proto": 2, "python": "3.99.0", "pid": os.getpid(), "cwd": os.getcwd(), "executable": "fake", "cloudpickle": False, "streams": TOKEN})
+def fence(c):
+    mark = b"\x1e\x1f" + TOKEN.encode()
+    os.write(2, mark + b"1\x1f\x1e" + c["fence"].encode() + mark + b"2\x1f\x1e")
 def cells():
     for line in sys.stdin.buffer:
         c = json.loads(line)
@@ -59,7 +67,8 @@ for c in cells():
     out.write(b"this is not a frame\n")
     out.write(b'{"op": "done", "cell": \n')
     out.write(b'[1, 2, 3]\n')
-    os.write(2, b"cell output" + c["fence"].encode())
+    os.write(2, b"cell output")
+    fence(c)
     frame({"op": "done", "cell": c["cell"], "status": "ok", "value": "'fine'", "error": None, "duration": 0.01})
 `)
 	r := e.Run("exec", "bad", "1", "--python", py)
@@ -71,6 +80,16 @@ for c in cells():
 	r = e.Run("exec", "bad", "2")
 	assert.Equal(t, 0, r.Code, "the session goes on: %s", r)
 	stillServes(t, e)
+	killFake(t, e, "bad")
+}
+
+// killFake kills a fake worker's session: the hub's stop would first ask
+// it to swap, which it never answers, and wait (hubtest.StopHub gives up
+// and kills the hub after 15 s).
+func killFake(t *testing.T, e *hubtest.Env, name string) {
+	t.Helper()
+	r := e.Run("kill", name)
+	require.Equal(t, 0, r.Code, "%s", r)
 }
 
 func TestBrokenFrameStreamKillsTheWorker(t *testing.T) {
@@ -99,7 +118,7 @@ func TestNoiseBeforeReadyIsShownOnlyWhenStartFails(t *testing.T) {
 out.write(b"Welcome to the machine\n")
 ready()
 for c in cells():
-    os.write(2, c["fence"].encode())
+    fence(c)
     frame({"op": "done", "cell": c["cell"], "status": "ok", "value": None, "error": None, "duration": 0.01})
 `)
 	r := e.Run("exec", "noisy", "1", "--python", py)
@@ -118,6 +137,7 @@ sys.exit(5)
 	assert.Contains(t, r.Stderr, "rc file says hello")
 	assert.Contains(t, r.Stderr, "and then it broke")
 	stillServes(t, e)
+	killFake(t, e, "noisy")
 }
 
 func TestFloodsAndOddBytes(t *testing.T) {
