@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 )
@@ -39,4 +40,34 @@ func buildDocumented(out string) (string, error) {
 		return "", fmt.Errorf("go build: %v\n%s", err, b)
 	}
 	return strings.TrimSpace(strings.Join(vars, " ") + " go build ./cmd/replhub"), nil
+}
+
+// buildHello builds, to out, the smallest Go program that prints a line,
+// with the variables README.md's install sets: the floor of any Go
+// binary's start on this machine (the runtime's own), against which
+// `replhub --version` is measured too.
+func buildHello(out string) error {
+	vars, err := installEnv("README.md")
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "replhub-hello-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	src := "package main\n\nimport \"os\"\n\nfunc main() { os.Stdout.WriteString(\"hello\\n\") }\n"
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module hello\n\ngo 1.21\n"), 0o644); err != nil {
+		return err
+	}
+	cmd := exec.Command("go", "build", "-o", out, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), vars...)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go build (hello): %v\n%s", err, b)
+	}
+	return nil
 }
