@@ -52,6 +52,16 @@ func newSSHWorld(t *testing.T, names []string, o sshtest.Options) *sshWorld {
 	return w
 }
 
+// plainLogin is sshtest.Options whose logins get a HOME without rc files
+// (and the newer Python's folder first on PATH), for a test that is not
+// about the login's environment: root's ~/.bashrc here runs pyenv init,
+// which costs each login its rehash and queues concurrent ones on its lock.
+func plainLogin(t *testing.T) sshtest.Options {
+	t.Helper()
+	newer, _ := hubtest.PickPythons(t)
+	return sshtest.Options{SetEnv: map[string]string{"HOME": t.TempDir(), "PATH": filepath.Dir(newer) + ":/usr/local/bin:/usr/bin:/bin"}}
+}
+
 // sshHome makes a $HOME with a key in ~/.ssh (removed at cleanup), for a
 // world whose hub reaches loopback sshd's; it skips without sshd.
 func sshHome(t *testing.T) (home, username string, key sshtest.Key) {
