@@ -134,13 +134,14 @@ from replhub_toolkit import objstream
 	assert.Contains(t, out, "(5242880, 12582912, 'bytes', 0, 0)")
 }
 
-// objCutStart puts 48 buffers of 4 MiB from session "a" into "b", and
-// stops b (SIGSTOP) once three of them went: a put under way, for sure.
+// objCutStart puts 16 buffers of 4 MiB from session "a" into "b", and
+// stops b (SIGSTOP) once three of them went: a put under way, for sure (at
+// most a window of four more can go unacknowledged).
 const objCutStart = `import os, signal, threading, time
 from replhub_toolkit import objstream
 b = session("b")
 bpid = b.call(os.getpid)
-parts = [bytearray(4 << 20) for _ in range(48)]
+parts = [bytearray(4 << 20) for _ in range(16)]
 def stop_b():
     for _ in range(5000):
         if objstream.STATS["sent"] >= 3:
@@ -164,7 +165,8 @@ func TestObjectStreamCut(t *testing.T) {
 			noStopSwap(e)
 			e.Setenv("REPLHUB_PYTHON", py(t, "3.12"))
 			ok(t, e.Run("exec", "b", "import os"))
-			r := e.Run("exec", "a", objCutStart, "-t", "1")
+			// Back at once: the file "stopped" says when the put is under way.
+			r := e.Run("exec", "a", objCutStart, "-t", "0.2")
 			require.Equal(t, 3, r.Code, "the put must still be under way: %s", r)
 			stopped := filepath.Join(e.Cwd, "stopped")
 			require.Eventually(t, func() bool { _, err := os.Stat(stopped); return err == nil }, 20*time.Second, 10*time.Millisecond)
