@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replhub/replhub/tests/hubtest"
-	"github.com/replhub/replhub/tests/sshtest"
 )
 
 // groupOpen opens group NAME on this machine and on lab-1 and lab-2 (a
@@ -32,7 +31,7 @@ repr(g)`, name, py)
 func TestObjectStreamGroup(t *testing.T) {
 	t.Parallel()
 	needCloudpickle(t)
-	w := newSSHWorld(t, []string{"lab-1", "lab-2"}, sshtest.Options{})
+	w := newSSHWorld(t, []string{"lab-1", "lab-2"}, plainLogin(t))
 	py312 := py(t, "3.12")
 	w.Setenv("REPLHUB_PYTHON", py312)
 	// Swapping sessions that hold the objects at the hub's stop would only
