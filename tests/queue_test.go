@@ -133,11 +133,15 @@ func TestQueueBoundAndDeath(t *testing.T) {
 
 	// The code queued is bounded too.
 	blocker(t, e, "big")
-	comment := "#" + strings.Repeat("a", 40<<20)
-	_, err := c.Exec(ctx, "big", comment, client.ExecOptions{Queue: true})
-	require.NoError(t, err)
-	_, err = c.Exec(ctx, "big", comment, client.ExecOptions{Queue: true})
-	assert.EqualError(t, err, "session 'big' has 40 MB of code queued, and this cell would pass the 64 MB it holds: `replhub wait big` collects the queued cells as they finish")
+	// 32 MB queued, then 33 more: just past the bound, as each MB costs
+	// the race-built hub some 150 ms to read. Sent by the CLI, from its
+	// stdin: the race-built client of this test process took some 10 s to
+	// encode a 40 MB request.
+	comment := "#" + strings.Repeat("a", 33<<20)
+	ok(t, e.RunInput(comment[:32<<20], "exec", "big", "-", "--queue"))
+	r = e.RunInput(comment, "exec", "big", "-", "--queue")
+	assert.Equal(t, 2, r.Code, "%s", r.Stdout)
+	assert.Equal(t, "replhub: session 'big' has 32 MB of code queued, and this cell would pass the 64 MB it holds: `replhub wait big` collects the queued cells as they finish\n", r.Stderr)
 	ok(t, e.Run("kill", "big"))
 
 	// All run, nobody reads them; one more cell pushes the oldest out.
