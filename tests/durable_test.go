@@ -111,6 +111,9 @@ func TestRestartWithAChangedBinary(t *testing.T) {
 	e := hubtest.Start(t)
 	// This world's own copy of the binary, replaced while the hub runs.
 	dir := t.TempDir()
+	// Stopped before dir goes: Start's cleanup, which runs after, would
+	// find no binary to run stop with, and kill the hub after 5 s.
+	t.Cleanup(e.StopHub)
 	bin := filepath.Join(dir, "replhub")
 	copyFile(t, e.HubBin, bin)
 	e.Bin, e.HubBin = bin, bin
