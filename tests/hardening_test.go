@@ -46,6 +46,7 @@ func TestHugeFrameLenEndsOnlyItsSession(t *testing.T) {
 // Half a frame, then nothing: the session is ended within the hub's stall
 // bound (10 s) with a note, not left hanging with every caller.
 func TestHalfFrameEndsItsSession(t *testing.T) {
+	t.Parallel()
 	e := hubtest.Start(t)
 	r := e.Run("exec", "half", "import os, time")
 	require.Equal(t, 0, r.Code, "%s", r)
@@ -54,7 +55,9 @@ func TestHalfFrameEndsItsSession(t *testing.T) {
 	took := time.Since(t0)
 	assert.Equal(t, 4, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout+r.Stderr, "half a frame, then nothing for 1")
-	assert.Less(t, took, 13*time.Second)
+	// The stall bound (10 s) ended it, not the cell (60 s) or the exec's
+	// timeout (40 s): the margin is for a loaded machine.
+	assert.Less(t, took, 30*time.Second)
 	t.Logf("a half frame ended its session after %s", took.Round(10*time.Millisecond))
 	stillServes(t, e)
 }
