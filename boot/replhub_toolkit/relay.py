@@ -334,6 +334,10 @@ class Stream(object):
         self.dest_ids = ()
         self.at = (0, 0)
         self.error = None
+        # The buffers' pages faulted in ahead of the chunks (Prefault);
+        # taken is how many of their bytes into has handed out.
+        self.prefault = None
+        self.taken = 0
 
     def expect(self, header):
         """Make the buffers that a streamed object's chunks go into (the
@@ -353,7 +357,13 @@ class Stream(object):
         self.objs = [m[0] for m in made]
         self.dest, self.at = [m[1] for m in made], (0, 0)
         self.dest_ids = set(id(d.obj) for d in self.dest)
+        self.stop_prefault()
+        self.prefault, self.taken = ost.prefault(self.dest), 0
         return self.objs
+
+    def stop_prefault(self):
+        if self.prefault is not None:
+            self.prefault.stop()
 
     def holds(self, data):
         """Whether data was read into the buffers (by into)."""
@@ -368,7 +378,8 @@ class Stream(object):
 
     def into(self, n):
         """Reader thread: where the next chunk's n bytes go, or None when
-        they do not fit the buffers."""
+        they do not fit the buffers. Their pages are faulted in first,
+        unless the prefault has done it already."""
         dest = self.dest
         if dest is None:
             return None
@@ -379,10 +390,13 @@ class Stream(object):
             return None
         self.at = (i, off + n)
         view = dest[i][off:off + n]
-        _objstream().populate(view)
+        start, self.taken = self.taken, self.taken + n
+        if self.prefault is None or self.prefault.ready < start + n:
+            _objstream().populate(view)
         return view
 
     def cancel(self):
+        self.stop_prefault()
         with self.cond:
             self.cancelled = True
             self.cond.notify_all()
@@ -432,7 +446,9 @@ def open_stream(key, cond=None):
 
 def close_stream(key):
     with _streams_lock:
-        streams.pop(key, None)
+        st = streams.pop(key, None)
+    if st is not None:
+        st.stop_prefault()
 
 
 def _stream_of(header):

@@ -170,8 +170,9 @@ class ObjStream(unittest.TestCase):
 
     def test_into_populates_each_chunk_first(self):
         got = []
-        saved = self.os.populate
+        saved = self.os.populate, self.os.prefault
         self.os.populate = lambda view: got.append((len(view), bytes(view[:1])))
+        self.os.prefault = lambda views: None
         try:
             st = relay.Stream()
             st.expect({"bufs": [16 * MB + 5], "kinds": "b"})
@@ -179,33 +180,107 @@ class ObjStream(unittest.TestCase):
             second = st.into(8 * MB + 5)
             self.assertIsNone(st.into(1))
         finally:
-            self.os.populate = saved
+            self.os.populate, self.os.prefault = saved
         self.assertEqual([n for n, _ in got], [8 * MB, 8 * MB + 5])
         self.assertTrue(st.holds(first) and st.holds(second))
+
+    def test_into_leaves_to_the_prefault_what_it_has_done(self):
+        class Fake(object):
+            ready, stopped = 0, False
+
+            def stop(self):
+                self.stopped = True
+        fake, got = Fake(), []
+        saved = self.os.populate, self.os.prefault
+        self.os.populate = lambda view: got.append(len(view))
+        self.os.prefault = lambda views: fake
+        try:
+            st = relay.Stream()
+            st.expect({"bufs": [8 * MB, 16 * MB], "kinds": "ba"})
+            fake.ready = 12 * MB  # the first buffer, half the second
+            st.into(8 * MB)       # all in: not again
+            st.into(4 * MB)       # in too
+            st.into(8 * MB)       # 12 to 20 MiB: not yet
+            self.assertEqual(got, [8 * MB])
+            st.cancel()
+            self.assertTrue(fake.stopped, "a cancelled transfer stops its prefault")
+            fake.stopped = False
+            relay.streams[("id", -7)] = st
+            relay.close_stream(("id", -7))
+            self.assertTrue(fake.stopped, "so does a closed one")
+        finally:
+            self.os.populate, self.os.prefault = saved
+
+    def test_prefault_goes_in_order_and_stops(self):
+        import threading
+        got, second, release = [], threading.Event(), threading.Event()
+
+        def populate(view):
+            got.append(len(view))
+            if len(got) == 2:
+                second.set()
+                release.wait(10)
+        saved = self.os.populate
+        self.os.populate = populate
+        try:
+            a, b = bytearray(10 * MB), bytearray(20 * MB)
+            pf = self.os.Prefault([memoryview(a), memoryview(b)])
+            self.assertTrue(second.wait(10), "the prefault runs on its own thread")
+            self.assertEqual(pf.ready, 8 * MB)
+            pf.stop()
+            release.set()
+            pf.thread.join(10)
+            self.assertFalse(pf.thread.is_alive())
+        finally:
+            self.os.populate = saved
+        self.assertEqual(got, [8 * MB, 2 * MB], "chunk by chunk from the start, and no more once stopped")
+        self.assertEqual(pf.ready, 10 * MB)
+        self.assertIsNone(self.os.prefault([memoryview(bytearray(16 * MB - 1))]), "not for under two chunks")
+
+    def fresh(self, n):
+        """An mmap of n bytes of fresh pages (whatever malloc keeps) and a
+        view of it, both closed at the test's end; the test is skipped
+        without madvise."""
+        import mmap
+        if self.os._find_madvise()[0] is None:
+            self.skipTest("no madvise here")
+        area = mmap.mmap(-1, n)
+        view = memoryview(area)
+        self.addCleanup(area.close)
+        self.addCleanup(view.release)
+        return area, view
+
+    @unittest.skipUnless(sys.platform.startswith("linux"), "MADV_POPULATE_WRITE is Linux's")
+    def test_prefault_faults_the_buffers_in(self):
+        import ctypes
+        area, view = self.fresh(40 * MB)
+        self.os.populate(view[-2 * MB:])  # the last 2 MiB: is it there?
+        if self.os._no_populate:
+            self.skipTest("no MADV_POPULATE_WRITE here (Linux before 5.14)")
+        addr = ctypes.addressof(ctypes.c_char.from_buffer(view))
+        before = mapping_kb(addr, "Rss:")
+        pf = self.os.prefault([view])
+        self.assertIsNotNone(pf)
+        pf.thread.join(30)
+        self.assertEqual(pf.ready, 40 * MB)
+        self.assertGreaterEqual(mapping_kb(addr, "Rss:") - before, 36 * 1024, "the other 38 MiB faulted in")
+        self.assertEqual(area[:8], bytes(8), "populating writes nothing")
 
     @unittest.skipUnless(sys.platform.startswith("linux"), "MADV_POPULATE_WRITE is Linux's")
     def test_populate_faults_the_slice_in(self):
         import ctypes
-        import mmap
-        if self.os._find_madvise()[0] is None:
-            self.skipTest("no madvise here")
-        area = mmap.mmap(-1, 64 * MB)  # fresh pages, whatever malloc keeps
-        view = memoryview(area)
-        try:
-            part = view[16 * MB:48 * MB]
-            addr = ctypes.addressof(ctypes.c_char.from_buffer(part))
-            before = mapping_kb(addr, "Rss:")
-            self.os.populate(part)
-            if self.os._no_populate:
-                self.skipTest("no MADV_POPULATE_WRITE here (Linux before 5.14)")
-            self.assertGreaterEqual(mapping_kb(addr, "Rss:") - before, 30 * 1024, "32 MiB faulted in")
-            part[:4] = b"data"  # still the same memory, written as before
-            self.assertEqual(area[16 * MB:16 * MB + 4], b"data")
-            self.assertEqual(area[16 * MB + 4:16 * MB + 8], bytes(4), "populating writes nothing")
-            del part
-        finally:
-            view.release()
-            area.close()
+        area, view = self.fresh(64 * MB)
+        part = view[16 * MB:48 * MB]
+        addr = ctypes.addressof(ctypes.c_char.from_buffer(part))
+        before = mapping_kb(addr, "Rss:")
+        self.os.populate(part)
+        if self.os._no_populate:
+            self.skipTest("no MADV_POPULATE_WRITE here (Linux before 5.14)")
+        self.assertGreaterEqual(mapping_kb(addr, "Rss:") - before, 30 * 1024, "32 MiB faulted in")
+        part[:4] = b"data"  # still the same memory, written as before
+        self.assertEqual(area[16 * MB:16 * MB + 4], b"data")
+        self.assertEqual(area[16 * MB + 4:16 * MB + 8], bytes(4), "populating writes nothing")
+        part.release()
 
     @unittest.skipUnless(sys.platform.startswith("linux"), "transparent huge pages are Linux's")
     def test_big_buffers_get_huge_pages(self):
