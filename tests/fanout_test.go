@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -29,10 +28,10 @@ import (
 // lab-3's sshd, which a test makes hold connections.
 //
 // The lab's user logs in to a HOME of its own without rc files, with this
-// machine's Python first on PATH: thirty real hosts each run their own rc files at once, but
-// thirty logins into this machine's one HOME would queue behind each
-// other on whatever the rc files lock (pyenv's rehash takes a lock, and
-// each waits its turn, 60 s for 30 logins).
+// machine's Python first on PATH (plainLogin): thirty real hosts each run
+// their own rc files at once, but thirty logins into this machine's one
+// HOME would queue behind each other on whatever the rc files lock
+// (pyenv's rehash takes a lock, and each waits its turn: 60 s for 30).
 type labWorld struct {
 	*hubtest.Env
 	ports map[string]int
@@ -44,12 +43,10 @@ func newLabWorld(t *testing.T) *labWorld {
 	home, username, key := sshHome(t)
 	w := &labWorld{ports: map[string]int{}}
 	var known []string
-	hostHome := t.TempDir()
-	newer, _ := hubtest.PickPythons(t)
-	path := filepath.Dir(newer) + ":/usr/local/bin:/usr/bin:/bin"
+	o := plainLogin(t)
+	o.Authorized, o.MorePorts = []string{key.Public}, 14
 	for i := 0; i < 2; i++ {
-		s := sshtest.Start(t, sshtest.Options{Authorized: []string{key.Public}, MorePorts: 14,
-			SetEnv: map[string]string{"HOME": hostHome, "PATH": path}})
+		s := sshtest.Start(t, o)
 		for _, p := range s.Ports {
 			w.ports[fmt.Sprintf("lab-%d", len(w.ports)+1)] = p
 			known = append(known, s.KnownHostsLineAt(p))
