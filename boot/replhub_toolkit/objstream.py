@@ -111,76 +111,106 @@ def huge_pages(addr, n):
 
 
 MADV_POPULATE_WRITE = 23   # Linux 5.14+: fault pages in, writable
-_no_populate = []          # [True] once the call failed: not tried again
+_no_populate = []          # [True] once the kernel refused the call: not tried again
 
 
 def populate(view):
     """Fault in the pages of view, the writable slice of a received buffer
     that the reader thread reads a chunk into next (Stream.into), where
-    the prefault (Prefault) has not been yet. The
-    kernel zeroes a fresh page at its first touch; taken inside the pipe's
-    read, that happens with the pipe's lock held, and the hub, writing the
-    next bytes, spins on that lock (on a virtual machine, where zeroing is
-    slow, a sixth of both cores during a put). A no-op for slices under a
-    huge page, where madvise or MADV_POPULATE_WRITE is missing (Linux
-    before 5.14), and after the call's first failure."""
+    the prefault (Prefault) has not been yet. The kernel zeroes a fresh
+    page at its first touch; taken inside the pipe's read, that happens
+    with the pipe's lock held, and the hub, writing the next bytes, spins
+    on that lock. A no-op for slices under a huge page, where madvise or
+    MADV_POPULATE_WRITE is missing (Linux before 5.14), and once the
+    kernel has refused the advice (not for a passing failure: no memory,
+    a bad address)."""
     n = len(view)
     fn = _madvise_fn() if n >= HUGE and not _no_populate else None
     if fn is None:
         return
     try:
         import ctypes
+        import errno
         addr = ctypes.addressof(ctypes.c_char.from_buffer(view))
         start = addr & ~4095
-        if fn(start, addr + n - start, MADV_POPULATE_WRITE) != 0:
+        if fn(start, addr + n - start, MADV_POPULATE_WRITE) != 0 and \
+                ctypes.get_errno() not in (errno.ENOMEM, errno.EFAULT, errno.EINTR, errno.EAGAIN):
             _no_populate.append(True)
     except Exception:
         _no_populate.append(True)
 
 
 class Prefault(object):
-    """Faults in the pages of a received object's buffers (views), in
-    CHUNK steps from the start, on a thread of its own, ahead of the
-    chunks that fill them: the kernel zeroes each fresh page as it faults
-    in, which on a virtual machine can take as long as the link takes to
-    bring the page's bytes (3.7 ms a MB, on a KVM guest that shadows its
-    page tables). Done ahead, it overlaps the transfer instead of holding
-    up each chunk's read: a put of 100 MB behind sshd went from 220 to
-    430 MB/s there. ready is how many bytes, from the start, are in; stop
-    ends it early."""
+    """Faults in the pages of a received object's buffers (views, of objs)
+    on a thread of its own, CHUNK by CHUNK from the start and at most AHEAD
+    chunks past those the reader thread has taken (took): the kernel
+    zeroes each fresh page as it faults in, which on a virtual machine
+    that shadows its page tables costs 3.7 ms a MB, more than the link
+    takes to bring it. Done ahead, the zeroing overlaps the transfer
+    instead of holding up each chunk's read; bounded, a transfer that
+    fails early leaves little faulted in for nothing. ready is how many
+    bytes from the start it has been over; stop ends it, and waits."""
 
-    def __init__(self, views):
+    AHEAD = 8
+
+    def __init__(self, views, objs):
         self.ready = 0
-        self._views = views
+        self._views, self._objs = views, objs  # objs: what views' memory belongs to
+        self._taken = 0
         self._stopped = False
-        t = threading.Thread(target=self._run, name="replhub-prefault")
-        t.daemon = True
-        t.start()
-        self.thread = t
+        self._cond = threading.Condition()
+        self.thread = threading.Thread(target=self._run, name="replhub-prefault")
+        self.thread.daemon = True
+        self.thread.start()
+
+    def took(self, n):
+        """The reader thread has taken n bytes in all."""
+        with self._cond:
+            self._taken = n
+            self._cond.notify()
 
     def _run(self):
+        pos = 0
         try:
             for v in self._views:
                 for off in range(0, len(v), CHUNK):
-                    if self._stopped or _no_populate:
-                        return
-                    part = v[off:off + CHUNK]
-                    populate(part)
-                    self.ready += len(part)
+                    end = pos + min(CHUNK, len(v) - off)
+                    with self._cond:
+                        # The reader thread takes a chunk at least every
+                        # relay stall bound, or its transfer fails: a
+                        # minute without one, and this one is left over.
+                        idle = 0
+                        while not self._stopped and pos >= self._taken + self.AHEAD * CHUNK and idle < 60:
+                            taken = self._taken
+                            self._cond.wait(1.0)
+                            idle = 0 if self._taken != taken else idle + 1
+                        if self._stopped or _no_populate or idle >= 60:
+                            return
+                        behind = end <= self._taken  # the reader populated it
+                    if not behind:
+                        populate(v[off:end - pos + off])
+                    pos = self.ready = end
         finally:
-            self._views = None  # the buffers are the transfer's, not ours
+            self._views = self._objs = None
 
     def stop(self):
-        self._stopped = True
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        if threading.current_thread() is not self.thread:
+            self.thread.join()
 
 
-def prefault(views):
-    """A Prefault of views, or None where there is nothing to gain: under
-    two chunks in all (populate's own call per chunk does), or where
-    populate cannot work."""
+def prefault(views, objs):
+    """A Prefault of views (of objs), or None where there is nothing to
+    gain: under two chunks in all (populate's own call per chunk does),
+    where populate cannot work, or when no thread can be started."""
     if sum(len(v) for v in views) < 2 * CHUNK or _no_populate or _madvise_fn() is None:
         return None
-    return Prefault(views)
+    try:
+        return Prefault(views, objs)
+    except Exception:  # RuntimeError: can't start new thread
+        return None
 
 
 def _madvise_fn():
@@ -591,6 +621,7 @@ class Part(object):
         except StreamError as e:
             # This part only: its target is cancelled, the others go on.
             self.error, self.done = str(e), True
+            st.stop_prefault()
             chan.send(relay.cancel_frame(self.id))
             return True
 
@@ -605,6 +636,7 @@ class Part(object):
             self.done = True
             if self.left or self.pieces is not None or not h.get("ok"):
                 self.error = h.get("error") or "the transfer ended before its end"
+                self.stream.stop_prefault()
         elif op == "reply" and not self.left and self.pieces is None and h.get("bufs"):
             self.left = self.stream.expecting()  # the value's buffers follow
             self.value = (data, h.get("py"), self.stream.objs)

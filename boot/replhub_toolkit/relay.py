@@ -344,6 +344,7 @@ class Stream(object):
         header's bufs and kinds); returns them (bytes and bytearrays).
         MemoryError is kept for expecting()."""
         ost = _objstream()
+        self.stop_prefault()
         sizes, kinds = header.get("bufs"), header.get("kinds") or ""
         try:
             if not isinstance(sizes, list) or len(sizes) > ost.MAX_BUFS or \
@@ -357,13 +358,15 @@ class Stream(object):
         self.objs = [m[0] for m in made]
         self.dest, self.at = [m[1] for m in made], (0, 0)
         self.dest_ids = set(id(d.obj) for d in self.dest)
-        self.stop_prefault()
-        self.prefault, self.taken = ost.prefault(self.dest), 0
+        self.prefault, self.taken = ost.prefault(self.dest, self.objs), 0
         return self.objs
 
     def stop_prefault(self):
-        if self.prefault is not None:
-            self.prefault.stop()
+        """Stop faulting the buffers in, and wait until that has stopped:
+        the prefault then holds none of them."""
+        pf, self.prefault = self.prefault, None
+        if pf is not None:
+            pf.stop()
 
     def holds(self, data):
         """Whether data was read into the buffers (by into)."""
@@ -390,9 +393,12 @@ class Stream(object):
             return None
         self.at = (i, off + n)
         view = dest[i][off:off + n]
-        start, self.taken = self.taken, self.taken + n
-        if self.prefault is None or self.prefault.ready < start + n:
+        self.taken += n
+        pf = self.prefault
+        if pf is None or pf.ready < self.taken:
             _objstream().populate(view)
+        if pf is not None:
+            pf.took(self.taken)
         return view
 
     def cancel(self):

@@ -28,6 +28,11 @@ class ObjStream(unittest.TestCase):
     def setUp(self):
         from replhub_toolkit import objstream
         self.os = objstream
+        # A test that found MADV_POPULATE_WRITE missing turns populate off
+        # for the module: each test starts with it on.
+        saved = objstream._no_populate[:]
+        del objstream._no_populate[:]
+        self.addCleanup(objstream._no_populate.extend, saved)
 
     def dumps(self, obj):
         bufs = self.os.Buffers()
@@ -172,7 +177,7 @@ class ObjStream(unittest.TestCase):
         got = []
         saved = self.os.populate, self.os.prefault
         self.os.populate = lambda view: got.append((len(view), bytes(view[:1])))
-        self.os.prefault = lambda views: None
+        self.os.prefault = lambda views, objs: None
         try:
             st = relay.Stream()
             st.expect({"bufs": [16 * MB + 5], "kinds": "b"})
@@ -186,56 +191,132 @@ class ObjStream(unittest.TestCase):
 
     def test_into_leaves_to_the_prefault_what_it_has_done(self):
         class Fake(object):
-            ready, stopped = 0, False
+            def __init__(self, views, objs):
+                self.ready, self.taken, self.stopped = 0, [], False
+                made.append(self)
+
+            def took(self, n):
+                self.taken.append(n)
 
             def stop(self):
                 self.stopped = True
-        fake, got = Fake(), []
+        made, got = [], []
         saved = self.os.populate, self.os.prefault
         self.os.populate = lambda view: got.append(len(view))
-        self.os.prefault = lambda views: fake
+        self.os.prefault = Fake
+        key = ("id", -7)
+        self.addCleanup(relay.close_stream, key)
         try:
-            st = relay.Stream()
+            st = relay.open_stream(key)
             st.expect({"bufs": [8 * MB, 16 * MB], "kinds": "ba"})
-            fake.ready = 12 * MB  # the first buffer, half the second
-            st.into(8 * MB)       # all in: not again
-            st.into(4 * MB)       # in too
-            st.into(8 * MB)       # 12 to 20 MiB: not yet
+            made[0].ready = 12 * MB  # the first buffer, half the second
+            st.into(8 * MB)          # all in: not again
+            st.into(4 * MB)          # in too
+            st.into(8 * MB)          # 12 to 20 MiB: not yet
             self.assertEqual(got, [8 * MB])
+            self.assertEqual(made[0].taken, [8 * MB, 12 * MB, 20 * MB], "told how far the reader is")
+            st.expect({"bufs": [16 * MB], "kinds": "b"})
+            self.assertTrue(made[0].stopped, "a second object stops the first's prefault")
             st.cancel()
-            self.assertTrue(fake.stopped, "a cancelled transfer stops its prefault")
-            fake.stopped = False
-            relay.streams[("id", -7)] = st
-            relay.close_stream(("id", -7))
-            self.assertTrue(fake.stopped, "so does a closed one")
+            self.assertTrue(made[1].stopped, "a cancelled transfer stops its prefault")
+            st.expect({"bufs": [16 * MB], "kinds": "b"})
+            relay.close_stream(key)
+            self.assertTrue(made[2].stopped, "so does a closed one")
         finally:
             self.os.populate, self.os.prefault = saved
 
-    def test_prefault_goes_in_order_and_stops(self):
+    def gated_populate(self, at):
+        """populate replaced, for the test, by one that records each
+        view's length and holds call number at until released; returns
+        (lengths, reached, release), the two events."""
         import threading
-        got, second, release = [], threading.Event(), threading.Event()
+        got, reached, release = [], threading.Event(), threading.Event()
 
         def populate(view):
             got.append(len(view))
-            if len(got) == 2:
-                second.set()
+            if len(got) == at:
+                reached.set()
                 release.wait(10)
         saved = self.os.populate
         self.os.populate = populate
-        try:
-            a, b = bytearray(10 * MB), bytearray(20 * MB)
-            pf = self.os.Prefault([memoryview(a), memoryview(b)])
-            self.assertTrue(second.wait(10), "the prefault runs on its own thread")
-            self.assertEqual(pf.ready, 8 * MB)
-            pf.stop()
-            release.set()
-            pf.thread.join(10)
-            self.assertFalse(pf.thread.is_alive())
-        finally:
-            self.os.populate = saved
+        self.addCleanup(setattr, self.os, "populate", saved)
+        return got, reached, release
+
+    def test_prefault_goes_in_order_and_stops(self):
+        import threading
+        got, second, release = self.gated_populate(2)
+        a, b = bytearray(10 * MB), bytearray(20 * MB)
+        pf = self.os.Prefault([memoryview(a), memoryview(b)], [a, b])
+        self.assertTrue(second.wait(10), "the prefault runs on its own thread")
+        self.assertEqual(pf.ready, 8 * MB)
+        stopping = threading.Thread(target=pf.stop)
+        stopping.start()
+        release.set()
+        stopping.join(10)
+        self.assertFalse(pf.thread.is_alive(), "stop waits for it")
         self.assertEqual(got, [8 * MB, 2 * MB], "chunk by chunk from the start, and no more once stopped")
         self.assertEqual(pf.ready, 10 * MB)
-        self.assertIsNone(self.os.prefault([memoryview(bytearray(16 * MB - 1))]), "not for under two chunks")
+        a += b"resized"  # nothing holds a view of it any more
+
+    def test_prefault_keeps_to_the_reader(self):
+        import time
+        chunk, ahead = self.os.CHUNK, self.os.Prefault.AHEAD
+        got, first, go = self.gated_populate(1)
+        buf = bytearray((ahead + 8) * chunk)  # never touched: populate is ours
+        try:
+            pf = self.os.Prefault([memoryview(buf)], [buf])
+            self.assertTrue(first.wait(10))
+            pf.took(4 * chunk)  # the reader went past chunks 1 to 3 itself
+            go.set()
+            for _ in range(500):
+                if pf.ready >= (ahead + 4) * chunk:
+                    break
+                time.sleep(0.01)
+            time.sleep(0.2)
+            self.assertEqual(pf.ready, (ahead + 4) * chunk, "AHEAD chunks past the reader, and no further")
+            self.assertEqual(len(got), 1 + ahead, "not the chunks the reader had taken")
+            pf.took((ahead + 8) * chunk)
+            pf.thread.join(10)
+            self.assertEqual(pf.ready, len(buf))
+            self.assertEqual(len(got), 1 + ahead, "nor those it took while it waited")
+        finally:
+            pf.stop()
+
+    def test_prefault_is_none_without_a_thread(self):
+        import threading
+
+        class NoThread(threading.Thread):
+            def start(self):
+                raise RuntimeError("can't start new thread")
+        saved = self.os._madvise[:], self.os.threading.Thread
+        self.os._madvise[:] = [lambda addr, n, advice: 0, 14]
+        self.os.threading.Thread = NoThread
+        try:
+            buf = bytearray(16 * MB)
+            self.assertIsNone(self.os.prefault([memoryview(buf)], [buf]), "the transfer goes on without")
+        finally:
+            self.os._madvise[:], self.os.threading.Thread = saved
+
+    def test_populate_is_turned_off_only_by_a_refusal(self):
+        import ctypes
+        import errno
+        failure = []
+
+        def madvise(addr, n, advice):
+            ctypes.set_errno(failure[0])
+            return -1
+        saved = self.os._madvise[:]
+        self.os._madvise[:] = [madvise, 14]
+        buf = bytearray(4 * MB)
+        try:
+            for failure[:] in ([errno.ENOMEM], [errno.EFAULT]):
+                self.os.populate(memoryview(buf))
+                self.assertEqual(self.os._no_populate, [], "a passing failure")
+            failure[:] = [errno.EINVAL]
+            self.os.populate(memoryview(buf))
+            self.assertEqual(self.os._no_populate, [True], "a kernel without MADV_POPULATE_WRITE")
+        finally:
+            self.os._madvise[:] = saved
 
     def fresh(self, n):
         """An mmap of n bytes of fresh pages (whatever malloc keeps) and a
@@ -259,28 +340,34 @@ class ObjStream(unittest.TestCase):
             self.skipTest("no MADV_POPULATE_WRITE here (Linux before 5.14)")
         addr = ctypes.addressof(ctypes.c_char.from_buffer(view))
         before = mapping_kb(addr, "Rss:")
-        pf = self.os.prefault([view])
+        pf = self.os.prefault([view], [area])
         self.assertIsNotNone(pf)
         pf.thread.join(30)
         self.assertEqual(pf.ready, 40 * MB)
         self.assertGreaterEqual(mapping_kb(addr, "Rss:") - before, 36 * 1024, "the other 38 MiB faulted in")
-        self.assertEqual(area[:8], bytes(8), "populating writes nothing")
+        small = bytearray(16 * MB)
+        self.assertIsNone(self.os.prefault([memoryview(small)[1:]], [small]), "not for under two chunks")
+        pf = self.os.prefault([memoryview(small)], [small])
+        self.assertIsNotNone(pf, "but for two")
+        pf.stop()
 
     @unittest.skipUnless(sys.platform.startswith("linux"), "MADV_POPULATE_WRITE is Linux's")
     def test_populate_faults_the_slice_in(self):
         import ctypes
         area, view = self.fresh(64 * MB)
         part = view[16 * MB:48 * MB]
-        addr = ctypes.addressof(ctypes.c_char.from_buffer(part))
-        before = mapping_kb(addr, "Rss:")
-        self.os.populate(part)
-        if self.os._no_populate:
-            self.skipTest("no MADV_POPULATE_WRITE here (Linux before 5.14)")
-        self.assertGreaterEqual(mapping_kb(addr, "Rss:") - before, 30 * 1024, "32 MiB faulted in")
-        part[:4] = b"data"  # still the same memory, written as before
-        self.assertEqual(area[16 * MB:16 * MB + 4], b"data")
-        self.assertEqual(area[16 * MB + 4:16 * MB + 8], bytes(4), "populating writes nothing")
-        part.release()
+        try:
+            addr = ctypes.addressof(ctypes.c_char.from_buffer(part))
+            before = mapping_kb(addr, "Rss:")
+            self.os.populate(part)
+            if self.os._no_populate:
+                self.skipTest("no MADV_POPULATE_WRITE here (Linux before 5.14)")
+            self.assertGreaterEqual(mapping_kb(addr, "Rss:") - before, 30 * 1024, "32 MiB faulted in")
+            part[:4] = b"data"  # still the same memory, written as before
+            self.assertEqual(area[16 * MB:16 * MB + 4], b"data")
+            self.assertEqual(area[16 * MB + 4:16 * MB + 8], bytes(4), "populating writes nothing")
+        finally:
+            part.release()
 
     @unittest.skipUnless(sys.platform.startswith("linux"), "transparent huge pages are Linux's")
     def test_big_buffers_get_huge_pages(self):
