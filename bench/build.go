@@ -30,16 +30,27 @@ func installEnv(readme string) ([]string, error) {
 // buildDocumented builds the binary to out as README.md installs it and
 // says how.
 func buildDocumented(out string) (string, error) {
-	vars, err := installEnv("README.md")
+	vars, err := goBuild("", out, "./cmd/replhub")
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/replhub")
+	return strings.TrimSpace(strings.Join(vars, " ") + " go build ./cmd/replhub"), nil
+}
+
+// goBuild builds package pkg of the module in dir ("": this one) to out
+// with the variables README.md's install sets, and returns them.
+func goBuild(dir, out, pkg string) ([]string, error) {
+	vars, err := installEnv("README.md")
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), vars...)
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, b)
+		return nil, fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
 	}
-	return strings.TrimSpace(strings.Join(vars, " ") + " go build ./cmd/replhub"), nil
+	return vars, nil
 }
 
 // buildHello builds, to out, the smallest Go program that prints a line,
@@ -47,10 +58,6 @@ func buildDocumented(out string) (string, error) {
 // binary's start on this machine (the runtime's own), against which
 // `replhub --version` is measured too.
 func buildHello(out string) error {
-	vars, err := installEnv("README.md")
-	if err != nil {
-		return err
-	}
 	dir, err := os.MkdirTemp("", "replhub-hello-")
 	if err != nil {
 		return err
@@ -63,11 +70,6 @@ func buildHello(out string) error {
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module hello\n\ngo 1.21\n"), 0o644); err != nil {
 		return err
 	}
-	cmd := exec.Command("go", "build", "-o", out, ".")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), vars...)
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build (hello): %v\n%s", err, b)
-	}
-	return nil
+	_, err = goBuild(dir, out, ".")
+	return err
 }

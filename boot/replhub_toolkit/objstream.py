@@ -174,7 +174,7 @@ class Prefault(object):
         try:
             for v in self._views:
                 for off in range(0, len(v), CHUNK):
-                    end = pos + min(CHUNK, len(v) - off)
+                    n = min(CHUNK, len(v) - off)
                     with self._cond:
                         # The reader thread takes a chunk at least every
                         # relay stall bound, or its transfer fails: a
@@ -186,10 +186,10 @@ class Prefault(object):
                             idle = 0 if self._taken != taken else idle + 1
                         if self._stopped or _no_populate or idle >= 60:
                             return
-                        behind = end <= self._taken  # the reader populated it
+                        behind = pos + n <= self._taken  # the reader populated it
                     if not behind:
-                        populate(v[off:end - pos + off])
-                    pos = self.ready = end
+                        populate(v[off:off + n])
+                    pos = self.ready = pos + n
         finally:
             self._views = self._objs = None
 
