@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replhub/replhub/internal/procstat"
 	"github.com/replhub/replhub/tests/hubtest"
 )
 
@@ -720,6 +722,9 @@ func TestReaperPassesLastWords(t *testing.T) {
 		w.healthy()
 		pid := w.cmd.Process.Pid
 		require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
+		// kill returns before the threads stop: a pump still running
+		// would take the words, and die with them unwritten.
+		waitGone(t, "a running thread", 5*time.Second, func() bool { return allStopped(pid) })
 		for fd, text := range map[int]string{1: "last on stdout\n", 2: "last on stderr\n"} {
 			f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/%d", pid, fd), os.O_WRONLY, 0)
 			require.NoError(t, err)
@@ -740,6 +745,21 @@ func TestReaperPassesLastWords(t *testing.T) {
 		assert.NotContains(t, got.stderr, "last on stdout")
 		assert.NotContains(t, got.stdout, "last on stderr")
 	})
+}
+
+// allStopped tells whether every thread of pid is stopped (SIGSTOP).
+func allStopped(pid int) bool {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	for _, task := range tasks {
+		tid, err := strconv.Atoi(filepath.Base(task))
+		if err != nil {
+			return false
+		}
+		if state, _, ok := procstat.Stat(tid); !ok || state != 'T' {
+			return false
+		}
+	}
+	return len(tasks) > 0
 }
 
 // canSpawn tells whether py has os.posix_spawn (3.8+ on Linux).
