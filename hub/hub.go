@@ -25,6 +25,7 @@ import (
 	"github.com/replhub/replhub/boot"
 	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/internal/lazyre"
+	"github.com/replhub/replhub/internal/lean"
 	"github.com/replhub/replhub/payload"
 	"github.com/replhub/replhub/pyfind"
 	"github.com/replhub/replhub/remote"
@@ -32,10 +33,11 @@ import (
 	"github.com/replhub/replhub/wire"
 )
 
-// Timeouts for exec and wait (issue: "Runs are synchronous up to a timeout").
+// Timeouts for exec and wait, as the command line's -t gives them
+// (package lean, which a plain exec reads them from too).
 const (
-	DefaultTimeout = 30 * time.Second
-	MaxTimeout     = 600 * time.Second
+	DefaultTimeout = lean.DefaultTimeout * time.Second
+	MaxTimeout     = lean.MaxTimeout * time.Second
 )
 
 // Options configure a Hub. The zero value of each field is documented.

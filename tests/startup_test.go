@@ -96,10 +96,10 @@ func assertEarly(t *testing.T, stderr string) {
 	}
 }
 
-// A plain `replhub exec NAME CODE` (CODE - for stdin) whose output goes to
-// a program runs from package early's init, before the inits of what only
-// the hub, MCP and ssh need; the same call with a flag goes through
-// cobra, and both print and exit alike.
+// A plain `replhub exec NAME CODE` (CODE - for stdin), with -t or not,
+// whose output goes to a program runs from package early's init, before
+// the inits of what only the hub, MCP and ssh need; the same call with
+// another flag goes through cobra, and all print and exit alike.
 func TestPlainExecSkipsHeavyInits(t *testing.T) {
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
@@ -110,11 +110,14 @@ func TestPlainExecSkipsHeavyInits(t *testing.T) {
 		exit             int
 	}{{"x + 1", "", "", 0}, {"-", "x + 1", "", 0}, {"print('hi'); 1/0", "", "hi\n", 1}} {
 		plain := e.RunInput(c.stdin, "exec", "s", c.code)
-		flagged := e.RunInput(c.stdin, "exec", "s", c.code, "-t", "30")
-		for _, r := range []hubtest.Result{plain, flagged} {
+		timed := e.RunInput(c.stdin, "exec", "-t", "20", "s", c.code)
+		flagged := e.RunInput(c.stdin, "exec", "s", c.code, "--max-output", "10000")
+		for _, r := range []hubtest.Result{plain, timed, flagged} {
 			assert.Equal(t, c.exit, r.Code, "%s", r)
 		}
 		assertEarly(t, plain.Stderr)
+		assertEarly(t, timed.Stderr)
+		assert.Equal(t, regexp.MustCompile(`\d+`).ReplaceAllString(plain.Stdout, "N"), regexp.MustCompile(`\d+`).ReplaceAllString(timed.Stdout, "N"))
 		for _, p := range heavyInits {
 			assert.True(t, initsRun(flagged.Stderr)[p], "exec with a flag did not run %s's init: is it still in the binary?", p)
 		}
@@ -134,8 +137,17 @@ func TestPlainExecSkipsHeavyInits(t *testing.T) {
 	assertEarly(t, fresh.Stderr)
 	assert.Contains(t, fresh.Stdout, "[created session 'fresh'")
 	assert.Contains(t, fresh.Stdout, "Out[1]: '"+e.Cwd+"'")
+	// -t reaches the hub: a longer cell is left running (exit 3) once it
+	// is up.
+	t0 := time.Now()
+	slow := e.Run("exec", "fresh", "import time; time.sleep(8)", "-t", "0.5")
+	assert.Equal(t, 3, slow.Code, "%s", slow)
+	assert.Less(t, time.Since(t0), 5*time.Second)
+	assert.Contains(t, slow.Stdout, "still running after 0.5s", "%s", slow)
+	assertEarly(t, slow.Stderr)
+	e.Run("interrupt", "fresh")
 	// An error of replhub's own: the same line, the same exit code.
-	for _, args := range [][]string{{"exec", "s/x", "1"}, {"exec", "s/x", "1", "-t", "30"}} {
+	for _, args := range [][]string{{"exec", "s/x", "1"}, {"exec", "s/x", "1", "-t", "30"}, {"exec", "s/x", "1", "--max-output", "10000"}} {
 		r := e.Run(args...)
 		assert.Equal(t, 2, r.Code, "%s", r)
 		assert.Contains(t, r.Stderr, "\nreplhub: ", "%s", r)

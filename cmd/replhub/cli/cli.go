@@ -28,10 +28,10 @@ func Main() int {
 
 // Resume finishes the plain exec that package early sent (cmdenv's
 // Env.Resume), on stdio.
-func Resume(name, code string, unsent bool, line []byte) int {
+func Resume(name, code string, timeout float64, unsent bool, line []byte) int {
 	e := cmdenv.New(cmdenv.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, os.Getenv)
 	e.Exiting = true
-	return e.Finish(e.Resume(context.Background(), name, code, unsent, line))
+	return e.Finish(e.Resume(context.Background(), name, code, timeout, unsent, line))
 }
 
 // Run runs the CLI with args; tests call it with buffers.

@@ -131,7 +131,7 @@ func checkMaxOutput(n int) error {
 }
 
 func checkTimeout(t float64) error {
-	if t <= 0 || t > hub.MaxTimeout.Seconds() {
+	if !(t > 0 && t <= hub.MaxTimeout.Seconds()) { // NaN too
 		return fmt.Errorf("-t must be more than 0 and at most %d seconds", int(hub.MaxTimeout.Seconds()))
 	}
 	return nil

@@ -1,7 +1,7 @@
 // Package early answers the commonest calls from its init function:
-// `replhub --version`, and a plain `replhub exec NAME CODE` whose output
-// goes to a program (neither standard output nor standard error is a
-// terminal) and whose session runs. Go runs every package's init before
+// `replhub --version`, and a plain `replhub exec NAME CODE` (with -t SECS
+// or not) whose output goes to a program (neither standard output nor
+// standard error is a terminal) and whose session runs. Go runs every package's init before
 // main, and those of the packages that only the hub, the MCP server and
 // ssh need (net/http, JSON schemas, x/crypto/ssh, x509, encoding/gob) are
 // most of a one-line call's start-up.
@@ -32,6 +32,8 @@ import (
 // Sent is a plain exec that init took and did not finish.
 type Sent struct {
 	Name, Code string
+	// Timeout is the call's -t, in seconds.
+	Timeout float64
 	// Unsent says the hub did not get it (Code is what standard input
 	// held, for `-`).
 	Unsent bool
@@ -56,11 +58,11 @@ func init() {
 		os.Stdout.WriteString("replhub version " + lean.Version + "\n")
 		os.Exit(0)
 	}
-	name, code, ok := PlainExec(args)
+	name, code, timeout, ok := PlainExec(args)
 	if !ok || !lean.Supported || lean.IsTerminal(1) || lean.IsTerminal(2) {
 		return
 	}
-	sent, exit := exec(name, code, stdio{os.Stdin, os.Stdout, os.Stderr, os.Getenv})
+	sent, exit := exec(name, code, timeout, stdio{os.Stdin, os.Stdout, os.Stderr, os.Getenv})
 	if exit >= 0 {
 		os.Exit(exit)
 	}
@@ -79,7 +81,7 @@ type stdio struct {
 // its exit status. Otherwise it returns -1, and what package cli is to
 // finish, or nil when cli is to do it all: no hub answers (cli starts
 // one), the socket's folder is unsafe (cli says why).
-func exec(name, code string, std stdio) (*Sent, int) {
+func exec(name, code string, timeout float64, std stdio) (*Sent, int) {
 	dir, _ := lean.RuntimeDir(std.getenv)
 	if lean.CheckDir(dir) != nil {
 		return nil, -1
@@ -95,7 +97,8 @@ func exec(name, code string, std stdio) (*Sent, int) {
 			return nil, fail(std.err, err.Error())
 		}
 	}
-	r := lean.Request{Op: opExec, Name: name, Code: code, Timeout: lean.DefaultTimeout, Plain: true}
+	r := lean.Request{Op: opExec, Name: name, Code: code, Timeout: timeout, Plain: true}
+	sent := &Sent{Name: name, Code: code, Timeout: timeout}
 	var disarm func()
 	defer func() {
 		if disarm != nil {
@@ -106,7 +109,8 @@ func exec(name, code string, std stdio) (*Sent, int) {
 		req, ok := lean.AppendRequest(nil, r)
 		if !ok || len(req) > lean.MaxLine || c.Write(req) != nil {
 			// The hub takes a request only whole, and it did not take it.
-			return &Sent{Name: name, Code: code, Unsent: true}, -1
+			sent.Unsent = true
+			return sent, -1
 		}
 		wait := armAfter
 		if withEnv {
@@ -118,7 +122,7 @@ func exec(name, code string, std stdio) (*Sent, int) {
 		}
 		line, err := c.ReadLine()
 		if err != nil {
-			return &Sent{Name: name, Code: code}, -1
+			return sent, -1
 		}
 		if v, exit, text, ok := lean.ParsePlain(line); ok && v == lean.Protocol {
 			if _, err := io.WriteString(std.out, text); err != nil {
@@ -133,7 +137,8 @@ func exec(name, code string, std stdio) (*Sent, int) {
 			r.Env = os.Environ()
 			continue
 		}
-		return &Sent{Name: name, Code: code, Line: line}, -1
+		sent.Line = line
+		return sent, -1
 	}
 }
 
@@ -177,17 +182,46 @@ func IsVersion(args []string) bool {
 	return len(args) == 1 && (args[0] == "--version" || args[0] == "-v")
 }
 
-// PlainExec reports whether args are `exec NAME CODE` and nothing else,
-// CODE being `-` for standard input: no flag (an argument that starts
-// with -, which also leaves `--` to cobra) and no empty argument, which
-// package cli refuses with its own message.
-func PlainExec(args []string) (name, code string, ok bool) {
-	if len(args) != 3 || args[0] != "exec" {
-		return "", "", false
+// PlainExec reports whether args are `exec NAME CODE`, CODE being `-`
+// for standard input, with no flag but -t (timeout: its seconds, else
+// lean.DefaultTimeout), written anywhere after exec in any of the ways
+// cobra takes it: -t S, -tS, -t=S, --timeout S, --timeout=S, the last
+// one counting. Any other argument that starts with - (so `--` too), an
+// empty argument, or seconds that cobra would refuse (lean.ParseTimeout)
+// leave the call to package cli, which says what is wrong.
+func PlainExec(args []string) (name, code string, timeout float64, ok bool) {
+	if len(args) < 3 || args[0] != "exec" {
+		return "", "", 0, false
 	}
-	name, code = args[1], args[2]
-	if name == "" || code == "" || name[0] == '-' || code[0] == '-' && code != "-" {
-		return "", "", false
+	var words []string
+	timeout = lean.DefaultTimeout
+	for i := 1; i < len(args); i++ {
+		a, secs := args[i], ""
+		switch {
+		case a == "-t" || a == "--timeout":
+			if i++; i == len(args) {
+				return "", "", 0, false
+			}
+			secs = args[i]
+		case len(a) > len("--timeout=") && a[:len("--timeout=")] == "--timeout=":
+			secs = a[len("--timeout="):]
+		case len(a) > 2 && a[:2] == "-t":
+			secs = a[2:]
+			if secs[0] == '=' {
+				secs = secs[1:]
+			}
+		case a == "" || a[0] != '-' || a == "-":
+			words = append(words, a)
+			continue
+		default:
+			return "", "", 0, false
+		}
+		if timeout, ok = lean.ParseTimeout(secs); !ok {
+			return "", "", 0, false
+		}
 	}
-	return name, code, true
+	if len(words) != 2 || words[0] == "" || words[1] == "" || words[0] == "-" {
+		return "", "", 0, false
+	}
+	return words[0], words[1], timeout, true
 }

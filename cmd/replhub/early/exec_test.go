@@ -63,7 +63,7 @@ func fakeHub(t *testing.T, replies ...wire.Reply) (func(string) string, <-chan [
 
 func run(getenv func(string) string, code, stdin string) (*Sent, int, string, string) {
 	var out, errb bytes.Buffer
-	s, exit := exec("s", code, stdio{strings.NewReader(stdin), &out, &errb, getenv})
+	s, exit := exec("s", code, 30, stdio{strings.NewReader(stdin), &out, &errb, getenv})
 	return s, exit, out.String(), errb.String()
 }
 
@@ -134,13 +134,13 @@ func TestExecLeavesItAllToCLI(t *testing.T) {
 	}
 	in := strings.NewReader("code")
 	var out, errb bytes.Buffer
-	s, exit := exec("s", "-", stdio{in, &out, &errb, getenv})
+	s, exit := exec("s", "-", 30, stdio{in, &out, &errb, getenv})
 	assert.Nil(t, s)
 	assert.Equal(t, -1, exit)
 	assert.Equal(t, 4, in.Len(), "stdin untouched")
 
 	require.NoError(t, os.Mkdir(filepath.Join(rt, "replhub"), 0o755))
-	s, exit = exec("s", "1", stdio{in, &out, &errb, getenv})
+	s, exit = exec("s", "1", 30, stdio{in, &out, &errb, getenv})
 	assert.Nil(t, s)
 	assert.Equal(t, -1, exit)
 	assert.Empty(t, out.String()+errb.String())

@@ -46,15 +46,15 @@ func (e *Env) Exec(ctx context.Context, name, code string, eo client.ExecOptions
 	return e.PrintResult(res, asJSON)
 }
 
-// Resume finishes a plain exec that package early took in its init:
-// unsent, the hub did not get it (code is what standard input held, for
+// Resume finishes a plain exec that package early took in its init, with
+// timeout its -t in seconds: unsent, the hub did not get it (code is what standard input held, for
 // `-`); else line is the hub's reply, nil when the hub closed the
 // connection before it. A reply that says nothing ran (the session is to be made with the
 // caller's folder and environment, or a password) has the exec sent
 // again the whole way.
-func (e *Env) Resume(ctx context.Context, name, code string, unsent bool, line []byte) error {
+func (e *Env) Resume(ctx context.Context, name, code string, timeout float64, unsent bool, line []byte) error {
 	again := func() error {
-		return e.Exec(ctx, name, code, client.ExecOptions{Timeout: DefaultTimeout * time.Second}, false, true)
+		return e.Exec(ctx, name, code, client.ExecOptions{Timeout: time.Duration(timeout * float64(time.Second))}, false, true)
 	}
 	if unsent {
 		return again()

@@ -35,7 +35,7 @@ func TestResume(t *testing.T) {
 	} {
 		var out, errb bytes.Buffer
 		e := New(IO{Out: &out, Err: &errb}, func(string) string { return "" })
-		code := e.Finish(e.Resume(context.Background(), "s", "1", false, tc.line))
+		code := e.Finish(e.Resume(context.Background(), "s", "1", 30, false, tc.line))
 		assert.Equal(t, tc.code, code, tc.name)
 		assert.Equal(t, tc.out, out.String(), tc.name)
 		assert.Contains(t, errb.String(), tc.err, tc.name)
