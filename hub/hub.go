@@ -267,6 +267,10 @@ func (h *Hub) handle(ctx context.Context, req wire.Request, send func(wire.Reply
 			if p := res.Plain(); p != nil {
 				return wire.Reply{Plain: p}
 			}
+		} else if req.JSON {
+			if p := res.PlainJSON(); p != nil {
+				return wire.Reply{Plain: p}
+			}
 		}
 		return wire.Reply{Result: res}
 	case wire.OpWait:

@@ -137,6 +137,15 @@ func TestPlainExecSkipsHeavyInits(t *testing.T) {
 	assertEarly(t, fresh.Stderr)
 	assert.Contains(t, fresh.Stdout, "[created session 'fresh'")
 	assert.Contains(t, fresh.Stdout, "Out[1]: '"+e.Cwd+"'")
+	// --json too, printing what the whole command line prints (numbers
+	// aside: cell numbers, durations).
+	asJSON := e.Run("exec", "s", "x + 1", "--json")
+	whole := e.Run("exec", "s", "x + 1", "--json", "--max-output", "30000")
+	require.Equal(t, 0, asJSON.Code, "%s", asJSON)
+	assertEarly(t, asJSON.Stderr)
+	number := regexp.MustCompile(`-?\d+(\.\d+)?(e-?\d+)?`)
+	assert.Equal(t, number.ReplaceAllString(whole.Stdout, "N"), number.ReplaceAllString(asJSON.Stdout, "N"))
+	assert.Contains(t, asJSON.Stdout, `"value": "2"`)
 	// -t reaches the hub: a longer cell is left running (exit 3) once it
 	// is up.
 	t0 := time.Now()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -77,7 +78,7 @@ func FuzzWriteRequestAsMarshal(f *testing.F) {
 		if v >= 0 {
 			v = Version // the plain path takes only its own version
 		}
-		req := Request{V: v, Op: op, Name: name, Code: code, Timeout: timeout, Stream: stream, Plain: cell%2 == 1, Cell: cell / 4}
+		req := Request{V: v, Op: op, Name: name, Code: code, Timeout: timeout, Stream: stream, Plain: cell%2 == 1, JSON: cell%3 == 1, Cell: cell / 4}
 		if cell%4 >= 2 {
 			req.Cwd, req.Env = name+code, []string{code, name}
 		}
@@ -123,4 +124,23 @@ func TestReplyIsZero(t *testing.T) {
 		}
 		assert.False(t, r.IsZero(), "Reply.%s set", rt.Field(i).Name)
 	}
+}
+
+// PlainJSON is the result as --json prints it, where Plain would be given;
+// none where printing takes more, or the text would be too long to send
+// in a reply's line once escaped.
+func TestPlainJSON(t *testing.T) {
+	v := "2"
+	r := &Result{Session: "s", Cell: 3, Status: StatusError, Output: "<a>\n", Value: &v}
+	var want bytes.Buffer
+	require.NoError(t, WriteJSON(&want, r))
+	p := r.PlainJSON()
+	require.NotNil(t, p)
+	assert.Equal(t, Plain{Exit: ExitCellError, Text: want.String()}, *p)
+	assert.Contains(t, p.Text, "\n  \"session\": \"s\",\n")
+
+	assert.Nil(t, (&Result{Display: []Display{{MIME: "image/png"}}}).PlainJSON())
+	assert.Nil(t, (&Result{Fan: []HostResult{}}).PlainJSON())
+	assert.Nil(t, (&Result{Output: strings.Repeat("x", maxPlainJSON)}).PlainJSON())
+	assert.NotNil(t, (&Result{Output: strings.Repeat("x", maxPlainJSON/2)}).PlainJSON())
 }

@@ -1,7 +1,9 @@
 package wire
 
 import (
+	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -39,6 +41,31 @@ func (r *Result) Plain() *Plain {
 		return nil
 	}
 	return &Plain{Exit: r.ExitCode(), Text: r.Text()}
+}
+
+// maxPlainJSON bounds PlainJSON's text: escaped once more in the reply's
+// line, it could grow past MaxLine (six bytes for one, at worst).
+const maxPlainJSON = MaxLine / 8
+
+// PlainJSON is r as `replhub exec --json` prints it (WriteJSON), or nil
+// where Plain is nil or the text is too long for a reply's line.
+func (r *Result) PlainJSON() *Plain {
+	if len(r.Display) > 0 || r.Fan != nil {
+		return nil
+	}
+	var b strings.Builder
+	if WriteJSON(&b, r) != nil || b.Len() > maxPlainJSON {
+		return nil
+	}
+	return &Plain{Exit: r.ExitCode(), Text: b.String()}
+}
+
+// WriteJSON writes v as the CLI's --json prints it: indented JSON and a
+// line feed.
+func WriteJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // TextFor renders r for a surface: the MCP server returns the CLI's text

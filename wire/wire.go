@@ -153,6 +153,11 @@ type Request struct {
 	// Plain, on an exec, asks for the result as Reply.Plain where it can
 	// be: package early's call, which prints a text and exits.
 	Plain bool `json:"plain,omitempty"`
+	// JSON is Plain for `replhub exec --json`: the Reply.Plain's text is
+	// the result as that prints it (Result.PlainJSON). It is asked for
+	// without Plain: a hub that does not know it answers with the Result,
+	// which the CLI prints the same.
+	JSON bool `json:"json,omitempty"`
 }
 
 // Stream is a push's or pull's progress: Done bytes of Size have moved.

@@ -13,7 +13,7 @@ import (
 
 func main() {
 	if s := early.Pending; s != nil {
-		os.Exit(cli.Resume(s.Name, s.Code, s.Timeout, s.Unsent, s.Line))
+		os.Exit(cli.Resume(s))
 	}
 	os.Exit(cli.Main())
 }

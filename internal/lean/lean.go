@@ -138,6 +138,7 @@ type Request struct {
 	Env     []string
 	Stream  bool
 	Plain   bool
+	JSON    bool
 }
 
 // AppendRequest appends req's JSON line as encoding/json writes a
@@ -178,6 +179,9 @@ func AppendRequest(b []byte, req Request) ([]byte, bool) {
 	}
 	if req.Plain {
 		b = append(b, `,"plain":true`...)
+	}
+	if req.JSON {
+		b = append(b, `,"json":true`...)
 	}
 	return append(b, "}\n"...), true
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/replhub/replhub/cmd/replhub/cli/cmdenv"
+	"github.com/replhub/replhub/cmd/replhub/early"
 )
 
 // env is what every command shares (cmdenv.Env); the commands' own
@@ -28,10 +29,10 @@ func Main() int {
 
 // Resume finishes the plain exec that package early sent (cmdenv's
 // Env.Resume), on stdio.
-func Resume(name, code string, timeout float64, unsent bool, line []byte) int {
+func Resume(s *early.Sent) int {
 	e := cmdenv.New(cmdenv.IO{In: os.Stdin, Out: os.Stdout, Err: os.Stderr}, os.Getenv)
 	e.Exiting = true
-	return e.Finish(e.Resume(context.Background(), name, code, timeout, unsent, line))
+	return e.Finish(e.Resume(context.Background(), s))
 }
 
 // Run runs the CLI with args; tests call it with buffers.

@@ -1,6 +1,6 @@
 // Package early answers the commonest calls from its init function:
 // `replhub --version`, and a plain `replhub exec NAME CODE` (with -t SECS
-// or not) whose output goes to a program (neither standard output nor
+// and --json or not) whose output goes to a program (neither standard output nor
 // standard error is a terminal) and whose session runs. Go runs every package's init before
 // main, and those of the packages that only the hub, the MCP server and
 // ssh need (net/http, JSON schemas, x/crypto/ssh, x509, encoding/gob) are
@@ -9,7 +9,7 @@
 // Go initializes a package as soon as its imports are done and no ready
 // package sorts before it (the spec's "Package initialization"). This
 // package imports only internal/lean and a few standard packages
-// (io, os, time), which import none of strings,
+// (io, os, strconv, time), which import none of strings,
 // bufio, net or encoding/json (see lean's doc), so its init runs after a
 // score of the runtime's and the standard library's, before anything of
 // replhub's or of its libraries; tests/startup_test.go checks that with
@@ -24,16 +24,24 @@ package early
 import (
 	"io"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/replhub/replhub/internal/lean"
 )
 
+// Call is a plain exec's arguments.
+type Call struct {
+	Name, Code string
+	// Timeout is -t, in seconds.
+	Timeout float64
+	// JSON is --json.
+	JSON bool
+}
+
 // Sent is a plain exec that init took and did not finish.
 type Sent struct {
-	Name, Code string
-	// Timeout is the call's -t, in seconds.
-	Timeout float64
+	Call
 	// Unsent says the hub did not get it (Code is what standard input
 	// held, for `-`).
 	Unsent bool
@@ -58,11 +66,11 @@ func init() {
 		os.Stdout.WriteString("replhub version " + lean.Version + "\n")
 		os.Exit(0)
 	}
-	name, code, timeout, ok := PlainExec(args)
+	call, ok := PlainExec(args)
 	if !ok || !lean.Supported || lean.IsTerminal(1) || lean.IsTerminal(2) {
 		return
 	}
-	sent, exit := exec(name, code, timeout, stdio{os.Stdin, os.Stdout, os.Stderr, os.Getenv})
+	sent, exit := exec(call, stdio{os.Stdin, os.Stdout, os.Stderr, os.Getenv})
 	if exit >= 0 {
 		os.Exit(exit)
 	}
@@ -81,7 +89,8 @@ type stdio struct {
 // its exit status. Otherwise it returns -1, and what package cli is to
 // finish, or nil when cli is to do it all: no hub answers (cli starts
 // one), the socket's folder is unsafe (cli says why).
-func exec(name, code string, timeout float64, std stdio) (*Sent, int) {
+func exec(call Call, std stdio) (*Sent, int) {
+	name := call.Name
 	dir, _ := lean.RuntimeDir(std.getenv)
 	if lean.CheckDir(dir) != nil {
 		return nil, -1
@@ -92,13 +101,15 @@ func exec(name, code string, timeout float64, std stdio) (*Sent, int) {
 		return nil, -1
 	}
 	defer c.Close()
-	if code == "-" {
-		if code, err = lean.ReadCode(std.in); err != nil {
+	if call.Code == "-" {
+		if call.Code, err = lean.ReadCode(std.in); err != nil {
 			return nil, fail(std.err, err.Error())
 		}
 	}
-	r := lean.Request{Op: opExec, Name: name, Code: code, Timeout: timeout, Plain: true}
-	sent := &Sent{Name: name, Code: code, Timeout: timeout}
+	// --json asks for JSON without "plain": a hub too old to know it
+	// answers with the whole result, which package cli prints as JSON.
+	r := lean.Request{Op: opExec, Name: name, Code: call.Code, Timeout: call.Timeout, Plain: !call.JSON, JSON: call.JSON}
+	sent := &Sent{Call: call}
 	var disarm func()
 	defer func() {
 		if disarm != nil {
@@ -183,45 +194,62 @@ func IsVersion(args []string) bool {
 }
 
 // PlainExec reports whether args are `exec NAME CODE`, CODE being `-`
-// for standard input, with no flag but -t (timeout: its seconds, else
-// lean.DefaultTimeout), written anywhere after exec in any of the ways
-// cobra takes it: -t S, -tS, -t=S, --timeout S, --timeout=S, the last
-// one counting. Any other argument that starts with - (so `--` too), an
-// empty argument, or seconds that cobra would refuse (lean.ParseTimeout)
-// leave the call to package cli, which says what is wrong.
-func PlainExec(args []string) (name, code string, timeout float64, ok bool) {
+// for standard input, with no flag but -t (its seconds, else
+// lean.DefaultTimeout) and --json, written anywhere after exec in any of
+// the ways cobra takes them: -t S, -tS, -t=S, --timeout S, --timeout=S;
+// --json, --json=BOOL; the last one counting. Any other argument that
+// starts with - (so `--` too), an empty argument, or a value that cobra
+// would refuse (lean.ParseTimeout, strconv.ParseBool) leave the call to
+// package cli, which says what is wrong.
+func PlainExec(args []string) (Call, bool) {
 	if len(args) < 3 || args[0] != "exec" {
-		return "", "", 0, false
+		return Call{}, false
 	}
 	var words []string
-	timeout = lean.DefaultTimeout
+	c := Call{Timeout: lean.DefaultTimeout}
 	for i := 1; i < len(args); i++ {
 		a, secs := args[i], ""
 		switch {
+		case a == "--json":
+			c.JSON = true
+			continue
+		case hasPrefix(a, "--json="):
+			var err error
+			if c.JSON, err = strconv.ParseBool(a[len("--json="):]); err != nil {
+				return Call{}, false
+			}
+			continue
 		case a == "-t" || a == "--timeout":
 			if i++; i == len(args) {
-				return "", "", 0, false
+				return Call{}, false
 			}
 			secs = args[i]
-		case len(a) > len("--timeout=") && a[:len("--timeout=")] == "--timeout=":
+		case hasPrefix(a, "--timeout="):
 			secs = a[len("--timeout="):]
 		case len(a) > 2 && a[:2] == "-t":
-			secs = a[2:]
-			if secs[0] == '=' {
+			if secs = a[2:]; secs[0] == '=' {
 				secs = secs[1:]
 			}
 		case a == "" || a[0] != '-' || a == "-":
 			words = append(words, a)
 			continue
 		default:
-			return "", "", 0, false
+			return Call{}, false
 		}
-		if timeout, ok = lean.ParseTimeout(secs); !ok {
-			return "", "", 0, false
+		var ok bool
+		if c.Timeout, ok = lean.ParseTimeout(secs); !ok {
+			return Call{}, false
 		}
 	}
 	if len(words) != 2 || words[0] == "" || words[1] == "" || words[0] == "-" {
-		return "", "", 0, false
+		return Call{}, false
 	}
-	return words[0], words[1], timeout, true
+	c.Name, c.Code = words[0], words[1]
+	return c, true
+}
+
+// hasPrefix is strings.HasPrefix, which this package does not import (see
+// its doc).
+func hasPrefix(s, prefix string) bool {
+	return len(s) >= len(prefix) && s[:len(prefix)] == prefix
 }

@@ -63,7 +63,7 @@ func fakeHub(t *testing.T, replies ...wire.Reply) (func(string) string, <-chan [
 
 func run(getenv func(string) string, code, stdin string) (*Sent, int, string, string) {
 	var out, errb bytes.Buffer
-	s, exit := exec("s", code, 30, stdio{strings.NewReader(stdin), &out, &errb, getenv})
+	s, exit := exec(Call{Name: "s", Code: code, Timeout: 30}, stdio{strings.NewReader(stdin), &out, &errb, getenv})
 	return s, exit, out.String(), errb.String()
 }
 
@@ -77,6 +77,21 @@ func TestExecPlain(t *testing.T) {
 	reqs := <-got
 	require.Len(t, reqs, 1)
 	assert.Equal(t, wire.Request{V: wire.Version, Op: wire.OpExec, Name: "s", Code: "1+1", Timeout: 30, Plain: true}, reqs[0])
+}
+
+// --json asks for JSON, not for "plain" (which a hub that does not know
+// "json" would answer with a text), with the call's -t; its plain reply is
+// printed as it comes.
+func TestExecJSON(t *testing.T) {
+	getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Exit: 0, Text: "{\n  \"session\": \"s\"\n}\n"}})
+	var out, errb bytes.Buffer
+	s, exit := exec(Call{Name: "s", Code: "1+1", Timeout: 5, JSON: true}, stdio{strings.NewReader(""), &out, &errb, getenv})
+	assert.Nil(t, s)
+	assert.Equal(t, 0, exit)
+	assert.Equal(t, "{\n  \"session\": \"s\"\n}\n", out.String())
+	reqs := <-got
+	require.Len(t, reqs, 1)
+	assert.Equal(t, wire.Request{V: wire.Version, Op: wire.OpExec, Name: "s", Code: "1+1", Timeout: 5, JSON: true}, reqs[0])
 }
 
 // A new session: the exec goes again with this process's folder and
@@ -134,13 +149,13 @@ func TestExecLeavesItAllToCLI(t *testing.T) {
 	}
 	in := strings.NewReader("code")
 	var out, errb bytes.Buffer
-	s, exit := exec("s", "-", 30, stdio{in, &out, &errb, getenv})
+	s, exit := exec(Call{Name: "s", Code: "-", Timeout: 30}, stdio{in, &out, &errb, getenv})
 	assert.Nil(t, s)
 	assert.Equal(t, -1, exit)
 	assert.Equal(t, 4, in.Len(), "stdin untouched")
 
 	require.NoError(t, os.Mkdir(filepath.Join(rt, "replhub"), 0o755))
-	s, exit = exec("s", "1", 30, stdio{in, &out, &errb, getenv})
+	s, exit = exec(Call{Name: "s", Code: "1", Timeout: 30}, stdio{in, &out, &errb, getenv})
 	assert.Nil(t, s)
 	assert.Equal(t, -1, exit)
 	assert.Empty(t, out.String()+errb.String())

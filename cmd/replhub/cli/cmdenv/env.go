@@ -7,7 +7,6 @@ package cmdenv
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -129,11 +128,7 @@ func (e *Env) PrintResult(r *wire.Result, asJSON bool) error {
 }
 
 // WriteJSON writes v as indented JSON.
-func WriteJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
+func WriteJSON(w io.Writer, v any) error { return wire.WriteJSON(w, v) }
 
 // IsTerminal reports whether w is a terminal.
 func IsTerminal(w io.Writer) bool {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/cmd/replhub/early"
 	"github.com/replhub/replhub/internal/lean"
 	"github.com/replhub/replhub/wire"
 )
@@ -46,23 +47,23 @@ func (e *Env) Exec(ctx context.Context, name, code string, eo client.ExecOptions
 	return e.PrintResult(res, asJSON)
 }
 
-// Resume finishes a plain exec that package early took in its init, with
-// timeout its -t in seconds: unsent, the hub did not get it (code is what standard input held, for
-// `-`); else line is the hub's reply, nil when the hub closed the
-// connection before it. A reply that says nothing ran (the session is to be made with the
-// caller's folder and environment, or a password) has the exec sent
-// again the whole way.
-func (e *Env) Resume(ctx context.Context, name, code string, timeout float64, unsent bool, line []byte) error {
+// Resume finishes a plain exec that package early took in its init: s
+// Unsent, the hub did not get it (its Code is what standard input held,
+// for `-`); else s.Line is the hub's reply, nil when the hub closed the
+// connection before it. A reply that says nothing ran (the session is to
+// be made with the caller's folder and environment, or a password) has
+// the exec sent again the whole way.
+func (e *Env) Resume(ctx context.Context, s *early.Sent) error {
 	again := func() error {
-		return e.Exec(ctx, name, code, client.ExecOptions{Timeout: time.Duration(timeout * float64(time.Second))}, false, true)
+		return e.Exec(ctx, s.Name, s.Code, client.ExecOptions{Timeout: time.Duration(s.Timeout * float64(time.Second))}, s.JSON, true)
 	}
-	if unsent {
+	if s.Unsent {
 		return again()
 	}
-	if line == nil {
+	if s.Line == nil {
 		return client.ErrHubGone
 	}
-	rep, err := client.ParseReply(line)
+	rep, err := client.ParseReply(s.Line)
 	if err == nil && rep.Err != nil {
 		err = rep.Err
 	}
@@ -80,7 +81,7 @@ func (e *Env) Resume(ctx context.Context, name, code string, timeout float64, un
 	if rep.Result == nil {
 		return errors.New("client: malformed reply from hub: no result")
 	}
-	return e.PrintResult(rep.Result, false)
+	return e.PrintResult(rep.Result, s.JSON)
 }
 
 // armCtrlC makes Ctrl-C interrupt the cell about to be sent. A Go signal

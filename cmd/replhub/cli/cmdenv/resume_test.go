@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/cmd/replhub/early"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -35,12 +36,32 @@ func TestResume(t *testing.T) {
 	} {
 		var out, errb bytes.Buffer
 		e := New(IO{Out: &out, Err: &errb}, func(string) string { return "" })
-		code := e.Finish(e.Resume(context.Background(), "s", "1", 30, false, tc.line))
+		code := e.Finish(e.Resume(context.Background(), &early.Sent{Call: early.Call{Name: "s", Code: "1", Timeout: 30}, Line: tc.line}))
 		assert.Equal(t, tc.code, code, tc.name)
 		assert.Equal(t, tc.out, out.String(), tc.name)
 		assert.Contains(t, errb.String(), tc.err, tc.name)
 		if tc.err == "" {
 			assert.Empty(t, errb.String(), tc.name)
 		}
+	}
+}
+
+// With --json, a hub's plain reply is the JSON to print; a whole result
+// (from a hub that does not know the request's "json") is printed as JSON,
+// as the whole call prints it.
+func TestResumeJSON(t *testing.T) {
+	v := "3"
+	res := &wire.Result{Session: "s", Cell: 2, Status: wire.StatusOK, Value: &v}
+	want := res.PlainJSON()
+	require.NotNil(t, want)
+	for _, rep := range []wire.Reply{{Plain: want}, {Result: res}} {
+		var b, out, errb bytes.Buffer
+		rep.V = wire.Version
+		require.NoError(t, wire.Write(&b, rep))
+		e := New(IO{Out: &out, Err: &errb}, func(string) string { return "" })
+		code := e.Finish(e.Resume(context.Background(), &early.Sent{Call: early.Call{Name: "s", Code: "1", Timeout: 30, JSON: true}, Line: b.Bytes()}))
+		assert.Equal(t, ExitOK, code)
+		assert.Equal(t, want.Text, out.String())
+		assert.Empty(t, errb.String())
 	}
 }
