@@ -143,4 +143,18 @@ func TestPlainJSON(t *testing.T) {
 	assert.Nil(t, (&Result{Fan: []HostResult{}}).PlainJSON())
 	assert.Nil(t, (&Result{Output: strings.Repeat("x", maxPlainJSON)}).PlainJSON())
 	assert.NotNil(t, (&Result{Output: strings.Repeat("x", maxPlainJSON/2)}).PlainJSON())
+
+	// As the command line prints what it read from a reply: a byte that is
+	// not UTF-8 is the character U+FFFD, not its escape.
+	bad := &Result{Session: "s", Output: "a\xffb", Notes: []string{`\ufffd`}}
+	var line bytes.Buffer
+	require.NoError(t, Write(&line, Reply{V: Version, Result: bad}))
+	var rep Reply
+	require.NoError(t, json.Unmarshal(line.Bytes(), &rep))
+	want.Reset()
+	require.NoError(t, WriteJSON(&want, rep.Result))
+	p = bad.PlainJSON()
+	require.NotNil(t, p)
+	assert.Equal(t, want.String(), p.Text)
+	assert.Contains(t, p.Text, "a\uFFFDb")
 }

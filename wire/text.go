@@ -44,20 +44,32 @@ func (r *Result) Plain() *Plain {
 }
 
 // maxPlainJSON bounds PlainJSON's text: escaped once more in the reply's
-// line, it could grow past MaxLine (six bytes for one, at worst).
-const maxPlainJSON = MaxLine / 8
+// line (a quote, a backslash or a line feed takes two bytes), it must
+// stay under MaxLine.
+const maxPlainJSON = MaxLine / 4
 
-// PlainJSON is r as `replhub exec --json` prints it (WriteJSON), or nil
-// where Plain is nil or the text is too long for a reply's line.
+// PlainJSON is r as `replhub exec --json` prints it, or nil where Plain is
+// nil or the text is too long for a reply's line. That command decodes
+// the Result from its reply and writes it (WriteJSON); so does this, to
+// print the same bytes: a string that is not UTF-8 is written \ufffd at
+// first, and as the character itself once read back.
 func (r *Result) PlainJSON() *Plain {
 	if len(r.Display) > 0 || r.Fan != nil {
 		return nil
 	}
-	var b strings.Builder
-	if WriteJSON(&b, r) != nil || b.Len() > maxPlainJSON {
+	b, err := json.Marshal(r)
+	if err != nil || len(b) > maxPlainJSON {
 		return nil
 	}
-	return &Plain{Exit: r.ExitCode(), Text: b.String()}
+	var back Result
+	if json.Unmarshal(b, &back) != nil {
+		return nil
+	}
+	var text strings.Builder
+	if WriteJSON(&text, &back) != nil || text.Len() > maxPlainJSON {
+		return nil
+	}
+	return &Plain{Exit: r.ExitCode(), Text: text.String()}
 }
 
 // WriteJSON writes v as the CLI's --json prints it: indented JSON and a

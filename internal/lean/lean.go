@@ -45,13 +45,9 @@ const DefaultTimeout = 30
 // MaxTimeout is the most seconds -t may give (hub.MaxTimeout).
 const MaxTimeout = 600
 
-// ParseTimeout reads the seconds of -t as the command line's flag does
-// (strconv.ParseFloat), and takes them only when they are more than 0 and
-// at most MaxTimeout.
-func ParseTimeout(s string) (float64, bool) {
-	t, err := strconv.ParseFloat(s, 64)
-	return t, err == nil && t > 0 && t <= MaxTimeout
-}
+// TimeoutOK reports whether -t's seconds are more than 0 and at most
+// MaxTimeout (so not NaN).
+func TimeoutOK(t float64) bool { return t > 0 && t <= MaxTimeout }
 
 // CodeTooBig is the error for code on standard input that one request
 // cannot carry.

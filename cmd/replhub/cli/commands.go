@@ -11,6 +11,7 @@ import (
 	"github.com/replhub/replhub/client"
 	"github.com/replhub/replhub/cmd/replhub/cli/cmdenv"
 	"github.com/replhub/replhub/hub"
+	"github.com/replhub/replhub/internal/lean"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -131,7 +132,7 @@ func checkMaxOutput(n int) error {
 }
 
 func checkTimeout(t float64) error {
-	if !(t > 0 && t <= hub.MaxTimeout.Seconds()) { // NaN too
+	if !lean.TimeoutOK(t) {
 		return fmt.Errorf("-t must be more than 0 and at most %d seconds", int(hub.MaxTimeout.Seconds()))
 	}
 	return nil

@@ -199,8 +199,8 @@ func IsVersion(args []string) bool {
 // the ways cobra takes them: -t S, -tS, -t=S, --timeout S, --timeout=S;
 // --json, --json=BOOL; the last one counting. Any other argument that
 // starts with - (so `--` too), an empty argument, or a value that cobra
-// would refuse (lean.ParseTimeout, strconv.ParseBool) leave the call to
-// package cli, which says what is wrong.
+// would refuse (strconv.ParseFloat and lean.TimeoutOK, strconv.ParseBool)
+// leave the call to package cli, which says what is wrong.
 func PlainExec(args []string) (Call, bool) {
 	if len(args) < 3 || args[0] != "exec" {
 		return Call{}, false
@@ -236,15 +236,18 @@ func PlainExec(args []string) (Call, bool) {
 		default:
 			return Call{}, false
 		}
-		var ok bool
-		if c.Timeout, ok = lean.ParseTimeout(secs); !ok {
+		var err error
+		if c.Timeout, err = strconv.ParseFloat(secs, 64); err != nil {
 			return Call{}, false
 		}
 	}
-	if len(words) != 2 || words[0] == "" || words[1] == "" || words[0] == "-" {
+	if len(words) != 2 || words[0] == "" || words[1] == "" || words[0] == "-" || !lean.TimeoutOK(c.Timeout) {
 		return Call{}, false
 	}
 	c.Name, c.Code = words[0], words[1]
+	// As the command line's client sends it, through a time.Duration: under
+	// a nanosecond is 0, the hub's default.
+	c.Timeout = time.Duration(c.Timeout * float64(time.Second)).Seconds()
 	return c, true
 }
 
