@@ -182,9 +182,13 @@ func (x *expander) pattern(it string) error {
 			}
 		}
 		total *= n
-		if total > x.max || x.items+total > x.max {
+		if total > x.max { // before the next product can overflow
 			return fmt.Errorf("expands to more than %d hosts", x.max)
 		}
+	}
+	// With the items before, plain names (no bracket) too.
+	if x.items+total > x.max {
+		return fmt.Errorf("expands to more than %d hosts", x.max)
 	}
 	x.items += total
 	x.product(texts, brackets, texts[0])
