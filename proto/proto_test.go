@@ -387,3 +387,38 @@ func TestReaderOnePassStrictEnd(t *testing.T) {
 		}
 	}
 }
+
+// A chunk buffer given back is the next one taken, whichever goroutine
+// takes it (a transfer's reader moves between threads); at most
+// keepChunks are kept, and none once dropped for idleness.
+func TestChunkBuffersAreShared(t *testing.T) {
+	dropChunks()
+	a := GetChunk(ChunkSize)
+	first := &a[0]
+	PutChunk(a)
+	got := make(chan *byte)
+	go func() {
+		b := GetChunk(2 << 20)
+		got <- &b[0]
+		PutChunk(b)
+	}()
+	assert.Same(t, first, <-got, "taken by another goroutine")
+
+	small := GetChunk(4096)
+	assert.Len(t, small, 4096)
+	PutChunk(small) // not a chunk's: left to the GC
+	var held [][]byte
+	for range keepChunks + 3 {
+		held = append(held, GetChunk(ChunkSize))
+	}
+	for _, b := range held {
+		PutChunk(b)
+	}
+	chunks.mu.Lock()
+	assert.Len(t, chunks.free, keepChunks)
+	chunks.mu.Unlock()
+	dropChunks()
+	chunks.mu.Lock()
+	assert.Empty(t, chunks.free)
+	chunks.mu.Unlock()
+}

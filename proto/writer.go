@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 )
 
@@ -165,23 +166,65 @@ func encodeTo(buf *bytes.Buffer, m Msg) error {
 	return json.NewEncoder(buf).Encode(m)
 }
 
-var chunkPool = sync.Pool{New: func() any { b := make([]byte, ChunkSize); return &b }}
+// chunks keeps the chunk buffers given back, for the next chunk of any
+// goroutine, the last given back first: a fresh 8 MiB buffer costs
+// zeroing and page faults. (A sync.Pool keeps what a P gives back in a
+// slot that the other Ps cannot take from, so a transfer whose reader
+// moved between Ps got a new buffer on each: 25 MB of the hub's memory
+// during a 1 GB put, with one chunk in use at a time.) At most keepChunks
+// are kept, one per transfer a group runs at once; after keepIdle without
+// a chunk given back, none, so that an idle hub's memory goes back.
+var chunks struct {
+	mu   sync.Mutex
+	free [][]byte
+	idle *time.Timer
+}
 
-// GetChunk returns a buffer of n bytes, from a pool when n is big enough
-// to be a transfer's chunk: fresh 8 MiB buffers cost zeroing and page
-// faults each time. PutChunk gives it back.
+const (
+	keepChunks = 8
+	keepIdle   = 10 * time.Second
+)
+
+// GetChunk returns a buffer of n bytes, one given back before when n is
+// big enough to be a transfer's chunk. PutChunk gives it back.
 func GetChunk(n int) []byte {
-	if n > 1<<20 && n <= ChunkSize {
-		return (*chunkPool.Get().(*[]byte))[:n]
+	if n <= 1<<20 || n > ChunkSize {
+		return make([]byte, n)
 	}
-	return make([]byte, n)
+	chunks.mu.Lock()
+	if k := len(chunks.free); k > 0 {
+		b := chunks.free[k-1]
+		chunks.free[k-1] = nil
+		chunks.free = chunks.free[:k-1]
+		chunks.mu.Unlock()
+		return b[:n]
+	}
+	chunks.mu.Unlock()
+	return make([]byte, n, ChunkSize)
 }
 
 // PutChunk gives back a buffer from GetChunk; others are left to the GC.
 // The caller must not use b afterwards.
 func PutChunk(b []byte) {
-	if cap(b) == ChunkSize {
-		b = b[:ChunkSize]
-		chunkPool.Put(&b)
+	if cap(b) != ChunkSize {
+		return
 	}
+	chunks.mu.Lock()
+	defer chunks.mu.Unlock()
+	if len(chunks.free) < keepChunks {
+		chunks.free = append(chunks.free, b[:ChunkSize])
+	}
+	if chunks.idle == nil {
+		chunks.idle = time.AfterFunc(keepIdle, dropChunks)
+	} else {
+		chunks.idle.Reset(keepIdle)
+	}
+}
+
+// dropChunks leaves the buffers kept to the GC.
+func dropChunks() {
+	chunks.mu.Lock()
+	defer chunks.mu.Unlock()
+	clear(chunks.free)
+	chunks.free = chunks.free[:0]
 }
