@@ -542,13 +542,23 @@ func TestInterruptBehindAnUnreadCell(t *testing.T) {
 	h := reachHub(t, map[string]string{"web": "lab-7"})
 	s := h.sessions["web"]
 	pr, pw := io.Pipe() // nobody reads pr
-	t.Cleanup(func() { pr.Close() })
 	s.w = proto.NewWriter(pw)
 	r := &run{cell: 1, fence: newFence(), start: time.Now(), finished: make(chan struct{}), queued: true}
 	s.mu.Lock()
 	s.cur = r
 	s.mu.Unlock()
-	go s.sendCell(r, "1 + 1")
+	sent := make(chan struct{})
+	go func() { defer close(sent); s.sendCell(r, "1 + 1") }()
+	// The pipe closed, sendCell writes the cell's transcript: before the
+	// test's folders go, which that would fill again.
+	t.Cleanup(func() {
+		pr.Close()
+		select {
+		case <-sent:
+		case <-time.After(10 * time.Second):
+			t.Error("sendCell did not return once its pipe closed")
+		}
+	})
 	require.Eventually(t, func() bool { return len(s.imu) == 1 }, 5*time.Second, time.Millisecond)
 
 	answered := make(chan string, 1)
