@@ -70,7 +70,14 @@ type expander struct {
 	seen   map[string]bool
 	out    []string
 	items  int
+	refs   int // groups named so far, each time
 }
+
+// maxRefs bounds how many times groups are named in one expression, their
+// members' included: groups that name groups many times over, down to
+// ones with no host, would otherwise take a time that grows as a power of
+// the depth (40 names a level, 8 levels: 40^8), and count no host.
+const maxRefs = 10000
 
 func (x *expander) expr(expr string, depth int) error {
 	items, err := split(expr)
@@ -97,6 +104,9 @@ func (x *expander) group(expr, name string, depth int) error {
 	}
 	if depth >= maxDepth {
 		return &Error{expr, fmt.Sprintf("@%s: groups nest deeper than %d (a group that names itself?)", name, maxDepth)}
+	}
+	if x.refs++; x.refs > maxRefs {
+		return &Error{expr, fmt.Sprintf("@%s: groups are named more than %d times over (groups that name groups?)", name, maxRefs)}
 	}
 	members, ok := x.groups(name)
 	if !ok {

@@ -1,11 +1,13 @@
 package nodeset
 
 import (
+	"fmt"
 	"regexp"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -141,4 +143,22 @@ func FuzzExpand(f *testing.F) {
 			t.Fatalf("Fold(%q) = %q expands to %q", want, folded, back)
 		}
 	})
+}
+
+// Groups that name groups many times over, down to ones with no host, are
+// refused once they have been named maxRefs times, not expanded for a time
+// that grows as a power of the depth.
+func TestGroupsNamedTooOften(t *testing.T) {
+	m := map[string][]string{"g7": {}}
+	for i := 6; i >= 0; i-- {
+		m[fmt.Sprintf("g%d", i)] = slices.Repeat([]string{fmt.Sprintf("@g%d", i+1)}, 40)
+	}
+	t0 := time.Now()
+	_, err := Expand("@g0", 1000, groups(m))
+	assert.ErrorContains(t, err, "named more than 10000 times")
+	assert.Less(t, time.Since(t0), 2*time.Second)
+	// A wide group of groups is fine.
+	hosts, err := Expand("@g6", 1000, groups(map[string][]string{"g6": slices.Repeat([]string{"@g7"}, 40), "g7": {"h1", "h2"}}))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"h1", "h2"}, hosts)
 }
