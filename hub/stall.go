@@ -49,10 +49,9 @@ var (
 type relayFrame struct {
 	m    proto.Msg
 	done chan error
-	// owner says who gives a chunk's buffer back to the pool: the sender
-	// that waits for the frame, so that it goes back where it was taken
-	// (a sync.Pool is per P), unless the sender stopped waiting; then the
-	// relay writer does.
+	// owner says who gives a chunk's buffer back to the pool, once the
+	// frame is written: the sender that waits for it, unless the sender
+	// stopped waiting; then the relay writer does. Exactly one of them.
 	owner atomic.Int32
 }
 

@@ -172,8 +172,10 @@ func encodeTo(buf *bytes.Buffer, m Msg) error {
 // slot that the other Ps cannot take from, so a transfer whose reader
 // moved between Ps got a new buffer on each: 25 MB of the hub's memory
 // during a 1 GB put, with one chunk in use at a time.) At most keepChunks
-// are kept, one per transfer a group runs at once; after keepIdle without
-// a chunk given back, none, so that an idle hub's memory goes back.
+// are kept: as many as a group's transfers at once, each with a chunk in
+// hand (a single transfer may hold a few more, which then go to the GC).
+// After keepIdle without a chunk given back, none are kept: the GC, by
+// an idle process's forced collection at the latest, frees them.
 var chunks struct {
 	mu   sync.Mutex
 	free [][]byte
