@@ -35,13 +35,17 @@ func (r *Result) ExitCode() int {
 }
 
 // Plain is r as `replhub exec` prints it, or nil when printing it takes
-// more than its text (display items that go to files, a group's hosts).
+// more than its text (printsAsText).
 func (r *Result) Plain() *Plain {
-	if len(r.Display) > 0 || r.Fan != nil {
+	if !r.printsAsText() {
 		return nil
 	}
 	return &Plain{Exit: r.ExitCode(), Text: r.Text()}
 }
+
+// printsAsText reports whether the CLI prints r as a text and nothing
+// else: no display items that go to files, no group's hosts.
+func (r *Result) printsAsText() bool { return len(r.Display) == 0 && r.Fan == nil }
 
 // maxPlainJSON bounds PlainJSON's text: escaped once more in the reply's
 // line (a quote, a backslash or a line feed takes two bytes), it must
@@ -54,7 +58,7 @@ const maxPlainJSON = MaxLine / 4
 // print the same bytes: a string that is not UTF-8 is written \ufffd at
 // first, and as the character itself once read back.
 func (r *Result) PlainJSON() *Plain {
-	if len(r.Display) > 0 || r.Fan != nil {
+	if !r.printsAsText() {
 		return nil
 	}
 	b, err := json.Marshal(r)

@@ -295,7 +295,7 @@ func runSessions(ctx context.Context, e *env, o *sessionsOptions) error {
 		return fmt.Errorf("no session '%s'", o.name)
 	}
 	if o.json {
-		return cmdenv.WriteJSON(e.IO.Out, l)
+		return wire.WriteJSON(e.IO.Out, l)
 	}
 	_, err = io.WriteString(e.IO.Out, l.Text(o.name != ""))
 	return err

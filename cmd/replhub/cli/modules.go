@@ -5,9 +5,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/replhub/replhub/cmd/replhub/cli/cmdenv"
 	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/modules"
+	"github.com/replhub/replhub/wire"
 )
 
 func newModulesCmd(e *env) *cobra.Command {
@@ -29,7 +29,7 @@ one's docstring. It reads this machine's folder; no hub is needed.`,
 			}
 			list := modules.List(paths.Modules())
 			if asJSON {
-				return cmdenv.WriteJSON(e.IO.Out, list)
+				return wire.WriteJSON(e.IO.Out, list)
 			}
 			_, err = fmt.Fprintln(e.IO.Out, modules.Text(list, paths.Modules()))
 			return err

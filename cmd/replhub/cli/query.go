@@ -66,7 +66,7 @@ func (e *env) printAnswer(a *wire.Answer, asJSON bool) error {
 		e.Code = cmdenv.ExitCellError
 	}
 	if asJSON {
-		return cmdenv.WriteJSON(e.IO.Out, a)
+		return wire.WriteJSON(e.IO.Out, a)
 	}
 	_, err := io.WriteString(e.IO.Out, a.Text())
 	return err

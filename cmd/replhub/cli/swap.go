@@ -57,7 +57,7 @@ func runSwap(ctx context.Context, e *env, o *swapOptions) error {
 		e.Code = cmdenv.ExitFailure
 	}
 	if o.json {
-		return cmdenv.WriteJSON(e.IO.Out, rep.Swaps)
+		return wire.WriteJSON(e.IO.Out, rep.Swaps)
 	}
 	if len(rep.Swaps) == 0 {
 		fmt.Fprintln(e.IO.Out, "no sessions")

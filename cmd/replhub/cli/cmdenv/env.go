@@ -121,14 +121,11 @@ func (e *Env) PrintResult(r *wire.Result, asJSON bool) error {
 		return writeJSONLines(e.IO.Out, r.Fan)
 	}
 	if asJSON {
-		return WriteJSON(e.IO.Out, r)
+		return wire.WriteJSON(e.IO.Out, r)
 	}
 	_, err := io.WriteString(e.IO.Out, r.Text())
 	return err
 }
-
-// WriteJSON writes v as indented JSON.
-func WriteJSON(w io.Writer, v any) error { return wire.WriteJSON(w, v) }
 
 // IsTerminal reports whether w is a terminal.
 func IsTerminal(w io.Writer) bool {
