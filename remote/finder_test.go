@@ -144,3 +144,67 @@ func TestFinderOnACondaHost(t *testing.T) {
 		assert.Equal(t, py("work/proj")+"\n", runs())
 	})
 }
+
+// fakePython writes at path a script that notes each run in the file ran
+// and execs real: an interpreter as a version manager installs it, whose
+// runs a test can count.
+func fakePython(t *testing.T, path, real, ran string) {
+	t.Helper()
+	require.NoError(t, os.MkdirAll(filepath.Dir(path), 0o755))
+	require.NoError(t, os.WriteFile(path, []byte("#!/bin/sh\necho \"$0\" >> "+ran+"\nexec "+real+" \"$@\"\n"), 0o755))
+}
+
+// On a host whose Pythons asdf, uv or rye installed, in their own folders
+// and with none on PATH, the finder takes the preferred minor from those
+// folders, in the order pyenv, asdf, uv, rye, and runs none of them but
+// the one chosen, for the session. uv's folder moves with
+// UV_PYTHON_INSTALL_DIR; rye's interpreters are in bin/ or, in its older
+// layout, install/bin/.
+func TestFinderOnAsdfUvRyeHosts(t *testing.T) {
+	a, b, ps := twoMinors(t)
+	eachShell(t, func(t *testing.T, shell string) {
+		home := t.TempDir()
+		ran := filepath.Join(home, "runs")
+		at := func(p string) string { return filepath.Join(home, p) }
+		runs := func() string {
+			out, _ := os.ReadFile(ran)
+			os.Remove(ran)
+			return string(out)
+		}
+		asdfA := at(".asdf/installs/python/" + a + ".5/bin/python" + a)
+		uvA := at(".local/share/uv/python/cpython-" + a + ".7-linux-x86_64-gnu/bin/python" + a)
+		uvB := at(".local/share/uv/python/cpython-" + b + ".3-linux-x86_64-gnu/bin/python" + b)
+		ryeB := at(".rye/py/cpython@" + b + ".2/bin/python" + b)
+		ryeOldA := at(".rye/py/cpython@" + a + ".1/install/bin/python" + a)
+		movedB := at("elsewhere/cpython-" + b + ".9-linux-x86_64-gnu/bin/python" + b)
+		for _, p := range []string{asdfA, uvA, uvB, ryeB, ryeOldA, movedB} {
+			v := a
+			if strings.HasSuffix(p, "python"+b) {
+				v = b
+			}
+			fakePython(t, p, ps[v], ran)
+		}
+		path := "PATH=/nonexistent"
+		for _, c := range []struct {
+			name   string
+			prefer string
+			env    []string
+			want   string
+		}{
+			{"asdf's before uv's and rye's", a, nil, asdfA},
+			{"uv's before rye's", b, nil, uvB},
+			{"uv's folder where UV_PYTHON_INSTALL_DIR says", b, []string{"UV_PYTHON_INSTALL_DIR=" + at("elsewhere")}, movedB},
+		} {
+			assert.Equal(t, "FOUND "+c.prefer+" "+c.want, runFinder(t, shell, StartSpec{Prefer: c.prefer}, home, append(c.env, path)...), c.name)
+			assert.Equal(t, c.want+"\n", runs(), "%s: only the chosen one runs, for the session", c.name)
+		}
+		require.NoError(t, os.RemoveAll(at(".asdf")))
+		assert.Equal(t, "FOUND "+a+" "+uvA, runFinder(t, shell, StartSpec{Prefer: a}, home, path), "uv's, asdf's gone")
+		assert.Equal(t, uvA+"\n", runs())
+		require.NoError(t, os.RemoveAll(at(".local/share/uv")))
+		assert.Equal(t, "FOUND "+b+" "+ryeB, runFinder(t, shell, StartSpec{Prefer: b}, home, path), "rye's, uv's gone")
+		assert.Equal(t, ryeB+"\n", runs())
+		assert.Equal(t, "FOUND "+a+" "+ryeOldA, runFinder(t, shell, StartSpec{Prefer: a}, home, path), "rye's older layout")
+		assert.Equal(t, ryeOldA+"\n", runs())
+	})
+}
