@@ -215,7 +215,7 @@ func (h *Hub) endServe(target *Session, op *serveOp) string {
 // error means the target never gets it: it is gone, or, when op failed,
 // the serve was dropped (errUnsent) and no answer will come.
 func sendServe(target *Session, serve *proto.Serve, op *serveOp) error {
-	err := target.relaySend(serve)
+	err := target.relaySend(serve, nil)
 	if errors.Is(err, errStalled) {
 		op.stalled(target)
 	}

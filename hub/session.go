@@ -116,6 +116,10 @@ type Session struct {
 	requests, refusals atomic.Int32
 	// asides counts the frames sendAside has on their way.
 	asides atomic.Int32
+	// handling is when the frame reader took the frame it is handling
+	// (UnixNano), 0 while it waits for the next: a frame relayed to a
+	// session that takes none holds it, and what comes after (heldBy).
+	handling atomic.Int64
 	// queries waits for the worker's answers by query id (query.go).
 	queries map[int64]chan *proto.Answer
 	// lingering is a remote worker that outlives its link (linger.go).
@@ -441,45 +445,52 @@ func (s *Session) readFrames() {
 			}
 			return
 		}
-		switch f := m.(type) {
-		case *proto.Done:
-			s.onDone(f)
-		case *proto.Interrupted:
-			select {
-			case s.interrupted <- f:
-			default:
-			}
-		case *proto.Error:
-			s.mu.Lock()
-			s.notes = append(s.notes, "the worker reported: "+f.Error)
-			s.mu.Unlock()
-		case *proto.Req:
-			s.takeRequest(f)
-		case *proto.Served:
-			s.onServed(f)
-		case *proto.Chunk:
-			s.onChunk(f)
-		case *proto.Ack:
-			s.onAck(f)
-		case *proto.Swapped:
-			s.hub.onSwapped(s, f)
-		case *proto.Restored:
-			s.hub.onRestored(s, f)
-		case *proto.Answer:
-			s.onAnswer(f)
-		case *proto.Out:
-			s.mu.Lock()
-			s.takeOutputLocked(f.Data, true)
-			s.mu.Unlock()
-		case *proto.Detached:
-			s.mu.Lock()
-			if s.detachedFrames != nil {
-				close(s.detachedFrames)
-				s.detachedFrames = nil
-			}
-			s.mu.Unlock()
-		case *proto.Pong, *proto.Ready:
+		s.handling.Store(time.Now().UnixNano())
+		s.takeFrame(m)
+		s.handling.Store(0)
+	}
+}
+
+// takeFrame handles one frame from the worker, on its reader.
+func (s *Session) takeFrame(m proto.Msg) {
+	switch f := m.(type) {
+	case *proto.Done:
+		s.onDone(f)
+	case *proto.Interrupted:
+		select {
+		case s.interrupted <- f:
+		default:
 		}
+	case *proto.Error:
+		s.mu.Lock()
+		s.notes = append(s.notes, "the worker reported: "+f.Error)
+		s.mu.Unlock()
+	case *proto.Req:
+		s.takeRequest(f)
+	case *proto.Served:
+		s.onServed(f)
+	case *proto.Chunk:
+		s.onChunk(f)
+	case *proto.Ack:
+		s.onAck(f)
+	case *proto.Swapped:
+		s.hub.onSwapped(s, f)
+	case *proto.Restored:
+		s.hub.onRestored(s, f)
+	case *proto.Answer:
+		s.onAnswer(f)
+	case *proto.Out:
+		s.mu.Lock()
+		s.takeOutputLocked(f.Data, true)
+		s.mu.Unlock()
+	case *proto.Detached:
+		s.mu.Lock()
+		if s.detachedFrames != nil {
+			close(s.detachedFrames)
+			s.detachedFrames = nil
+		}
+		s.mu.Unlock()
+	case *proto.Pong, *proto.Ready:
 	}
 }
 
@@ -1025,9 +1036,11 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 	for len(s.interrupted) > 0 {
 		<-s.interrupted // answers to interrupts whose callers gave up
 	}
+	links := s.linksNow()
 	failed := s.sendAside(&proto.Interrupt{Cell: r.cell})
 	timer := time.NewTimer(interruptWait)
 	defer timer.Stop()
+	dropped := ""
 	for {
 		select {
 		case err := <-failed:
@@ -1038,7 +1051,10 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 			}
 			switch a.How {
 			case proto.HowDelivered:
-				return fmt.Sprintf("interrupted cell %d of session '%s' (KeyboardInterrupt raised in it); %s shows how it ended%s", r.cell, s.name, adv.WaitCell(s.name, r.cell), s.queuedAfter(adv)), nil
+				if dropped != "" {
+					dropped = "; " + dropped
+				}
+				return fmt.Sprintf("interrupted cell %d of session '%s' (KeyboardInterrupt raised in it)%s; %s shows how it ended%s", r.cell, s.name, dropped, adv.WaitCell(s.name, r.cell), s.queuedAfter(adv)), nil
 			case proto.HowParked:
 				return fmt.Sprintf("cell %d of session '%s' had not started yet: it ends with KeyboardInterrupt as it starts, without running; %s shows it", r.cell, s.name, adv.Wait(s.name)), nil
 			default:
@@ -1046,12 +1062,61 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 				return fmt.Sprintf("session '%s' had already finished cell %d: nothing to interrupt; %s shows its result", s.name, r.cell, adv.Wait(s.name)), nil
 			}
 		case <-timer.C:
+			if dropped == "" {
+				if dropped = s.dropStalledLinks(links); dropped != "" {
+					timer.Reset(interruptWait) // the answer comes now
+					continue
+				}
+			}
 			return fmt.Sprintf("sent an interrupt to cell %d of session '%s', but it did not answer within %s (stopped, or in code that holds the interpreter): %s shows whether the cell ended, %s ends the session",
 				r.cell, s.name, interruptWait, adv.Wait(s.name), adv.Kill(s.name)), nil
 		case <-s.exited:
 			return "", &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' died while being interrupted: %s", s.name, s.deathText())}
 		}
 	}
+}
+
+// linkNow is a request of a session's (relayLink) and how much its target
+// had been written when an interrupt went.
+type linkNow struct {
+	relayLink
+	written int64
+}
+
+// linksNow lists s's requests, for dropStalledLinks.
+func (s *Session) linksNow() []linkNow {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	links := make([]linkNow, 0, len(s.waitingOn))
+	for _, l := range s.waitingOn {
+		links = append(links, linkNow{*l, l.target.w.Written()})
+	}
+	return links
+}
+
+// dropStalledLinks frees s's frame reader when an interrupt's answer
+// waits behind a frame relayed to a session that takes none (stopped, or
+// in C code that holds its interpreter): the reader has held one frame
+// for half of interruptWait at least, and links, s's requests when the
+// interrupt went, have a target written nothing since. Those links fail,
+// which ends the relay that holds the reader; the answer follows. It
+// returns what was dropped, "" for nothing.
+func (s *Session) dropStalledLinks(links []linkNow) string {
+	since := s.handling.Load()
+	if since == 0 || time.Since(time.Unix(0, since)) < interruptWait/2 {
+		return ""
+	}
+	var what []string
+	for _, l := range links {
+		if l.target.w.Written() != l.written || l.op.err() != nil {
+			continue
+		}
+		l.op.fail(fmt.Errorf("session '%s' took none of the %s's data for %s while '%s' was interrupted; the %s is dropped",
+			l.target.name, l.op.what, interruptWait, s.name, l.op.what))
+		what = append(what, fmt.Sprintf("the %s to '%s' was dropped: '%s' took none of its data for %s (stopped, or in code that holds the interpreter?)",
+			l.op.what, l.target.name, l.target.name, interruptWait))
+	}
+	return strings.Join(what, "; ")
 }
 
 // maxAsides bounds the frames sendAside has on their way to one worker:

@@ -20,7 +20,11 @@ import (
 // for ever. So every frame relayed for a link goes through serveOp.relay:
 // relaySend gives up once the destination has taken no byte for
 // relayStall, and the link fails alone (serveOp.fail). A stalled peer
-// holds a sender's reader up for at most relayStall, once per link. A
+// holds a sender's reader up for at most relayStall, once per link, or
+// until the sender's cell is interrupted: the interrupt's answer waits
+// behind the frame, so the interrupt fails the sender's links to a peer
+// that took nothing meanwhile, and a relay returns once its link failed
+// (Session.dropStalledLinks). A
 // file's serve that its target reads but never answers fails after
 // relayStall too (serveOp.firstAnswer): a worker opens the file at once.
 
@@ -42,6 +46,9 @@ var (
 	// no byte of it went, nor will.
 	errUnsent = fmt.Errorf("%w; the frame was dropped", errStalled)
 	errGone   = errors.New("hub: the session has ended")
+	// errLinkFailed: the link a relayed frame was for failed while the
+	// frame waited; it goes whole later, or was dropped.
+	errLinkFailed = errors.New("hub: the link failed")
 )
 
 // relayFrame is a frame for a session's relay writer (relayWriter); done
@@ -66,12 +73,14 @@ const (
 // errStalled once s's writer has taken no byte for relayStall: m, which
 // the relay writer had taken, then goes whole later or fails with the
 // stream; or errUnsent, when the relay writer was still busy with an
-// earlier frame: m is dropped. It owns a chunk's Data, which goes back to
-// the pool once written or dropped.
+// earlier frame: m is dropped. Once failed is closed (the link m is for
+// failed; nil: never), it returns errLinkFailed, whichever of the two
+// holds for m. It owns a chunk's Data, which goes back to the pool once
+// written or dropped.
 //
 // The write itself is s's relay writer's, so that the caller can stop
 // waiting for it; a frame costs a hand-over, not a goroutine.
-func (s *Session) relaySend(m proto.Msg) error {
+func (s *Session) relaySend(m proto.Msg, failed <-chan struct{}) error {
 	q := s.relayQueue()
 	f := &relayFrame{m: m, done: make(chan error, 1)}
 	seen := s.w.Written()
@@ -87,6 +96,8 @@ func (s *Session) relaySend(m proto.Msg) error {
 			return err
 		case <-s.exited:
 			return f.giveUp(q == nil, errGone)
+		case <-failed:
+			return f.giveUp(q == nil, errLinkFailed)
 		case <-t.C:
 		}
 		if n := s.w.Written(); n != seen {
@@ -170,7 +181,7 @@ func (op *serveOp) relay(dst *Session, m proto.Msg) bool {
 		dropData(m)
 		return false
 	}
-	err := dst.relaySend(m)
+	err := dst.relaySend(m, op.failed)
 	if errors.Is(err, errStalled) {
 		op.stalled(dst)
 	}

@@ -101,7 +101,7 @@ func TestRelaySendStalled(t *testing.T) {
 		data[i] = byte(i)
 	}
 	t0 := time.Now()
-	err := s.relaySend(&proto.Chunk{Sid: 3, Seq: 0, Data: data})
+	err := s.relaySend(&proto.Chunk{Sid: 3, Seq: 0, Data: data}, nil)
 	took := time.Since(t0)
 	assert.ErrorIs(t, err, errStalled)
 	assert.GreaterOrEqual(t, took, relayStall)
@@ -114,8 +114,42 @@ func TestRelaySendStalled(t *testing.T) {
 	for i := 0; i < len(f.data); i += 4099 {
 		require.Equal(t, byte(i), f.data[i])
 	}
-	require.NoError(t, s.relaySend(&proto.Ack{Sid: 3, Seq: 0}))
+	require.NoError(t, s.relaySend(&proto.Ack{Sid: 3, Seq: 0}, nil))
 	assert.Equal(t, "ack", nextFrame(t, frames).op)
+}
+
+// A relay whose link fails while its frame waits returns at once, taken
+// by the relay writer or not: the frame that the writer took goes whole
+// once the worker reads again, and the one it had not taken never goes.
+func TestRelaySendLinkFailed(t *testing.T) {
+	shortStall(t, time.Hour)
+	s := stallSession(t)
+	frames, g := gatedWorker(t, s)
+	failed := make(chan struct{})
+	sent := make(chan error, 2)
+	go func() {
+		sent <- s.relaySend(&proto.Chunk{Sid: 3, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)}, failed)
+	}()
+	time.Sleep(50 * time.Millisecond) // the relay writer has it, and waits
+	go func() {
+		sent <- s.relaySend(&proto.Chunk{Sid: 3, Seq: 1, Data: proto.GetChunk(proto.ChunkSize)}, failed)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	close(failed)
+	for range 2 {
+		select {
+		case err := <-sent:
+			assert.ErrorIs(t, err, errLinkFailed)
+		case <-time.After(5 * time.Second):
+			t.Fatal("a relay still waits after its link failed")
+		}
+	}
+	close(g.open)
+	f := nextFrame(t, frames)
+	require.Equal(t, "chunk", f.op)
+	assert.Len(t, f.data, proto.ChunkSize, "the frame the writer had went whole")
+	require.NoError(t, s.relaySend(&proto.Ack{Sid: 3}, nil))
+	assert.Equal(t, "ack", nextFrame(t, frames).op, "the untaken chunk was dropped")
 }
 
 // A worker that reads slowly but steadily is not stalled, however long
@@ -139,7 +173,7 @@ func TestRelaySendSlowIsNotStalled(t *testing.T) {
 		}
 	}()
 	t0 := time.Now()
-	require.NoError(t, s.relaySend(&proto.Chunk{Sid: 3, Data: make([]byte, 2<<20)}))
+	require.NoError(t, s.relaySend(&proto.Chunk{Sid: 3, Data: make([]byte, 2<<20)}, nil))
 	assert.Greater(t, time.Since(t0), relayStall, "the frame took longer than relayStall")
 	assert.Equal(t, "chunk", nextFrame(t, frames).op)
 }
@@ -150,7 +184,7 @@ func TestRelaySendGone(t *testing.T) {
 	s := stallSession(t)
 	gatedWorker(t, s)
 	close(s.exited)
-	assert.ErrorIs(t, s.relaySend(&proto.Ack{Sid: 1}), errGone)
+	assert.ErrorIs(t, s.relaySend(&proto.Ack{Sid: 1}, nil), errGone)
 }
 
 // A put whose target stops reading mid-transfer fails alone: the caller
@@ -285,7 +319,7 @@ func TestQueuedNeverBlocks(t *testing.T) {
 // as for a transfer it asked for when it stopped reading.
 func holdWriter(t *testing.T, s *Session) {
 	t.Helper()
-	require.ErrorIs(t, s.relaySend(&proto.Chunk{ID: 99, Data: proto.GetChunk(proto.ChunkSize)}), errStalled)
+	require.ErrorIs(t, s.relaySend(&proto.Chunk{ID: 99, Data: proto.GetChunk(proto.ChunkSize)}, nil), errStalled)
 }
 
 // A serve frame that never left the hub, its target's relay writer
