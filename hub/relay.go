@@ -438,10 +438,18 @@ func (s *Session) onChunk(f *proto.Chunk) {
 		return
 	}
 	if link := s.linkOf(f.ID); link != nil {
-		link.op.relay(link.target, &proto.Chunk{Sid: link.op.sid, Seq: f.Seq, EOF: f.EOF, Data: f.Data})
+		s.relayFor(link, &proto.Chunk{Sid: link.op.sid, Seq: f.Seq, EOF: f.EOF, Data: f.Data})
 		return
 	}
 	proto.PutChunk(f.Data)
+}
+
+// relayFor relays m, from s's worker, for s's request link, on s's frame
+// reader, which an interrupt of s may free (dropStalledRelay).
+func (s *Session) relayFor(link *relayLink, m proto.Msg) {
+	s.relaying.Store(link)
+	defer s.relaying.Store(nil)
+	link.op.relay(link.target, m)
 }
 
 // onAck routes an ack like onChunk routes a chunk.
@@ -453,7 +461,7 @@ func (s *Session) onAck(f *proto.Ack) {
 		return
 	}
 	if link := s.linkOf(f.ID); link != nil {
-		link.op.relay(link.target, &proto.Ack{Sid: link.op.sid, Seq: f.Seq})
+		s.relayFor(link, &proto.Ack{Sid: link.op.sid, Seq: f.Seq})
 	}
 }
 

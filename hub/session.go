@@ -117,9 +117,11 @@ type Session struct {
 	// asides counts the frames sendAside has on their way.
 	asides atomic.Int32
 	// handling is when the frame reader took the frame it is handling
-	// (UnixNano), 0 while it waits for the next: a frame relayed to a
-	// session that takes none holds it, and what comes after (heldBy).
+	// (UnixNano), 0 while it waits for the next; relaying, the request
+	// that frame is relayed for while it is. A session that takes none of
+	// it holds the reader, and what comes after (dropStalledRelay).
 	handling atomic.Int64
+	relaying atomic.Pointer[relayLink]
 	// queries waits for the worker's answers by query id (query.go).
 	queries map[int64]chan *proto.Answer
 	// lingering is a remote worker that outlives its link (linger.go).
@@ -445,14 +447,14 @@ func (s *Session) readFrames() {
 			}
 			return
 		}
-		s.handling.Store(time.Now().UnixNano())
 		s.takeFrame(m)
-		s.handling.Store(0)
 	}
 }
 
 // takeFrame handles one frame from the worker, on its reader.
 func (s *Session) takeFrame(m proto.Msg) {
+	s.handling.Store(time.Now().UnixNano())
+	defer s.handling.Store(0)
 	switch f := m.(type) {
 	case *proto.Done:
 		s.onDone(f)
@@ -1036,11 +1038,11 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 	for len(s.interrupted) > 0 {
 		<-s.interrupted // answers to interrupts whose callers gave up
 	}
-	links := s.linksNow()
 	failed := s.sendAside(&proto.Interrupt{Cell: r.cell})
 	timer := time.NewTimer(interruptWait)
 	defer timer.Stop()
-	dropped := ""
+	// What was dropped to free the reader, for the answer: "; the put …".
+	dropped, drops := "", 0
 	for {
 		select {
 		case err := <-failed:
@@ -1051,72 +1053,59 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 			}
 			switch a.How {
 			case proto.HowDelivered:
-				if dropped != "" {
-					dropped = "; " + dropped
-				}
 				return fmt.Sprintf("interrupted cell %d of session '%s' (KeyboardInterrupt raised in it)%s; %s shows how it ended%s", r.cell, s.name, dropped, adv.WaitCell(s.name, r.cell), s.queuedAfter(adv)), nil
 			case proto.HowParked:
-				return fmt.Sprintf("cell %d of session '%s' had not started yet: it ends with KeyboardInterrupt as it starts, without running; %s shows it", r.cell, s.name, adv.Wait(s.name)), nil
+				return fmt.Sprintf("cell %d of session '%s' had not started yet: it ends with KeyboardInterrupt as it starts, without running%s; %s shows it", r.cell, s.name, dropped, adv.Wait(s.name)), nil
 			default:
 				s.lostDone(r)
-				return fmt.Sprintf("session '%s' had already finished cell %d: nothing to interrupt; %s shows its result", s.name, r.cell, adv.Wait(s.name)), nil
+				return fmt.Sprintf("session '%s' had already finished cell %d: nothing to interrupt%s; %s shows its result", s.name, r.cell, dropped, adv.Wait(s.name)), nil
 			}
 		case <-timer.C:
-			if dropped == "" {
-				if dropped = s.dropStalledLinks(links); dropped != "" {
-					timer.Reset(interruptWait) // the answer comes now
+			if drops < maxDrops {
+				if d := s.dropStalledRelay(); d != "" {
+					dropped += "; " + d
+					drops++
+					timer.Reset(interruptWait) // the answer comes now, or the next such frame holds it
 					continue
 				}
 			}
-			return fmt.Sprintf("sent an interrupt to cell %d of session '%s', but it did not answer within %s (stopped, or in code that holds the interpreter): %s shows whether the cell ended, %s ends the session",
-				r.cell, s.name, interruptWait, adv.Wait(s.name), adv.Kill(s.name)), nil
+			return fmt.Sprintf("sent an interrupt to cell %d of session '%s', but it did not answer within %s (stopped, or in code that holds the interpreter)%s: %s shows whether the cell ended, %s ends the session",
+				r.cell, s.name, interruptWait, dropped, adv.Wait(s.name), adv.Kill(s.name)), nil
 		case <-s.exited:
 			return "", &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' died while being interrupted: %s", s.name, s.deathText())}
 		}
 	}
 }
 
-// linkNow is a request of a session's (relayLink) and how much its target
-// had been written when an interrupt went.
-type linkNow struct {
-	relayLink
-	written int64
-}
+// maxDrops bounds the requests one interrupt drops (dropStalledRelay):
+// a group's put may have a stopped session among its members after the
+// first.
+const maxDrops = 4
 
-// linksNow lists s's requests, for dropStalledLinks.
-func (s *Session) linksNow() []linkNow {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	links := make([]linkNow, 0, len(s.waitingOn))
-	for _, l := range s.waitingOn {
-		links = append(links, linkNow{*l, l.target.w.Written()})
-	}
-	return links
-}
-
-// dropStalledLinks frees s's frame reader when an interrupt's answer
-// waits behind a frame relayed to a session that takes none (stopped, or
-// in C code that holds its interpreter): the reader has held one frame
-// for half of interruptWait at least, and links, s's requests when the
-// interrupt went, have a target written nothing since. Those links fail,
-// which ends the relay that holds the reader; the answer follows. It
-// returns what was dropped, "" for nothing.
-func (s *Session) dropStalledLinks(links []linkNow) string {
+// dropStalledRelay frees s's frame reader when an interrupt's answer
+// waits behind a frame that the reader relays for one of s's requests to
+// a session that has not taken it for half of interruptWait at least
+// (stopped, on a slow link, or in C code that holds its interpreter):
+// that request's link fails, which ends the relay (the frame goes whole
+// once the session reads again, or not at all), and the answer follows.
+// It returns what was dropped, "" for nothing.
+func (s *Session) dropStalledRelay() string {
+	// The frame the request's frame is relayed on, loaded on either side:
+	// a frame that ended in between is no longer the one that holds.
 	since := s.handling.Load()
-	if since == 0 || time.Since(time.Unix(0, since)) < interruptWait/2 {
+	link := s.relaying.Load()
+	if link == nil || since == 0 || s.handling.Load() != since {
 		return ""
 	}
-	var what []string
-	for _, l := range links {
-		if l.target.w.Written() != l.written || l.op.err() != nil {
-			continue
-		}
-		l.op.fail(fmt.Errorf("session '%s' took none of the %s's data for %s while '%s' was interrupted; the %s is dropped",
-			l.target.name, l.op.what, interruptWait, s.name, l.op.what))
-		what = append(what, fmt.Sprintf("the %s to '%s' was dropped: '%s' took none of its data for %s (stopped, or in code that holds the interpreter?)",
-			l.op.what, l.target.name, l.target.name, interruptWait))
+	held := time.Since(time.Unix(0, since))
+	if held < interruptWait/2 || link.op.err() != nil {
+		return ""
 	}
-	return strings.Join(what, "; ")
+	waited := wire.Duration(held.Seconds())
+	link.op.fail(fmt.Errorf("session '%s' had not taken the %s's data for %s when '%s' was interrupted; the %s is dropped",
+		link.target.name, link.op.what, waited, s.name, link.op.what))
+	return fmt.Sprintf("the %s to '%s' was dropped: '%s' had not taken its data for %s (stopped, on a slow link, or in code that holds the interpreter?)",
+		link.op.what, link.target.name, link.target.name, waited)
 }
 
 // maxAsides bounds the frames sendAside has on their way to one worker:

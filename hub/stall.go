@@ -22,9 +22,8 @@ import (
 // relayStall, and the link fails alone (serveOp.fail). A stalled peer
 // holds a sender's reader up for at most relayStall, once per link, or
 // until the sender's cell is interrupted: the interrupt's answer waits
-// behind the frame, so the interrupt fails the sender's links to a peer
-// that took nothing meanwhile, and a relay returns once its link failed
-// (Session.dropStalledLinks). A
+// behind the frame, so the interrupt fails the link that frame is relayed
+// for, and a relay returns once its link failed (Session.dropStalledRelay). A
 // file's serve that its target reads but never answers fails after
 // relayStall too (serveOp.firstAnswer): a worker opens the file at once.
 
@@ -46,9 +45,11 @@ var (
 	// no byte of it went, nor will.
 	errUnsent = fmt.Errorf("%w; the frame was dropped", errStalled)
 	errGone   = errors.New("hub: the session has ended")
-	// errLinkFailed: the link a relayed frame was for failed while the
-	// frame waited; it goes whole later, or was dropped.
-	errLinkFailed = errors.New("hub: the link failed")
+	// errPending and errLinkFailed: the link a relayed frame was for
+	// failed while the frame waited; it goes whole once its session reads
+	// again (pending), or was dropped.
+	errPending    = errors.New("hub: the link failed; the frame waits for the session to read")
+	errLinkFailed = errors.New("hub: the link failed; the frame was dropped")
 )
 
 // relayFrame is a frame for a session's relay writer (relayWriter); done
@@ -74,9 +75,10 @@ const (
 // the relay writer had taken, then goes whole later or fails with the
 // stream; or errUnsent, when the relay writer was still busy with an
 // earlier frame: m is dropped. Once failed is closed (the link m is for
-// failed; nil: never), it returns errLinkFailed, whichever of the two
-// holds for m. It owns a chunk's Data, which goes back to the pool once
-// written or dropped.
+// failed; nil: never), it stops waiting too, and returns errPending if
+// the relay writer has m (it goes whole once s reads again), else
+// errLinkFailed (m is dropped). It owns a chunk's Data, which goes back
+// to the pool once written or dropped.
 //
 // The write itself is s's relay writer's, so that the caller can stop
 // waiting for it; a frame costs a hand-over, not a goroutine.
@@ -97,7 +99,10 @@ func (s *Session) relaySend(m proto.Msg, failed <-chan struct{}) error {
 		case <-s.exited:
 			return f.giveUp(q == nil, errGone)
 		case <-failed:
-			return f.giveUp(q == nil, errLinkFailed)
+			if q == nil {
+				return f.giveUp(true, errPending)
+			}
+			return f.giveUp(false, errLinkFailed)
 		case <-t.C:
 		}
 		if n := s.w.Written(); n != seen {
@@ -185,7 +190,7 @@ func (op *serveOp) relay(dst *Session, m proto.Msg) bool {
 	if errors.Is(err, errStalled) {
 		op.stalled(dst)
 	}
-	return err == nil || err == errStalled
+	return err == nil || err == errStalled || err == errPending
 }
 
 // stalled fails op's link because dst took nothing for relayStall.

@@ -120,26 +120,30 @@ func TestRelaySendStalled(t *testing.T) {
 
 // A relay whose link fails while its frame waits returns at once, taken
 // by the relay writer or not: the frame that the writer took goes whole
-// once the worker reads again, and the one it had not taken never goes.
+// once the worker reads again (errPending), the one it had not taken
+// never goes (errLinkFailed).
 func TestRelaySendLinkFailed(t *testing.T) {
 	shortStall(t, time.Hour)
 	s := stallSession(t)
 	frames, g := gatedWorker(t, s)
 	failed := make(chan struct{})
-	sent := make(chan error, 2)
+	taken, untaken := make(chan error, 1), make(chan error, 1)
 	go func() {
-		sent <- s.relaySend(&proto.Chunk{Sid: 3, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)}, failed)
+		taken <- s.relaySend(&proto.Chunk{Sid: 3, Seq: 7, Data: proto.GetChunk(proto.ChunkSize)}, failed)
 	}()
-	time.Sleep(50 * time.Millisecond) // the relay writer has it, and waits
+	time.Sleep(100 * time.Millisecond) // the relay writer has the first, and waits
 	go func() {
-		sent <- s.relaySend(&proto.Chunk{Sid: 3, Seq: 1, Data: proto.GetChunk(proto.ChunkSize)}, failed)
+		untaken <- s.relaySend(&proto.Chunk{Sid: 3, Seq: 8, Data: proto.GetChunk(proto.ChunkSize)}, failed)
 	}()
 	time.Sleep(50 * time.Millisecond)
 	close(failed)
-	for range 2 {
+	for _, c := range []struct {
+		sent chan error
+		want error
+	}{{taken, errPending}, {untaken, errLinkFailed}} {
 		select {
-		case err := <-sent:
-			assert.ErrorIs(t, err, errLinkFailed)
+		case err := <-c.sent:
+			assert.ErrorIs(t, err, c.want)
 		case <-time.After(5 * time.Second):
 			t.Fatal("a relay still waits after its link failed")
 		}
@@ -147,9 +151,64 @@ func TestRelaySendLinkFailed(t *testing.T) {
 	close(g.open)
 	f := nextFrame(t, frames)
 	require.Equal(t, "chunk", f.op)
+	assert.Contains(t, string(f.line), `"seq":7`)
 	assert.Len(t, f.data, proto.ChunkSize, "the frame the writer had went whole")
 	require.NoError(t, s.relaySend(&proto.Ack{Sid: 3}, nil))
 	assert.Equal(t, "ack", nextFrame(t, frames).op, "the untaken chunk was dropped")
+}
+
+// An interrupt frees the caller's frame reader from a chunk relayed to a
+// session that takes none by failing that request only, once the reader
+// has held it for half of interruptWait: the caller's other request, to
+// a session that is merely slow to answer, goes on.
+func TestInterruptDropsTheStalledRelayOnly(t *testing.T) {
+	shortStall(t, time.Hour)
+	h, from, replies, targets := relayHub(t, "t%d", 2)
+	stuck, other := h.sessions[targets[0]], h.sessions[targets[1]]
+	frames, g := gatedWorker(t, stuck)
+	// other answers nothing yet; the serve frame goes through to stuck.
+	fakeWorker(t, other, func(*proto.Serve) *proto.Served { return nil }, nil)
+	g.let.Store(1 << 30)
+	go h.serveRequest(from, &proto.Req{ID: 5, Kind: "put", Target: stuck.name, Names: []string{"x"}, Bufs: []int64{3 * proto.ChunkSize}})
+	serve := nextFrame(t, frames)
+	require.Equal(t, "serve", serve.op)
+	var sv proto.Serve
+	require.NoError(t, json.Unmarshal(serve.line, &sv))
+	g.let.Store(0) // the worker stops reading
+	stuck.onServed(&proto.Served{Sid: sv.Sid, OK: true, First: true})
+	require.True(t, relayedReply(t, replies).First, "the target is ready")
+	go h.serveRequest(from, &proto.Req{ID: 6, Kind: "put", Target: other.name, Names: []string{"y"}, Data: []byte("blob")})
+	require.Eventually(t, func() bool { return busyWith(other) != "" }, 5*time.Second, time.Millisecond)
+
+	read := make(chan struct{})
+	go func() {
+		from.takeFrame(&proto.Chunk{ID: 5, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)}) // as from's reader
+		close(read)
+	}()
+	require.Eventually(t, func() bool { return from.relaying.Load() != nil }, 5*time.Second, time.Millisecond)
+	assert.Empty(t, from.dropStalledRelay(), "held for less than half of interruptWait")
+	time.Sleep(interruptWait/2 + 100*time.Millisecond)
+	assert.Regexp(t, `^the put to 't0' was dropped: 't0' had not taken its data for 1\.[0-9]s \(stopped, on a slow link, or in code that holds the interpreter\?\)$`, from.dropStalledRelay())
+	select {
+	case <-read:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the reader is still held")
+	}
+	r := relayedReply(t, replies)
+	assert.Equal(t, int64(5), r.ID)
+	assert.Regexp(t, `^session 't0' had not taken the put's data for 1\.[0-9]s when 'web' was interrupted; the put is dropped$`, r.Error)
+	assert.Empty(t, from.dropStalledRelay(), "nothing holds the reader now")
+	select {
+	case r := <-replies:
+		t.Fatalf("a reply to another request: %+v", r)
+	case <-time.After(200 * time.Millisecond):
+	}
+	assert.Contains(t, busyWith(other), "serving a put from 'web'", "the other request goes on")
+	other.mu.Lock()
+	sid := other.serving.sid
+	other.mu.Unlock()
+	other.onServed(&proto.Served{Sid: sid, OK: true})
+	assert.True(t, relayedReply(t, replies).OK)
 }
 
 // A worker that reads slowly but steadily is not stalled, however long
