@@ -157,6 +157,23 @@ func TestRelaySendLinkFailed(t *testing.T) {
 	assert.Equal(t, "ack", nextFrame(t, frames).op, "the untaken chunk was dropped")
 }
 
+// putToStopped starts a put of 3 chunks from from (request 5) into stuck,
+// which reads its serve frame (g lets it through), is ready for the
+// chunks (from is told so), and then stops reading. It returns the serve.
+func putToStopped(t *testing.T, h *Hub, from, stuck *Session, frames <-chan sentFrame, g *gate, replies chan *proto.Reply) proto.Serve {
+	t.Helper()
+	g.let.Store(1 << 30)
+	go h.serveRequest(from, &proto.Req{ID: 5, Kind: "put", Target: stuck.name, Names: []string{"x"}, Bufs: []int64{3 * proto.ChunkSize}})
+	serve := nextFrame(t, frames)
+	require.Equal(t, "serve", serve.op)
+	var sv proto.Serve
+	require.NoError(t, json.Unmarshal(serve.line, &sv))
+	g.let.Store(0)
+	stuck.onServed(&proto.Served{Sid: sv.Sid, OK: true, First: true})
+	require.True(t, relayedReply(t, replies).First, "the target is ready")
+	return sv
+}
+
 // An interrupt frees the caller's frame reader from a chunk relayed to a
 // session that takes none by failing that request only, once the reader
 // has held it for half of interruptWait: the caller's other request, to
@@ -166,17 +183,9 @@ func TestInterruptDropsTheStalledRelayOnly(t *testing.T) {
 	h, from, replies, targets := relayHub(t, "t%d", 2)
 	stuck, other := h.sessions[targets[0]], h.sessions[targets[1]]
 	frames, g := gatedWorker(t, stuck)
-	// other answers nothing yet; the serve frame goes through to stuck.
+	// other answers nothing yet.
 	fakeWorker(t, other, func(*proto.Serve) *proto.Served { return nil }, nil)
-	g.let.Store(1 << 30)
-	go h.serveRequest(from, &proto.Req{ID: 5, Kind: "put", Target: stuck.name, Names: []string{"x"}, Bufs: []int64{3 * proto.ChunkSize}})
-	serve := nextFrame(t, frames)
-	require.Equal(t, "serve", serve.op)
-	var sv proto.Serve
-	require.NoError(t, json.Unmarshal(serve.line, &sv))
-	g.let.Store(0) // the worker stops reading
-	stuck.onServed(&proto.Served{Sid: sv.Sid, OK: true, First: true})
-	require.True(t, relayedReply(t, replies).First, "the target is ready")
+	putToStopped(t, h, from, stuck, frames, g, replies)
 	go h.serveRequest(from, &proto.Req{ID: 6, Kind: "put", Target: other.name, Names: []string{"y"}, Data: []byte("blob")})
 	require.Eventually(t, func() bool { return busyWith(other) != "" }, 5*time.Second, time.Millisecond)
 
@@ -257,16 +266,8 @@ func TestRelayStallFailsTheLink(t *testing.T) {
 	stuck, other := h.sessions[targets[0]], h.sessions[targets[1]]
 	frames, g := gatedWorker(t, stuck)
 	fakeWorker(t, other, func(sv *proto.Serve) *proto.Served { return &proto.Served{Sid: sv.Sid, OK: true} }, nil)
-	g.let.Store(1 << 30) // the serve frame goes through
-	go h.serveRequest(from, &proto.Req{ID: 5, Kind: "put", Target: stuck.name, Names: []string{"x"}, Bufs: []int64{3 * proto.ChunkSize}})
-	serve := nextFrame(t, frames)
-	require.Equal(t, "serve", serve.op)
-	var sv proto.Serve
-	require.NoError(t, json.Unmarshal(serve.line, &sv))
-	g.let.Store(0) // the worker stops reading
-	stuck.onServed(&proto.Served{Sid: sv.Sid, OK: true, First: true})
+	sv := putToStopped(t, h, from, stuck, frames, g, replies)
 	reply := func() *proto.Reply { return relayedReply(t, replies) }
-	require.True(t, reply().First, "the target is ready")
 
 	t0 := time.Now()
 	from.onChunk(&proto.Chunk{ID: 5, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)}) // on from's reader
