@@ -1090,8 +1090,8 @@ const maxDrops = 4
 // once the session reads again, or not at all), and the answer follows.
 // It returns what was dropped, "" for nothing.
 func (s *Session) dropStalledRelay() string {
-	// The frame the request's frame is relayed on, loaded on either side:
-	// a frame that ended in between is no longer the one that holds.
+	// handling is loaded on either side of relaying: a frame that ended
+	// in between is not the one the reader is held by.
 	since := s.handling.Load()
 	link := s.relaying.Load()
 	if link == nil || since == 0 || s.handling.Load() != since {
