@@ -1077,7 +1077,7 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 			}
 			why := " (stopped, or in code that holds the interpreter)"
 			if probe.link != nil && s.relaying.Load() == probe.link {
-				why = fmt.Sprintf(": its answer waits behind the %s to '%s', which takes its data slowly", probe.link.op.what, probe.link.target.name)
+				why = fmt.Sprintf(" (its answer waits behind the %s to '%s', which takes its data slowly)", probe.link.op.what, probe.link.target.name)
 			}
 			return fmt.Sprintf("sent an interrupt to cell %d of session '%s', but it did not answer within %s%s%s: %s shows whether the cell ended, %s ends the session",
 				r.cell, s.name, wire.Duration(time.Since(sent).Seconds()), why, dropped, adv.Wait(s.name), adv.Kill(s.name)), nil
