@@ -116,11 +116,9 @@ type Session struct {
 	requests, refusals atomic.Int32
 	// asides counts the frames sendAside has on their way.
 	asides atomic.Int32
-	// handling is when the frame reader took the frame it is handling
-	// (monoNow), 0 while it waits for the next; relaying, the request
-	// that frame is relayed for while it is. A session that takes none of
-	// it holds the reader, and what comes after (dropStalledRelay).
-	handling atomic.Int64
+	// relaying is the request a frame from the worker is relayed for
+	// while its reader relays it: a session that takes none of it holds
+	// the reader, and what comes after (dropStalledRelay).
 	relaying atomic.Pointer[relayLink]
 	// queries waits for the worker's answers by query id (query.go).
 	queries map[int64]chan *proto.Answer
@@ -453,8 +451,6 @@ func (s *Session) readFrames() {
 
 // takeFrame handles one frame from the worker, on its reader.
 func (s *Session) takeFrame(m proto.Msg) {
-	s.handling.Store(monoNow())
-	defer s.handling.Store(0)
 	switch f := m.(type) {
 	case *proto.Done:
 		s.onDone(f)
@@ -1093,17 +1089,12 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 // members after the first.
 const maxDropRounds = 4
 
-// monoBase and monoNow give the monotonic clock as an int64 for atomics:
-// a wall clock's step must not make a frame look held.
-var monoBase = time.Now()
-
-func monoNow() int64 { return int64(time.Since(monoBase)) }
-
-// relayProbe is a request whose frame holds s's reader, and how much its
-// target had been written then.
+// relayProbe is a request whose frame holds s's reader, how much its
+// target had been written, and when that was seen.
 type relayProbe struct {
 	link    *relayLink
 	written int64
+	at      time.Time
 }
 
 // probeRelay notes the request whose frame s's reader relays now, if any.
@@ -1112,35 +1103,35 @@ func (s *Session) probeRelay() relayProbe {
 	if link == nil {
 		return relayProbe{}
 	}
-	return relayProbe{link, link.target.w.Written()}
+	return relayProbe{link, link.target.w.Written(), time.Now()}
 }
 
 // dropStalledRelay frees s's frame reader when an interrupt's answer
 // waits behind a frame that the reader relays for one of s's requests to
-// a session that took no byte since probe, a round ago, and not for half
-// of interruptWait at least (stopped, or in C code that holds its
-// interpreter): that request's link fails, which ends the relay (the
-// frame goes whole once the session reads again, or not at all), and the
-// answer follows. It returns what was dropped, "" for nothing; watch
-// says that a frame relayed for a request holds the reader but its target
-// is not shown stalled yet (a new one, or a slow one that took bytes):
-// probe, updated, is to be looked at again after another round.
+// a session that has taken no byte since probe saw the same, half of
+// interruptWait ago at least (stopped, or in C code that holds its
+// interpreter; a frame that went would have moved its count): that
+// request's link fails, which ends the relay (the frame goes whole once
+// the session reads again, or not at all), and the answer follows. It
+// returns what was dropped, "" for nothing; watch says that a frame
+// relayed for a request holds the reader but is not shown stalled yet (a
+// request probe had not seen, a target that took bytes, too short a
+// while): probe, updated, is to be looked at again after another round.
 func (s *Session) dropStalledRelay(probe *relayProbe) (dropped string, watch bool) {
-	// handling is loaded on either side of relaying: a frame that ended
-	// in between is not the one the reader is held by.
-	since := s.handling.Load()
 	link := s.relaying.Load()
-	if link == nil || since == 0 || s.handling.Load() != since || link.op.err() != nil {
+	if link == nil || link.op.err() != nil {
 		*probe = relayProbe{}
 		return "", false
 	}
-	held := time.Duration(monoNow() - since)
-	written := link.target.w.Written()
-	if link != probe.link || written != probe.written || held < interruptWait/2 {
-		*probe = relayProbe{link, written}
+	if written := link.target.w.Written(); link != probe.link || written != probe.written {
+		*probe = relayProbe{link, written, time.Now()}
 		return "", true
 	}
-	waited := wire.Duration(held.Seconds())
+	still := time.Since(probe.at)
+	if still < interruptWait/2 {
+		return "", true
+	}
+	waited := wire.Duration(still.Seconds())
 	link.op.fail(fmt.Errorf("session '%s' took none of the %s's data for %s when '%s' was interrupted; the %s is dropped",
 		link.target.name, link.op.what, waited, s.name, link.op.what))
 	*probe = relayProbe{}
