@@ -191,6 +191,24 @@ func putToStopped(t *testing.T, h *Hub, from, stuck *Session, frames <-chan sent
 	return sv
 }
 
+// onReader has from take ms as its frame reader does, on a goroutine of
+// its own, the first a chunk that holds the reader up; it returns once
+// the reader relays that chunk and what a pipe takes of it has gone, with
+// a channel closed once all of ms are taken.
+func onReader(t *testing.T, from *Session, ms ...proto.Msg) <-chan struct{} {
+	t.Helper()
+	read := make(chan struct{})
+	go func() {
+		for _, m := range ms {
+			from.takeFrame(m)
+		}
+		close(read)
+	}()
+	require.Eventually(t, func() bool { return from.relaying.Load() != nil }, 5*time.Second, time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
+	return read
+}
+
 // An interrupt frees the caller's frame reader from a chunk relayed to a
 // session that takes none by failing that request only, once the reader
 // has held it for half of interruptWait: the caller's other request, to
@@ -206,13 +224,7 @@ func TestInterruptDropsTheStalledRelayOnly(t *testing.T) {
 	go h.serveRequest(from, &proto.Req{ID: 6, Kind: "put", Target: other.name, Names: []string{"y"}, Data: []byte("blob")})
 	require.Eventually(t, func() bool { return busyWith(other) != "" }, 5*time.Second, time.Millisecond)
 
-	read := make(chan struct{})
-	go func() {
-		from.takeFrame(&proto.Chunk{ID: 5, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)}) // as from's reader
-		close(read)
-	}()
-	require.Eventually(t, func() bool { return from.relaying.Load() != nil }, 5*time.Second, time.Millisecond)
-	time.Sleep(200 * time.Millisecond) // what the pipe takes of the chunk has gone
+	read := onReader(t, from, &proto.Chunk{ID: 5, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)})
 	probe := from.probeRelay()
 	d, watch := from.dropStalledRelay(&probe)
 	assert.Empty(t, d, "held for less than half of interruptWait")
@@ -652,12 +664,7 @@ func TestInterruptKeepsASlowRelay(t *testing.T) {
 	frames, g := gatedWorker(t, slow)
 	putToStopped(t, h, from, slow, frames, g, replies)
 	g.trickle(t, 256<<10) // 2.6 MB/s: a chunk takes 3 s
-	read := make(chan struct{})
-	go func() {
-		from.takeFrame(&proto.Chunk{ID: 5, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)})
-		close(read)
-	}()
-	require.Eventually(t, func() bool { return from.relaying.Load() != nil }, 5*time.Second, time.Millisecond)
+	read := onReader(t, from, &proto.Chunk{ID: 5, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)})
 	probe := from.probeRelay()
 	time.Sleep(interruptWait/2 + 300*time.Millisecond)
 	d, watch := from.dropStalledRelay(&probe)
@@ -683,12 +690,8 @@ func TestInterruptAnswersBehindAStoppedPeer(t *testing.T) {
 	from.mu.Lock()
 	from.cur = r
 	from.mu.Unlock()
-	go func() { // from's reader: the chunk, then the interrupt's answer
-		from.takeFrame(&proto.Chunk{ID: 5, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)})
-		from.takeFrame(&proto.Interrupted{Cell: 1, How: proto.HowDelivered})
-	}()
-	require.Eventually(t, func() bool { return from.relaying.Load() != nil }, 5*time.Second, time.Millisecond)
-	time.Sleep(200 * time.Millisecond) // what the pipe takes of the chunk has gone
+	// The chunk, then the interrupt's answer behind it.
+	onReader(t, from, &proto.Chunk{ID: 5, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)}, &proto.Interrupted{Cell: 1, How: proto.HowDelivered})
 	t0 := time.Now()
 	msg, err := from.interrupt(wire.Advice{}, false, 0)
 	require.NoError(t, err)

@@ -116,11 +116,7 @@ func TestFinderOnACondaHost(t *testing.T) {
 		pyenvtest.Conda(t, pre("work/proj"), b+".4", ps[b], ran)
 		require.NoError(t, os.MkdirAll(pre(".conda"), 0o755))
 		require.NoError(t, os.WriteFile(pre(".conda/environments.txt"), []byte(pre("miniconda3")+"\n"+pre("work/proj")), 0o644))
-		runs := func() string {
-			out, _ := os.ReadFile(ran)
-			os.Remove(ran)
-			return string(out)
-		}
+		runs := func() string { return takeRuns(ran) }
 		base := "PATH=" + pre("miniconda3/bin") + ":/nonexistent"
 		for _, c := range []struct {
 			name   string
@@ -145,6 +141,14 @@ func TestFinderOnACondaHost(t *testing.T) {
 	})
 }
 
+// takeRuns returns what the interpreters' runs noted in the file ran, one
+// a line, and empties it.
+func takeRuns(ran string) string {
+	out, _ := os.ReadFile(ran)
+	os.Remove(ran)
+	return string(out)
+}
+
 // fakePython writes at path a script that notes each run in the file ran
 // and execs real: an interpreter as a version manager installs it, whose
 // runs a test can count.
@@ -166,11 +170,7 @@ func TestFinderOnAsdfUvRyeHosts(t *testing.T) {
 		home := t.TempDir()
 		ran := filepath.Join(home, "runs")
 		at := func(p string) string { return filepath.Join(home, p) }
-		runs := func() string {
-			out, _ := os.ReadFile(ran)
-			os.Remove(ran)
-			return string(out)
-		}
+		runs := func() string { return takeRuns(ran) }
 		asdfA := at(".asdf/installs/python/" + a + ".5/bin/python" + a)
 		uvA := at(".local/share/uv/python/cpython-" + a + ".7-linux-x86_64-gnu/bin/python" + a)
 		uvB := at(".local/share/uv/python/cpython-" + b + ".3-linux-x86_64-gnu/bin/python" + b)
