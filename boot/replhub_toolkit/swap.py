@@ -42,6 +42,7 @@ import pickle
 import struct
 import sys
 import threading
+import time
 import types
 
 MAGIC = b"REPLHUB-SWAP 1\n"
@@ -92,12 +93,26 @@ def children():
             fields = stat[stat.rindex(b")") + 2:].split()
             if int(fields[1]) != me or fields[0] in (b"Z", b"X"):
                 continue
-            with open("/proc/%s/cmdline" % p, "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").strip().decode("utf-8", "replace")
+            cmd = _command(p)
         except (OSError, ValueError, IndexError):
             continue
-        out.append("pid %s: %s" % (p, cmd[:200] or "?"))
+        out.append("pid %s: %s" % (p, cmd[:200]))
     return sorted(out)
+
+
+def _command(pid):
+    """A process's command line. A child read while it execs shows none
+    (Popen returns once the exec is past closing its descriptors, before the
+    kernel sets the new command line): it is read again, a few times over
+    20 ms, then its name in brackets stands in."""
+    for _ in range(5):
+        with open("/proc/%s/cmdline" % pid, "rb") as f:
+            cmd = f.read().replace(b"\0", b" ").strip()
+        if cmd:
+            return cmd.decode("utf-8", "replace")
+        time.sleep(0.004)
+    with open("/proc/%s/comm" % pid, "rb") as f:
+        return "[%s]" % f.read().strip().decode("utf-8", "replace")
 
 
 def tasks(loop):
