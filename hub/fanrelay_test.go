@@ -32,8 +32,15 @@ func framesTo(t *testing.T, s *Session) <-chan sentFrame {
 // framesThrough is framesTo with the worker's input read through wrap.
 func framesThrough(t *testing.T, s *Session, wrap func(io.Reader) io.Reader) <-chan sentFrame {
 	t.Helper()
+	return framesThroughAs(t, s, proto.NewWriter, wrap)
+}
+
+// framesThroughAs is framesThrough with s's writer made by newWriter
+// (proto.NewLinkWriter for a worker over a link).
+func framesThroughAs(t *testing.T, s *Session, newWriter func(io.Writer) *proto.Writer, wrap func(io.Reader) io.Reader) <-chan sentFrame {
+	t.Helper()
 	pr, pw := io.Pipe()
-	s.w = proto.NewWriter(pw)
+	s.w = newWriter(pw)
 	t.Cleanup(func() { pw.Close() })
 	frames := make(chan sentFrame)
 	go func() {

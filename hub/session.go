@@ -244,9 +244,14 @@ func (s *Session) start(ctx context.Context, o startOpts) error {
 		return s.startErr
 	}
 	s.proc = p
-	s.w = proto.NewWriter(p.Stdin())
-	if lp, ok := p.(*linkProc); ok {
-		lp.frames = s.w
+	switch p := p.(type) {
+	case *linkProc:
+		s.w = proto.NewLinkWriter(p.Stdin())
+		p.frames = s.w
+	case *remoteProc:
+		s.w = proto.NewLinkWriter(p.Stdin())
+	default:
+		s.w = proto.NewWriter(p.Stdin())
 	}
 	verdict := make(chan error, 1)
 	s.mu.Lock()

@@ -36,9 +36,15 @@ func busyWith(s *Session) string {
 // It returns the frames read, in order, and the gate (shut at first).
 func gatedWorker(t *testing.T, s *Session) (<-chan sentFrame, *gate) {
 	t.Helper()
+	return gatedWorkerAs(t, s, proto.NewWriter)
+}
+
+// gatedWorkerAs is gatedWorker with s's writer made by newWriter.
+func gatedWorkerAs(t *testing.T, s *Session, newWriter func(io.Writer) *proto.Writer) (<-chan sentFrame, *gate) {
+	t.Helper()
 	g := &gate{open: make(chan struct{}), ended: make(chan struct{})}
 	t.Cleanup(func() { close(g.ended) })
-	return framesThrough(t, s, g.reader), g
+	return framesThroughAs(t, s, newWriter, g.reader), g
 }
 
 // gate holds reads back until it opens; before that, let lets n more
@@ -658,24 +664,38 @@ func relayedReply(t *testing.T, replies chan *proto.Reply) *proto.Reply {
 // the caller's reader up as a stopped one does, for a chunk at a time,
 // but is never dropped: an interrupt watches it instead.
 func TestInterruptKeepsASlowRelay(t *testing.T) {
-	shortStall(t, time.Hour)
-	h, from, replies, targets := relayHub(t, "t%d", 1)
-	slow := h.sessions[targets[0]]
-	frames, g := gatedWorker(t, slow)
-	putToStopped(t, h, from, slow, frames, g, replies)
-	g.trickle(t, 256<<10) // 2.6 MB/s: a chunk takes 3 s
-	read := onReader(t, from, &proto.Chunk{ID: 5, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)})
-	probe := from.probeRelay()
-	time.Sleep(interruptWait/2 + 300*time.Millisecond)
-	d, watch := from.dropStalledRelay(&probe)
-	assert.Empty(t, d, "a target that takes its data is not dropped")
-	assert.True(t, watch, "it is watched")
-	select {
-	case <-read:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the slow chunk never went")
+	for _, c := range []struct {
+		name      string
+		newWriter func(io.Writer) *proto.Writer
+		per100ms  int64
+	}{
+		{"pipe", proto.NewWriter, 256 << 10}, // 2.6 MB/s: a chunk takes 3 s
+		// 40 KiB/s, a slow remote link: its writer counts in pieces
+		// small enough to show such a target moving within a round.
+		{"link", proto.NewLinkWriter, 4 << 10},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			shortStall(t, time.Hour)
+			h, from, replies, targets := relayHub(t, "t%d", 1)
+			slow := h.sessions[targets[0]]
+			frames, g := gatedWorkerAs(t, slow, c.newWriter)
+			putToStopped(t, h, from, slow, frames, g, replies)
+			g.trickle(t, c.per100ms)
+			read := onReader(t, from, &proto.Chunk{ID: 5, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)})
+			probe := from.probeRelay()
+			time.Sleep(interruptWait/2 + 300*time.Millisecond)
+			d, watch := from.dropStalledRelay(&probe)
+			assert.Empty(t, d, "a target that takes its data is not dropped")
+			assert.True(t, watch, "it is watched")
+			close(g.open) // the rest at once
+			select {
+			case <-read:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the slow chunk never went")
+			}
+			assert.NoError(t, from.linkOf(5).op.err(), "the put goes on")
+		})
 	}
-	assert.NoError(t, from.linkOf(5).op.err(), "the put goes on")
 }
 
 // An interrupt whose answer comes behind a chunk relayed to a stopped

@@ -14,34 +14,48 @@ import (
 // goroutine; frames never interleave.
 //
 // Written counts the bytes written so far, a big payload's as each piece
-// of it (at most writePiece) goes: a caller that must not wait for ever
-// on a worker that stopped reading (the hub's relay) sees whether a frame
-// under way still moves.
+// of it (at most writePiece, or linkPiece) goes: a caller that must not
+// wait for ever on a worker that stopped reading (the hub's relay) sees
+// whether a frame under way still moves.
 type Writer struct {
-	mu sync.Mutex
-	w  io.Writer
-	n  atomic.Int64
+	mu    sync.Mutex
+	w     io.Writer
+	n     atomic.Int64
+	piece int // writePiece, or linkPiece
 }
 
 // writePiece bounds one write to the stream, so that progress through an
-// 8 MiB chunk shows in Written: a relay calls a destination that took no
-// piece for 20 s stalled, and with 128 KiB pieces a worker that reads at
-// 7 kB/s (a remote one's slow link) is still seen reading. A small
-// payload still goes with its header in one write, and a local pipe
-// takes 8 MiB as fast as in 1 MiB pieces.
+// 8 MiB chunk shows in Written. A relay calls a destination that took no
+// piece for 20 s stalled, and an interrupt drops a relay to one that took
+// none in 2 s, so the piece sets the slowest reader still seen reading:
+// 6.4 KiB/s for the one and 64 KiB/s for the other, which a local worker
+// that reads at all passes many times over. A small payload still goes
+// with its header in one write, and a local pipe takes 8 MiB as fast as
+// in 1 MiB pieces.
 const writePiece = 128 << 10
 
+// linkPiece is writePiece for a stream over a network link. An ssh
+// channel sends at most 32 KiB in a packet, so a smaller piece costs no
+// write of its own, and a link as slow as 16 KiB/s still shows progress
+// within an interrupt's round of 2 s (with 128 KiB pieces, below 64 KiB/s
+// it looked stopped).
+const linkPiece = 32 << 10
+
 // NewWriter writes frames to w.
-func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
+func NewWriter(w io.Writer) *Writer { return &Writer{w: w, piece: writePiece} }
+
+// NewLinkWriter writes frames to w, a stream over a network link (an ssh
+// channel), counting progress in finer pieces (linkPiece).
+func NewLinkWriter(w io.Writer) *Writer { return &Writer{w: w, piece: linkPiece} }
 
 // Written returns how many bytes w has written; it grows while a frame is
 // under way, and not while the stream takes nothing.
 func (w *Writer) Written() int64 { return w.n.Load() }
 
-// put writes b in pieces of at most writePiece, counting each. w.mu is held.
+// put writes b in pieces of at most w.piece, counting each. w.mu is held.
 func (w *Writer) put(b []byte) error {
 	for len(b) > 0 {
-		piece := b[:min(len(b), writePiece)]
+		piece := b[:min(len(b), w.piece)]
 		k, err := w.w.Write(piece)
 		w.n.Add(int64(k))
 		if err == nil && k < len(piece) {

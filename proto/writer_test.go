@@ -11,37 +11,46 @@ import (
 )
 
 // Written grows piece by piece while a big frame is under way, stays put
-// while the stream takes nothing, and counts the whole frame at its end.
+// while the stream takes nothing, and counts the whole frame at its end;
+// a link's writer counts in its finer pieces.
 func TestWriterWrittenShowsProgress(t *testing.T) {
-	pr, pw := io.Pipe()
-	defer pr.Close()
-	w := NewWriter(pw)
-	data := bytes.Repeat([]byte{7}, 3*writePiece+5)
-	done := make(chan error, 1)
-	go func() { done <- w.Write(&Chunk{Sid: 1, Seq: 0, Data: data}) }()
+	for _, c := range []struct {
+		name  string
+		new   func(io.Writer) *Writer
+		piece int
+	}{{"pipe", NewWriter, writePiece}, {"link", NewLinkWriter, linkPiece}} {
+		t.Run(c.name, func(t *testing.T) {
+			pr, pw := io.Pipe()
+			defer pr.Close()
+			w := c.new(pw)
+			data := bytes.Repeat([]byte{7}, 3*writePiece+5)
+			done := make(chan error, 1)
+			go func() { done <- w.Write(&Chunk{Sid: 1, Seq: 0, Data: data}) }()
 
-	// The header, then the first piece: io.Pipe hands over one write at a
-	// time, so Written says how far the reader got.
-	header := make([]byte, 64<<10)
-	n, err := pr.Read(header)
-	require.NoError(t, err)
-	assert.Eventually(t, func() bool { return w.Written() == int64(n) }, 5*time.Second, time.Millisecond)
-	time.Sleep(20 * time.Millisecond)
-	assert.Equal(t, int64(n), w.Written(), "a stream that takes nothing shows no progress")
+			// The header, then the first piece: io.Pipe hands over one
+			// write at a time, so Written says how far the reader got.
+			header := make([]byte, 64<<10)
+			n, err := pr.Read(header)
+			require.NoError(t, err)
+			assert.Eventually(t, func() bool { return w.Written() == int64(n) }, 5*time.Second, time.Millisecond)
+			time.Sleep(20 * time.Millisecond)
+			assert.Equal(t, int64(n), w.Written(), "a stream that takes nothing shows no progress")
 
-	_, err = io.ReadFull(pr, make([]byte, writePiece))
-	require.NoError(t, err)
-	assert.Eventually(t, func() bool { return w.Written() == int64(n+writePiece) }, 5*time.Second, time.Millisecond)
-	select {
-	case err := <-done:
-		t.Fatalf("the frame ended before its payload was read: %v", err)
-	default:
+			_, err = io.ReadFull(pr, make([]byte, c.piece))
+			require.NoError(t, err)
+			assert.Eventually(t, func() bool { return w.Written() == int64(n+c.piece) }, 5*time.Second, time.Millisecond)
+			select {
+			case err := <-done:
+				t.Fatalf("the frame ended before its payload was read: %v", err)
+			default:
+			}
+
+			_, err = io.ReadFull(pr, make([]byte, len(data)-c.piece))
+			require.NoError(t, err)
+			require.NoError(t, <-done)
+			assert.Equal(t, int64(n+len(data)), w.Written())
+		})
 	}
-
-	_, err = io.ReadFull(pr, make([]byte, len(data)-writePiece))
-	require.NoError(t, err)
-	require.NoError(t, <-done)
-	assert.Equal(t, int64(n+len(data)), w.Written())
 }
 
 // A writer whose Write takes less than it is given and says nothing is
