@@ -69,6 +69,9 @@ type Session struct {
 	// waiting for its answer, and orders it with a cell's exec frame.
 	interrupted chan *proto.Interrupted
 	imu         chan struct{}
+	// interrupting is the interrupt sent and waiting for its answer, for a
+	// second one that finds imu held.
+	interrupting atomic.Pointer[sentInterrupt]
 
 	mu         sync.Mutex
 	state      string
@@ -989,6 +992,14 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 	case s.imu <- struct{}{}:
 		wait.Stop()
 	case <-wait.C:
+		if on := s.interrupting.Load(); on != nil {
+			behind := ""
+			if link := s.relaying.Load(); link != nil {
+				behind = " (behind " + link.transfer() + ")"
+			}
+			return fmt.Sprintf("sent no second interrupt: the one sent %s ago to cell %d of session '%s' still waits for its answer%s: %s shows whether the cell ended, %s ends the session",
+				wire.Duration(time.Since(on.at).Seconds()), on.cell, s.name, behind, adv.Wait(s.name), adv.Kill(s.name)), nil
+		}
 		return fmt.Sprintf("sent no interrupt: session '%s' has not read its input for %s (stopped, or in code that holds the interpreter?), and a cell or another interrupt is still on its way to it: %s shows whether the cell ended, %s ends the session",
 			s.name, interruptWait, adv.Wait(s.name), adv.Kill(s.name)), nil
 	case <-s.exited:
@@ -1041,6 +1052,8 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 	}
 	probe := s.probeRelay()
 	sent := time.Now()
+	s.interrupting.Store(&sentInterrupt{r.cell, sent})
+	defer s.interrupting.Store(nil)
 	failed := s.sendAside(&proto.Interrupt{Cell: r.cell})
 	timer := time.NewTimer(interruptWait)
 	defer timer.Stop()
@@ -1078,7 +1091,7 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 			}
 			why := " (stopped, or in code that holds the interpreter)"
 			if probe.link != nil && s.relaying.Load() == probe.link {
-				why = fmt.Sprintf(" (its answer waits behind the %s to '%s', which takes its data slowly)", probe.link.op.what, probe.link.target.name)
+				why = fmt.Sprintf(" (its answer waits behind %s, which takes its data slowly)", probe.link.transfer())
 			}
 			return fmt.Sprintf("sent an interrupt to cell %d of session '%s', but it did not answer within %s%s%s: %s shows whether the cell ended, %s ends the session",
 				r.cell, s.name, wire.Duration(time.Since(sent).Seconds()), why, dropped, adv.Wait(s.name), adv.Kill(s.name)), nil
@@ -1086,6 +1099,17 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 			return "", &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' died while being interrupted: %s", s.name, s.deathText())}
 		}
 	}
+}
+
+// sentInterrupt is an interrupt on its way: to which cell, sent when.
+type sentInterrupt struct {
+	cell int
+	at   time.Time
+}
+
+// transfer names the request link's transfer: "the put to 'b'".
+func (link *relayLink) transfer() string {
+	return fmt.Sprintf("the %s to '%s'", link.op.what, link.target.name)
 }
 
 // maxDropRounds bounds the rounds of interruptWait in which an interrupt
@@ -1140,8 +1164,8 @@ func (s *Session) dropStalledRelay(probe *relayProbe) (dropped string, watch boo
 	link.op.fail(fmt.Errorf("session '%s' took none of the %s's data for %s when '%s' was interrupted; the %s is dropped",
 		link.target.name, link.op.what, waited, s.name, link.op.what))
 	*probe = relayProbe{}
-	return fmt.Sprintf("the %s to '%s' was dropped: '%s' took none of its data for %s (stopped, or in code that holds the interpreter?)",
-		link.op.what, link.target.name, link.target.name, waited), false
+	return fmt.Sprintf("%s was dropped: '%s' took none of its data for %s (stopped, or in code that holds the interpreter?)",
+		link.transfer(), link.target.name, waited), false
 }
 
 // maxAsides bounds the frames sendAside has on their way to one worker:

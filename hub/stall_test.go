@@ -719,6 +719,40 @@ func TestInterruptAnswersBehindAStoppedPeer(t *testing.T) {
 	assert.Regexp(t, `^interrupted cell 1 of session 'web' \(KeyboardInterrupt raised in it\); the put to 't0' was dropped: 't0' took none of its data for [0-9.]+s \(stopped, or in code that holds the interpreter\?\); `, msg)
 }
 
+// A second interrupt while the first still waits for its answer (behind
+// a transfer to a slow target) sends none, and says which one waits and
+// what holds it; the first then answers as the worker does.
+func TestSecondInterruptNamesTheOneUnderWay(t *testing.T) {
+	shortStall(t, time.Hour)
+	h, from, replies, targets := relayHub(t, "t%d", 1)
+	slow := h.sessions[targets[0]]
+	frames, g := gatedWorker(t, slow)
+	putToStopped(t, h, from, slow, frames, g, replies)
+	g.trickle(t, 128<<10) // 1.3 MB/s: the chunk takes 6 s
+	r := &run{cell: 1, fence: newFence(), start: time.Now(), finished: make(chan struct{})}
+	from.mu.Lock()
+	from.cur = r
+	from.mu.Unlock()
+	onReader(t, from, &proto.Chunk{ID: 5, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)}, &proto.Interrupted{Cell: 1, How: proto.HowDelivered})
+	first := make(chan string, 1)
+	go func() {
+		msg, err := from.interrupt(wire.Advice{}, false, 0)
+		assert.NoError(t, err)
+		first <- msg
+	}()
+	require.Eventually(t, func() bool { return from.interrupting.Load() != nil }, 5*time.Second, time.Millisecond)
+	msg, err := from.interrupt(wire.Advice{}, false, 0)
+	require.NoError(t, err)
+	assert.Regexp(t, `^sent no second interrupt: the one sent [0-9.]+s ago to cell 1 of session 'web' still waits for its answer \(behind the put to 't0'\): `, msg)
+	select {
+	case msg := <-first:
+		assert.Regexp(t, `^interrupted cell 1 of session 'web' \(KeyboardInterrupt raised in it\); `, msg)
+	case <-time.After(4 * interruptWait):
+		t.Fatal("the first interrupt never answered")
+	}
+	assert.Nil(t, from.interrupting.Load(), "no interrupt under way once it answered")
+}
+
 // A cell's exec frame that its worker does not read (stopped, its stdin
 // full) holds the interrupt's lock: an interrupt then says so in time
 // instead of waiting for ever.
