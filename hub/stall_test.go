@@ -197,6 +197,22 @@ func putToStopped(t *testing.T, h *Hub, from, stuck *Session, frames <-chan sent
 	return sv
 }
 
+// cellPutting gives session 'web' running cell 1, whose put to 't0' has
+// begun, and the gate in front of t0's worker, shut.
+func cellPutting(t *testing.T) (*Session, *gate) {
+	t.Helper()
+	shortStall(t, time.Hour)
+	h, from, replies, targets := relayHub(t, "t%d", 1)
+	target := h.sessions[targets[0]]
+	frames, g := gatedWorker(t, target)
+	putToStopped(t, h, from, target, frames, g, replies)
+	r := &run{cell: 1, fence: newFence(), start: time.Now(), finished: make(chan struct{})}
+	from.mu.Lock()
+	from.cur = r
+	from.mu.Unlock()
+	return from, g
+}
+
 // onReader has from take ms as its frame reader does, on a goroutine of
 // its own, the first a chunk that holds the reader up; it returns once
 // the reader relays that chunk and what a pipe takes of it has gone, with
@@ -701,15 +717,7 @@ func TestInterruptKeepsASlowRelay(t *testing.T) {
 // An interrupt whose answer comes behind a chunk relayed to a stopped
 // session drops that put and answers with both.
 func TestInterruptAnswersBehindAStoppedPeer(t *testing.T) {
-	shortStall(t, time.Hour)
-	h, from, replies, targets := relayHub(t, "t%d", 1)
-	stuck := h.sessions[targets[0]]
-	frames, g := gatedWorker(t, stuck)
-	putToStopped(t, h, from, stuck, frames, g, replies)
-	r := &run{cell: 1, fence: newFence(), start: time.Now(), finished: make(chan struct{})}
-	from.mu.Lock()
-	from.cur = r
-	from.mu.Unlock()
+	from, _ := cellPutting(t)
 	// The chunk, then the interrupt's answer behind it.
 	onReader(t, from, &proto.Chunk{ID: 5, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)}, &proto.Interrupted{Cell: 1, How: proto.HowDelivered})
 	t0 := time.Now()
@@ -723,16 +731,8 @@ func TestInterruptAnswersBehindAStoppedPeer(t *testing.T) {
 // a transfer to a slow target) sends none, and says which one waits and
 // what holds it; the first then answers as the worker does.
 func TestSecondInterruptNamesTheOneUnderWay(t *testing.T) {
-	shortStall(t, time.Hour)
-	h, from, replies, targets := relayHub(t, "t%d", 1)
-	slow := h.sessions[targets[0]]
-	frames, g := gatedWorker(t, slow)
-	putToStopped(t, h, from, slow, frames, g, replies)
+	from, g := cellPutting(t)
 	g.trickle(t, 128<<10) // 1.3 MB/s: the chunk takes 6 s
-	r := &run{cell: 1, fence: newFence(), start: time.Now(), finished: make(chan struct{})}
-	from.mu.Lock()
-	from.cur = r
-	from.mu.Unlock()
 	onReader(t, from, &proto.Chunk{ID: 5, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)}, &proto.Interrupted{Cell: 1, How: proto.HowDelivered})
 	first := make(chan string, 1)
 	go func() {
