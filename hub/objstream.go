@@ -54,16 +54,24 @@ import (
 // before it is forwarded; a target that keeps to the protocol gives none
 // after its value's chunks.)
 func streamObject(from *Session, id int64, op *serveOp) (flush func()) {
+	_, part := fanLinkOf(id)
+	relay := func(m proto.Msg) { op.relay(from, m) }
+	if part {
+		// On the target's reader, which an interrupt of the target may
+		// free from a caller that stopped reading (dropStalledRelay).
+		link := &relayLink{target: from, op: op}
+		relay = func(m proto.Msg) { op.target.relayFor(link, m) }
+	}
 	forward := func(c *proto.Chunk) {
 		if c.EOF {
 			proto.PutChunk(c.Data)
 			return
 		}
 		op.awaitFirsts()
-		op.relay(from, &proto.Chunk{ID: id, Seq: c.Seq, Data: c.Data})
+		relay(&proto.Chunk{ID: id, Seq: c.Seq, Data: c.Data})
 	}
-	ack := func(a *proto.Ack) { op.relay(from, &proto.Ack{ID: id, Seq: a.Seq}) }
-	if _, part := fanLinkOf(id); part {
+	ack := func(a *proto.Ack) { relay(&proto.Ack{ID: id, Seq: a.Seq}) }
+	if part {
 		op.setSinks(forward, ack)
 		return func() {}
 	}

@@ -444,8 +444,9 @@ func (s *Session) onChunk(f *proto.Chunk) {
 	proto.PutChunk(f.Data)
 }
 
-// relayFor relays m, from s's worker, for s's request link, on s's frame
-// reader, which an interrupt of s may free (dropStalledRelay).
+// relayFor relays m, from s's worker, for link (s's request, or a group's
+// part that s serves), on s's frame reader, which an interrupt of s may
+// free (dropStalledRelay).
 func (s *Session) relayFor(link *relayLink, m proto.Msg) {
 	s.relaying.Store(link)
 	defer s.relaying.Store(nil)

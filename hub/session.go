@@ -120,8 +120,9 @@ type Session struct {
 	// asides counts the frames sendAside has on their way.
 	asides atomic.Int32
 	// relaying is the request a frame from the worker is relayed for
-	// while its reader relays it: a session that takes none of it holds
-	// the reader, and what comes after (dropStalledRelay).
+	// while its reader relays it (one of its own, or a group's part that
+	// it serves): a session that takes none of it holds the reader, and
+	// what comes after (dropStalledRelay).
 	relaying atomic.Pointer[relayLink]
 	// queries waits for the worker's answers by query id (query.go).
 	queries map[int64]chan *proto.Answer
@@ -1017,20 +1018,7 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 		return fmt.Sprintf("cell %d of session '%s' has finished: nothing to interrupt", cell, s.name), nil
 	}
 	if op != nil {
-		failed := s.sendAside(&proto.Cancel{Sid: op.sid})
-		timer := time.NewTimer(interruptWait)
-		defer timer.Stop()
-		select {
-		case err := <-failed:
-			return "", notDelivered(err)
-		case <-op.ended:
-			return fmt.Sprintf("interrupted the %s session '%s' was serving for '%s'", op.kind, s.name, op.from), nil
-		case <-s.exited:
-			return "", &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' died while being interrupted: %s", s.name, s.deathText())}
-		case <-timer.C:
-			return fmt.Sprintf("asked session '%s' to stop the %s it serves for '%s', but it has not stopped within %s (stopped, or in code that holds the interpreter?): %s ends the session",
-				s.name, op.kind, op.from, interruptWait, adv.Kill(s.name)), nil
-		}
+		return s.interruptServe(adv, op)
 	}
 	if cancelled && r != nil {
 		// Marked before the interrupt goes: the cancelled exec must not
@@ -1047,21 +1035,45 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 	if s.parkUnsent(r) {
 		return fmt.Sprintf("cell %d of session '%s' had not started yet: it ends with KeyboardInterrupt as it starts, without running; %s shows it", r.cell, s.name, adv.WaitCell(s.name, r.cell)), nil
 	}
+	return s.interruptRunning(adv, r)
+}
+
+// interruptServe stops the put, get or call (or file transfer) that s
+// serves: it sends the worker a cancel, and waits for the serve to end.
+func (s *Session) interruptServe(adv wire.Advice, op *serveOp) (string, error) {
+	held := s.sendWatched(&proto.Cancel{Sid: op.sid})
+	defer held.stop()
+	for {
+		select {
+		case err := <-held.failed:
+			return "", notDelivered(err)
+		case <-op.ended:
+			return fmt.Sprintf("interrupted the %s session '%s' was serving for '%s'%s", op.kind, s.name, op.from, held.dropped), nil
+		case <-s.exited:
+			return "", &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' died while being interrupted: %s", s.name, s.deathText())}
+		case <-held.round.C:
+			if held.again() {
+				continue
+			}
+			return fmt.Sprintf("asked session '%s' to stop the %s it serves for '%s', but it has not stopped within %s%s%s: %s ends the session",
+				s.name, op.kind, op.from, held.waited(), held.why(), held.dropped, adv.Kill(s.name)), nil
+		}
+	}
+}
+
+// interruptRunning sends an interrupt to r, s's running cell, and waits for
+// the worker's answer. The caller holds imu.
+func (s *Session) interruptRunning(adv wire.Advice, r *run) (string, error) {
 	for len(s.interrupted) > 0 {
 		<-s.interrupted // answers to interrupts whose callers gave up
 	}
-	probe := s.probeRelay()
-	sent := time.Now()
-	s.interrupting.Store(&sentInterrupt{r.cell, sent})
+	held := s.sendWatched(&proto.Interrupt{Cell: r.cell})
+	defer held.stop()
+	s.interrupting.Store(&sentInterrupt{r.cell, held.sent})
 	defer s.interrupting.Store(nil)
-	failed := s.sendAside(&proto.Interrupt{Cell: r.cell})
-	timer := time.NewTimer(interruptWait)
-	defer timer.Stop()
-	// What was dropped to free the reader, for the answer: "; the put …".
-	dropped, rounds := "", 0
 	for {
 		select {
-		case err := <-failed:
+		case err := <-held.failed:
 			return "", notDelivered(err)
 		case a := <-s.interrupted:
 			if a.Cell != r.cell {
@@ -1069,36 +1081,79 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 			}
 			switch a.How {
 			case proto.HowDelivered:
-				return fmt.Sprintf("interrupted cell %d of session '%s' (KeyboardInterrupt raised in it)%s; %s shows how it ended%s", r.cell, s.name, dropped, adv.WaitCell(s.name, r.cell), s.queuedAfter(adv)), nil
+				return fmt.Sprintf("interrupted cell %d of session '%s' (KeyboardInterrupt raised in it)%s; %s shows how it ended%s", r.cell, s.name, held.dropped, adv.WaitCell(s.name, r.cell), s.queuedAfter(adv)), nil
 			case proto.HowParked:
-				return fmt.Sprintf("cell %d of session '%s' had not started yet: it ends with KeyboardInterrupt as it starts, without running%s; %s shows it", r.cell, s.name, dropped, adv.Wait(s.name)), nil
+				return fmt.Sprintf("cell %d of session '%s' had not started yet: it ends with KeyboardInterrupt as it starts, without running%s; %s shows it", r.cell, s.name, held.dropped, adv.Wait(s.name)), nil
 			default:
 				s.lostDone(r)
-				return fmt.Sprintf("session '%s' had already finished cell %d: nothing to interrupt%s; %s shows its result", s.name, r.cell, dropped, adv.Wait(s.name)), nil
+				return fmt.Sprintf("session '%s' had already finished cell %d: nothing to interrupt%s; %s shows its result", s.name, r.cell, held.dropped, adv.Wait(s.name)), nil
 			}
-		case <-timer.C:
-			if rounds < maxDropRounds {
-				rounds++
-				d, watch := s.dropStalledRelay(&probe)
-				if d != "" {
-					dropped += "; " + d
-				}
-				if d != "" || watch {
-					// The answer comes now, or a frame held up still holds it.
-					timer.Reset(interruptWait)
-					continue
-				}
-			}
-			why := " (stopped, or in code that holds the interpreter)"
-			if probe.link != nil && s.relaying.Load() == probe.link {
-				why = fmt.Sprintf(" (its answer waits behind %s, which takes its data slowly)", probe.link.transfer())
+		case <-held.round.C:
+			if held.again() {
+				continue
 			}
 			return fmt.Sprintf("sent an interrupt to cell %d of session '%s', but it did not answer within %s%s%s: %s shows whether the cell ended, %s ends the session",
-				r.cell, s.name, wire.Duration(time.Since(sent).Seconds()), why, dropped, adv.Wait(s.name), adv.Kill(s.name)), nil
+				r.cell, s.name, held.waited(), held.why(), held.dropped, adv.Wait(s.name), adv.Kill(s.name)), nil
 		case <-s.exited:
 			return "", &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' died while being interrupted: %s", s.name, s.deathText())}
 		}
 	}
+}
+
+// heldReader is a frame sent aside to a worker (an interrupt, a cancel)
+// whose answer is awaited in rounds of interruptWait, and the worker's
+// frame reader, which a frame relayed for a transfer may hold up, answer
+// and all: at the end of a round without the answer, again frees the
+// reader from a transfer whose other side takes nothing
+// (dropStalledRelay), for at most maxDropRounds rounds.
+type heldReader struct {
+	s       *Session
+	sent    time.Time
+	failed  <-chan error // from sendAside
+	round   *time.Timer  // fires at the end of each round
+	probe   relayProbe
+	rounds  int
+	dropped string // "; the put to 'b' was dropped: …", each one dropped
+}
+
+// sendWatched sends m aside and starts watching for its answer.
+func (s *Session) sendWatched(m proto.Msg) *heldReader {
+	h := &heldReader{s: s, probe: s.probeRelay(), sent: time.Now()}
+	h.failed = s.sendAside(m)
+	h.round = time.NewTimer(interruptWait)
+	return h
+}
+
+func (h *heldReader) stop() { h.round.Stop() }
+
+// waited is how long since the frame was sent, for an answer.
+func (h *heldReader) waited() string { return wire.Duration(time.Since(h.sent).Seconds()) }
+
+// again, at the end of a round without an answer, drops a stalled
+// transfer that holds the reader, if any, and says whether another round
+// starts: the answer comes now, or a transfer that moves still holds it.
+func (h *heldReader) again() bool {
+	if h.rounds >= maxDropRounds {
+		return false
+	}
+	h.rounds++
+	d, watch := h.s.dropStalledRelay(&h.probe)
+	if d != "" {
+		h.dropped += "; " + d
+	}
+	if d == "" && !watch {
+		return false
+	}
+	h.round.Reset(interruptWait)
+	return true
+}
+
+// why says, in parentheses, why no answer came once the rounds are over.
+func (h *heldReader) why() string {
+	if link := h.probe.link; link != nil && h.s.relaying.Load() == link {
+		return fmt.Sprintf(" (its answer waits behind %s, which takes its data slowly)", link.transfer())
+	}
+	return " (stopped, or in code that holds the interpreter)"
 }
 
 // sentInterrupt is an interrupt on its way: to which cell, sent when.
@@ -1107,9 +1162,14 @@ type sentInterrupt struct {
 	at   time.Time
 }
 
-// transfer names the request link's transfer: "the put to 'b'".
+// transfer names the request link's transfer, as the reader that relays
+// it sees it: "the put to 'b'" on the caller's, "the get for 'a'" on the
+// serving session's.
 func (link *relayLink) transfer() string {
-	return fmt.Sprintf("the %s to '%s'", link.op.what, link.target.name)
+	if link.target == link.op.target {
+		return fmt.Sprintf("the %s to '%s'", link.op.what, link.target.name)
+	}
+	return fmt.Sprintf("the %s for '%s'", link.op.what, link.target.name)
 }
 
 // maxDropRounds bounds the rounds of interruptWait in which an interrupt
@@ -1136,16 +1196,16 @@ func (s *Session) probeRelay() relayProbe {
 }
 
 // dropStalledRelay frees s's frame reader when an interrupt's answer
-// waits behind a frame that the reader relays for one of s's requests to
-// a session that has taken no byte since probe saw the same, half of
-// interruptWait ago at least (stopped, or in C code that holds its
-// interpreter; a frame that went would have moved its count): that
-// request's link fails, which ends the relay (the frame goes whole once
-// the session reads again, or not at all), and the answer follows. It
-// returns what was dropped, "" for nothing; watch says that a frame
-// relayed for a request holds the reader but is not shown stalled yet (a
-// request probe had not seen, a target that took bytes, too short a
-// while): probe, updated, is to be looked at again after another round.
+// waits behind a frame that the reader relays for one of s's requests (or
+// a group's part it serves) to a session that has taken no byte since
+// probe saw the same, half of interruptWait ago at least (stopped, or in
+// C code that holds its interpreter; a frame that went would have moved
+// its count): that link fails, which ends the relay (the frame goes whole
+// once the session reads again, or not at all), and the answer follows.
+// It returns what was dropped, "" for nothing; watch says that a relayed
+// frame holds the reader but is not shown stalled yet (a link probe had
+// not seen, a session that took bytes, too short a while): probe,
+// updated, is to be looked at again after another round.
 func (s *Session) dropStalledRelay(probe *relayProbe) (dropped string, watch bool) {
 	link := s.relaying.Load()
 	if link == nil || link.op.err() != nil {
