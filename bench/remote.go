@@ -165,29 +165,11 @@ func routeRows(w *world, n int, localRT time.Duration, sshCfg string, o client.E
 
 	// A further session on the open route vs python3 -c pass over an open
 	// ControlMaster connection.
-	ds = ds[:0]
-	for i := 0; i < n; i++ {
-		name := fmt.Sprintf("more-%d", i)
-		t0 := time.Now()
-		if _, err := w.c.Exec(ctx, name, "pass", o); err != nil {
-			return nil, err
-		}
-		ds = append(ds, time.Since(t0))
-		w.c.Kill(ctx, name)
-	}
-	further := median(ds)
-	master := exec.Command("ssh", "-F", sshCfg, "-o", "ControlMaster=yes", "-N", "target")
-	if err := master.Start(); err != nil {
-		return nil, err
-	}
-	defer func() { master.Process.Kill(); master.Wait() }()
-	time.Sleep(500 * time.Millisecond)
-	sshWarm, err := w.timeCmd(n, "ssh", "-F", sshCfg, "-o", "ControlMaster=no", "target", remotePy, "-c", "pass")
+	further, sshWarm, err := furtherSessions(w, n, o, sshCfg, "target", remotePy)
 	if err != nil {
 		return nil, err
 	}
-	rows = append(rows, row{"further remote session on an open route", ms(further), "`python3 -c pass` over a ControlMaster " + ms(sshWarm),
-		fmt.Sprintf("%.2fx", float64(further)/float64(sshWarm)), "at most 1.3x"})
+	rows = append(rows, furtherRow(further, sshWarm))
 
 	// Warm round trip of a trivial remote cell vs the local one plus a ping
 	// (here: an ssh round trip, a keepalive's worth).
