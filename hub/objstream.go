@@ -55,22 +55,24 @@ import (
 // after its value's chunks.)
 func streamObject(from *Session, id int64, op *serveOp) (flush func()) {
 	_, part := fanLinkOf(id)
-	relay := func(m proto.Msg) { op.relay(from, m) }
+	hold := func(relay func()) { relay() }
 	if part {
 		// On the target's reader, which an interrupt of the target may
 		// free from a caller that stopped reading (dropStalledRelay).
-		link := &relayLink{target: from, op: op}
-		relay = func(m proto.Msg) { op.target.relayFor(link, m) }
+		link := &relayLink{target: from, op: op, served: true}
+		hold = func(relay func()) { op.target.holdFor(link, relay) }
 	}
 	forward := func(c *proto.Chunk) {
 		if c.EOF {
 			proto.PutChunk(c.Data)
 			return
 		}
-		op.awaitFirsts()
-		relay(&proto.Chunk{ID: id, Seq: c.Seq, Data: c.Data})
+		hold(func() {
+			op.awaitFirsts() // behind a First answer the caller has not taken
+			op.relay(from, &proto.Chunk{ID: id, Seq: c.Seq, Data: c.Data})
+		})
 	}
-	ack := func(a *proto.Ack) { relay(&proto.Ack{ID: id, Seq: a.Seq}) }
+	ack := func(a *proto.Ack) { hold(func() { op.relay(from, &proto.Ack{ID: id, Seq: a.Seq}) }) }
 	if part {
 		op.setSinks(forward, ack)
 		return func() {}

@@ -50,9 +50,12 @@ type serveOp struct {
 }
 
 // relayLink is a request a session waits on: where it went, and as what.
+// Served, it is the other way: a group's part that a session serves, whose
+// target is the part's caller, where what the serving session sends goes.
 type relayLink struct {
 	target *Session
 	op     *serveOp
+	served bool
 }
 
 var sids atomic.Int64
@@ -352,7 +355,7 @@ func (s *Session) link(id int64, target *Session, op *serveOp, cancelled context
 	if s.waitingOn == nil {
 		s.waitingOn = map[int64]*relayLink{}
 	}
-	s.waitingOn[id] = &relayLink{target, op}
+	s.waitingOn[id] = &relayLink{target: target, op: op}
 	if cancelled.Err() != nil {
 		op.cancel()
 	}
@@ -448,9 +451,16 @@ func (s *Session) onChunk(f *proto.Chunk) {
 // part that s serves), on s's frame reader, which an interrupt of s may
 // free (dropStalledRelay).
 func (s *Session) relayFor(link *relayLink, m proto.Msg) {
+	s.holdFor(link, func() { link.op.relay(link.target, m) })
+}
+
+// holdFor runs relay, which holds s's frame reader for link until it has
+// relayed a frame (or waited for what must go before it), with the hold
+// recorded in s.relaying for an interrupt of s to see.
+func (s *Session) holdFor(link *relayLink, relay func()) {
 	s.relaying.Store(link)
 	defer s.relaying.Store(nil)
-	link.op.relay(link.target, m)
+	relay()
 }
 
 // onAck routes an ack like onChunk routes a chunk.

@@ -69,9 +69,9 @@ type Session struct {
 	// waiting for its answer, and orders it with a cell's exec frame.
 	interrupted chan *proto.Interrupted
 	imu         chan struct{}
-	// interrupting is the interrupt sent and waiting for its answer, for a
-	// second one that finds imu held.
-	interrupting atomic.Pointer[sentInterrupt]
+	// interrupting is the interrupt (or cancel) sent and waiting for its
+	// answer, for a second one that finds imu held.
+	interrupting atomic.Pointer[heldReader]
 
 	mu         sync.Mutex
 	state      string
@@ -226,6 +226,17 @@ type startOpts struct {
 	maxBlob int64
 }
 
+// frameWriter writes frames to p's worker: over an ssh link (a remote
+// worker, durable or not) in the link's finer pieces, so that a slow link
+// still shows progress (proto.NewLinkWriter).
+func frameWriter(p Proc) *proto.Writer {
+	switch p.(type) {
+	case *linkProc, *remoteProc:
+		return proto.NewLinkWriter(p.Stdin())
+	}
+	return proto.NewWriter(p.Stdin())
+}
+
 // StartError is a worker that did not start; Err is the cause (a
 // *sudo.Error, a *remote.HostKeyError …) for callers that branch on it.
 type StartError struct {
@@ -248,14 +259,9 @@ func (s *Session) start(ctx context.Context, o startOpts) error {
 		return s.startErr
 	}
 	s.proc = p
-	switch p := p.(type) {
-	case *linkProc:
-		s.w = proto.NewLinkWriter(p.Stdin())
-		p.frames = s.w
-	case *remoteProc:
-		s.w = proto.NewLinkWriter(p.Stdin())
-	default:
-		s.w = proto.NewWriter(p.Stdin())
+	s.w = frameWriter(p)
+	if lp, ok := p.(*linkProc); ok {
+		lp.frames = s.w
 	}
 	verdict := make(chan error, 1)
 	s.mu.Lock()
@@ -986,8 +992,19 @@ const interruptWait = 2 * time.Second
 // session serves for another, and says truthfully what came of it.
 // With cell, only that cell: one that has finished is left alone.
 func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, error) {
+	if cancelled {
+		// Marked before anything waits: the cancelled exec must not take
+		// the result it brings, and its reader hears why, whether or not
+		// an interrupt can go.
+		s.mu.Lock()
+		if r := s.cur; r != nil && !r.collected {
+			r.cancelled = true
+		}
+		s.mu.Unlock()
+	}
 	// A cell's exec frame that a worker does not read (stopped, its
-	// stdin full) holds imu: the interrupt then says so in time.
+	// stdin full) holds imu, and so does an interrupt that waits for its
+	// answer: the interrupt then says which in time.
 	wait := time.NewTimer(interruptWait)
 	select {
 	case s.imu <- struct{}{}:
@@ -998,8 +1015,8 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 			if link := s.relaying.Load(); link != nil {
 				behind = " (behind " + link.transfer() + ")"
 			}
-			return fmt.Sprintf("sent no second interrupt: the one sent %s ago to cell %d of session '%s' still waits for its answer%s: %s shows whether the cell ended, %s ends the session",
-				wire.Duration(time.Since(on.at).Seconds()), on.cell, s.name, behind, adv.Wait(s.name), adv.Kill(s.name)), nil
+			return fmt.Sprintf("sent no second interrupt to session '%s': the one sent %s ago %s still waits for its answer%s: %s ends the session",
+				s.name, on.waited(), on.what, behind, adv.Kill(s.name)), nil
 		}
 		return fmt.Sprintf("sent no interrupt: session '%s' has not read its input for %s (stopped, or in code that holds the interpreter?), and a cell or another interrupt is still on its way to it: %s shows whether the cell ended, %s ends the session",
 			s.name, interruptWait, adv.Wait(s.name), adv.Kill(s.name)), nil
@@ -1020,15 +1037,6 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 	if op != nil {
 		return s.interruptServe(adv, op)
 	}
-	if cancelled && r != nil {
-		// Marked before the interrupt goes: the cancelled exec must not
-		// take the result it brings, and its reader hears why.
-		s.mu.Lock()
-		if !r.collected {
-			r.cancelled = true
-		}
-		s.mu.Unlock()
-	}
 	if r == nil || r.isFinished() {
 		return fmt.Sprintf("session '%s' is idle: nothing to interrupt", s.name), nil
 	}
@@ -1041,7 +1049,7 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 // interruptServe stops the put, get or call (or file transfer) that s
 // serves: it sends the worker a cancel, and waits for the serve to end.
 func (s *Session) interruptServe(adv wire.Advice, op *serveOp) (string, error) {
-	held := s.sendWatched(&proto.Cancel{Sid: op.sid})
+	held := s.sendWatched(&proto.Cancel{Sid: op.sid}, fmt.Sprintf("to stop the %s it serves for '%s'", op.kind, op.from))
 	defer held.stop()
 	for {
 		select {
@@ -1067,10 +1075,8 @@ func (s *Session) interruptRunning(adv wire.Advice, r *run) (string, error) {
 	for len(s.interrupted) > 0 {
 		<-s.interrupted // answers to interrupts whose callers gave up
 	}
-	held := s.sendWatched(&proto.Interrupt{Cell: r.cell})
+	held := s.sendWatched(&proto.Interrupt{Cell: r.cell}, fmt.Sprintf("to cell %d", r.cell))
 	defer held.stop()
-	s.interrupting.Store(&sentInterrupt{r.cell, held.sent})
-	defer s.interrupting.Store(nil)
 	for {
 		select {
 		case err := <-held.failed:
@@ -1105,9 +1111,13 @@ func (s *Session) interruptRunning(adv wire.Advice, r *run) (string, error) {
 // frame reader, which a frame relayed for a transfer may hold up, answer
 // and all: at the end of a round without the answer, again frees the
 // reader from a transfer whose other side takes nothing
-// (dropStalledRelay), for at most maxDropRounds rounds.
+// (dropStalledRelay), for at most maxDropRounds more rounds.
+//
+// While it waits, it is s.interrupting, for a second interrupt that finds
+// imu held; what and sent never change, so that one may read them.
 type heldReader struct {
 	s       *Session
+	what    string // "to cell 3", "to stop the get it serves for 'a'"
 	sent    time.Time
 	failed  <-chan error // from sendAside
 	round   *time.Timer  // fires at the end of each round
@@ -1116,15 +1126,20 @@ type heldReader struct {
 	dropped string // "; the put to 'b' was dropped: …", each one dropped
 }
 
-// sendWatched sends m aside and starts watching for its answer.
-func (s *Session) sendWatched(m proto.Msg) *heldReader {
-	h := &heldReader{s: s, probe: s.probeRelay(), sent: time.Now()}
+// sendWatched sends m aside and starts watching for its answer; what
+// says what it was sent for, after "the one sent".
+func (s *Session) sendWatched(m proto.Msg, what string) *heldReader {
+	h := &heldReader{s: s, what: what, probe: s.probeRelay(), sent: time.Now()}
 	h.failed = s.sendAside(m)
 	h.round = time.NewTimer(interruptWait)
+	s.interrupting.Store(h)
 	return h
 }
 
-func (h *heldReader) stop() { h.round.Stop() }
+func (h *heldReader) stop() {
+	h.round.Stop()
+	h.s.interrupting.Store(nil)
+}
 
 // waited is how long since the frame was sent, for an answer.
 func (h *heldReader) waited() string { return wire.Duration(time.Since(h.sent).Seconds()) }
@@ -1156,30 +1171,25 @@ func (h *heldReader) why() string {
 	return " (stopped, or in code that holds the interpreter)"
 }
 
-// sentInterrupt is an interrupt on its way: to which cell, sent when.
-type sentInterrupt struct {
-	cell int
-	at   time.Time
-}
-
-// transfer names the request link's transfer, as the reader that relays
-// it sees it: "the put to 'b'" on the caller's, "the get for 'a'" on the
-// serving session's.
+// transfer names the link's transfer, as the reader that relays it sees
+// it: "the put to 'b'" on the caller's, "the get for 'a'" on the serving
+// session's.
 func (link *relayLink) transfer() string {
-	if link.target == link.op.target {
-		return fmt.Sprintf("the %s to '%s'", link.op.what, link.target.name)
+	if link.served {
+		return fmt.Sprintf("the %s for '%s'", link.op.what, link.target.name)
 	}
-	return fmt.Sprintf("the %s for '%s'", link.op.what, link.target.name)
+	return fmt.Sprintf("the %s to '%s'", link.op.what, link.target.name)
 }
 
-// maxDropRounds bounds the rounds of interruptWait in which an interrupt
-// watches, and may free, a frame reader held up by a relayed frame
-// (dropStalledRelay): a group's put may have a stopped session among its
-// members after the first.
+// maxDropRounds bounds the rounds of interruptWait that an interrupt
+// waits after the first, watching, and maybe freeing, a frame reader held
+// up by a relayed frame (dropStalledRelay): a group's put may have a
+// stopped session among its members after the first. In all, an
+// interrupt waits at most (1+maxDropRounds)*interruptWait, 10 s.
 const maxDropRounds = 4
 
-// relayProbe is a request whose frame holds s's reader, how much its
-// target had been written, and when that was seen.
+// relayProbe is a link whose frame holds s's reader, how much the link's
+// target (where the frame goes) had been written, and when that was seen.
 type relayProbe struct {
 	link    *relayLink
 	written int64

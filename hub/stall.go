@@ -21,9 +21,10 @@ import (
 // relaySend gives up once the destination has taken no byte for
 // relayStall, and the link fails alone (serveOp.fail). A stalled peer
 // holds a sender's reader up for at most relayStall, once per link, or
-// until the sender's cell is interrupted: the interrupt's answer waits
-// behind the frame, so the interrupt fails the link that frame is relayed
-// for, and a relay returns once its link failed (Session.dropStalledRelay). A
+// until the sender is interrupted (its cell, or a group's part it serves):
+// the interrupt's answer waits behind the frame, so the interrupt fails
+// the link that frame is relayed for, and a relay returns once its link
+// failed (Session.dropStalledRelay). A
 // file's serve that its target reads but never answers fails after
 // relayStall too (serveOp.firstAnswer): a worker opens the file at once.
 

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/replhub/replhub/proto"
+	"github.com/replhub/replhub/remote"
 	"github.com/replhub/replhub/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -615,31 +616,78 @@ func nextReply(t *testing.T, frames <-chan sentFrame) *proto.Reply {
 	}
 }
 
-// An interrupt of a session that serves a group's part, whose chunks its
-// reader relays to a caller that stopped reading, drops that part and
-// answers at once, rather than say the session did not stop.
-func TestInterruptOfAServeBehindAStoppedCaller(t *testing.T) {
+// partServing has session "web" ask a group's get of one member, which
+// serves it with a value of one chunk, and returns the member, its serve,
+// and the gate in front of web's worker (open until the caller shuts it).
+// With first, the member's First answer (the value's pickle) has reached
+// web; without, it is the caller's to give, on the member's reader.
+func partServing(t *testing.T, first bool) (target *Session, sv *proto.Serve, g *gate) {
+	t.Helper()
 	shortStall(t, time.Hour)
 	h, from, _, targets := relayHub(t, "g@lab-7-%d", 1)
-	target := h.sessions[targets[0]]
+	target = h.sessions[targets[0]]
 	serves := make(chan *proto.Serve, 1)
 	fakeWorker(t, target, func(sv *proto.Serve) *proto.Served { serves <- sv; return nil }, nil)
 	frames, g := gatedWorker(t, from)
 	g.let.Store(1 << 30)
 	go h.serveFan(from, &proto.Req{ID: 7, Kind: "get", Names: []string{"x"}, Oob: true, Targets: targets})
-	sv := <-serves
-	target.onServed(&proto.Served{Sid: sv.Sid, OK: true, First: true, Py: "3.12", Bufs: []int64{proto.ChunkSize}, Data: []byte("p")})
-	first := nextFrame(t, frames)
-	require.Equal(t, "reply", first.op, "the value's pickle, its buffers to follow")
-	g.let.Store(0) // the caller stops reading
+	sv = <-serves
+	if first {
+		target.onServed(valueFirst(sv))
+		require.Equal(t, "reply", nextFrame(t, frames).op, "the value's pickle, its buffers to follow")
+	}
+	return target, sv, g
+}
 
+// valueFirst is a target's First answer to serve sv: its value's pickle
+// (64 KiB, more than a read the gate let start before it shut takes),
+// one chunk of buffers to follow.
+func valueFirst(sv *proto.Serve) *proto.Served {
+	return &proto.Served{Sid: sv.Sid, OK: true, First: true, Py: "3.12", Bufs: []int64{proto.ChunkSize}, Data: make([]byte, 64<<10)}
+}
+
+// An interrupt of a session that serves a group's part, whose chunks its
+// reader relays to a caller that stopped reading, drops that part and
+// answers at once, rather than say the session did not stop. So it does
+// when the caller stopped before the part's First answer reached it: the
+// chunk then waits for that answer, on the reader, as long.
+func TestInterruptOfAServeBehindAStoppedCaller(t *testing.T) {
+	for _, first := range []bool{true, false} {
+		t.Run(fmt.Sprintf("first answer taken: %v", first), func(t *testing.T) {
+			target, sv, g := partServing(t, first)
+			g.let.Store(0) // the caller stops reading
+			var frames []proto.Msg
+			if !first {
+				frames = append(frames, valueFirst(sv))
+			}
+			frames = append(frames, &proto.Chunk{Sid: sv.Sid, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)}, &proto.Served{Sid: sv.Sid, Error: "KeyboardInterrupt"})
+			onReader(t, target, frames...)
+			t0 := time.Now()
+			msg, err := target.interrupt(wire.Advice{}, false, 0)
+			require.NoError(t, err)
+			assert.Less(t, time.Since(t0), interruptWait+2*time.Second)
+			assert.Regexp(t, `^interrupted the get session 'g@lab-7-0' was serving for 'web'; the get for 'web' was dropped: 'web' took none of its data for [0-9.]+s \(stopped, or in code that holds the interpreter\?\)$`, msg)
+			assert.Empty(t, busyWith(target), "the target is free")
+		})
+	}
+}
+
+// A caller that takes a group's part slowly is not dropped by an
+// interrupt of the session serving it; a second interrupt meanwhile sends
+// no second cancel, and says which one waits, and behind what.
+func TestInterruptOfAServeKeepsASlowCaller(t *testing.T) {
+	target, sv, g := partServing(t, true)
+	g.let.Store(0)
+	g.trickle(t, 128<<10) // 1.3 MB/s: the chunk takes 6 s
 	onReader(t, target, &proto.Chunk{Sid: sv.Sid, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)}, &proto.Served{Sid: sv.Sid, Error: "KeyboardInterrupt"})
-	t0 := time.Now()
-	msg, err := target.interrupt(wire.Advice{}, false, 0)
-	require.NoError(t, err)
-	assert.Less(t, time.Since(t0), interruptWait+2*time.Second)
-	assert.Regexp(t, `^interrupted the get session 'g@lab-7-0' was serving for 'web'; the get for 'web' was dropped: 'web' took none of its data for [0-9.]+s \(stopped, or in code that holds the interpreter\?\)$`, msg)
-	assert.Empty(t, busyWith(target), "the target is free")
+	first, msg := twoInterrupts(t, target)
+	assert.Regexp(t, `^sent no second interrupt to session 'g@lab-7-0': the one sent [0-9.]+s ago to stop the get it serves for 'web' still waits for its answer \(behind the get for 'web'\): `, msg)
+	select {
+	case msg := <-first:
+		assert.Equal(t, "interrupted the get session 'g@lab-7-0' was serving for 'web'", msg, "nothing dropped")
+	case <-time.After(6 * interruptWait):
+		t.Fatal("the first interrupt never answered")
+	}
 }
 
 // An interrupt of a target whose stdin a stalled relay holds, as the
@@ -711,11 +759,13 @@ func TestInterruptKeepsASlowRelay(t *testing.T) {
 		name      string
 		newWriter func(io.Writer) *proto.Writer
 		per100ms  int64
+		rounds    int
 	}{
-		{"pipe", proto.NewWriter, 256 << 10}, // 2.6 MB/s: a chunk takes 3 s
-		// 40 KiB/s, a slow remote link: its writer counts in pieces
-		// small enough to show such a target moving within a round.
-		{"link", proto.NewLinkWriter, 4 << 10},
+		{"pipe", proto.NewWriter, 256 << 10, 1}, // 2.6 MB/s: a chunk takes 3 s
+		// 40 KiB/s, a slow remote link: its writer's pieces show it
+		// moving in every round. (With a pipe's 128 KiB pieces, one
+		// round in 3 would show no move at least.)
+		{"link", proto.NewLinkWriter, 4 << 10, 3},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			shortStall(t, time.Hour)
@@ -726,10 +776,12 @@ func TestInterruptKeepsASlowRelay(t *testing.T) {
 			g.trickle(t, c.per100ms)
 			read := onReader(t, from, &proto.Chunk{ID: 5, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)})
 			probe := from.probeRelay()
-			time.Sleep(interruptWait/2 + 300*time.Millisecond)
-			d, watch := from.dropStalledRelay(&probe)
-			assert.Empty(t, d, "a target that takes its data is not dropped")
-			assert.True(t, watch, "it is watched")
+			for i := range c.rounds {
+				time.Sleep(interruptWait)
+				d, watch := from.dropStalledRelay(&probe)
+				assert.Empty(t, d, "round %d: a target that takes its data is not dropped", i)
+				assert.True(t, watch, "round %d: it is watched", i)
+			}
 			close(g.open) // the rest at once
 			select {
 			case <-read:
@@ -761,16 +813,8 @@ func TestSecondInterruptNamesTheOneUnderWay(t *testing.T) {
 	from, g := cellPutting(t)
 	g.trickle(t, 128<<10) // 1.3 MB/s: the chunk takes 6 s
 	onReader(t, from, &proto.Chunk{ID: 5, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)}, &proto.Interrupted{Cell: 1, How: proto.HowDelivered})
-	first := make(chan string, 1)
-	go func() {
-		msg, err := from.interrupt(wire.Advice{}, false, 0)
-		assert.NoError(t, err)
-		first <- msg
-	}()
-	require.Eventually(t, func() bool { return from.interrupting.Load() != nil }, 5*time.Second, time.Millisecond)
-	msg, err := from.interrupt(wire.Advice{}, false, 0)
-	require.NoError(t, err)
-	assert.Regexp(t, `^sent no second interrupt: the one sent [0-9.]+s ago to cell 1 of session 'web' still waits for its answer \(behind the put to 't0'\): `, msg)
+	first, msg := twoInterrupts(t, from)
+	assert.Regexp(t, `^sent no second interrupt to session 'web': the one sent [0-9.]+s ago to cell 1 still waits for its answer \(behind the put to 't0'\): `, msg)
 	select {
 	case msg := <-first:
 		assert.Regexp(t, `^interrupted cell 1 of session 'web' \(KeyboardInterrupt raised in it\); `, msg)
@@ -778,6 +822,22 @@ func TestSecondInterruptNamesTheOneUnderWay(t *testing.T) {
 		t.Fatal("the first interrupt never answered")
 	}
 	assert.Nil(t, from.interrupting.Load(), "no interrupt under way once it answered")
+}
+
+// twoInterrupts interrupts s, and again once the first waits for its
+// answer: it returns the first's answer to come, and the second's.
+func twoInterrupts(t *testing.T, s *Session) (first <-chan string, second string) {
+	t.Helper()
+	answer := make(chan string, 1)
+	go func() {
+		msg, err := s.interrupt(wire.Advice{}, false, 0)
+		assert.NoError(t, err)
+		answer <- msg
+	}()
+	require.Eventually(t, func() bool { return s.interrupting.Load() != nil }, 5*time.Second, time.Millisecond)
+	second, err := s.interrupt(wire.Advice{}, false, 0)
+	require.NoError(t, err)
+	return answer, second
 }
 
 // A cell's exec frame that its worker does not read (stopped, its stdin
@@ -808,7 +868,9 @@ func TestInterruptBehindAnUnreadCell(t *testing.T) {
 
 	answered := make(chan string, 1)
 	go func() {
-		msg, err := s.interrupt(wire.Advice{}, false, 0)
+		// A client's cancel (Ctrl-C): the cell is marked cancelled though
+		// no interrupt can go.
+		msg, err := s.interrupt(wire.Advice{}, true, 0)
 		assert.NoError(t, err)
 		answered <- msg
 	}()
@@ -818,6 +880,9 @@ func TestInterruptBehindAnUnreadCell(t *testing.T) {
 	case <-time.After(interruptWait + 5*time.Second):
 		t.Fatal("the interrupt waits on the unread cell")
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	assert.True(t, r.cancelled, "the cancelled exec takes no result")
 }
 
 // Frames sent aside to a worker that reads nothing hold at most maxAsides
@@ -843,4 +908,16 @@ func TestAsidesAreBounded(t *testing.T) {
 	assert.Equal(t, maxAsides, goroutinesSince(mark, "hub.(*Session).sendAside"), "goroutines held by 108 asides")
 	pr.Close()
 	require.Eventually(t, func() bool { return s.asides.Load() == 0 }, 5*time.Second, time.Millisecond)
+}
+
+// A worker over an ssh link, durable or not, is written in the link's
+// finer pieces; a local one in the pipe's.
+func TestFrameWriterByProc(t *testing.T) {
+	link := proto.NewLinkWriter(io.Discard).Piece()
+	pipe := proto.NewWriter(io.Discard).Piece()
+	require.Less(t, link, pipe)
+	assert.Equal(t, link, frameWriter(&remoteProc{w: &remote.Worker{}}).Piece(), "remote")
+	assert.Equal(t, link, frameWriter(&linkProc{}).Piece(), "remote, durable")
+	assert.Equal(t, pipe, frameWriter(&localProc{}).Piece(), "local")
+	assert.Equal(t, pipe, frameWriter(&socketProc{}).Piece(), "local, adopted")
 }

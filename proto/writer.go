@@ -29,9 +29,9 @@ type Writer struct {
 // piece for 20 s stalled, and an interrupt drops a relay to one that took
 // none in 2 s, so the piece sets the slowest reader still seen reading:
 // 6.4 KiB/s for the one and 64 KiB/s for the other, which a local worker
-// that reads at all passes many times over. A small payload still goes
-// with its header in one write, and a local pipe takes 8 MiB as fast as
-// in 1 MiB pieces.
+// that reads at all passes many times over. A payload smaller than a piece
+// still goes with its header in one write, and a local pipe takes 8 MiB
+// as fast as in 1 MiB pieces.
 const writePiece = 128 << 10
 
 // linkPiece is writePiece for a stream over a network link. An ssh
@@ -47,6 +47,10 @@ func NewWriter(w io.Writer) *Writer { return &Writer{w: w, piece: writePiece} }
 // NewLinkWriter writes frames to w, a stream over a network link (an ssh
 // channel), counting progress in finer pieces (linkPiece).
 func NewLinkWriter(w io.Writer) *Writer { return &Writer{w: w, piece: linkPiece} }
+
+// Piece is the most w hands its stream in one write: Written moves by at
+// most that much at a time.
+func (w *Writer) Piece() int { return w.piece }
 
 // Written returns how many bytes w has written; it grows while a frame is
 // under way, and not while the stream takes nothing.

@@ -23,6 +23,7 @@ func TestWriterWrittenShowsProgress(t *testing.T) {
 			pr, pw := io.Pipe()
 			defer pr.Close()
 			w := c.new(pw)
+			require.Equal(t, c.piece, w.Piece())
 			data := bytes.Repeat([]byte{7}, 3*writePiece+5)
 			done := make(chan error, 1)
 			go func() { done <- w.Write(&Chunk{Sid: 1, Seq: 0, Data: data}) }()

@@ -95,12 +95,20 @@ print("streamed", s["sent"] >= 8, s["received"] >= 8, s["sent_bytes"] > 150 * MB
 // hold the objects to disk would only slow the test.
 func noStopSwap(e *hubtest.Env) { e.WriteConfig(`{"swap_after_hours": 0}`) }
 
-func TestObjectStreamLocal(t *testing.T) {
-	t.Parallel()
-	needCloudpickle(t)
+// streamHub is a hub whose sessions run Python 3.12 and are not swapped
+// at its stop: what the local streaming tests share.
+func streamHub(t *testing.T) *hubtest.Env {
+	t.Helper()
 	e := hubtest.Start(t)
 	noStopSwap(e)
 	e.Setenv("REPLHUB_PYTHON", py(t, "3.12"))
+	return e
+}
+
+func TestObjectStreamLocal(t *testing.T) {
+	t.Parallel()
+	needCloudpickle(t)
+	e := streamHub(t)
 	objRoundTrip(t, e, `session("b")`)
 }
 
@@ -161,9 +169,7 @@ func TestObjectStreamCut(t *testing.T) {
 	needCloudpickle(t)
 	for _, how := range []string{"interrupt", "kill target", "kill caller"} {
 		t.Run(how, func(t *testing.T) {
-			e := hubtest.Start(t)
-			noStopSwap(e)
-			e.Setenv("REPLHUB_PYTHON", py(t, "3.12"))
+			e := streamHub(t)
 			ok(t, e.Run("exec", "b", "import os"))
 			// Back at once: the file "stopped" says when the put is under way.
 			r := e.Run("exec", "a", objCutStart, "-t", "0.2")
@@ -204,14 +210,55 @@ func TestObjectStreamCut(t *testing.T) {
 	}
 }
 
+// A group's get whose caller stops (SIGSTOP) once the value's first chunk
+// came: the member's reader is held by the chunks it relays to the caller,
+// and an interrupt of the member drops that part and says so in time,
+// rather than say the member did not stop. Once the caller goes on, its
+// cell ends with the part's error and both sessions serve again.
+func TestObjectStreamInterruptServingAStoppedCaller(t *testing.T) {
+	t.Parallel()
+	needCloudpickle(t)
+	e := streamHub(t)
+	ok(t, e.Run("exec", "g@local", "big = [bytearray(4 << 20) for _ in range(32)]"))
+	r := e.Run("exec", "a", `import os, signal, threading
+from replhub_toolkit import objstream
+g = sessions_on("local", "g")
+came = threading.Event()
+_take = objstream.Part._take
+def take(self, chan, bufs, h, data):
+    if h.get("op") == "chunk":
+        came.set()
+    return _take(self, chan, bufs, h, data)
+objstream.Part._take = take
+def stop():
+    if came.wait(60):
+        open("stopped", "w").close()
+        os.kill(os.getpid(), signal.SIGSTOP)
+threading.Thread(target=stop, daemon=True).start()
+got = g.get("big")`, "-t", "0.2")
+	require.Equal(t, 3, r.Code, "the get must still be under way: %s", r)
+	apid := workerPid(t, e, "a")
+	cont := func() { syscall.Kill(apid, syscall.SIGCONT) }
+	defer cont()
+	require.Eventually(t, func() bool { _, err := os.Stat(filepath.Join(e.Cwd, "stopped")); return err == nil }, 30*time.Second, 10*time.Millisecond)
+
+	t0 := time.Now()
+	out := ok(t, e.Run("interrupt", "g@local"))
+	assert.Less(t, time.Since(t0), 10*time.Second)
+	assert.Regexp(t, `^interrupted the get session 'g@local' was serving for 'a'; the get for 'a' was dropped: 'a' took none of its data for [0-9.]+s \(stopped, or in code that holds the interpreter\?\)`, out)
+	assert.Contains(t, ok(t, freeAgain(t, e, "g@local", "len(big)")), "32", "the member serves again")
+	cont()
+	ok(t, e.Run("wait", "a", "-t", "30"))
+	assert.Regexp(t, `HubError\(.*dropped`, ok(t, e.Run("exec", "a", `print(repr(got["local"]))`)), "the part's error")
+	assert.Contains(t, ok(t, e.Run("exec", "a", "objstream.Part._take = _take; sum(map(len, g.get('big')['local']))", "-t", "60")), "134217728")
+}
+
 // The hub holds a window of chunks, not the object: its peak memory grows
 // by far less than a 512 MiB put.
 func TestObjectStreamHubMemory(t *testing.T) {
 	t.Parallel()
 	needCloudpickle(t)
-	e := hubtest.Start(t)
-	noStopSwap(e)
-	e.Setenv("REPLHUB_PYTHON", py(t, "3.12"))
+	e := streamHub(t)
 	ok(t, e.Run("exec", "b", "1"))
 	ok(t, e.Run("exec", "a", `b = session("b"); b.put(warm=bytes(16 << 20)); big = bytearray(512 << 20)`))
 	before := peakRSS(t, e.HubPid())
