@@ -54,13 +54,20 @@ import (
 // before it is forwarded; a target that keeps to the protocol gives none
 // after its value's chunks.)
 func streamObject(from *Session, id int64, op *serveOp) (flush func()) {
+	// Every relay to the caller is recorded where an interrupt of the
+	// target sees what holds it up, to free it from a caller that stopped
+	// reading (dropStalled): on the target's reader (acks, and a part's
+	// chunks), or on the op (a single request's chunks, from their queue).
+	link := &relayLink{target: from, op: op, served: true}
+	onReader := func(relay func()) { op.target.holdFor(link, relay) }
+	hold := onReader
 	_, part := fanLinkOf(id)
-	hold := func(relay func()) { relay() }
-	if part {
-		// On the target's reader, which an interrupt of the target may
-		// free from a caller that stopped reading (dropStalledRelay).
-		link := &relayLink{target: from, op: op, served: true}
-		hold = func(relay func()) { op.target.holdFor(link, relay) }
+	if !part {
+		hold = func(relay func()) {
+			op.toCaller.Store(link)
+			defer op.toCaller.Store(nil)
+			relay()
+		}
 	}
 	forward := func(c *proto.Chunk) {
 		if c.EOF {
@@ -72,7 +79,7 @@ func streamObject(from *Session, id int64, op *serveOp) (flush func()) {
 			op.relay(from, &proto.Chunk{ID: id, Seq: c.Seq, Data: c.Data})
 		})
 	}
-	ack := func(a *proto.Ack) { hold(func() { op.relay(from, &proto.Ack{ID: id, Seq: a.Seq}) }) }
+	ack := func(a *proto.Ack) { onReader(func() { op.relay(from, &proto.Ack{ID: id, Seq: a.Seq}) }) }
 	if part {
 		op.setSinks(forward, ack)
 		return func() {}

@@ -47,6 +47,10 @@ type serveOp struct {
 	what   string
 	linkState
 	firsts firstAnswers // under linkState.mu
+	// toCaller is set while a single request's chunk, from the queue
+	// that passes the target's chunks on, waits to go to the caller:
+	// an interrupt of the target sees it held there (streamObject).
+	toCaller atomic.Pointer[relayLink]
 }
 
 // relayLink is a request a session waits on: where it went, and as what.

@@ -1012,7 +1012,7 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 	case <-wait.C:
 		if on := s.interrupting.Load(); on != nil {
 			behind := ""
-			if link := s.relaying.Load(); link != nil {
+			if link := on.held(); link != nil {
 				behind = " (behind " + link.transfer() + ")"
 			}
 			return fmt.Sprintf("sent no second interrupt to session '%s': the one sent %s ago %s still waits for its answer%s: %s ends the session",
@@ -1049,7 +1049,15 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 // interruptServe stops the put, get or call (or file transfer) that s
 // serves: it sends the worker a cancel, and waits for the serve to end.
 func (s *Session) interruptServe(adv wire.Advice, op *serveOp) (string, error) {
-	held := s.sendWatched(&proto.Cancel{Sid: op.sid}, fmt.Sprintf("to stop the %s it serves for '%s'", op.kind, op.from))
+	// What holds the answer up: a frame the reader relays, or a chunk
+	// the serve passes its caller off the reader.
+	holding := func() *relayLink {
+		if link := s.relaying.Load(); link != nil {
+			return link
+		}
+		return op.toCaller.Load()
+	}
+	held := s.sendWatched(&proto.Cancel{Sid: op.sid}, fmt.Sprintf("to stop the %s it serves for '%s'", op.kind, op.from), holding)
 	defer held.stop()
 	for {
 		select {
@@ -1075,7 +1083,7 @@ func (s *Session) interruptRunning(adv wire.Advice, r *run) (string, error) {
 	for len(s.interrupted) > 0 {
 		<-s.interrupted // answers to interrupts whose callers gave up
 	}
-	held := s.sendWatched(&proto.Interrupt{Cell: r.cell}, fmt.Sprintf("to cell %d", r.cell))
+	held := s.sendWatched(&proto.Interrupt{Cell: r.cell}, fmt.Sprintf("to cell %d", r.cell), s.relaying.Load)
 	defer held.stop()
 	for {
 		select {
@@ -1114,10 +1122,11 @@ func (s *Session) interruptRunning(adv wire.Advice, r *run) (string, error) {
 // (dropStalledRelay), for at most maxDropRounds more rounds.
 //
 // While it waits, it is s.interrupting, for a second interrupt that finds
-// imu held; what and sent never change, so that one may read them.
+// imu held; what, held and sent never change, so that one may read them.
 type heldReader struct {
 	s       *Session
-	what    string // "to cell 3", "to stop the get it serves for 'a'"
+	what    string            // "to cell 3", "to stop the get it serves for 'a'"
+	held    func() *relayLink // the transfer that holds the answer up now, if any
 	sent    time.Time
 	failed  <-chan error // from sendAside
 	round   *time.Timer  // fires at the end of each round
@@ -1127,9 +1136,10 @@ type heldReader struct {
 }
 
 // sendWatched sends m aside and starts watching for its answer; what
-// says what it was sent for, after "the one sent".
-func (s *Session) sendWatched(m proto.Msg, what string) *heldReader {
-	h := &heldReader{s: s, what: what, probe: s.probeRelay(), sent: time.Now()}
+// says what it was sent for, after "the one sent", and held what may hold
+// the answer up.
+func (s *Session) sendWatched(m proto.Msg, what string, held func() *relayLink) *heldReader {
+	h := &heldReader{s: s, what: what, held: held, probe: probeLink(held()), sent: time.Now()}
 	h.failed = s.sendAside(m)
 	h.round = time.NewTimer(interruptWait)
 	s.interrupting.Store(h)
@@ -1152,7 +1162,7 @@ func (h *heldReader) again() bool {
 		return false
 	}
 	h.rounds++
-	d, watch := h.s.dropStalledRelay(&h.probe)
+	d, watch := h.s.dropStalled(h.held(), &h.probe)
 	if d != "" {
 		h.dropped += "; " + d
 	}
@@ -1165,7 +1175,7 @@ func (h *heldReader) again() bool {
 
 // why says, in parentheses, why no answer came once the rounds are over.
 func (h *heldReader) why() string {
-	if link := h.probe.link; link != nil && h.s.relaying.Load() == link {
+	if link := h.probe.link; link != nil && h.held() == link {
 		return fmt.Sprintf(" (its answer waits behind %s, which takes its data slowly)", link.transfer())
 	}
 	return " (stopped, or in code that holds the interpreter)"
@@ -1196,9 +1206,11 @@ type relayProbe struct {
 	at      time.Time
 }
 
-// probeRelay notes the request whose frame s's reader relays now, if any.
-func (s *Session) probeRelay() relayProbe {
-	link := s.relaying.Load()
+// probeRelay notes the link whose frame s's reader relays now, if any.
+func (s *Session) probeRelay() relayProbe { return probeLink(s.relaying.Load()) }
+
+// probeLink notes link (nil for none), its target's count and the time.
+func probeLink(link *relayLink) relayProbe {
 	if link == nil {
 		return relayProbe{}
 	}
@@ -1217,7 +1229,13 @@ func (s *Session) probeRelay() relayProbe {
 // not seen, a session that took bytes, too short a while): probe,
 // updated, is to be looked at again after another round.
 func (s *Session) dropStalledRelay(probe *relayProbe) (dropped string, watch bool) {
-	link := s.relaying.Load()
+	return s.dropStalled(s.relaying.Load(), probe)
+}
+
+// dropStalled is dropStalledRelay for link, what holds s's answer up now
+// (nil for nothing): a frame its reader relays, or a chunk that the serve
+// it does passes its caller from a queue (serveOp.toCaller).
+func (s *Session) dropStalled(link *relayLink, probe *relayProbe) (dropped string, watch bool) {
 	if link == nil || link.op.err() != nil {
 		*probe = relayProbe{}
 		return "", false
