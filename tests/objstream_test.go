@@ -143,22 +143,32 @@ from replhub_toolkit import objstream
 }
 
 // objCutStart puts 16 buffers of 4 MiB from session "a" into "b", and
-// stops b (SIGSTOP) once three of them went: a put under way, for sure (at
-// most a window of four more can go unacknowledged).
-const objCutStart = `import os, signal, threading, time
-from replhub_toolkit import objstream
+// stops b (SIGSTOP) once three of them went, from the sending thread
+// itself, before it sends the fourth: a put under way, for sure, with a
+// chunk that b has not read on its way to it. (A thread that watched the
+// count from aside could be late on a loaded machine: b had then read
+// the whole window, or the whole put, and a waited for an answer.)
+var objCutStart = `import os, time
 b = session("b")
 bpid = b.call(os.getpid)
 parts = [bytearray(4 << 20) for _ in range(16)]
-def stop_b():
-    for _ in range(5000):
-        if objstream.STATS["sent"] >= 3:
-            os.kill(bpid, signal.SIGSTOP)
-            open("stopped", "w").close()
-            return
-        time.sleep(0.002)
-threading.Thread(target=stop_b, daemon=True).start()
+` + stopAtThird("bpid") + `
 b.put(x=parts)`
+
+// stopAtThird is Python for a session that sends buffers: once three of
+// them went, the thread that sends them stops process pid (SIGSTOP), and
+// makes the file "stopped", before it sends the next.
+func stopAtThird(pid string) string {
+	return `import os as _os, signal as _signal
+from replhub_toolkit import objstream
+class _StopAtThird(dict):
+    def __setitem__(self, k, v):
+        dict.__setitem__(self, k, v)
+        if k == "sent" and v == 3:
+            _os.kill(` + pid + `, _signal.SIGSTOP)
+            open("stopped", "w").close()
+objstream.STATS = _StopAtThird(objstream.STATS)`
+}
 
 // A put cut in the middle, its target stopped (SIGSTOP) once a few buffers
 // went, by interrupting the caller, killing the target, or killing the
@@ -220,21 +230,18 @@ func TestObjectStreamInterruptServingAStoppedCaller(t *testing.T) {
 	needCloudpickle(t)
 	e := streamHub(t)
 	ok(t, e.Run("exec", "g@local", "big = [bytearray(4 << 20) for _ in range(32)]"))
-	r := e.Run("exec", "a", `import os, signal, threading
+	// a stops itself as it takes the value's first chunk, on the thread
+	// that takes it: 31 more are to come.
+	r := e.Run("exec", "a", `import os, signal
 from replhub_toolkit import objstream
 g = sessions_on("local", "g")
-came = threading.Event()
 _take = objstream.Part._take
 def take(self, chan, bufs, h, data):
-    if h.get("op") == "chunk":
-        came.set()
-    return _take(self, chan, bufs, h, data)
-objstream.Part._take = take
-def stop():
-    if came.wait(60):
+    if h.get("op") == "chunk" and not os.path.exists("stopped"):
         open("stopped", "w").close()
         os.kill(os.getpid(), signal.SIGSTOP)
-threading.Thread(target=stop, daemon=True).start()
+    return _take(self, chan, bufs, h, data)
+objstream.Part._take = take
 got = g.get("big")`, "-t", "0.2")
 	require.Equal(t, 3, r.Code, "the get must still be under way: %s", r)
 	apid := workerPid(t, e, "a")
