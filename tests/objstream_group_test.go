@@ -103,19 +103,22 @@ print("there", g.call(lambda: len(globals()["other"])))`, "-t", "120"))
 }
 
 // signalMidway is driver code that sends the group g's session on host
-// the signal sig once that session's memory grew by 24 MiB: in the middle
-// of a put of obj.
+// the signal sig in the middle of a put of obj: from the thread that sends
+// the put, once three chunks went to that session, before the next. (A
+// thread that watched the session's memory from aside could be late on a
+// loaded machine.) The group's parts go in the order of its hosts that
+// opened (objstream.fan), and a part's id holds its index.
 func signalMidway(host, sig string) string {
-	return fmt.Sprintf(`import signal, threading, time
-victim = g.session(%q).call(os.getpid)
-def rss(pid):
-    with open("/proc/%%d/status" %% pid) as f:
-        return int([l for l in f if l.startswith("VmRSS:")][0].split()[1]) << 10
-def signal_midway(base=rss(victim)):
-    for _ in range(40000):
-        if rss(victim) > base + (24 << 20):
-            os.kill(victim, signal.%s)
-            return
-        time.sleep(0.0005)
-threading.Thread(target=signal_midway, daemon=True).start()`, host, sig)
+	return fmt.Sprintf(`import os, signal
+from replhub_toolkit import objstream
+victim = g.session(%[1]q).call(os.getpid)
+_index = [h for h in g.hosts if h in g._members].index(%[1]q)
+_step, _sent = objstream.Part.step, []
+def _signal_midway(self, chan, bufs):
+    moved = _step(self, chan, bufs)
+    if not _sent and (-self.id - 1) & 0xfff == _index and self.seq >= 3:
+        _sent.append(True)
+        os.kill(victim, signal.%[2]s)
+    return moved
+objstream.Part.step = _signal_midway`, host, sig)
 }
