@@ -453,7 +453,7 @@ func (s *Session) onChunk(f *proto.Chunk) {
 
 // relayFor relays m, from s's worker, for link (s's request, or a group's
 // part that s serves), on s's frame reader, which an interrupt of s may
-// free (dropStalledRelay).
+// free (dropStalled).
 func (s *Session) relayFor(link *relayLink, m proto.Msg) {
 	s.holdFor(link, func() { link.op.relay(link.target, m) })
 }

@@ -122,7 +122,7 @@ type Session struct {
 	// relaying is the request a frame from the worker is relayed for
 	// while its reader relays it (one of its own, or a group's part that
 	// it serves): a session that takes none of it holds the reader, and
-	// what comes after (dropStalledRelay).
+	// what comes after (dropStalled).
 	relaying atomic.Pointer[relayLink]
 	// queries waits for the worker's answers by query id (query.go).
 	queries map[int64]chan *proto.Answer
@@ -1119,7 +1119,7 @@ func (s *Session) interruptRunning(adv wire.Advice, r *run) (string, error) {
 // frame reader, which a frame relayed for a transfer may hold up, answer
 // and all: at the end of a round without the answer, again frees the
 // reader from a transfer whose other side takes nothing
-// (dropStalledRelay), for at most maxDropRounds more rounds.
+// (dropStalled), for at most maxDropRounds more rounds.
 //
 // While it waits, it is s.interrupting, for a second interrupt that finds
 // imu held; what, held and sent never change, so that one may read them.
@@ -1193,7 +1193,7 @@ func (link *relayLink) transfer() string {
 
 // maxDropRounds bounds the rounds of interruptWait that an interrupt
 // waits after the first, watching, and maybe freeing, a frame reader held
-// up by a relayed frame (dropStalledRelay): a group's put may have a
+// up by a relayed frame (dropStalled): a group's put may have a
 // stopped session among its members after the first. In all, an
 // interrupt waits at most (1+maxDropRounds)*interruptWait, 10 s.
 const maxDropRounds = 4
@@ -1206,9 +1206,6 @@ type relayProbe struct {
 	at      time.Time
 }
 
-// probeRelay notes the link whose frame s's reader relays now, if any.
-func (s *Session) probeRelay() relayProbe { return probeLink(s.relaying.Load()) }
-
 // probeLink notes link (nil for none), its target's count and the time.
 func probeLink(link *relayLink) relayProbe {
 	if link == nil {
@@ -1217,24 +1214,19 @@ func probeLink(link *relayLink) relayProbe {
 	return relayProbe{link, link.target.w.Written(), time.Now()}
 }
 
-// dropStalledRelay frees s's frame reader when an interrupt's answer
-// waits behind a frame that the reader relays for one of s's requests (or
-// a group's part it serves) to a session that has taken no byte since
-// probe saw the same, half of interruptWait ago at least (stopped, or in
-// C code that holds its interpreter; a frame that went would have moved
-// its count): that link fails, which ends the relay (the frame goes whole
+// dropStalled frees s's frame reader when an interrupt's answer waits
+// behind link, what holds it up now (nil for nothing): a frame that the
+// reader relays for one of s's requests (or a group's part it serves), or
+// a chunk that the serve s does passes its caller from a queue
+// (serveOp.toCaller), to a session that has taken no byte since probe saw
+// the same, half of interruptWait ago at least (stopped, or in C code
+// that holds its interpreter; a frame that went would have moved its
+// count): that link fails, which ends the relay (the frame goes whole
 // once the session reads again, or not at all), and the answer follows.
 // It returns what was dropped, "" for nothing; watch says that a relayed
-// frame holds the reader but is not shown stalled yet (a link probe had
-// not seen, a session that took bytes, too short a while): probe,
+// frame holds the answer up but is not shown stalled yet (a link probe
+// had not seen, a session that took bytes, too short a while): probe,
 // updated, is to be looked at again after another round.
-func (s *Session) dropStalledRelay(probe *relayProbe) (dropped string, watch bool) {
-	return s.dropStalled(s.relaying.Load(), probe)
-}
-
-// dropStalled is dropStalledRelay for link, what holds s's answer up now
-// (nil for nothing): a frame its reader relays, or a chunk that the serve
-// it does passes its caller from a queue (serveOp.toCaller).
 func (s *Session) dropStalled(link *relayLink, probe *relayProbe) (dropped string, watch bool) {
 	if link == nil || link.op.err() != nil {
 		*probe = relayProbe{}

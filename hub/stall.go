@@ -24,7 +24,7 @@ import (
 // until the sender is interrupted (its cell, or a group's part it serves):
 // the interrupt's answer waits behind the frame, so the interrupt fails
 // the link that frame is relayed for, and a relay returns once its link
-// failed (Session.dropStalledRelay). A
+// failed (Session.dropStalled). A
 // file's serve that its target reads but never answers fails after
 // relayStall too (serveOp.firstAnswer): a worker opens the file at once.
 

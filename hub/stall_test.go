@@ -248,12 +248,12 @@ func TestInterruptDropsTheStalledRelayOnly(t *testing.T) {
 	require.Eventually(t, func() bool { return busyWith(other) != "" }, 5*time.Second, time.Millisecond)
 
 	read := onReader(t, from, &proto.Chunk{ID: 5, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)})
-	probe := from.probeRelay()
-	d, watch := from.dropStalledRelay(&probe)
+	probe := probeLink(from.relaying.Load())
+	d, watch := from.dropStalled(from.relaying.Load(), &probe)
 	assert.Empty(t, d, "held for less than half of interruptWait")
 	assert.True(t, watch)
 	time.Sleep(interruptWait/2 + 100*time.Millisecond)
-	d, _ = from.dropStalledRelay(&probe)
+	d, _ = from.dropStalled(from.relaying.Load(), &probe)
 	assert.Regexp(t, `^the put to 't0' was dropped: 't0' took none of its data for 1\.[0-9]s \(stopped, or in code that holds the interpreter\?\)$`, d)
 	select {
 	case <-read:
@@ -263,7 +263,7 @@ func TestInterruptDropsTheStalledRelayOnly(t *testing.T) {
 	r := relayedReply(t, replies)
 	assert.Equal(t, int64(5), r.ID)
 	assert.Regexp(t, `^session 't0' took none of the put's data for 1\.[0-9]s when 'web' was interrupted; the put is dropped$`, r.Error)
-	d, watch = from.dropStalledRelay(&probe)
+	d, watch = from.dropStalled(from.relaying.Load(), &probe)
 	assert.Empty(t, d, "nothing holds the reader now")
 	assert.False(t, watch)
 	select {
@@ -792,10 +792,10 @@ func TestInterruptKeepsASlowRelay(t *testing.T) {
 			putToStopped(t, h, from, slow, frames, g, replies)
 			g.trickle(t, c.per100ms)
 			read := onReader(t, from, &proto.Chunk{ID: 5, Seq: 0, Data: proto.GetChunk(proto.ChunkSize)})
-			probe := from.probeRelay()
+			probe := probeLink(from.relaying.Load())
 			for i := range c.rounds {
 				time.Sleep(interruptWait)
-				d, watch := from.dropStalledRelay(&probe)
+				d, watch := from.dropStalled(from.relaying.Load(), &probe)
 				assert.Empty(t, d, "round %d: a target that takes its data is not dropped", i)
 				assert.True(t, watch, "round %d: it is watched", i)
 			}
