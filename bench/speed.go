@@ -83,16 +83,16 @@ func speedRows(w *world, n int) (rows []row, err error) {
 	}
 	rows = append(rows, row{"page faults of that warm exec", fmt.Sprint(frh), fmt.Sprintf("python's %d", fpy),
 		fmt.Sprintf("%.2fx fewer", float64(fpy)/float64(frh)), ""})
-	// With a flag but -t and --json, the call goes through cobra after
-	// every package's init; the plain one, with those or not, runs from
-	// package early's init, before most of them.
-	for _, flag := range [][]string{{"-t", "30"}, {"--json"}, {"--max-output", "10000"}} {
+	// With a flag but -t, --json and --max-output, the call goes through
+	// cobra after every package's init; the plain one, with those or not,
+	// runs from package early's init, before most of them.
+	for _, flag := range [][]string{{"-t", "30"}, {"--json"}, {"--max-output", "10000"}, {"--queue"}} {
 		flagged, plain, err := w.pair(n, append([]string{w.bin, "exec", "warm", "1+1"}, flag...), []string{w.bin, "exec", "warm", "1+1"})
 		if err != nil {
 			return rows, err
 		}
 		how := "from early's init"
-		if flag[0] == "--max-output" {
+		if flag[0] == "--queue" {
 			how = "through cobra"
 		}
 		rows = append(rows, row{fmt.Sprintf("`replhub exec s '1+1' %s`, warm (%s)", strings.Join(flag, " "), how), ms(flagged), "the plain exec " + ms(plain),

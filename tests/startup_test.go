@@ -96,10 +96,11 @@ func assertEarly(t *testing.T, stderr string) {
 	}
 }
 
-// A plain `replhub exec NAME CODE` (CODE - for stdin), with -t or not,
-// whose output goes to a program runs from package early's init, before
-// the inits of what only the hub, MCP and ssh need; the same call with
-// another flag goes through cobra, and all print and exit alike.
+// A plain `replhub exec NAME CODE` (CODE - for stdin), with -t,
+// --max-output or not, whose output goes to a program runs from package
+// early's init, before the inits of what only the hub, MCP and ssh need;
+// the same call with another flag goes through cobra, and all print and
+// exit alike.
 func TestPlainExecSkipsHeavyInits(t *testing.T) {
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
@@ -111,7 +112,7 @@ func TestPlainExecSkipsHeavyInits(t *testing.T) {
 	}{{"x + 1", "", "", 0}, {"-", "x + 1", "", 0}, {"print('hi'); 1/0", "", "hi\n", 1}} {
 		plain := e.RunInput(c.stdin, "exec", "s", c.code)
 		timed := e.RunInput(c.stdin, "exec", "-t", "20", "s", c.code)
-		flagged := e.RunInput(c.stdin, "exec", "s", c.code, "--max-output", "10000")
+		flagged := e.RunInput(c.stdin, "exec", "s", c.code, "--queue")
 		for _, r := range []hubtest.Result{plain, timed, flagged} {
 			assert.Equal(t, c.exit, r.Code, "%s", r)
 		}
@@ -131,6 +132,13 @@ func TestPlainExecSkipsHeavyInits(t *testing.T) {
 			}
 		}
 	}
+	// --max-output reaches the hub from early's init, as through cobra.
+	capped := e.Run("exec", "s", `print("a" * 500 + "z" * 500)`, "--max-output", "100")
+	require.Equal(t, 0, capped.Code, "%s", capped)
+	assertEarly(t, capped.Stderr)
+	assert.Equal(t, strings.Repeat("a", 50)+"\n[... 901 characters left out ...]\n"+strings.Repeat("z", 49)+"\n", capped.Stdout)
+	viaCobra := e.Run("exec", "s", `print("a" * 500 + "z" * 500)`, "--max-output", "100", "--queue")
+	assert.Equal(t, capped.Stdout, viaCobra.Stdout)
 	// A new session, made from early's init too, in the caller's folder.
 	fresh := e.Run("exec", "fresh", "import os; os.getcwd()")
 	require.Equal(t, 0, fresh.Code, "%s", fresh)
@@ -140,7 +148,7 @@ func TestPlainExecSkipsHeavyInits(t *testing.T) {
 	// --json too, printing what the whole command line prints (numbers
 	// aside: cell numbers, durations).
 	asJSON := e.Run("exec", "s", "x + 1", "--json")
-	whole := e.Run("exec", "s", "x + 1", "--json", "--max-output", "30000")
+	whole := e.Run("exec", "s", "x + 1", "--json", "--queue")
 	require.Equal(t, 0, asJSON.Code, "%s", asJSON)
 	assertEarly(t, asJSON.Stderr)
 	number := regexp.MustCompile(`-?\d+(\.\d+)?(e-?\d+)?`)
@@ -156,7 +164,7 @@ func TestPlainExecSkipsHeavyInits(t *testing.T) {
 	assertEarly(t, slow.Stderr)
 	e.Run("interrupt", "fresh")
 	// An error of replhub's own: the same line, the same exit code.
-	for _, args := range [][]string{{"exec", "s/x", "1"}, {"exec", "s/x", "1", "-t", "30"}, {"exec", "s/x", "1", "--max-output", "10000"}} {
+	for _, args := range [][]string{{"exec", "s/x", "1"}, {"exec", "s/x", "1", "-t", "30"}, {"exec", "s/x", "1", "--max-output", "10000"}, {"exec", "s/x", "1", "--queue"}} {
 		r := e.Run(args...)
 		assert.Equal(t, 2, r.Code, "%s", r)
 		assert.Contains(t, r.Stderr, "\nreplhub: ", "%s", r)

@@ -71,14 +71,14 @@ func TestWriteRequestAsMarshal(t *testing.T) {
 }
 
 func FuzzWriteRequestAsMarshal(f *testing.F) {
-	f.Add(2, "exec", "s", "1+1", 30.0, false, 0)
-	f.Add(2, "exec", "s\x00\b\f\u007f", "\"\\\r\t\u2028\U0001F600\xed\xa0\x80", 1e-7, false, 1)
-	f.Add(-1, "", "\xff", "<\u2029>", 1e21, true, 3)
-	f.Fuzz(func(t *testing.T, v int, op, name, code string, timeout float64, stream bool, cell int) {
+	f.Add(2, "exec", "s", "1+1", 30.0, false, 0, 0)
+	f.Add(2, "exec", "s\x00\b\f\u007f", "\"\\\r\t\u2028\U0001F600\xed\xa0\x80", 1e-7, false, 1, 100)
+	f.Add(-1, "", "\xff", "<\u2029>", 1e21, true, 3, -7)
+	f.Fuzz(func(t *testing.T, v int, op, name, code string, timeout float64, stream bool, cell, maxOutput int) {
 		if v >= 0 {
 			v = Version // the plain path takes only its own version
 		}
-		req := Request{V: v, Op: op, Name: name, Code: code, Timeout: timeout, Stream: stream, Plain: cell%2 == 1, JSON: cell%3 == 1, Cell: cell / 4}
+		req := Request{V: v, Op: op, Name: name, Code: code, Timeout: timeout, Stream: stream, Plain: cell%2 == 1, JSON: cell%3 == 1, Cell: cell / 4, MaxOutput: maxOutput}
 		if cell%4 >= 2 {
 			req.Cwd, req.Env = name+code, []string{code, name}
 		}

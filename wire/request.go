@@ -50,9 +50,11 @@ func plain(req *Request) (lean.Request, bool) {
 	if req.V != lean.Protocol {
 		return lean.Request{}, false
 	}
-	p := lean.Request{Op: req.Op, Name: req.Name, Code: req.Code, Timeout: req.Timeout, Cwd: req.Cwd, Env: req.Env, Stream: req.Stream, Plain: req.Plain, JSON: req.JSON}
+	p := lean.Request{Op: req.Op, Name: req.Name, Code: req.Code, Timeout: req.Timeout, Cwd: req.Cwd, Env: req.Env,
+		MaxOutput: req.MaxOutput, Stream: req.Stream, Plain: req.Plain, JSON: req.JSON}
 	rest := *req
-	rest.V, rest.Op, rest.Name, rest.Code, rest.Timeout, rest.Cwd, rest.Env, rest.Stream, rest.Plain, rest.JSON = 0, "", "", "", 0, "", nil, false, false, false
+	rest.V, rest.Op, rest.Name, rest.Code, rest.Timeout, rest.Cwd, rest.Env = 0, "", "", "", 0, "", nil
+	rest.MaxOutput, rest.Stream, rest.Plain, rest.JSON = 0, false, false, false
 	return p, reflect.ValueOf(&rest).Elem().IsZero()
 }
 

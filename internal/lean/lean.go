@@ -45,6 +45,10 @@ const DefaultTimeout = 30
 // MaxTimeout is the most seconds -t may give (hub.MaxTimeout).
 const MaxTimeout = 600
 
+// MaxOutput is the most characters --max-output may ask one reply to
+// carry (hub.MaxReplyCap); 0 is the hub's default.
+const MaxOutput = 2_000_000
+
 // TimeoutOK reports whether -t's seconds are more than 0 and at most
 // MaxTimeout (so not NaN).
 func TimeoutOK(t float64) bool { return t > 0 && t <= MaxTimeout }
@@ -126,15 +130,16 @@ func InterruptNote(name string) string {
 // Request is the part of a request a plain call sets: wire.Request's
 // fields of these JSON names.
 type Request struct {
-	Op      string
-	Name    string
-	Code    string
-	Timeout float64
-	Cwd     string
-	Env     []string
-	Stream  bool
-	Plain   bool
-	JSON    bool
+	Op        string
+	Name      string
+	Code      string
+	Timeout   float64
+	Cwd       string
+	Env       []string
+	MaxOutput int
+	Stream    bool
+	Plain     bool
+	JSON      bool
 }
 
 // AppendRequest appends req's JSON line as encoding/json writes a
@@ -169,6 +174,9 @@ func AppendRequest(b []byte, req Request) ([]byte, bool) {
 			b = AppendString(b, kv)
 		}
 		b = append(b, ']')
+	}
+	if req.MaxOutput != 0 {
+		b = strconv.AppendInt(append(b, `,"max_output":`...), int64(req.MaxOutput), 10)
 	}
 	if req.Stream {
 		b = append(b, `,"stream":true`...)

@@ -1,6 +1,6 @@
 // Package early answers the commonest calls from its init function:
-// `replhub --version`, and a plain `replhub exec NAME CODE` (with -t SECS
-// and --json or not) whose output goes to a program (neither standard output nor
+// `replhub --version`, and a plain `replhub exec NAME CODE` (with -t SECS,
+// --json and --max-output N or not) whose output goes to a program (neither standard output nor
 // standard error is a terminal) and whose session runs. Go runs every package's init before
 // main, and those of the packages that only the hub, the MCP server and
 // ssh need (net/http, JSON schemas, x/crypto/ssh, x509, encoding/gob) are
@@ -37,6 +37,8 @@ type Call struct {
 	Timeout float64
 	// JSON is --json.
 	JSON bool
+	// MaxOutput is --max-output; 0, the hub's default, when not given.
+	MaxOutput int
 }
 
 // Sent is a plain exec that init took and did not finish.
@@ -108,7 +110,7 @@ func exec(call Call, std stdio) (*Sent, int) {
 	}
 	// --json asks for JSON without "plain": a hub too old to know it
 	// answers with the whole result, which package cli prints as JSON.
-	r := lean.Request{Op: opExec, Name: name, Code: call.Code, Timeout: call.Timeout, Plain: !call.JSON, JSON: call.JSON}
+	r := lean.Request{Op: opExec, Name: name, Code: call.Code, Timeout: call.Timeout, MaxOutput: call.MaxOutput, Plain: !call.JSON, JSON: call.JSON}
 	sent := &Sent{Call: call}
 	var disarm func()
 	defer func() {
@@ -195,12 +197,14 @@ func IsVersion(args []string) bool {
 
 // PlainExec reports whether args are `exec NAME CODE`, CODE being `-`
 // for standard input, with no flag but -t (its seconds, else
-// lean.DefaultTimeout) and --json, written anywhere after exec in any of
-// the ways cobra takes them: -t S, -tS, -t=S, --timeout S, --timeout=S;
-// --json, --json=BOOL; the last one counting. Any other argument that
-// starts with - (so `--` too), an empty argument, or a value that cobra
-// would refuse (strconv.ParseFloat and lean.TimeoutOK, strconv.ParseBool)
-// leave the call to package cli, which says what is wrong.
+// lean.DefaultTimeout), --json and --max-output, written anywhere after
+// exec in any of the ways cobra takes them: -t S, -tS, -t=S, --timeout S,
+// --timeout=S; --json, --json=BOOL; --max-output N, --max-output=N; the
+// last one counting. Any other argument that starts with - (so `--` too),
+// an empty argument, or a value that cobra would refuse
+// (strconv.ParseFloat and lean.TimeoutOK, strconv.ParseBool,
+// strconv.ParseInt in base 0 and 0 to lean.MaxOutput) leave the call to
+// package cli, which says what is wrong.
 func PlainExec(args []string) (Call, bool) {
 	if len(args) < 3 || args[0] != "exec" {
 		return Call{}, false
@@ -218,6 +222,22 @@ func PlainExec(args []string) (Call, bool) {
 			if c.JSON, err = strconv.ParseBool(a[len("--json="):]); err != nil {
 				return Call{}, false
 			}
+			continue
+		case a == "--max-output" || hasPrefix(a, "--max-output="):
+			n := a[len("--max-output"):]
+			if n == "" {
+				if i++; i == len(args) {
+					return Call{}, false
+				}
+				n = args[i]
+			} else {
+				n = n[1:]
+			}
+			v, err := strconv.ParseInt(n, 0, 64)
+			if err != nil {
+				return Call{}, false
+			}
+			c.MaxOutput = int(v) // checked once, at the end, as cobra does
 			continue
 		case a == "-t" || a == "--timeout":
 			if i++; i == len(args) {
@@ -241,7 +261,8 @@ func PlainExec(args []string) (Call, bool) {
 			return Call{}, false
 		}
 	}
-	if len(words) != 2 || words[0] == "" || words[1] == "" || words[0] == "-" || !lean.TimeoutOK(c.Timeout) {
+	if len(words) != 2 || words[0] == "" || words[1] == "" || words[0] == "-" || !lean.TimeoutOK(c.Timeout) ||
+		c.MaxOutput < 0 || c.MaxOutput > lean.MaxOutput {
 		return Call{}, false
 	}
 	c.Name, c.Code = words[0], words[1]

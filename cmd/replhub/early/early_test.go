@@ -9,6 +9,8 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 
+	"github.com/replhub/replhub/hub"
+	"github.com/replhub/replhub/internal/lean"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -45,6 +47,19 @@ func TestPlainExec(t *testing.T) {
 		{[]string{"exec", "s", "x", "-t="}, false, Call{}},
 		{[]string{"exec", "s", "x", "--t", "5"}, false, Call{}},
 		{[]string{"exec", "s", "x", "-t", "5", "extra"}, false, Call{}},
+		{[]string{"exec", "s", "x", "--max-output", "50"}, true, Call{Timeout: 30, MaxOutput: 50}},
+		{[]string{"exec", "--max-output=0x10", "s", "x"}, true, Call{Name: "s", Code: "x", Timeout: 30, MaxOutput: 16}},
+		{[]string{"exec", "s", "x", "--max-output", "1_000", "--json"}, true, Call{Timeout: 30, MaxOutput: 1000, JSON: true}},
+		{[]string{"exec", "s", "x", "--max-output", "0"}, true, Call{Timeout: 30}}, // the hub's default
+		{[]string{"exec", "s", "x", "--max-output", "2000000"}, true, Call{Timeout: 30, MaxOutput: 2000000}},
+		{[]string{"exec", "s", "x", "--max-output=3000000", "--max-output=7"}, true, Call{Timeout: 30, MaxOutput: 7}}, // checked once
+		{[]string{"exec", "s", "x", "--max-output", "2000001"}, false, Call{}},
+		{[]string{"exec", "s", "x", "--max-output", "-1"}, false, Call{}},
+		{[]string{"exec", "s", "x", "--max-output", "5.0"}, false, Call{}},
+		{[]string{"exec", "s", "x", "--max-output", "--json"}, false, Call{}}, // --json is its value
+		{[]string{"exec", "s", "x", "--max-output"}, false, Call{}},
+		{[]string{"exec", "s", "x", "--max-output="}, false, Call{}},
+		{[]string{"exec", "s", "x", "--max-outputs=5"}, false, Call{}},
 		{[]string{"exec", "s", "x", "--no-wait"}, false, Call{}},
 		{[]string{"exec", "s", "x", "-tq"}, false, Call{}},
 		{[]string{"exec", "-", "x"}, false, Call{}},
@@ -94,11 +109,11 @@ func TestIsVersion(t *testing.T) {
 	}
 }
 
-// cobraReads is how package cli's exec reads args (pflag, with -t and
-// --json as its only flags), and whether it takes them as a plain exec:
-// two words, neither empty, NAME not -, no `--`, and seconds that its
-// check takes; the seconds as its client sends them (through a
-// time.Duration).
+// cobraReads is how package cli's exec reads args (pflag, with -t,
+// --json and --max-output as its only flags), and whether it takes them
+// as a plain exec: two words, neither empty, NAME not -, no `--`, and
+// seconds and a cap that its checks take; the seconds as its client sends
+// them (through a time.Duration).
 func cobraReads(args []string) (Call, bool) {
 	if len(args) == 0 || args[0] != "exec" {
 		return Call{}, false
@@ -107,19 +122,21 @@ func cobraReads(args []string) (Call, bool) {
 	fs.SetOutput(io.Discard)
 	timeout := fs.Float64P("timeout", "t", 30, "")
 	asJSON := fs.Bool("json", false, "")
+	maxOutput := fs.Int("max-output", 0, "")
 	if fs.Parse(args[1:]) != nil || fs.ArgsLenAtDash() >= 0 {
 		return Call{}, false
 	}
 	w := fs.Args()
-	if len(w) != 2 || w[0] == "" || w[1] == "" || w[0] == "-" || !(*timeout > 0 && *timeout <= 600) {
+	if len(w) != 2 || w[0] == "" || w[1] == "" || w[0] == "-" || !(*timeout > 0 && *timeout <= 600) ||
+		*maxOutput < 0 || *maxOutput > hub.MaxReplyCap {
 		return Call{}, false
 	}
-	return Call{Name: w[0], Code: w[1], Timeout: time.Duration(*timeout * float64(time.Second)).Seconds(), JSON: *asJSON}, true
+	return Call{Name: w[0], Code: w[1], Timeout: time.Duration(*timeout * float64(time.Second)).Seconds(), JSON: *asJSON, MaxOutput: *maxOutput}, true
 }
 
 // Whatever the arguments, PlainExec takes exactly what cobra would read
-// as `exec NAME CODE` with at most -t and --json, and reads the same from
-// them; but for go test's flags, which pflag skips.
+// as `exec NAME CODE` with at most -t, --json and --max-output, and reads
+// the same from them; but for go test's flags, which pflag skips.
 func FuzzPlainExec(f *testing.F) {
 	f.Add("exec", "s", "1+1", "", "")
 	f.Add("exec", "s", "-", "-t", "5")
@@ -131,6 +148,8 @@ func FuzzPlainExec(f *testing.F) {
 	f.Add("exec", "--", "s", "x", "-t")
 	f.Add("exec", "s", "x", "-t700", "-t1e-10")
 	f.Add("exec", "s", "x", "-test.v", "")
+	f.Add("exec", "s", "x", "--max-output", "0b101")
+	f.Add("exec", "--max-output=2_000_000", "s", "x", "--max-output=-0")
 	f.Fuzz(func(t *testing.T, a, b, c, d, e string) {
 		for _, args := range [][]string{{a}, {a, b}, {a, b, c}, {a, b, c, d}, {a, b, c, d, e}} {
 			got, ok := PlainExec(args)
@@ -146,4 +165,5 @@ func FuzzPlainExec(f *testing.F) {
 func TestOps(t *testing.T) {
 	assert.Equal(t, wire.OpExec, opExec)
 	assert.Equal(t, wire.OpInterrupt, opInterrupt)
+	assert.Equal(t, hub.MaxReplyCap, lean.MaxOutput)
 }

@@ -55,7 +55,7 @@ func (e *Env) Exec(ctx context.Context, name, code string, eo client.ExecOptions
 // the exec sent again the whole way.
 func (e *Env) Resume(ctx context.Context, s *early.Sent) error {
 	again := func() error {
-		return e.Exec(ctx, s.Name, s.Code, client.ExecOptions{Timeout: time.Duration(s.Timeout * float64(time.Second))}, s.JSON, true)
+		return e.Exec(ctx, s.Name, s.Code, client.ExecOptions{Timeout: time.Duration(s.Timeout * float64(time.Second)), MaxOutput: s.MaxOutput}, s.JSON, true)
 	}
 	if s.Unsent {
 		return again()
