@@ -9,19 +9,22 @@ import (
 	"path/filepath"
 	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/replhub/replhub/client"
 )
 
 func init() {
-	measureAlone("rtt", "measure only a trivial cell's round trip, local and over ssh, against a pipe ping to the same Python",
+	measureAlone("rtt", "measure only a trivial cell's round trip, local, through replhub mcp and over ssh, against a pipe ping to the same Python",
 		func(w *world, _ int) ([]row, error) { return rttRows(w) })
 }
 
 // rttRows measures the in-process round trip of a trivial cell (client
 // package → hub → worker and back) and of one that prints, against the
 // floor of two pipe hops: a line to a Python that reads it and writes one
-// back. Over ssh the baseline is the local round trip plus the same ping
-// through an ssh channel.
+// back. Through `replhub mcp` (an agent's way) the baseline is the
+// in-process round trip; over ssh it is the local round trip plus the
+// same ping through an ssh channel.
 func rttRows(w *world) ([]row, error) {
 	const k = 3000
 	floor, err := pipePing(w.py, nil, k)
@@ -50,11 +53,46 @@ func rttRows(w *world) ([]row, error) {
 	}
 	rows = append(rows, row{"in-process round trip of a trivial cell after 50 ms idle", us(idle),
 		"back to back " + us(warm), fmt.Sprintf("%.2fx", float64(idle)/float64(warm)), "no goal: the machine's wakeups"})
+	m, err := mcpRT(w, k/3)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, row{"round trip of a trivial cell through `replhub mcp` (the MCP Go SDK's client)", us(m),
+		"in-process " + us(warm), fmt.Sprintf("%.2fx", float64(m)/float64(warm)), "no goal: the MCP server's own cost"})
 	rr, err := withSSHD("remote round trip", func(tb *benchTB) ([]row, error) { return remoteRTT(tb, w, k/3) })
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 	}
 	return append(rows, rr...), nil
+}
+
+// mcpRT is the median round trip of the exec tool running a trivial
+// cell, through a real `replhub mcp` over stdio, as an agent calls it.
+func mcpRT(w *world, k int) (time.Duration, error) {
+	ctx := context.Background()
+	cmd := exec.Command(w.bin, "mcp")
+	cmd.Env, cmd.Dir = w.env, w.cwd
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "bench", Version: "1"}, nil).Connect(ctx, &sdk.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer cs.Close()
+	params := &sdk.CallToolParams{Name: "exec", Arguments: map[string]any{"name": "rtt-mcp", "code": "1"}}
+	ds := make([]time.Duration, 0, k)
+	for i := 0; i < k+10; i++ {
+		t0 := time.Now()
+		res, err := cs.CallTool(ctx, params)
+		if err != nil {
+			return 0, err
+		}
+		if res.IsError {
+			return 0, fmt.Errorf("mcp exec: %v", res.Content)
+		}
+		if i >= 10 {
+			ds = append(ds, time.Since(t0))
+		}
+	}
+	return median(ds), nil
 }
 
 // cellRT is the median in-process round trip of code in session name.
