@@ -241,6 +241,23 @@ func (h *Hub) shutdown() {
 	h.pool.Close()
 }
 
+// resultReply answers req with res: as the text the command line prints
+// (Plain, or the JSON it prints for JSON) and exit, for package early's
+// call, when printing res takes nothing more; else res whole.
+func resultReply(req wire.Request, res *wire.Result, exit int) wire.Reply {
+	var p *wire.Plain
+	if req.Plain {
+		p = res.Plain()
+	} else if req.JSON {
+		p = res.PlainJSON()
+	}
+	if p == nil {
+		return wire.Reply{Result: res}
+	}
+	p.Exit = exit
+	return wire.Reply{Plain: p}
+}
+
 // handle answers one request.
 func (h *Hub) handle(ctx context.Context, req wire.Request, send func(wire.Reply) error, next func() (*wire.Request, bool)) wire.Reply {
 	if req.V != wire.Version {
@@ -263,16 +280,7 @@ func (h *Hub) handle(ctx context.Context, req wire.Request, send func(wire.Reply
 		if err != nil {
 			return replyErr(err)
 		}
-		if req.Plain {
-			if p := res.Plain(); p != nil {
-				return wire.Reply{Plain: p}
-			}
-		} else if req.JSON {
-			if p := res.PlainJSON(); p != nil {
-				return wire.Reply{Plain: p}
-			}
-		}
-		return wire.Reply{Result: res}
+		return resultReply(req, res, res.ExitCode())
 	case wire.OpWait:
 		wait := h.Wait
 		if hosts := h.groupOf(req.Name); hosts != nil {
@@ -284,7 +292,7 @@ func (h *Hub) handle(ctx context.Context, req wire.Request, send func(wire.Reply
 		if err != nil {
 			return replyErr(err)
 		}
-		return wire.Reply{Result: res}
+		return resultReply(req, res, res.WaitExitCode())
 	case wire.OpInterrupt:
 		interrupt := h.Interrupt
 		if hosts := h.groupOf(req.Name); hosts != nil {

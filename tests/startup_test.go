@@ -2,6 +2,7 @@ package tests
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -169,6 +170,61 @@ func TestPlainExecSkipsHeavyInits(t *testing.T) {
 		assert.Equal(t, 2, r.Code, "%s", r)
 		assert.Contains(t, r.Stderr, "\nreplhub: ", "%s", r)
 	}
+}
+
+// A plain `replhub wait NAME`, with -t, --cell, --json and --max-output
+// or not, whose output goes to a program runs from package early's init
+// too, and prints and exits as the same wait through cobra (written with
+// `--` before NAME, which early leaves to it): a cell still running, one
+// that finished, capped, and a queued one, which exits as running.
+func TestPlainWaitSkipsHeavyInits(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	number := regexp.MustCompile(`\d+(\.\d+)?`)
+	var printed [2][]string
+	for pass, viaCobra := range []bool{false, true} {
+		w := fmt.Sprintf("w%d", pass) // a session each, in the same state
+		require.Equal(t, 0, e.Run("exec", w, "import time").Code)
+		e.Setenv("GODEBUG", "inittrace=1")
+		wait := func(flags ...string) hubtest.Result {
+			t.Helper()
+			args := append([]string{"wait"}, flags...)
+			if viaCobra {
+				args = append(args, "--")
+			}
+			r := e.Run(append(args, w)...)
+			if viaCobra {
+				assert.True(t, initsRun(r.Stderr)["github.com/spf13/cobra"], "%s", r)
+			} else {
+				assertEarly(t, r.Stderr)
+			}
+			printed[pass] = append(printed[pass], number.ReplaceAllString(r.Stdout, "N"))
+			return r
+		}
+		r := e.Run("exec", w, `time.sleep(1.5); print("a" * 500 + "z" * 500); 7`, "-t", "0.2")
+		require.Equal(t, 3, r.Code, "%s", r)
+		r = wait("-t", "0.2")
+		assert.Equal(t, 3, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "still running after", "%s", r)
+		r = wait("-t", "20", "--max-output", "100")
+		assert.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, strings.Repeat("a", 50)+"\n[... 901 characters left out ...]\n", "%s", r)
+		assert.Regexp(t, `Out\[\d+\]: 7\n$`, r.Stdout)
+
+		require.Equal(t, 0, e.Run("exec", w, "time.sleep(1.5)", "--no-wait").Code)
+		q := e.Run("exec", w, "8", "--queue")
+		m := regexp.MustCompile(`\[cell (\d+) queued`).FindStringSubmatch(q.Stdout)
+		require.NotNil(t, m, "%s", q)
+		r = wait("--cell", m[1], "-t", "0.1", "--json")
+		assert.Equal(t, 3, r.Code, "a queued cell has not even started: %s", r)
+		assert.Contains(t, r.Stdout, `"status": "queued"`, "%s", r)
+		r = wait("--cell", m[1], "-t", "20")
+		assert.Equal(t, 0, r.Code, "%s", r)
+		assert.Regexp(t, `Out\[\d+\]: 8\n$`, r.Stdout)
+		e.Run("kill", w) // its unread cell is not the next pass's note
+	}
+	assert.Equal(t, printed[1], printed[0])
 }
 
 // `replhub --version` (or -v) is answered from package early's init too,

@@ -44,16 +44,16 @@ func WriteRequest(w io.Writer, req Request) error {
 }
 
 // plain returns req as a lean.Request when it sets no other field: an
-// exec, the commonest request, which lean writes as encoding/json would
+// exec or a wait, the commonest requests, which lean writes as encoding/json would
 // (TestWriteRequestAsMarshal), without encoding/json's reflection.
 func plain(req *Request) (lean.Request, bool) {
 	if req.V != lean.Protocol {
 		return lean.Request{}, false
 	}
-	p := lean.Request{Op: req.Op, Name: req.Name, Code: req.Code, Timeout: req.Timeout, Cwd: req.Cwd, Env: req.Env,
+	p := lean.Request{Op: req.Op, Name: req.Name, Code: req.Code, Timeout: req.Timeout, Cell: req.Cell, Cwd: req.Cwd, Env: req.Env,
 		MaxOutput: req.MaxOutput, Stream: req.Stream, Plain: req.Plain, JSON: req.JSON}
 	rest := *req
-	rest.V, rest.Op, rest.Name, rest.Code, rest.Timeout, rest.Cwd, rest.Env = 0, "", "", "", 0, "", nil
+	rest.V, rest.Op, rest.Name, rest.Code, rest.Timeout, rest.Cell, rest.Cwd, rest.Env = 0, "", "", "", 0, 0, "", nil
 	rest.MaxOutput, rest.Stream, rest.Plain, rest.JSON = 0, false, false, false
 	return p, reflect.ValueOf(&rest).Elem().IsZero()
 }

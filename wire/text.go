@@ -34,6 +34,15 @@ func (r *Result) ExitCode() int {
 	return ExitOK
 }
 
+// WaitExitCode is the CLI's exit code for r as the reply to a wait: a
+// queued cell, which has not even started, is still running.
+func (r *Result) WaitExitCode() int {
+	if r.Status == StatusQueued {
+		return ExitRunning
+	}
+	return r.ExitCode()
+}
+
 // Plain is r as `replhub exec` prints it, or nil when printing it takes
 // more than its text (printsAsText).
 func (r *Result) Plain() *Plain {

@@ -134,6 +134,7 @@ type Request struct {
 	Name      string
 	Code      string
 	Timeout   float64
+	Cell      int
 	Cwd       string
 	Env       []string
 	MaxOutput int
@@ -161,6 +162,9 @@ func AppendRequest(b []byte, req Request) ([]byte, bool) {
 	}
 	if req.Timeout != 0 {
 		b = appendFloat(append(b, `,"timeout":`...), req.Timeout)
+	}
+	if req.Cell != 0 {
+		b = strconv.AppendInt(append(b, `,"cell":`...), int64(req.Cell), 10)
 	}
 	if req.Cwd != "" {
 		b = AppendString(append(b, `,"cwd":`...), req.Cwd)

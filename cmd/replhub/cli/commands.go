@@ -192,21 +192,10 @@ func runWait(ctx context.Context, e *env, o *waitOptions) error {
 	if err := checkMaxOutput(o.maxOutput); err != nil {
 		return err
 	}
-	ctx, c, stop, err := e.blocking(ctx, o.timeout, o.name)
-	if err != nil {
+	if err := checkTimeout(o.timeout); err != nil {
 		return err
 	}
-	defer stop()
-	res, err := c.WaitCell(ctx, o.name, o.cell, time.Duration(o.timeout*float64(time.Second)), o.maxOutput, e.FanProgress())
-	e.ClearFanProgress()
-	if err != nil {
-		return err
-	}
-	err = e.PrintResult(res, o.json)
-	if res.Status == wire.StatusQueued {
-		e.Code = cmdenv.ExitRunning // it has not even started
-	}
-	return err
+	return e.Wait(ctx, o.name, o.cell, time.Duration(o.timeout*float64(time.Second)), o.maxOutput, o.json)
 }
 
 func newInterruptCmd(e *env) *cobra.Command {

@@ -1,6 +1,7 @@
 // Package early answers the commonest calls from its init function:
 // `replhub --version`, and a plain `replhub exec NAME CODE` (with -t SECS,
-// --json and --max-output N or not) whose output goes to a program (neither standard output nor
+// --json and --max-output N or not) or `replhub wait NAME` (with those and
+// --cell N or not) whose output goes to a program (neither standard output nor
 // standard error is a terminal) and whose session runs. Go runs every package's init before
 // main, and those of the packages that only the hub, the MCP server and
 // ssh need (net/http, JSON schemas, x/crypto/ssh, x509, encoding/gob) are
@@ -30,8 +31,11 @@ import (
 	"github.com/replhub/replhub/internal/lean"
 )
 
-// Call is a plain exec's arguments.
+// Call is a plain exec's or wait's arguments.
 type Call struct {
+	// Op is the request's: "exec" or "wait" (wire.OpExec, wire.OpWait).
+	Op string
+	// Code is an exec's.
 	Name, Code string
 	// Timeout is -t, in seconds.
 	Timeout float64
@@ -39,9 +43,11 @@ type Call struct {
 	JSON bool
 	// MaxOutput is --max-output; 0, the hub's default, when not given.
 	MaxOutput int
+	// Cell is a wait's --cell; 0, whichever, when not given.
+	Cell int
 }
 
-// Sent is a plain exec that init took and did not finish.
+// Sent is a plain call that init took and did not finish.
 type Sent struct {
 	Call
 	// Unsent says the hub did not get it (Code is what standard input
@@ -52,12 +58,13 @@ type Sent struct {
 	Line []byte
 }
 
-// Pending is the exec init left to package cli, or nil.
+// Pending is the call init left to package cli, or nil.
 var Pending *Sent
 
 // Ops of wire.Request, which this package cannot import (TestOps).
 const (
 	opExec      = "exec"
+	opWait      = "wait"
 	opInterrupt = "interrupt"
 )
 
@@ -69,6 +76,9 @@ func init() {
 		os.Exit(0)
 	}
 	call, ok := PlainExec(args)
+	if !ok {
+		call, ok = PlainWait(args)
+	}
 	if !ok || !lean.Supported || lean.IsTerminal(1) || lean.IsTerminal(2) {
 		return
 	}
@@ -86,9 +96,9 @@ type stdio struct {
 	getenv   func(string) string
 }
 
-// exec sends the exec (again with the caller's folder and environment
-// for a new session) and, when the reply is plain, prints it and returns
-// its exit status. Otherwise it returns -1, and what package cli is to
+// exec sends the call (an exec again with the caller's folder and
+// environment for a new session) and, when the reply is plain, prints it
+// and returns its exit status. Otherwise it returns -1, and what package cli is to
 // finish, or nil when cli is to do it all: no hub answers (cli starts
 // one), the socket's folder is unsafe (cli says why).
 func exec(call Call, std stdio) (*Sent, int) {
@@ -110,7 +120,8 @@ func exec(call Call, std stdio) (*Sent, int) {
 	}
 	// --json asks for JSON without "plain": a hub too old to know it
 	// answers with the whole result, which package cli prints as JSON.
-	r := lean.Request{Op: opExec, Name: name, Code: call.Code, Timeout: call.Timeout, MaxOutput: call.MaxOutput, Plain: !call.JSON, JSON: call.JSON}
+	r := lean.Request{Op: call.Op, Name: name, Code: call.Code, Timeout: call.Timeout, Cell: call.Cell,
+		MaxOutput: call.MaxOutput, Plain: !call.JSON, JSON: call.JSON}
 	sent := &Sent{Call: call}
 	var disarm func()
 	defer func() {
@@ -143,7 +154,7 @@ func exec(call Call, std stdio) (*Sent, int) {
 			}
 			return nil, exit
 		}
-		if !withEnv && lean.IsNeedEnv(line) {
+		if !withEnv && call.Op == opExec && lean.IsNeedEnv(line) {
 			// A new session, made in this process's folder and
 			// environment, which only that needs (as client.Exec).
 			r.Cwd, _ = os.Getwd()
@@ -206,12 +217,37 @@ func IsVersion(args []string) bool {
 // strconv.ParseInt in base 0 and 0 to lean.MaxOutput) leave the call to
 // package cli, which says what is wrong.
 func PlainExec(args []string) (Call, bool) {
-	if len(args) < 3 || args[0] != "exec" {
+	if len(args) < 3 || args[0] != opExec {
 		return Call{}, false
 	}
-	var words []string
-	c := Call{Timeout: lean.DefaultTimeout}
-	for i := 1; i < len(args); i++ {
+	c, words, ok := plainFlags(args[1:], false)
+	if !ok || len(words) != 2 || words[0] == "" || words[1] == "" || words[0] == "-" {
+		return Call{}, false
+	}
+	c.Op, c.Name, c.Code = opExec, words[0], words[1]
+	return c, true
+}
+
+// PlainWait reports whether args are `wait NAME` with no flag but those
+// PlainExec takes and --cell (--cell N, --cell=N; a number cobra takes,
+// from 0), as PlainExec says.
+func PlainWait(args []string) (Call, bool) {
+	if len(args) < 2 || args[0] != opWait {
+		return Call{}, false
+	}
+	c, words, ok := plainFlags(args[1:], true)
+	if !ok || len(words) != 1 || words[0] == "" || words[0] == "-" || c.Cell < 0 {
+		return Call{}, false
+	}
+	c.Op, c.Name = opWait, words[0]
+	return c, true
+}
+
+// plainFlags reads args, those after the command's word, as PlainExec
+// says: the flags, and --cell when cell is set, into c, and the words.
+func plainFlags(args []string, cell bool) (c Call, words []string, ok bool) {
+	c.Timeout = lean.DefaultTimeout
+	for i := 0; i < len(args); i++ {
 		a, secs := args[i], ""
 		switch {
 		case a == "--json":
@@ -220,28 +256,22 @@ func PlainExec(args []string) (Call, bool) {
 		case hasPrefix(a, "--json="):
 			var err error
 			if c.JSON, err = strconv.ParseBool(a[len("--json="):]); err != nil {
-				return Call{}, false
+				return Call{}, nil, false
 			}
 			continue
-		case a == "--max-output" || hasPrefix(a, "--max-output="):
-			n := a[len("--max-output"):]
-			if n == "" {
-				if i++; i == len(args) {
-					return Call{}, false
-				}
-				n = args[i]
-			} else {
-				n = n[1:]
+		case isFlag(a, "--max-output"):
+			if c.MaxOutput, i, ok = intFlag(args, i, "--max-output"); !ok {
+				return Call{}, nil, false
 			}
-			v, err := strconv.ParseInt(n, 0, 64)
-			if err != nil {
-				return Call{}, false
+			continue
+		case cell && isFlag(a, "--cell"):
+			if c.Cell, i, ok = intFlag(args, i, "--cell"); !ok {
+				return Call{}, nil, false
 			}
-			c.MaxOutput = int(v) // checked once, at the end, as cobra does
 			continue
 		case a == "-t" || a == "--timeout":
 			if i++; i == len(args) {
-				return Call{}, false
+				return Call{}, nil, false
 			}
 			secs = args[i]
 		case hasPrefix(a, "--timeout="):
@@ -254,22 +284,43 @@ func PlainExec(args []string) (Call, bool) {
 			words = append(words, a)
 			continue
 		default:
-			return Call{}, false
+			return Call{}, nil, false
 		}
 		var err error
 		if c.Timeout, err = strconv.ParseFloat(secs, 64); err != nil {
-			return Call{}, false
+			return Call{}, nil, false
 		}
 	}
-	if len(words) != 2 || words[0] == "" || words[1] == "" || words[0] == "-" || !lean.TimeoutOK(c.Timeout) ||
-		c.MaxOutput < 0 || c.MaxOutput > lean.MaxOutput {
-		return Call{}, false
+	// Checked once, at the end, as cobra does.
+	if !lean.TimeoutOK(c.Timeout) || c.MaxOutput < 0 || c.MaxOutput > lean.MaxOutput {
+		return Call{}, nil, false
 	}
-	c.Name, c.Code = words[0], words[1]
 	// As the command line's client sends it, through a time.Duration: under
 	// a nanosecond is 0, the hub's default.
 	c.Timeout = time.Duration(c.Timeout * float64(time.Second)).Seconds()
-	return c, true
+	return c, words, true
+}
+
+// isFlag reports whether a is the long flag name, alone or with =VALUE.
+func isFlag(a, name string) bool {
+	return a == name || hasPrefix(a, name+"=")
+}
+
+// intFlag reads the number of the int flag name at args[i], written
+// `name N` or `name=N`, as pflag's IntVar does (strconv.ParseInt in base
+// 0, the next word whatever it is); i is then the index of its last word.
+func intFlag(args []string, i int, name string) (n, last int, ok bool) {
+	v := args[i][len(name):]
+	if v == "" {
+		if i++; i == len(args) {
+			return 0, i, false
+		}
+		v = args[i]
+	} else {
+		v = v[1:]
+	}
+	n64, err := strconv.ParseInt(v, 0, 64)
+	return int(n64), i, err == nil
 }
 
 // hasPrefix is strings.HasPrefix, which this package does not import (see

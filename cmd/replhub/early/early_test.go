@@ -80,6 +80,7 @@ func TestPlainExec(t *testing.T) {
 			if want.Name == "" {
 				want.Name, want.Code = tc.args[1], tc.args[2]
 			}
+			want.Op = opExec
 			assert.Equal(t, want, c, "%q", tc.args)
 		}
 		if w, wok := cobraReads(tc.args); ok || !goTestFlag(tc.args) {
@@ -109,34 +110,90 @@ func TestIsVersion(t *testing.T) {
 	}
 }
 
-// cobraReads is how package cli's exec reads args (pflag, with -t,
-// --json and --max-output as its only flags), and whether it takes them
-// as a plain exec: two words, neither empty, NAME not -, no `--`, and
-// seconds and a cap that its checks take; the seconds as its client sends
-// them (through a time.Duration).
+// cobraReads is how package cli's exec or wait reads args (pflag, with
+// -t, --json and --max-output, and wait's --cell), and whether early is
+// to take them: two words for exec (NAME not -), one for wait, neither
+// empty, no `--`, seconds and a cap that cli's checks take, and a cell
+// from 0 (the hub refuses others; early leaves them to cli, which says
+// so); the seconds as its client sends them (through a time.Duration).
 func cobraReads(args []string) (Call, bool) {
-	if len(args) == 0 || args[0] != "exec" {
+	if len(args) == 0 || (args[0] != opExec && args[0] != opWait) {
 		return Call{}, false
 	}
-	fs := pflag.NewFlagSet("exec", pflag.ContinueOnError)
+	fs := pflag.NewFlagSet(args[0], pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	timeout := fs.Float64P("timeout", "t", 30, "")
 	asJSON := fs.Bool("json", false, "")
 	maxOutput := fs.Int("max-output", 0, "")
+	cell, words := new(int), 2
+	if args[0] == opWait {
+		cell, words = fs.Int("cell", 0, ""), 1
+	}
 	if fs.Parse(args[1:]) != nil || fs.ArgsLenAtDash() >= 0 {
 		return Call{}, false
 	}
 	w := fs.Args()
-	if len(w) != 2 || w[0] == "" || w[1] == "" || w[0] == "-" || !(*timeout > 0 && *timeout <= 600) ||
-		*maxOutput < 0 || *maxOutput > hub.MaxReplyCap {
+	if len(w) != words || w[0] == "" || w[0] == "-" || w[words-1] == "" || !(*timeout > 0 && *timeout <= 600) ||
+		*maxOutput < 0 || *maxOutput > hub.MaxReplyCap || *cell < 0 {
 		return Call{}, false
 	}
-	return Call{Name: w[0], Code: w[1], Timeout: time.Duration(*timeout * float64(time.Second)).Seconds(), JSON: *asJSON, MaxOutput: *maxOutput}, true
+	c := Call{Op: args[0], Name: w[0], Timeout: time.Duration(*timeout * float64(time.Second)).Seconds(), JSON: *asJSON, MaxOutput: *maxOutput, Cell: *cell}
+	if words == 2 {
+		c.Code = w[1]
+	}
+	return c, true
+}
+
+func TestPlainWait(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+		want Call // Op and Name are wait and args[1], or as given
+	}{
+		{[]string{"wait", "s"}, true, Call{Timeout: 30}},
+		{[]string{"wait", "lab@gw", "-t", "120"}, true, Call{Timeout: 120}},
+		{[]string{"wait", "s", "--cell", "7", "--json"}, true, Call{Timeout: 30, Cell: 7, JSON: true}},
+		{[]string{"wait", "--cell=0x10", "s", "--max-output=100"}, true, Call{Name: "s", Timeout: 30, Cell: 16, MaxOutput: 100}},
+		{[]string{"wait", "s", "--cell", "0"}, true, Call{Timeout: 30}},
+		{[]string{"wait", "s", "-t5", "--cell", "3", "--cell", "4"}, true, Call{Timeout: 5, Cell: 4}}, // the last counts
+		{[]string{"wait", "s", "--cell", "-1"}, false, Call{}},
+		{[]string{"wait", "s", "--cell"}, false, Call{}},
+		{[]string{"wait", "s", "--cell", "x"}, false, Call{}},
+		{[]string{"wait", "s", "--cell", "--json"}, false, Call{}}, // --json is its value
+		{[]string{"wait", "s", "--max-output", "2000001"}, false, Call{}},
+		{[]string{"wait", "s", "-t", "0"}, false, Call{}},
+		{[]string{"wait", "s", "x"}, false, Call{}}, // one name only
+		{[]string{"wait"}, false, Call{}},
+		{[]string{"wait", ""}, false, Call{}},
+		{[]string{"wait", "-"}, false, Call{}},
+		{[]string{"wait", "--", "s"}, false, Call{}},
+		{[]string{"wait", "s", "--no-wait"}, false, Call{}},
+		{[]string{"exec", "s", "x", "--cell", "1"}, false, Call{}}, // not exec's
+	} {
+		c, ok := PlainWait(tc.args)
+		assert.Equal(t, tc.ok, ok, "%q", tc.args)
+		if ok {
+			want := tc.want
+			if want.Name == "" {
+				want.Name = tc.args[1]
+			}
+			want.Op = opWait
+			assert.Equal(t, want, c, "%q", tc.args)
+		}
+		w, wok := cobraReads(tc.args)
+		assert.Equal(t, wok, ok, "%q: as cobra reads it", tc.args)
+		assert.Equal(t, w, c, "%q: as cobra reads it", tc.args)
+		if _, isExec := PlainExec(tc.args); isExec {
+			t.Errorf("%q: PlainExec takes it too", tc.args)
+		}
+	}
 }
 
 // Whatever the arguments, PlainExec takes exactly what cobra would read
-// as `exec NAME CODE` with at most -t, --json and --max-output, and reads
-// the same from them; but for go test's flags, which pflag skips.
+// as `exec NAME CODE` with at most -t, --json and --max-output, and
+// PlainWait what it would read as `wait NAME` with those and --cell, and
+// each reads the same from them; but for go test's flags, which pflag
+// skips.
 func FuzzPlainExec(f *testing.F) {
 	f.Add("exec", "s", "1+1", "", "")
 	f.Add("exec", "s", "-", "-t", "5")
@@ -150,12 +207,17 @@ func FuzzPlainExec(f *testing.F) {
 	f.Add("exec", "s", "x", "-test.v", "")
 	f.Add("exec", "s", "x", "--max-output", "0b101")
 	f.Add("exec", "--max-output=2_000_000", "s", "x", "--max-output=-0")
+	f.Add("wait", "s", "--cell", "0o17", "-t.5")
+	f.Add("wait", "--cell=3", "--json=1", "s", "")
 	f.Fuzz(func(t *testing.T, a, b, c, d, e string) {
 		for _, args := range [][]string{{a}, {a, b}, {a, b, c}, {a, b, c, d}, {a, b, c, d, e}} {
 			got, ok := PlainExec(args)
+			if !ok {
+				got, ok = PlainWait(args)
+			}
 			want, wok := cobraReads(args)
 			if (ok || !goTestFlag(args)) && (ok != wok || got != want) {
-				t.Fatalf("PlainExec(%q) = %+v, %v; cobra reads %+v, %v", args, got, ok, want, wok)
+				t.Fatalf("PlainExec or PlainWait(%q) = %+v, %v; cobra reads %+v, %v", args, got, ok, want, wok)
 			}
 		}
 	})
@@ -165,5 +227,6 @@ func FuzzPlainExec(f *testing.F) {
 func TestOps(t *testing.T) {
 	assert.Equal(t, wire.OpExec, opExec)
 	assert.Equal(t, wire.OpInterrupt, opInterrupt)
+	assert.Equal(t, wire.OpWait, opWait)
 	assert.Equal(t, hub.MaxReplyCap, lean.MaxOutput)
 }

@@ -63,7 +63,7 @@ func fakeHub(t *testing.T, replies ...wire.Reply) (func(string) string, <-chan [
 
 func run(getenv func(string) string, code, stdin string) (*Sent, int, string, string) {
 	var out, errb bytes.Buffer
-	s, exit := exec(Call{Name: "s", Code: code, Timeout: 30}, stdio{strings.NewReader(stdin), &out, &errb, getenv})
+	s, exit := exec(Call{Op: opExec, Name: "s", Code: code, Timeout: 30}, stdio{strings.NewReader(stdin), &out, &errb, getenv})
 	return s, exit, out.String(), errb.String()
 }
 
@@ -85,7 +85,7 @@ func TestExecPlain(t *testing.T) {
 func TestExecJSON(t *testing.T) {
 	getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Exit: 0, Text: "{\n  \"session\": \"s\"\n}\n"}})
 	var out, errb bytes.Buffer
-	s, exit := exec(Call{Name: "s", Code: "1+1", Timeout: 5, JSON: true}, stdio{strings.NewReader(""), &out, &errb, getenv})
+	s, exit := exec(Call{Op: opExec, Name: "s", Code: "1+1", Timeout: 5, JSON: true}, stdio{strings.NewReader(""), &out, &errb, getenv})
 	assert.Nil(t, s)
 	assert.Equal(t, 0, exit)
 	assert.Equal(t, "{\n  \"session\": \"s\"\n}\n", out.String())
@@ -119,7 +119,7 @@ func TestExecMaxOutput(t *testing.T) {
 	getenv, got := fakeHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv, Message: "new"}},
 		wire.Reply{Plain: &wire.Plain{Text: "[created session 's']\n"}})
 	var out, errb bytes.Buffer
-	s, exit := exec(Call{Name: "s", Code: "1", Timeout: 30, MaxOutput: 40}, stdio{strings.NewReader(""), &out, &errb, getenv})
+	s, exit := exec(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30, MaxOutput: 40}, stdio{strings.NewReader(""), &out, &errb, getenv})
 	assert.Nil(t, s)
 	assert.Equal(t, 0, exit)
 	reqs := <-got
@@ -128,6 +128,28 @@ func TestExecMaxOutput(t *testing.T) {
 		assert.Equal(t, 40, req.MaxOutput)
 		assert.True(t, req.Plain)
 	}
+}
+
+// A wait goes as the hub's wait, with its cell; its plain reply is
+// printed with the hub's exit code. It is never sent again with the
+// caller's environment: a hub that asks for it is cli's to answer.
+func TestExecWait(t *testing.T) {
+	getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Exit: 3, Text: "[cell 4 queued]\n"}})
+	var out, errb bytes.Buffer
+	s, exit := exec(Call{Op: opWait, Name: "s", Timeout: 5, Cell: 4, MaxOutput: 10}, stdio{strings.NewReader(""), &out, &errb, getenv})
+	assert.Nil(t, s)
+	assert.Equal(t, 3, exit)
+	assert.Equal(t, "[cell 4 queued]\n", out.String())
+	reqs := <-got
+	require.Len(t, reqs, 1)
+	assert.Equal(t, wire.Request{V: wire.Version, Op: wire.OpWait, Name: "s", Timeout: 5, Cell: 4, MaxOutput: 10, Plain: true}, reqs[0])
+
+	getenv, got = fakeHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv}}, wire.Reply{Plain: &wire.Plain{}})
+	s, exit = exec(Call{Op: opWait, Name: "s", Timeout: 30}, stdio{strings.NewReader(""), &out, &errb, getenv})
+	require.NotNil(t, s)
+	assert.Equal(t, -1, exit)
+	assert.Contains(t, string(s.Line), `"need_env"`)
+	assert.Len(t, <-got, 1)
 }
 
 // What exec cannot print goes to package cli: the reply line, or none
@@ -166,13 +188,13 @@ func TestExecLeavesItAllToCLI(t *testing.T) {
 	}
 	in := strings.NewReader("code")
 	var out, errb bytes.Buffer
-	s, exit := exec(Call{Name: "s", Code: "-", Timeout: 30}, stdio{in, &out, &errb, getenv})
+	s, exit := exec(Call{Op: opExec, Name: "s", Code: "-", Timeout: 30}, stdio{in, &out, &errb, getenv})
 	assert.Nil(t, s)
 	assert.Equal(t, -1, exit)
 	assert.Equal(t, 4, in.Len(), "stdin untouched")
 
 	require.NoError(t, os.Mkdir(filepath.Join(rt, "replhub"), 0o755))
-	s, exit = exec(Call{Name: "s", Code: "1", Timeout: 30}, stdio{in, &out, &errb, getenv})
+	s, exit = exec(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30}, stdio{in, &out, &errb, getenv})
 	assert.Nil(t, s)
 	assert.Equal(t, -1, exit)
 	assert.Empty(t, out.String()+errb.String())

@@ -47,15 +47,43 @@ func (e *Env) Exec(ctx context.Context, name, code string, eo client.ExecOptions
 	return e.PrintResult(res, asJSON)
 }
 
-// Resume finishes a plain exec that package early took in its init: s
-// Unsent, the hub did not get it (its Code is what standard input held,
-// for `-`); else s.Line is the hub's reply, nil when the hub closed the
-// connection before it. A reply that says nothing ran (the session is to
-// be made with the caller's folder and environment, or a password) has
-// the exec sent again the whole way.
+// Wait collects cell (0: whichever) of session name, waiting up to
+// timeout, and prints it; Ctrl-C interrupts the cell.
+func (e *Env) Wait(ctx context.Context, name string, cell int, timeout time.Duration, maxOutput int, asJSON bool) error {
+	ctx, c, stop, err := e.Blocking(ctx, name)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	res, err := c.WaitCell(ctx, name, cell, timeout, maxOutput, e.FanProgress())
+	e.ClearFanProgress()
+	if err != nil {
+		return err
+	}
+	return e.printWait(res, asJSON)
+}
+
+// printWait prints a wait's result: as any result, but that a queued
+// cell, which has not even started, exits as still running.
+func (e *Env) printWait(res *wire.Result, asJSON bool) error {
+	err := e.PrintResult(res, asJSON)
+	e.Code = res.WaitExitCode()
+	return err
+}
+
+// Resume finishes a plain exec or wait that package early took in its
+// init: s Unsent, the hub did not get it (its Code is what standard input
+// held, for `-`); else s.Line is the hub's reply, nil when the hub closed
+// the connection before it. A reply that says nothing ran (the session is
+// to be made with the caller's folder and environment, or a password) has
+// the call sent again the whole way.
 func (e *Env) Resume(ctx context.Context, s *early.Sent) error {
+	timeout := time.Duration(s.Timeout * float64(time.Second))
 	again := func() error {
-		return e.Exec(ctx, s.Name, s.Code, client.ExecOptions{Timeout: time.Duration(s.Timeout * float64(time.Second)), MaxOutput: s.MaxOutput}, s.JSON, true)
+		if s.Op == wire.OpWait {
+			return e.Wait(ctx, s.Name, s.Cell, timeout, s.MaxOutput, s.JSON)
+		}
+		return e.Exec(ctx, s.Name, s.Code, client.ExecOptions{Timeout: timeout, MaxOutput: s.MaxOutput}, s.JSON, true)
 	}
 	if s.Unsent {
 		return again()
@@ -80,6 +108,9 @@ func (e *Env) Resume(ctx context.Context, s *early.Sent) error {
 	}
 	if rep.Result == nil {
 		return errors.New("client: malformed reply from hub: no result")
+	}
+	if s.Op == wire.OpWait {
+		return e.printWait(rep.Result, s.JSON)
 	}
 	return e.PrintResult(rep.Result, s.JSON)
 }

@@ -65,3 +65,16 @@ func TestResumeJSON(t *testing.T) {
 		assert.Empty(t, errb.String())
 	}
 }
+
+// A wait handed on prints as the whole wait does: a queued cell's result
+// (from a hub that does not know "plain" on a wait) exits as still running.
+func TestResumeWait(t *testing.T) {
+	var b, out, errb bytes.Buffer
+	res := &wire.Result{Session: "s", Cell: 4, Status: wire.StatusQueued, Ahead: 1}
+	require.NoError(t, wire.Write(&b, wire.Reply{V: wire.Version, Result: res}))
+	e := New(IO{Out: &out, Err: &errb}, func(string) string { return "" })
+	code := e.Finish(e.Resume(context.Background(), &early.Sent{Call: early.Call{Op: wire.OpWait, Name: "s", Timeout: 30}, Line: b.Bytes()}))
+	assert.Equal(t, ExitRunning, code)
+	assert.Equal(t, res.Text(), out.String())
+	assert.Empty(t, errb.String())
+}
