@@ -138,15 +138,6 @@ func checkTimeout(t float64) error {
 	return nil
 }
 
-// blocking prepares a call that waits on session name's cell: it checks
-// the timeout, and makes Ctrl-C interrupt the cell. Call stop when done.
-func (e *env) blocking(ctx context.Context, timeout float64, name string) (context.Context, *client.Client, func(), error) {
-	if err := checkTimeout(timeout); err != nil {
-		return nil, nil, nil, err
-	}
-	return e.Blocking(ctx, name)
-}
-
 func runExec(ctx context.Context, e *env, o *execOptions) error {
 	if err := checkMaxOutput(o.maxOutput); err != nil {
 		return err
