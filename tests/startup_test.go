@@ -98,10 +98,10 @@ func assertEarly(t *testing.T, stderr string) {
 }
 
 // A plain `replhub exec NAME CODE` (CODE - for stdin), with -t,
-// --max-output or not, whose output goes to a program runs from package
-// early's init, before the inits of what only the hub, MCP and ssh need;
-// the same call with another flag goes through cobra, and all print and
-// exit alike.
+// --max-output, --no-wait, --queue or not, whose output goes to a program
+// runs from package early's init, before the inits of what only the hub,
+// MCP and ssh need; the same call with another flag goes through cobra,
+// and all print and exit alike.
 func TestPlainExecSkipsHeavyInits(t *testing.T) {
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
@@ -113,7 +113,7 @@ func TestPlainExecSkipsHeavyInits(t *testing.T) {
 	}{{"x + 1", "", "", 0}, {"-", "x + 1", "", 0}, {"print('hi'); 1/0", "", "hi\n", 1}} {
 		plain := e.RunInput(c.stdin, "exec", "s", c.code)
 		timed := e.RunInput(c.stdin, "exec", "-t", "20", "s", c.code)
-		flagged := e.RunInput(c.stdin, "exec", "s", c.code, "--queue")
+		flagged := e.RunInput(c.stdin, "exec", "s", c.code, "--fanout", "4")
 		for _, r := range []hubtest.Result{plain, timed, flagged} {
 			assert.Equal(t, c.exit, r.Code, "%s", r)
 		}
@@ -138,8 +138,19 @@ func TestPlainExecSkipsHeavyInits(t *testing.T) {
 	require.Equal(t, 0, capped.Code, "%s", capped)
 	assertEarly(t, capped.Stderr)
 	assert.Equal(t, strings.Repeat("a", 50)+"\n[... 901 characters left out ...]\n"+strings.Repeat("z", 49)+"\n", capped.Stdout)
-	viaCobra := e.Run("exec", "s", `print("a" * 500 + "z" * 500)`, "--max-output", "100", "--queue")
+	viaCobra := e.Run("exec", "s", `print("a" * 500 + "z" * 500)`, "--max-output", "100", "--fanout", "4")
 	assert.Equal(t, capped.Stdout, viaCobra.Stdout)
+	// --no-wait and --queue too: a cell started, one queued behind it.
+	started := e.Run("exec", "s", "import time; time.sleep(1)", "--no-wait")
+	queued := e.Run("exec", "s", "x + 2", "--queue")
+	for _, r := range []hubtest.Result{started, queued} {
+		assert.Equal(t, 0, r.Code, "%s", r)
+		assertEarly(t, r.Stderr)
+	}
+	assert.Regexp(t, `^\[cell \d+ started: `, started.Stdout)
+	m := regexp.MustCompile(`^\[cell (\d+) queued, `).FindStringSubmatch(queued.Stdout)
+	require.NotNil(t, m, "%s", queued)
+	assert.Regexp(t, `Out\[\d+\]: 3\n$`, e.Run("wait", "s", "--cell", m[1]).Stdout)
 	// A new session, made from early's init too, in the caller's folder.
 	fresh := e.Run("exec", "fresh", "import os; os.getcwd()")
 	require.Equal(t, 0, fresh.Code, "%s", fresh)
@@ -149,7 +160,7 @@ func TestPlainExecSkipsHeavyInits(t *testing.T) {
 	// --json too, printing what the whole command line prints (numbers
 	// aside: cell numbers, durations).
 	asJSON := e.Run("exec", "s", "x + 1", "--json")
-	whole := e.Run("exec", "s", "x + 1", "--json", "--queue")
+	whole := e.Run("exec", "s", "x + 1", "--json", "--fanout", "4")
 	require.Equal(t, 0, asJSON.Code, "%s", asJSON)
 	assertEarly(t, asJSON.Stderr)
 	number := regexp.MustCompile(`-?\d+(\.\d+)?(e-?\d+)?`)
@@ -165,7 +176,7 @@ func TestPlainExecSkipsHeavyInits(t *testing.T) {
 	assertEarly(t, slow.Stderr)
 	e.Run("interrupt", "fresh")
 	// An error of replhub's own: the same line, the same exit code.
-	for _, args := range [][]string{{"exec", "s/x", "1"}, {"exec", "s/x", "1", "-t", "30"}, {"exec", "s/x", "1", "--max-output", "10000"}, {"exec", "s/x", "1", "--queue"}} {
+	for _, args := range [][]string{{"exec", "s/x", "1"}, {"exec", "s/x", "1", "-t", "30"}, {"exec", "s/x", "1", "--max-output", "10000"}, {"exec", "s/x", "1", "--fanout", "4"}} {
 		r := e.Run(args...)
 		assert.Equal(t, 2, r.Code, "%s", r)
 		assert.Contains(t, r.Stderr, "\nreplhub: ", "%s", r)

@@ -78,7 +78,8 @@ func FuzzWriteRequestAsMarshal(f *testing.F) {
 		if v >= 0 {
 			v = Version // the plain path takes only its own version
 		}
-		req := Request{V: v, Op: op, Name: name, Code: code, Timeout: timeout, Stream: stream, Plain: cell%2 == 1, JSON: cell%3 == 1, Cell: cell / 4, MaxOutput: maxOutput}
+		req := Request{V: v, Op: op, Name: name, Code: code, Timeout: timeout, Stream: stream, Plain: cell%2 == 1, JSON: cell%3 == 1, Cell: cell / 4, MaxOutput: maxOutput,
+			NoWait: cell%5 == 1, Queue: cell%7 == 1}
 		if cell%4 >= 2 {
 			req.Cwd, req.Env = name+code, []string{code, name}
 		}

@@ -50,11 +50,11 @@ func plain(req *Request) (lean.Request, bool) {
 	if req.V != lean.Protocol {
 		return lean.Request{}, false
 	}
-	p := lean.Request{Op: req.Op, Name: req.Name, Code: req.Code, Timeout: req.Timeout, Cell: req.Cell, Cwd: req.Cwd, Env: req.Env,
-		MaxOutput: req.MaxOutput, Stream: req.Stream, Plain: req.Plain, JSON: req.JSON}
+	p := lean.Request{Op: req.Op, Name: req.Name, Code: req.Code, Timeout: req.Timeout, NoWait: req.NoWait, Cell: req.Cell,
+		Queue: req.Queue, Cwd: req.Cwd, Env: req.Env, MaxOutput: req.MaxOutput, Stream: req.Stream, Plain: req.Plain, JSON: req.JSON}
 	rest := *req
-	rest.V, rest.Op, rest.Name, rest.Code, rest.Timeout, rest.Cell, rest.Cwd, rest.Env = 0, "", "", "", 0, 0, "", nil
-	rest.MaxOutput, rest.Stream, rest.Plain, rest.JSON = 0, false, false, false
+	rest.V, rest.Op, rest.Name, rest.Code, rest.Timeout, rest.NoWait, rest.Cell, rest.Queue = 0, "", "", "", 0, false, 0, false
+	rest.Cwd, rest.Env, rest.MaxOutput, rest.Stream, rest.Plain, rest.JSON = "", nil, 0, false, false, false
 	return p, reflect.ValueOf(&rest).Elem().IsZero()
 }
 

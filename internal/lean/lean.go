@@ -134,7 +134,9 @@ type Request struct {
 	Name      string
 	Code      string
 	Timeout   float64
+	NoWait    bool
 	Cell      int
+	Queue     bool
 	Cwd       string
 	Env       []string
 	MaxOutput int
@@ -163,8 +165,14 @@ func AppendRequest(b []byte, req Request) ([]byte, bool) {
 	if req.Timeout != 0 {
 		b = appendFloat(append(b, `,"timeout":`...), req.Timeout)
 	}
+	if req.NoWait {
+		b = append(b, `,"no_wait":true`...)
+	}
 	if req.Cell != 0 {
 		b = strconv.AppendInt(append(b, `,"cell":`...), int64(req.Cell), 10)
+	}
+	if req.Queue {
+		b = append(b, `,"queue":true`...)
 	}
 	if req.Cwd != "" {
 		b = AppendString(append(b, `,"cwd":`...), req.Cwd)

@@ -1,7 +1,7 @@
 // Package early answers the commonest calls from its init function:
 // `replhub --version`, and a plain `replhub exec NAME CODE` (with -t SECS,
-// --json and --max-output N or not) or `replhub wait NAME` (with those and
-// --cell N or not) whose output goes to a program (neither standard output nor
+// --json, --max-output N, --no-wait and --queue or not) or `replhub wait
+// NAME` (with -t, --json, --max-output and --cell N or not) whose output goes to a program (neither standard output nor
 // standard error is a terminal) and whose session runs. Go runs every package's init before
 // main, and those of the packages that only the hub, the MCP server and
 // ssh need (net/http, JSON schemas, x/crypto/ssh, x509, encoding/gob) are
@@ -45,6 +45,8 @@ type Call struct {
 	MaxOutput int
 	// Cell is a wait's --cell; 0, whichever, when not given.
 	Cell int
+	// NoWait and Queue are an exec's --no-wait and --queue.
+	NoWait, Queue bool
 }
 
 // Sent is a plain call that init took and did not finish.
@@ -120,8 +122,8 @@ func exec(call Call, std stdio) (*Sent, int) {
 	}
 	// --json asks for JSON without "plain": a hub too old to know it
 	// answers with the whole result, which package cli prints as JSON.
-	r := lean.Request{Op: call.Op, Name: name, Code: call.Code, Timeout: call.Timeout, Cell: call.Cell,
-		MaxOutput: call.MaxOutput, Plain: !call.JSON, JSON: call.JSON}
+	r := lean.Request{Op: call.Op, Name: name, Code: call.Code, Timeout: call.Timeout, NoWait: call.NoWait, Cell: call.Cell,
+		Queue: call.Queue, MaxOutput: call.MaxOutput, Plain: !call.JSON, JSON: call.JSON}
 	sent := &Sent{Call: call}
 	var disarm func()
 	defer func() {
@@ -208,10 +210,11 @@ func IsVersion(args []string) bool {
 
 // PlainExec reports whether args are `exec NAME CODE`, CODE being `-`
 // for standard input, with no flag but -t (its seconds, else
-// lean.DefaultTimeout), --json and --max-output, written anywhere after
-// exec in any of the ways cobra takes them: -t S, -tS, -t=S, --timeout S,
-// --timeout=S; --json, --json=BOOL; --max-output N, --max-output=N; the
-// last one counting. Any other argument that starts with - (so `--` too),
+// lean.DefaultTimeout), --json, --max-output, --no-wait and --queue,
+// written anywhere after exec in any of the ways cobra takes them: -t S,
+// -tS, -t=S, --timeout S, --timeout=S; --json, --json=BOOL (so too
+// --no-wait and --queue); --max-output N, --max-output=N; the last one
+// counting. Any other argument that starts with - (so `--` too),
 // an empty argument, or a value that cobra would refuse
 // (strconv.ParseFloat and lean.TimeoutOK, strconv.ParseBool,
 // strconv.ParseInt in base 0 and 0 to lean.MaxOutput) leave the call to
@@ -220,7 +223,7 @@ func PlainExec(args []string) (Call, bool) {
 	if len(args) < 3 || args[0] != opExec {
 		return Call{}, false
 	}
-	c, words, ok := plainFlags(args[1:], false)
+	c, words, ok := plainFlags(args[1:], opExec)
 	if !ok || len(words) != 2 || words[0] == "" || words[1] == "" || words[0] == "-" {
 		return Call{}, false
 	}
@@ -228,14 +231,14 @@ func PlainExec(args []string) (Call, bool) {
 	return c, true
 }
 
-// PlainWait reports whether args are `wait NAME` with no flag but those
-// PlainExec takes and --cell (--cell N, --cell=N; a number cobra takes,
-// from 0), as PlainExec says.
+// PlainWait reports whether args are `wait NAME` with no flag but -t,
+// --json, --max-output and --cell (--cell N, --cell=N; a number cobra
+// takes, from 0), as PlainExec says.
 func PlainWait(args []string) (Call, bool) {
 	if len(args) < 2 || args[0] != opWait {
 		return Call{}, false
 	}
-	c, words, ok := plainFlags(args[1:], true)
+	c, words, ok := plainFlags(args[1:], opWait)
 	if !ok || len(words) != 1 || words[0] == "" || words[0] == "-" || c.Cell < 0 {
 		return Call{}, false
 	}
@@ -243,19 +246,25 @@ func PlainWait(args []string) (Call, bool) {
 	return c, true
 }
 
-// plainFlags reads args, those after the command's word, as PlainExec
-// says: the flags, and --cell when cell is set, into c, and the words.
-func plainFlags(args []string, cell bool) (c Call, words []string, ok bool) {
+// plainFlags reads args, those after the command op's word, as PlainExec
+// says: the flags op takes into c, and the words.
+func plainFlags(args []string, op string) (c Call, words []string, ok bool) {
 	c.Timeout = lean.DefaultTimeout
 	for i := 0; i < len(args); i++ {
 		a, secs := args[i], ""
 		switch {
-		case a == "--json":
-			c.JSON = true
+		case isFlag(a, "--json"):
+			if c.JSON, ok = boolFlag(a, "--json"); !ok {
+				return Call{}, nil, false
+			}
 			continue
-		case hasPrefix(a, "--json="):
-			var err error
-			if c.JSON, err = strconv.ParseBool(a[len("--json="):]); err != nil {
+		case op == opExec && isFlag(a, "--no-wait"):
+			if c.NoWait, ok = boolFlag(a, "--no-wait"); !ok {
+				return Call{}, nil, false
+			}
+			continue
+		case op == opExec && isFlag(a, "--queue"):
+			if c.Queue, ok = boolFlag(a, "--queue"); !ok {
 				return Call{}, nil, false
 			}
 			continue
@@ -264,7 +273,7 @@ func plainFlags(args []string, cell bool) (c Call, words []string, ok bool) {
 				return Call{}, nil, false
 			}
 			continue
-		case cell && isFlag(a, "--cell"):
+		case op == opWait && isFlag(a, "--cell"):
 			if c.Cell, i, ok = intFlag(args, i, "--cell"); !ok {
 				return Call{}, nil, false
 			}
@@ -304,6 +313,16 @@ func plainFlags(args []string, cell bool) (c Call, words []string, ok bool) {
 // isFlag reports whether a is the long flag name, alone or with =VALUE.
 func isFlag(a, name string) bool {
 	return a == name || hasPrefix(a, name+"=")
+}
+
+// boolFlag reads the bool flag name written a: true alone, else its
+// =VALUE as pflag reads it (strconv.ParseBool).
+func boolFlag(a, name string) (v, ok bool) {
+	if a == name {
+		return true, true
+	}
+	v, err := strconv.ParseBool(a[len(name)+1:])
+	return v, err == nil
 }
 
 // intFlag reads the number of the int flag name at args[i], written

@@ -60,7 +60,14 @@ func TestPlainExec(t *testing.T) {
 		{[]string{"exec", "s", "x", "--max-output"}, false, Call{}},
 		{[]string{"exec", "s", "x", "--max-output="}, false, Call{}},
 		{[]string{"exec", "s", "x", "--max-outputs=5"}, false, Call{}},
-		{[]string{"exec", "s", "x", "--no-wait"}, false, Call{}},
+		{[]string{"exec", "s", "x", "--no-wait"}, true, Call{Timeout: 30, NoWait: true}},
+		{[]string{"exec", "--queue", "s", "x", "--json"}, true, Call{Name: "s", Code: "x", Timeout: 30, Queue: true, JSON: true}},
+		{[]string{"exec", "s", "x", "--queue=t", "--no-wait=0"}, true, Call{Timeout: 30, Queue: true}},
+		{[]string{"exec", "s", "x", "--queue="}, false, Call{}},
+		{[]string{"exec", "s", "x", "--no-wait=maybe"}, false, Call{}},
+		{[]string{"exec", "s", "x", "--no-wait", "true"}, false, Call{}}, // a third word
+		{[]string{"exec", "s", "x", "--python", "p"}, false, Call{}},
+		{[]string{"exec", "s", "x", "--fanout", "4"}, false, Call{}},
 		{[]string{"exec", "s", "x", "-tq"}, false, Call{}},
 		{[]string{"exec", "-", "x"}, false, Call{}},
 		{[]string{"exec", "s", "-1"}, false, Call{}}, // cobra reads it as a flag
@@ -111,7 +118,8 @@ func TestIsVersion(t *testing.T) {
 }
 
 // cobraReads is how package cli's exec or wait reads args (pflag, with
-// -t, --json and --max-output, and wait's --cell), and whether early is
+// -t, --json and --max-output, exec's --no-wait and --queue, and wait's
+// --cell), and whether early is
 // to take them: two words for exec (NAME not -), one for wait, neither
 // empty, no `--`, seconds and a cap that cli's checks take, and a cell
 // from 0 (the hub refuses others; early leaves them to cli, which says
@@ -126,8 +134,11 @@ func cobraReads(args []string) (Call, bool) {
 	asJSON := fs.Bool("json", false, "")
 	maxOutput := fs.Int("max-output", 0, "")
 	cell, words := new(int), 2
+	noWait, queue := new(bool), new(bool)
 	if args[0] == opWait {
 		cell, words = fs.Int("cell", 0, ""), 1
+	} else {
+		noWait, queue = fs.Bool("no-wait", false, ""), fs.Bool("queue", false, "")
 	}
 	if fs.Parse(args[1:]) != nil || fs.ArgsLenAtDash() >= 0 {
 		return Call{}, false
@@ -137,7 +148,8 @@ func cobraReads(args []string) (Call, bool) {
 		*maxOutput < 0 || *maxOutput > hub.MaxReplyCap || *cell < 0 {
 		return Call{}, false
 	}
-	c := Call{Op: args[0], Name: w[0], Timeout: time.Duration(*timeout * float64(time.Second)).Seconds(), JSON: *asJSON, MaxOutput: *maxOutput, Cell: *cell}
+	c := Call{Op: args[0], Name: w[0], Timeout: time.Duration(*timeout * float64(time.Second)).Seconds(), JSON: *asJSON,
+		MaxOutput: *maxOutput, Cell: *cell, NoWait: *noWait, Queue: *queue}
 	if words == 2 {
 		c.Code = w[1]
 	}
@@ -168,6 +180,7 @@ func TestPlainWait(t *testing.T) {
 		{[]string{"wait", "-"}, false, Call{}},
 		{[]string{"wait", "--", "s"}, false, Call{}},
 		{[]string{"wait", "s", "--no-wait"}, false, Call{}},
+		{[]string{"wait", "s", "--queue"}, false, Call{}},
 		{[]string{"exec", "s", "x", "--cell", "1"}, false, Call{}}, // not exec's
 	} {
 		c, ok := PlainWait(tc.args)
@@ -190,8 +203,9 @@ func TestPlainWait(t *testing.T) {
 }
 
 // Whatever the arguments, PlainExec takes exactly what cobra would read
-// as `exec NAME CODE` with at most -t, --json and --max-output, and
-// PlainWait what it would read as `wait NAME` with those and --cell, and
+// as `exec NAME CODE` with at most -t, --json, --max-output, --no-wait
+// and --queue, and PlainWait what it would read as `wait NAME` with at
+// most -t, --json, --max-output and --cell, and
 // each reads the same from them; but for go test's flags, which pflag
 // skips.
 func FuzzPlainExec(f *testing.F) {
@@ -209,6 +223,7 @@ func FuzzPlainExec(f *testing.F) {
 	f.Add("exec", "--max-output=2_000_000", "s", "x", "--max-output=-0")
 	f.Add("wait", "s", "--cell", "0o17", "-t.5")
 	f.Add("wait", "--cell=3", "--json=1", "s", "")
+	f.Add("exec", "--no-wait", "s", "x", "--queue=F")
 	f.Fuzz(func(t *testing.T, a, b, c, d, e string) {
 		for _, args := range [][]string{{a}, {a, b}, {a, b, c}, {a, b, c, d}, {a, b, c, d, e}} {
 			got, ok := PlainExec(args)

@@ -113,19 +113,21 @@ func TestExecNeedEnv(t *testing.T) {
 	assert.Equal(t, "x = 1", reqs[1].Code)
 }
 
-// --max-output goes with the exec, and again with the caller's folder
-// and environment for a new session.
-func TestExecMaxOutput(t *testing.T) {
+// --max-output, --no-wait and --queue go with the exec, and again with
+// the caller's folder and environment for a new session.
+func TestExecFlags(t *testing.T) {
 	getenv, got := fakeHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv, Message: "new"}},
 		wire.Reply{Plain: &wire.Plain{Text: "[created session 's']\n"}})
 	var out, errb bytes.Buffer
-	s, exit := exec(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30, MaxOutput: 40}, stdio{strings.NewReader(""), &out, &errb, getenv})
+	s, exit := exec(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30, MaxOutput: 40, NoWait: true, Queue: true}, stdio{strings.NewReader(""), &out, &errb, getenv})
 	assert.Nil(t, s)
 	assert.Equal(t, 0, exit)
 	reqs := <-got
 	require.Len(t, reqs, 2)
 	for _, req := range reqs {
 		assert.Equal(t, 40, req.MaxOutput)
+		assert.True(t, req.NoWait)
+		assert.True(t, req.Queue)
 		assert.True(t, req.Plain)
 	}
 }

@@ -83,7 +83,8 @@ func (e *Env) Resume(ctx context.Context, s *early.Sent) error {
 		if s.Op == wire.OpWait {
 			return e.Wait(ctx, s.Name, s.Cell, timeout, s.MaxOutput, s.JSON)
 		}
-		return e.Exec(ctx, s.Name, s.Code, client.ExecOptions{Timeout: timeout, MaxOutput: s.MaxOutput}, s.JSON, true)
+		eo := client.ExecOptions{Timeout: timeout, MaxOutput: s.MaxOutput, NoWait: s.NoWait, Queue: s.Queue}
+		return e.Exec(ctx, s.Name, s.Code, eo, s.JSON, !s.JSON && !s.NoWait && !s.Queue)
 	}
 	if s.Unsent {
 		return again()
