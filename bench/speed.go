@@ -100,13 +100,20 @@ func speedRows(w *world, n int) (rows []row, err error) {
 		rows = append(rows, row{fmt.Sprintf("`replhub exec s '1+1' %s`, warm (%s)", strings.Join(flag, " "), how), ms(flagged), "the plain exec " + ms(plain),
 			fmt.Sprintf("%.2fx", float64(flagged)/float64(plain)), ""})
 	}
-	// A wait on the idle session answers at once, from early's init too.
-	wait, plain, err := w.pair(n, []string{w.bin, "wait", "warm"}, []string{w.bin, "exec", "warm", "1+1"})
-	if err != nil {
-		return rows, err
+	// A wait on the idle session answers at once, from early's init too,
+	// and so does the list.
+	for _, c := range [][]string{{"wait", "warm"}, {"sessions"}} {
+		call, plain, err := w.pair(n, append([]string{w.bin}, c...), []string{w.bin, "exec", "warm", "1+1"})
+		if err != nil {
+			return rows, err
+		}
+		what := "`replhub wait s`, idle"
+		if c[0] == "sessions" {
+			what = "`replhub sessions`"
+		}
+		rows = append(rows, row{what + " (from early's init)", ms(call), "the plain exec " + ms(plain),
+			fmt.Sprintf("%.2fx", float64(call)/float64(plain)), ""})
 	}
-	rows = append(rows, row{"`replhub wait s`, idle (from early's init)", ms(wait), "the plain exec " + ms(plain),
-		fmt.Sprintf("%.2fx", float64(wait)/float64(plain)), ""})
 
 	// The session runs the same interpreter as the baseline: the start's
 	// own cost, not one interpreter's site-packages against another's.

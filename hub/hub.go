@@ -317,7 +317,14 @@ func (h *Hub) handle(ctx context.Context, req wire.Request, send func(wire.Reply
 		if req.Brief {
 			return wire.Reply{Sessions: h.list(true)}
 		}
-		return wire.Reply{Sessions: h.List()}
+		l := h.List()
+		if req.Plain || req.JSON {
+			// Package early's call: the text, or the JSON, it prints.
+			if p := l.Plain(req.Name, req.JSON); p != nil {
+				return wire.Reply{Plain: p}
+			}
+		}
+		return wire.Reply{Sessions: l}
 	case wire.OpPush, wire.OpPull:
 		return h.clientTransfer(req, next, send)
 	case wire.OpSwap:

@@ -238,6 +238,41 @@ func TestPlainWaitSkipsHeavyInits(t *testing.T) {
 	assert.Equal(t, printed[1], printed[0])
 }
 
+// `replhub sessions [NAME] [--json]` whose output goes to a program runs
+// from package early's init too, and prints what it prints through cobra
+// (with `--` before NAME, or at the end, which early leaves to it); of a
+// name it lacks, it says what the command line says.
+func TestPlainSessionsSkipsHeavyInits(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	require.Equal(t, 0, e.Run("exec", "s", "x = 1").Code)
+	require.Equal(t, 0, e.Run("exec", "t", "y = 2").Code)
+	e.Setenv("GODEBUG", "inittrace=1")
+	number := regexp.MustCompile(`\d+(\.\d+)?`)
+	for _, c := range []struct{ flags, name []string }{{nil, nil}, {nil, []string{"s"}}, {[]string{"--json"}, nil}, {[]string{"--json"}, []string{"t"}}} {
+		plain := e.Run(append(append([]string{"sessions"}, c.flags...), c.name...)...)
+		require.Equal(t, 0, plain.Code, "%s", plain)
+		assertEarly(t, plain.Stderr)
+		whole := e.Run(append(append(append([]string{"sessions"}, c.flags...), "--"), c.name...)...)
+		require.Equal(t, 0, whole.Code, "%s", whole)
+		assert.True(t, initsRun(whole.Stderr)["github.com/spf13/cobra"], "%s", whole)
+		assert.Equal(t, number.ReplaceAllString(whole.Stdout, "N"), number.ReplaceAllString(plain.Stdout, "N"), "%q %q", c.flags, c.name)
+		listed := func(name string) string { return `(?m)^` + name + `  pid |"name": "` + name + `"` }
+		if c.name == nil {
+			assert.Regexp(t, listed("s"), plain.Stdout)
+			assert.Regexp(t, listed("t"), plain.Stdout)
+		} else {
+			other := map[string]string{"s": "t", "t": "s"}[c.name[0]]
+			assert.Regexp(t, listed(c.name[0]), plain.Stdout)
+			assert.NotRegexp(t, listed(other), plain.Stdout, "narrowed to %s", c.name[0])
+		}
+	}
+	r := e.Run("sessions", "nosuch")
+	assert.Equal(t, 2, r.Code, "%s", r)
+	assert.Contains(t, r.Stderr, "\nreplhub: no session 'nosuch'\n", "%s", r)
+}
+
 // `replhub --version` (or -v) is answered from package early's init too,
 // with cobra's line; any other word beside it goes through cobra.
 func TestVersionSkipsHeavyInits(t *testing.T) {

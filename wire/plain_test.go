@@ -159,3 +159,26 @@ func TestPlainJSON(t *testing.T) {
 	assert.Equal(t, want.String(), p.Text)
 	assert.Contains(t, p.Text, "a\uFFFDb")
 }
+
+// A list goes plainly as `replhub sessions [NAME] [--json]` prints it
+// after reading it from a reply, and not at all for a name it lacks;
+// either way the hub's list is left as it was.
+func TestSessionListPlain(t *testing.T) {
+	l := &SessionList{Sessions: []SessionInfo{{Name: "a", State: "idle", Python: "3.12"}, {Name: "lab@h1", State: "idle"}, {Name: "lab@h2", State: "running"}},
+		Dead: []DeadInfo{{Name: "gone", Note: "it died"}}}
+	whole := *l
+	whole.Sessions = append([]SessionInfo(nil), l.Sessions...)
+
+	p := l.Plain("", false)
+	require.NotNil(t, p)
+	assert.Equal(t, Plain{Exit: ExitOK, Text: l.Text(false)}, *p)
+	var b bytes.Buffer
+	require.NoError(t, WriteJSON(&b, l))
+	assert.Equal(t, b.String(), l.Plain("", true).Text)
+
+	lab := &SessionList{Sessions: whole.Sessions[1:]}
+	assert.Equal(t, lab.Text(true), l.Plain("lab", false).Text, "a group's sessions, in detail")
+	assert.Nil(t, l.Plain("nosuch", false), "the command line says there is none")
+	assert.Nil(t, l.Plain("nosuch", true))
+	assert.Equal(t, whole, *l)
+}

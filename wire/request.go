@@ -44,7 +44,7 @@ func WriteRequest(w io.Writer, req Request) error {
 }
 
 // plain returns req as a lean.Request when it sets no other field: an
-// exec or a wait, the commonest requests, which lean writes as encoding/json would
+// exec, a wait or a list, the commonest requests, which lean writes as encoding/json would
 // (TestWriteRequestAsMarshal), without encoding/json's reflection.
 func plain(req *Request) (lean.Request, bool) {
 	if req.V != lean.Protocol {

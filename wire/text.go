@@ -70,19 +70,50 @@ func (r *Result) PlainJSON() *Plain {
 	if !r.printsAsText() {
 		return nil
 	}
-	b, err := json.Marshal(r)
-	if err != nil || len(b) > maxPlainJSON {
-		return nil
-	}
-	var back Result
-	if json.Unmarshal(b, &back) != nil {
+	back, ok := readBack(r)
+	if !ok {
 		return nil
 	}
 	var text strings.Builder
-	if WriteJSON(&text, &back) != nil || text.Len() > maxPlainJSON {
+	if WriteJSON(&text, back) != nil || text.Len() > maxPlainJSON {
 		return nil
 	}
 	return &Plain{Exit: r.ExitCode(), Text: text.String()}
+}
+
+// readBack is v as a client reads it from a reply: encoded and decoded
+// again; false if it cannot be, or its JSON is longer than a plain
+// reply may carry (maxPlainJSON).
+func readBack[T any](v *T) (*T, bool) {
+	b, err := json.Marshal(v)
+	if err != nil || len(b) > maxPlainJSON {
+		return nil, false
+	}
+	var back T
+	if json.Unmarshal(b, &back) != nil {
+		return nil, false
+	}
+	return &back, true
+}
+
+// Plain is l as `replhub sessions [NAME]` prints it (--json, asJSON): of
+// session name alone (Only) when name is set. It is nil when no session
+// is so named, which the command line says, or when l is too long for a
+// plain reply. l is left as it was.
+func (l *SessionList) Plain(name string, asJSON bool) *Plain {
+	back, ok := readBack(l)
+	if !ok || name != "" && !back.Only(name) {
+		return nil
+	}
+	var text strings.Builder
+	if asJSON {
+		if WriteJSON(&text, back) != nil || text.Len() > maxPlainJSON {
+			return nil
+		}
+	} else {
+		text.WriteString(back.Text(name != ""))
+	}
+	return &Plain{Exit: ExitOK, Text: text.String()}
 }
 
 // WriteJSON writes v as the CLI's --json prints it: indented JSON and a

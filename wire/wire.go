@@ -150,9 +150,9 @@ type Request struct {
 	// Stream, on an exec, asks for the cell's output as Event replies
 	// while it runs (attach.go).
 	Stream bool `json:"stream,omitempty"`
-	// Plain, on an exec or a wait, asks for the result as Reply.Plain
-	// where it can be: package early's call, which prints a text and
-	// exits.
+	// Plain, on an exec, a wait or a sessions, asks for the result (or
+	// the list, of Name alone when it is set) as Reply.Plain where it can
+	// be: package early's call, which prints a text and exits.
 	Plain bool `json:"plain,omitempty"`
 	// JSON is Plain for `replhub exec --json`: the Reply.Plain's text is
 	// the result as that prints it (Result.PlainJSON). It is asked for
@@ -178,8 +178,9 @@ const (
 // Notes, which may accompany any of them.
 type Reply struct {
 	V int `json:"v"`
-	// Plain is an exec's or a wait's result as the CLI prints it, for a
-	// request that asked (Request.Plain); it comes instead of Result.
+	// Plain is an exec's or a wait's result, or the session list, as the
+	// CLI prints it, for a request that asked (Request.Plain); it comes
+	// instead of Result or Sessions.
 	// lean.ParsePlain reads the line's bytes (internal/lean's tests pin
 	// them).
 	Plain    *Plain       `json:"plain,omitempty"`

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,7 +11,6 @@ import (
 	"github.com/replhub/replhub/cmd/replhub/cli/cmdenv"
 	"github.com/replhub/replhub/hub"
 	"github.com/replhub/replhub/internal/lean"
-	"github.com/replhub/replhub/wire"
 )
 
 type execOptions struct {
@@ -263,22 +261,7 @@ func newSessionsCmd(e *env) *cobra.Command {
 }
 
 func runSessions(ctx context.Context, e *env, o *sessionsOptions) error {
-	c, err := e.Client()
-	if err != nil {
-		return err
-	}
-	l, err := c.Sessions(ctx)
-	if err != nil {
-		return err
-	}
-	if o.name != "" && !l.Only(o.name) {
-		return fmt.Errorf("no session '%s'", o.name)
-	}
-	if o.json {
-		return wire.WriteJSON(e.IO.Out, l)
-	}
-	_, err = io.WriteString(e.IO.Out, l.Text(o.name != ""))
-	return err
+	return e.Sessions(ctx, o.name, o.json)
 }
 
 func newStartCmd(e *env) *cobra.Command {

@@ -1,8 +1,8 @@
 // Package early answers the commonest calls from its init function:
 // `replhub --version`, and a plain `replhub exec NAME CODE` (with -t SECS,
 // --json, --max-output N, --no-wait and --queue or not) or `replhub wait
-// NAME` (with -t, --json, --max-output and --cell N or not) whose output
-// goes to a program (neither standard output nor standard error is a
+// NAME` (with -t, --json, --max-output and --cell N or not) or `replhub
+// sessions [NAME]` (with --json or not) whose output goes to a program (neither standard output nor standard error is a
 // terminal) and whose session runs. Go runs every package's init before
 // main, and those of the packages that only the hub, the MCP server and
 // ssh need (net/http, JSON schemas, x/crypto/ssh, x509, encoding/gob) are
@@ -32,9 +32,10 @@ import (
 	"github.com/replhub/replhub/internal/lean"
 )
 
-// Call is a plain exec's or wait's arguments.
+// Call is a plain exec's, wait's or sessions' arguments.
 type Call struct {
-	// Op is the request's: "exec" or "wait" (wire.OpExec, wire.OpWait).
+	// Op is the request's: "exec", "wait" or "sessions" (wire.OpExec,
+	// wire.OpWait, wire.OpSessions).
 	Op string
 	// Code is an exec's.
 	Name, Code string
@@ -68,6 +69,7 @@ var Pending *Sent
 const (
 	opExec      = "exec"
 	opWait      = "wait"
+	opSessions  = "sessions"
 	opInterrupt = "interrupt"
 )
 
@@ -81,6 +83,9 @@ func init() {
 	call, ok := PlainExec(args)
 	if !ok {
 		call, ok = PlainWait(args)
+	}
+	if !ok {
+		call, ok = PlainSessions(args)
 	}
 	if !ok || !lean.Supported || lean.IsTerminal(1) || lean.IsTerminal(2) {
 		return
@@ -143,7 +148,9 @@ func exec(call Call, std stdio) (*Sent, int) {
 		if withEnv {
 			wait = armAfterNew
 		}
-		if disarm == nil && !c.Readable(wait) {
+		// Ctrl-C on a list has its default action, as on the command
+		// line's: the command ends.
+		if disarm == nil && call.Op != opSessions && !c.Readable(wait) {
 			disarm = lean.CtrlC(lean.InterruptNote(name), std.err, func() { interrupt(sock, name) },
 				func() { os.Exit(fail(std.err, "context canceled")) }, nil)
 		}
@@ -247,6 +254,23 @@ func PlainWait(args []string) (Call, bool) {
 	return c, true
 }
 
+// PlainSessions reports whether args are `sessions` or `sessions NAME`
+// with no flag but --json, as PlainExec says.
+func PlainSessions(args []string) (Call, bool) {
+	if len(args) < 1 || args[0] != opSessions {
+		return Call{}, false
+	}
+	c, words, ok := plainFlags(args[1:], opSessions)
+	if !ok || len(words) > 1 || len(words) == 1 && (words[0] == "" || words[0] == "-") {
+		return Call{}, false
+	}
+	c.Op, c.Timeout = opSessions, 0
+	if len(words) == 1 {
+		c.Name = words[0]
+	}
+	return c, true
+}
+
 // plainFlags reads args, those after the command op's word, as PlainExec
 // says: the flags op takes into c, and the words.
 func plainFlags(args []string, op string) (c Call, words []string, ok bool) {
@@ -269,6 +293,8 @@ func plainFlags(args []string, op string) (c Call, words []string, ok bool) {
 				return Call{}, nil, false
 			}
 			continue
+		case op == opSessions && a != "" && a[0] == '-' && a != "-":
+			return Call{}, nil, false // its one flag is --json
 		case isFlag(a, "--max-output"):
 			if c.MaxOutput, i, ok = intFlag(args, i, "--max-output"); !ok {
 				return Call{}, nil, false

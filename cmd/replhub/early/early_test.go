@@ -117,19 +117,27 @@ func TestIsVersion(t *testing.T) {
 	}
 }
 
-// cobraReads is how package cli's exec or wait reads args (pflag, with
-// -t, --json and --max-output, exec's --no-wait and --queue, and wait's
-// --cell), and whether early is
+// cobraReads is how package cli's exec, wait or sessions reads args
+// (pflag: sessions has --json alone; the others -t, --json and
+// --max-output, exec --no-wait and --queue, and wait --cell), and whether
+// early is
 // to take them: two words for exec (NAME not -), one for wait, neither
 // empty, no `--`, seconds and a cap that cli's checks take, and a cell
 // from 0 (the hub refuses others; early leaves them to cli, which says
 // so); the seconds as its client sends them (through a time.Duration).
 func cobraReads(args []string) (Call, bool) {
-	if len(args) == 0 || (args[0] != opExec && args[0] != opWait) {
+	if len(args) == 0 || (args[0] != opExec && args[0] != opWait && args[0] != opSessions) {
 		return Call{}, false
 	}
 	fs := pflag.NewFlagSet(args[0], pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	if args[0] == opSessions {
+		asJSON := fs.Bool("json", false, "")
+		if fs.Parse(args[1:]) != nil || fs.ArgsLenAtDash() >= 0 || fs.NArg() > 1 || fs.NArg() == 1 && (fs.Arg(0) == "" || fs.Arg(0) == "-") {
+			return Call{}, false
+		}
+		return Call{Op: opSessions, Name: fs.Arg(0), JSON: *asJSON}, true
+	}
 	timeout := fs.Float64P("timeout", "t", 30, "")
 	asJSON := fs.Bool("json", false, "")
 	maxOutput := fs.Int("max-output", 0, "")
@@ -204,8 +212,9 @@ func TestPlainWait(t *testing.T) {
 
 // Whatever the arguments, PlainExec takes exactly what cobra would read
 // as `exec NAME CODE` with at most -t, --json, --max-output, --no-wait
-// and --queue, and PlainWait what it would read as `wait NAME` with at
-// most -t, --json, --max-output and --cell, and
+// and --queue, PlainWait what it would read as `wait NAME` with at most
+// -t, --json, --max-output and --cell, PlainSessions `sessions [NAME]`
+// with at most --json, and
 // each reads the same from them; but for go test's flags, which pflag
 // skips.
 func FuzzPlainExec(f *testing.F) {
@@ -224,15 +233,14 @@ func FuzzPlainExec(f *testing.F) {
 	f.Add("wait", "s", "--cell", "0o17", "-t.5")
 	f.Add("wait", "--cell=3", "--json=1", "s", "")
 	f.Add("exec", "--no-wait", "s", "x", "--queue=F")
+	f.Add("sessions", "--json", "s", "", "")
+	f.Add("sessions", "-t", "5", "--json=0", "")
 	f.Fuzz(func(t *testing.T, a, b, c, d, e string) {
 		for _, args := range [][]string{{a}, {a, b}, {a, b, c}, {a, b, c, d}, {a, b, c, d, e}} {
-			got, ok := PlainExec(args)
-			if !ok {
-				got, ok = PlainWait(args)
-			}
+			got, ok := plainCall(args)
 			want, wok := cobraReads(args)
 			if (ok || !goTestFlag(args)) && (ok != wok || got != want) {
-				t.Fatalf("PlainExec or PlainWait(%q) = %+v, %v; cobra reads %+v, %v", args, got, ok, want, wok)
+				t.Fatalf("PlainExec, PlainWait or PlainSessions(%q) = %+v, %v; cobra reads %+v, %v", args, got, ok, want, wok)
 			}
 		}
 	})
@@ -243,5 +251,48 @@ func TestOps(t *testing.T) {
 	assert.Equal(t, wire.OpExec, opExec)
 	assert.Equal(t, wire.OpInterrupt, opInterrupt)
 	assert.Equal(t, wire.OpWait, opWait)
+	assert.Equal(t, wire.OpSessions, opSessions)
 	assert.Equal(t, hub.MaxReplyCap, lean.MaxOutput)
+}
+
+// plainCall is the call early takes from args, of any kind.
+func plainCall(args []string) (Call, bool) {
+	for _, take := range []func([]string) (Call, bool){PlainExec, PlainWait, PlainSessions} {
+		if c, ok := take(args); ok {
+			return c, true
+		}
+	}
+	return Call{}, false
+}
+
+func TestPlainSessions(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+		want Call
+	}{
+		{[]string{"sessions"}, true, Call{}},
+		{[]string{"sessions", "lab"}, true, Call{Name: "lab"}},
+		{[]string{"sessions", "--json"}, true, Call{JSON: true}},
+		{[]string{"sessions", "--json=false", "lab@gw"}, true, Call{Name: "lab@gw"}},
+		{[]string{"sessions", "a", "b"}, false, Call{}},
+		{[]string{"sessions", ""}, false, Call{}},
+		{[]string{"sessions", "-"}, false, Call{}},
+		{[]string{"sessions", "--"}, false, Call{}},
+		{[]string{"sessions", "-t", "5"}, false, Call{}}, // not its flag
+		{[]string{"sessions", "--max-output=5"}, false, Call{}},
+		{[]string{"sessions", "--json=maybe"}, false, Call{}},
+		{[]string{"sessions", "--help"}, false, Call{}},
+	} {
+		c, ok := PlainSessions(tc.args)
+		assert.Equal(t, tc.ok, ok, "%q", tc.args)
+		if ok {
+			want := tc.want
+			want.Op = opSessions
+			assert.Equal(t, want, c, "%q", tc.args)
+		}
+		w, wok := cobraReads(tc.args)
+		assert.Equal(t, wok, ok, "%q: as cobra reads it", tc.args)
+		assert.Equal(t, w, c, "%q: as cobra reads it", tc.args)
+	}
 }

@@ -154,6 +154,20 @@ func TestExecWait(t *testing.T) {
 	assert.Len(t, <-got, 1)
 }
 
+// A list goes as the hub's sessions request, with the name it narrows to
+// and no timeout; its plain reply is printed.
+func TestExecSessions(t *testing.T) {
+	getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Text: "lab  idle\n"}})
+	var out, errb bytes.Buffer
+	s, exit := exec(Call{Op: opSessions, Name: "lab", JSON: true}, stdio{strings.NewReader(""), &out, &errb, getenv})
+	assert.Nil(t, s)
+	assert.Equal(t, 0, exit)
+	assert.Equal(t, "lab  idle\n", out.String())
+	reqs := <-got
+	require.Len(t, reqs, 1)
+	assert.Equal(t, wire.Request{V: wire.Version, Op: wire.OpSessions, Name: "lab", JSON: true}, reqs[0])
+}
+
 // What exec cannot print goes to package cli: the reply line, or none
 // when the hub closed the connection first.
 func TestExecLeavesTheRestToCLI(t *testing.T) {

@@ -3,6 +3,7 @@ package cmdenv
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/signal"
@@ -71,8 +72,33 @@ func (e *Env) printWait(res *wire.Result, asJSON bool) error {
 	return err
 }
 
-// Resume finishes a plain exec or wait that package early took in its
-// init: s Unsent, the hub did not get it (its Code is what standard input
+// Sessions prints the list of sessions, or session name's alone (with
+// its group's NAME@HOST sessions).
+func (e *Env) Sessions(ctx context.Context, name string, asJSON bool) error {
+	c, err := e.Client()
+	if err != nil {
+		return err
+	}
+	l, err := c.Sessions(ctx)
+	if err != nil {
+		return err
+	}
+	return e.printSessions(l, name, asJSON)
+}
+
+func (e *Env) printSessions(l *wire.SessionList, name string, asJSON bool) error {
+	if name != "" && !l.Only(name) {
+		return fmt.Errorf("no session '%s'", name)
+	}
+	if asJSON {
+		return wire.WriteJSON(e.IO.Out, l)
+	}
+	_, err := io.WriteString(e.IO.Out, l.Text(name != ""))
+	return err
+}
+
+// Resume finishes a plain exec, wait or sessions that package early took
+// in its init: s Unsent, the hub did not get it (its Code is what standard input
 // held, for `-`); else s.Line is the hub's reply, nil when the hub closed
 // the connection before it. A reply that says nothing ran (the session is
 // to be made with the caller's folder and environment, or a password) has
@@ -80,8 +106,11 @@ func (e *Env) printWait(res *wire.Result, asJSON bool) error {
 func (e *Env) Resume(ctx context.Context, s *early.Sent) error {
 	timeout := time.Duration(s.Timeout * float64(time.Second))
 	again := func() error {
-		if s.Op == wire.OpWait {
+		switch s.Op {
+		case wire.OpWait:
 			return e.Wait(ctx, s.Name, s.Cell, timeout, s.MaxOutput, s.JSON)
+		case wire.OpSessions:
+			return e.Sessions(ctx, s.Name, s.JSON)
 		}
 		eo := client.ExecOptions{Timeout: timeout, MaxOutput: s.MaxOutput, NoWait: s.NoWait, Queue: s.Queue}
 		return e.Exec(ctx, s.Name, s.Code, eo, s.JSON, !s.JSON && !s.NoWait && !s.Queue)
@@ -106,6 +135,11 @@ func (e *Env) Resume(ctx context.Context, s *early.Sent) error {
 		e.Code = p.Exit
 		_, err := io.WriteString(e.IO.Out, p.Text)
 		return err
+	}
+	if s.Op == wire.OpSessions && rep.Sessions != nil {
+		// From a hub that does not answer a list plainly, or for a name
+		// it does not have (printSessions says so).
+		return e.printSessions(rep.Sessions, s.Name, s.JSON)
 	}
 	if rep.Result == nil {
 		return errors.New("client: malformed reply from hub: no result")

@@ -78,3 +78,27 @@ func TestResumeWait(t *testing.T) {
 	assert.Equal(t, res.Text(), out.String())
 	assert.Empty(t, errb.String())
 }
+
+// A list handed on (from a hub that does not answer it plainly, or for a
+// name it lacks) prints as the whole command does: narrowed to the name,
+// or an error that there is none.
+func TestResumeSessions(t *testing.T) {
+	l := &wire.SessionList{Sessions: []wire.SessionInfo{{Name: "a", State: "idle"}, {Name: "b", State: "idle"}}}
+	var b bytes.Buffer
+	require.NoError(t, wire.Write(&b, wire.Reply{V: wire.Version, Sessions: l}))
+	for _, tc := range []struct {
+		name, out, err string
+		code           int
+	}{
+		{"b", (&wire.SessionList{Sessions: l.Sessions[1:]}).Text(true), "", ExitOK},
+		{"", l.Text(false), "", ExitOK},
+		{"nosuch", "", "replhub: no session 'nosuch'\n", ExitFailure},
+	} {
+		var out, errb bytes.Buffer
+		e := New(IO{Out: &out, Err: &errb}, func(string) string { return "" })
+		code := e.Finish(e.Resume(context.Background(), &early.Sent{Call: early.Call{Op: wire.OpSessions, Name: tc.name}, Line: b.Bytes()}))
+		assert.Equal(t, tc.code, code, tc.name)
+		assert.Equal(t, tc.out, out.String(), tc.name)
+		assert.Equal(t, tc.err, errb.String(), tc.name)
+	}
+}
