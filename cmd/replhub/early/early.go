@@ -1,9 +1,10 @@
 // Package early answers the commonest calls from its init function:
 // `replhub --version`, and a plain `replhub exec NAME CODE` (with -t SECS,
-// --json, --max-output N, --no-wait and --queue or not) or `replhub wait
+// --json, --max-output N, --no-wait and --queue or not), `replhub wait
 // NAME` (with -t, --json, --max-output and --cell N or not) or `replhub
-// sessions [NAME]` (with --json or not) whose output goes to a program (neither standard output nor standard error is a
-// terminal) and whose session runs. Go runs every package's init before
+// sessions [NAME]` (with --json or not) whose output goes to a program
+// (neither standard output nor standard error is a terminal) and whose
+// session runs. Go runs every package's init before
 // main, and those of the packages that only the hub, the MCP server and
 // ssh need (net/http, JSON schemas, x/crypto/ssh, x509, encoding/gob) are
 // most of a one-line call's start-up.

@@ -142,7 +142,7 @@ func (e *Env) Resume(ctx context.Context, s *early.Sent) error {
 		return e.printSessions(rep.Sessions, s.Name, s.JSON)
 	}
 	if rep.Result == nil {
-		return errors.New("client: malformed reply from hub: no result")
+		return errors.New("client: malformed reply from hub: no result nor list")
 	}
 	if s.Op == wire.OpWait {
 		return e.printWait(rep.Result, s.JSON)
