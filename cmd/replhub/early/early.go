@@ -81,36 +81,30 @@ func init() {
 		os.Stdout.WriteString("replhub version " + lean.Version + "\n")
 		os.Exit(0)
 	}
-	call, ok := PlainExec(args)
-	if !ok {
-		call, ok = PlainWait(args)
-	}
-	if !ok {
-		call, ok = PlainSessions(args)
-	}
+	call, ok := PlainCall(args)
 	if !ok || !lean.Supported || lean.IsTerminal(1) || lean.IsTerminal(2) {
 		return
 	}
-	sent, exit := exec(call, stdio{os.Stdin, os.Stdout, os.Stderr, os.Getenv})
+	sent, exit := send(call, stdio{os.Stdin, os.Stdout, os.Stderr, os.Getenv})
 	if exit >= 0 {
 		os.Exit(exit)
 	}
 	Pending = sent
 }
 
-// stdio is what exec reads and writes.
+// stdio is what send reads and writes.
 type stdio struct {
 	in       io.Reader
 	out, err io.Writer
 	getenv   func(string) string
 }
 
-// exec sends the call (an exec again with the caller's folder and
+// send sends the call (an exec again with the caller's folder and
 // environment for a new session) and, when the reply is plain, prints it
-// and returns its exit status. Otherwise it returns -1, and what package cli is to
-// finish, or nil when cli is to do it all: no hub answers (cli starts
-// one), the socket's folder is unsafe (cli says why).
-func exec(call Call, std stdio) (*Sent, int) {
+// and returns its exit status. Otherwise it returns -1, and what package
+// cli is to finish, or nil when cli is to do it all: no hub answers (cli
+// starts one), the socket's folder is unsafe (cli says why).
+func send(call Call, std stdio) (*Sent, int) {
 	name := call.Name
 	dir, _ := lean.RuntimeDir(std.getenv)
 	if lean.CheckDir(dir) != nil {
@@ -215,6 +209,17 @@ func interrupt(sock, name string) {
 // version flag takes it: `--version` or `-v`.
 func IsVersion(args []string) bool {
 	return len(args) == 1 && (args[0] == "--version" || args[0] == "-v")
+}
+
+// PlainCall is the plain call that args are, of whichever kind: PlainExec,
+// PlainWait or PlainSessions.
+func PlainCall(args []string) (Call, bool) {
+	for _, take := range []func([]string) (Call, bool){PlainExec, PlainWait, PlainSessions} {
+		if c, ok := take(args); ok {
+			return c, true
+		}
+	}
+	return Call{}, false
 }
 
 // PlainExec reports whether args are `exec NAME CODE`, CODE being `-`

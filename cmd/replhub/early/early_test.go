@@ -237,10 +237,10 @@ func FuzzPlainExec(f *testing.F) {
 	f.Add("sessions", "-t", "5", "--json=0", "")
 	f.Fuzz(func(t *testing.T, a, b, c, d, e string) {
 		for _, args := range [][]string{{a}, {a, b}, {a, b, c}, {a, b, c, d}, {a, b, c, d, e}} {
-			got, ok := plainCall(args)
+			got, ok := PlainCall(args)
 			want, wok := cobraReads(args)
 			if (ok || !goTestFlag(args)) && (ok != wok || got != want) {
-				t.Fatalf("PlainExec, PlainWait or PlainSessions(%q) = %+v, %v; cobra reads %+v, %v", args, got, ok, want, wok)
+				t.Fatalf("PlainCall(%q) = %+v, %v; cobra reads %+v, %v", args, got, ok, want, wok)
 			}
 		}
 	})
@@ -253,16 +253,6 @@ func TestOps(t *testing.T) {
 	assert.Equal(t, wire.OpWait, opWait)
 	assert.Equal(t, wire.OpSessions, opSessions)
 	assert.Equal(t, hub.MaxReplyCap, lean.MaxOutput)
-}
-
-// plainCall is the call early takes from args, of any kind.
-func plainCall(args []string) (Call, bool) {
-	for _, take := range []func([]string) (Call, bool){PlainExec, PlainWait, PlainSessions} {
-		if c, ok := take(args); ok {
-			return c, true
-		}
-	}
-	return Call{}, false
 }
 
 func TestPlainSessions(t *testing.T) {

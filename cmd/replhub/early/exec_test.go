@@ -16,7 +16,7 @@ import (
 	"github.com/replhub/replhub/wire"
 )
 
-// fakeHub listens where exec dials, under a runtime folder of its own,
+// fakeHub listens where send dials, under a runtime folder of its own,
 // and answers each request line with the next of replies (closing the
 // connection when they run out); it returns the getenv that points there
 // and the requests it read.
@@ -63,7 +63,7 @@ func fakeHub(t *testing.T, replies ...wire.Reply) (func(string) string, <-chan [
 
 func run(getenv func(string) string, code, stdin string) (*Sent, int, string, string) {
 	var out, errb bytes.Buffer
-	s, exit := exec(Call{Op: opExec, Name: "s", Code: code, Timeout: 30}, stdio{strings.NewReader(stdin), &out, &errb, getenv})
+	s, exit := send(Call{Op: opExec, Name: "s", Code: code, Timeout: 30}, stdio{strings.NewReader(stdin), &out, &errb, getenv})
 	return s, exit, out.String(), errb.String()
 }
 
@@ -85,7 +85,7 @@ func TestExecPlain(t *testing.T) {
 func TestExecJSON(t *testing.T) {
 	getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Exit: 0, Text: "{\n  \"session\": \"s\"\n}\n"}})
 	var out, errb bytes.Buffer
-	s, exit := exec(Call{Op: opExec, Name: "s", Code: "1+1", Timeout: 5, JSON: true}, stdio{strings.NewReader(""), &out, &errb, getenv})
+	s, exit := send(Call{Op: opExec, Name: "s", Code: "1+1", Timeout: 5, JSON: true}, stdio{strings.NewReader(""), &out, &errb, getenv})
 	assert.Nil(t, s)
 	assert.Equal(t, 0, exit)
 	assert.Equal(t, "{\n  \"session\": \"s\"\n}\n", out.String())
@@ -119,7 +119,7 @@ func TestExecFlags(t *testing.T) {
 	getenv, got := fakeHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv, Message: "new"}},
 		wire.Reply{Plain: &wire.Plain{Text: "[created session 's']\n"}})
 	var out, errb bytes.Buffer
-	s, exit := exec(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30, MaxOutput: 40, NoWait: true, Queue: true}, stdio{strings.NewReader(""), &out, &errb, getenv})
+	s, exit := send(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30, MaxOutput: 40, NoWait: true, Queue: true}, stdio{strings.NewReader(""), &out, &errb, getenv})
 	assert.Nil(t, s)
 	assert.Equal(t, 0, exit)
 	reqs := <-got
@@ -138,7 +138,7 @@ func TestExecFlags(t *testing.T) {
 func TestExecWait(t *testing.T) {
 	getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Exit: 3, Text: "[cell 4 queued]\n"}})
 	var out, errb bytes.Buffer
-	s, exit := exec(Call{Op: opWait, Name: "s", Timeout: 5, Cell: 4, MaxOutput: 10}, stdio{strings.NewReader(""), &out, &errb, getenv})
+	s, exit := send(Call{Op: opWait, Name: "s", Timeout: 5, Cell: 4, MaxOutput: 10}, stdio{strings.NewReader(""), &out, &errb, getenv})
 	assert.Nil(t, s)
 	assert.Equal(t, 3, exit)
 	assert.Equal(t, "[cell 4 queued]\n", out.String())
@@ -147,7 +147,7 @@ func TestExecWait(t *testing.T) {
 	assert.Equal(t, wire.Request{V: wire.Version, Op: wire.OpWait, Name: "s", Timeout: 5, Cell: 4, MaxOutput: 10, Plain: true}, reqs[0])
 
 	getenv, got = fakeHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv}}, wire.Reply{Plain: &wire.Plain{}})
-	s, exit = exec(Call{Op: opWait, Name: "s", Timeout: 30}, stdio{strings.NewReader(""), &out, &errb, getenv})
+	s, exit = send(Call{Op: opWait, Name: "s", Timeout: 30}, stdio{strings.NewReader(""), &out, &errb, getenv})
 	require.NotNil(t, s)
 	assert.Equal(t, -1, exit)
 	assert.Contains(t, string(s.Line), `"need_env"`)
@@ -159,7 +159,7 @@ func TestExecWait(t *testing.T) {
 func TestExecSessions(t *testing.T) {
 	getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Text: "lab  idle\n"}})
 	var out, errb bytes.Buffer
-	s, exit := exec(Call{Op: opSessions, Name: "lab", JSON: true}, stdio{strings.NewReader(""), &out, &errb, getenv})
+	s, exit := send(Call{Op: opSessions, Name: "lab", JSON: true}, stdio{strings.NewReader(""), &out, &errb, getenv})
 	assert.Nil(t, s)
 	assert.Equal(t, 0, exit)
 	assert.Equal(t, "lab  idle\n", out.String())
@@ -168,7 +168,7 @@ func TestExecSessions(t *testing.T) {
 	assert.Equal(t, wire.Request{V: wire.Version, Op: wire.OpSessions, Name: "lab", JSON: true}, reqs[0])
 }
 
-// What exec cannot print goes to package cli: the reply line, or none
+// What send cannot print goes to package cli: the reply line, or none
 // when the hub closed the connection first.
 func TestExecLeavesTheRestToCLI(t *testing.T) {
 	getenv, _ := fakeHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeBusy, Message: "busy"}})
@@ -204,13 +204,13 @@ func TestExecLeavesItAllToCLI(t *testing.T) {
 	}
 	in := strings.NewReader("code")
 	var out, errb bytes.Buffer
-	s, exit := exec(Call{Op: opExec, Name: "s", Code: "-", Timeout: 30}, stdio{in, &out, &errb, getenv})
+	s, exit := send(Call{Op: opExec, Name: "s", Code: "-", Timeout: 30}, stdio{in, &out, &errb, getenv})
 	assert.Nil(t, s)
 	assert.Equal(t, -1, exit)
 	assert.Equal(t, 4, in.Len(), "stdin untouched")
 
 	require.NoError(t, os.Mkdir(filepath.Join(rt, "replhub"), 0o755))
-	s, exit = exec(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30}, stdio{in, &out, &errb, getenv})
+	s, exit = send(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30}, stdio{in, &out, &errb, getenv})
 	assert.Nil(t, s)
 	assert.Equal(t, -1, exit)
 	assert.Empty(t, out.String()+errb.String())
