@@ -96,24 +96,34 @@ func readBack[T any](v *T) (*T, bool) {
 	return &back, true
 }
 
-// Plain is l as `replhub sessions [NAME]` prints it (--json, asJSON): of
-// session name alone (Only) when name is set. It is nil when no session
+// Plain is l as `replhub sessions [NAME]` prints it (--json, asJSON), as
+// a client reads it back from a reply (Print). It is nil when no session
 // is so named, which the command line says, or when l is too long for a
 // plain reply. l is left as it was.
 func (l *SessionList) Plain(name string, asJSON bool) *Plain {
 	back, ok := readBack(l)
-	if !ok || name != "" && !back.Only(name) {
+	if !ok {
 		return nil
 	}
 	var text strings.Builder
-	if asJSON {
-		if WriteJSON(&text, back) != nil || text.Len() > maxPlainJSON {
-			return nil
-		}
-	} else {
-		text.WriteString(back.Text(name != ""))
+	if found, err := back.Print(&text, name, asJSON); !found || err != nil || text.Len() > maxPlainJSON {
+		return nil
 	}
 	return &Plain{Exit: ExitOK, Text: text.String()}
+}
+
+// Print writes l as `replhub sessions [NAME]` prints it (--json, asJSON):
+// of session name alone (Only), in detail, when name is set. It writes
+// nothing, and reports false, when no session is so named.
+func (l *SessionList) Print(w io.Writer, name string, asJSON bool) (found bool, err error) {
+	if name != "" && !l.Only(name) {
+		return false, nil
+	}
+	if asJSON {
+		return true, WriteJSON(w, l)
+	}
+	_, err = io.WriteString(w, l.Text(name != ""))
+	return true, err
 }
 
 // WriteJSON writes v as the CLI's --json prints it: indented JSON and a

@@ -87,13 +87,10 @@ func (e *Env) Sessions(ctx context.Context, name string, asJSON bool) error {
 }
 
 func (e *Env) printSessions(l *wire.SessionList, name string, asJSON bool) error {
-	if name != "" && !l.Only(name) {
+	found, err := l.Print(e.IO.Out, name, asJSON)
+	if !found {
 		return fmt.Errorf("no session '%s'", name)
 	}
-	if asJSON {
-		return wire.WriteJSON(e.IO.Out, l)
-	}
-	_, err := io.WriteString(e.IO.Out, l.Text(name != ""))
 	return err
 }
 
