@@ -146,7 +146,7 @@ func runExec(ctx context.Context, e *env, o *execOptions) error {
 	if err := checkTimeout(o.timeout); err != nil {
 		return err
 	}
-	return e.Exec(ctx, o.name, o.code, o.client(), o.json, !o.json && !o.noWait && !o.queue && o.hosts == "")
+	return e.Exec(ctx, o.name, o.code, o.client(), o.json)
 }
 
 type waitOptions struct {

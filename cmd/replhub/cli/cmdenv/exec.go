@@ -20,11 +20,12 @@ import (
 const DefaultTimeout = lean.DefaultTimeout
 
 // Exec runs code in session name and prints the result (as JSON with
-// asJSON). With stream, a terminal sees the cell's output as it is
-// written. Ctrl-C before the cell is sent ends the command (nothing has
-// reached the hub); after, a first one interrupts the cell and a second
-// one stops waiting.
-func (e *Env) Exec(ctx context.Context, name, code string, eo client.ExecOptions, asJSON, stream bool) error {
+// asJSON). A terminal sees the cell's output as it is written, but for
+// JSON, a cell not waited for (NoWait, Queue) and a group's (Hosts).
+// Ctrl-C before the cell is sent ends the command (nothing has reached
+// the hub); after, a first one interrupts the cell and a second one stops
+// waiting.
+func (e *Env) Exec(ctx context.Context, name, code string, eo client.ExecOptions, asJSON bool) error {
 	c, err := e.Client()
 	if err != nil {
 		return err
@@ -39,7 +40,7 @@ func (e *Env) Exec(ctx context.Context, name, code string, eo client.ExecOptions
 	}
 	eo.OnProgress = e.FanProgress()
 	defer e.ClearFanProgress()
-	streamed := e.StreamOn(&eo, stream)
+	streamed := e.StreamOn(&eo, !asJSON && !eo.NoWait && !eo.Queue && eo.Hosts == "")
 	res, err := c.Exec(ctx, name, code, eo)
 	if err != nil {
 		return err
@@ -110,7 +111,7 @@ func (e *Env) Resume(ctx context.Context, s *early.Sent) error {
 			return e.Sessions(ctx, s.Name, s.JSON)
 		}
 		eo := client.ExecOptions{Timeout: timeout, MaxOutput: s.MaxOutput, NoWait: s.NoWait, Queue: s.Queue}
-		return e.Exec(ctx, s.Name, s.Code, eo, s.JSON, !s.JSON && !s.NoWait && !s.Queue)
+		return e.Exec(ctx, s.Name, s.Code, eo, s.JSON)
 	}
 	if s.Unsent {
 		return again()

@@ -64,7 +64,7 @@ func childExec() int {
 		return &client.Client{Paths: paths, AutoStart: true, Exe: filepath.Join(dir, "hub.sh"),
 			Env: []string{"REPLHUB_SUPERVISOR=detached", "PATH=" + os.Getenv("PATH")}}, nil
 	}
-	return e.Finish(e.Exec(context.Background(), "s", "1", client.ExecOptions{}, false, false))
+	return e.Finish(e.Exec(context.Background(), "s", "1", client.ExecOptions{}, false))
 }
 
 // Before the cell is sent, Ctrl-C ends an exec at once, even while the
