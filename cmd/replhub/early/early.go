@@ -241,7 +241,7 @@ func PlainExec(args []string) (Call, bool) {
 	if !ok || len(words) != 2 || words[0] == "" || words[1] == "" || words[0] == "-" {
 		return Call{}, false
 	}
-	c.Op, c.Name, c.Code = opExec, words[0], words[1]
+	c.Name, c.Code = words[0], words[1]
 	return c, true
 }
 
@@ -256,7 +256,7 @@ func PlainWait(args []string) (Call, bool) {
 	if !ok || len(words) != 1 || words[0] == "" || words[0] == "-" || c.Cell < 0 {
 		return Call{}, false
 	}
-	c.Op, c.Name = opWait, words[0]
+	c.Name = words[0]
 	return c, true
 }
 
@@ -270,7 +270,6 @@ func PlainSessions(args []string) (Call, bool) {
 	if !ok || len(words) > 1 || len(words) == 1 && (words[0] == "" || words[0] == "-") {
 		return Call{}, false
 	}
-	c.Op, c.Timeout = opSessions, 0
 	if len(words) == 1 {
 		c.Name = words[0]
 	}
@@ -278,9 +277,14 @@ func PlainSessions(args []string) (Call, bool) {
 }
 
 // plainFlags reads args, those after the command op's word, as PlainExec
-// says: the flags op takes into c, and the words.
+// says: the flags op takes into c, and the words. An exec and a wait take
+// -t and --max-output (timed), and the list neither.
 func plainFlags(args []string, op string) (c Call, words []string, ok bool) {
-	c.Timeout = lean.DefaultTimeout
+	c.Op = op
+	timed := op != opSessions
+	if timed {
+		c.Timeout = lean.DefaultTimeout
+	}
 	for i := 0; i < len(args); i++ {
 		a, secs := args[i], ""
 		switch {
@@ -299,9 +303,7 @@ func plainFlags(args []string, op string) (c Call, words []string, ok bool) {
 				return Call{}, nil, false
 			}
 			continue
-		case op == opSessions && a != "" && a[0] == '-' && a != "-":
-			return Call{}, nil, false // its one flag is --json
-		case isFlag(a, "--max-output"):
+		case timed && isFlag(a, "--max-output"):
 			if c.MaxOutput, i, ok = intFlag(args, i, "--max-output"); !ok {
 				return Call{}, nil, false
 			}
@@ -311,14 +313,14 @@ func plainFlags(args []string, op string) (c Call, words []string, ok bool) {
 				return Call{}, nil, false
 			}
 			continue
-		case a == "-t" || a == "--timeout":
+		case timed && (a == "-t" || a == "--timeout"):
 			if i++; i == len(args) {
 				return Call{}, nil, false
 			}
 			secs = args[i]
-		case hasPrefix(a, "--timeout="):
+		case timed && hasPrefix(a, "--timeout="):
 			secs = a[len("--timeout="):]
-		case len(a) > 2 && a[:2] == "-t":
+		case timed && len(a) > 2 && a[:2] == "-t":
 			if secs = a[2:]; secs[0] == '=' {
 				secs = secs[1:]
 			}
@@ -334,7 +336,7 @@ func plainFlags(args []string, op string) (c Call, words []string, ok bool) {
 		}
 	}
 	// Checked once, at the end, as cobra does.
-	if !lean.TimeoutOK(c.Timeout) || c.MaxOutput < 0 || c.MaxOutput > lean.MaxOutput {
+	if timed && !lean.TimeoutOK(c.Timeout) || c.MaxOutput < 0 || c.MaxOutput > lean.MaxOutput {
 		return Call{}, nil, false
 	}
 	// As the command line's client sends it, through a time.Duration: under
