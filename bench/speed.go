@@ -102,16 +102,15 @@ func speedRows(w *world, n int) (rows []row, err error) {
 	}
 	// A wait on the idle session answers at once, from early's init too,
 	// and so does the list.
-	for _, c := range [][]string{{"wait", "warm"}, {"sessions"}} {
-		call, plain, err := w.pair(n, append([]string{w.bin}, c...), []string{w.bin, "exec", "warm", "1+1"})
+	for _, c := range []struct {
+		what string
+		args []string
+	}{{"`replhub wait s`, idle", []string{"wait", "warm"}}, {"`replhub sessions`", []string{"sessions"}}} {
+		call, plain, err := w.pair(n, append([]string{w.bin}, c.args...), []string{w.bin, "exec", "warm", "1+1"})
 		if err != nil {
 			return rows, err
 		}
-		what := "`replhub wait s`, idle"
-		if c[0] == "sessions" {
-			what = "`replhub sessions`"
-		}
-		rows = append(rows, row{what + " (from early's init)", ms(call), "the plain exec " + ms(plain),
+		rows = append(rows, row{c.what + " (from early's init)", ms(call), "the plain exec " + ms(plain),
 			fmt.Sprintf("%.2fx", float64(call)/float64(plain)), ""})
 	}
 
