@@ -45,6 +45,17 @@ func rttRows(w *world) ([]row, error) {
 		rows = append(rows, row{"in-process round trip of " + c.what, us(rt), "pipe ping to python " + us(floor),
 			fmt.Sprintf("%.2fx", float64(rt)/float64(floor)), "at most 150 µs"})
 	}
+	// A session that holds an hour's work: the names it lists go with a
+	// cell's done frame only when they change.
+	if _, err := w.c.Exec(context.Background(), "rtt-names", "for i in range(5000): globals()['v%d' % i] = i", o); err != nil {
+		return nil, err
+	}
+	big, err := cellRT(w, "rtt-names", "1", k, o)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, row{"in-process round trip of a trivial cell, session of 5,000 names", us(big),
+		"an empty session " + us(warm), fmt.Sprintf("%.2fx", float64(big)/float64(warm)), "no goal"})
 	// A person's rhythm: the session idles between cells, and every
 	// thread on the way wakes from sleep.
 	idle, err := cellRTAfter(w, "rtt", "1", 40, 50*time.Millisecond, o)

@@ -112,6 +112,7 @@ func TestDurableWorkerIsAdopted(t *testing.T) {
 		first.send(map[string]any{"op": "exec", "cell": 1, "code": "x = 5; print('to the first hub')", "fence": "<F1>"})
 		h, _ = first.next()
 		require.Equal(t, "done", h["op"])
+		assert.Equal(t, []any{"x"}, h["names"])
 		got := make([]byte, 0, 64)
 		buf := make([]byte, 64)
 		_, closing := proto.StreamMarkers(token)
@@ -153,6 +154,7 @@ func TestDurableWorkerIsAdopted(t *testing.T) {
 		next.send(map[string]any{"op": "exec", "cell": 3, "code": "print('to the new hub'); x", "fence": "<F3>"})
 		done, out = next.cell(3, "<F3>")
 		assert.Equal(t, "5", done["value"])
+		assert.Equal(t, []any{"time", "x"}, done["names"], "a new hub is sent the names, changed or not")
 		assert.Equal(t, "to the new hub\n<F3>", split(token, out).stdout)
 
 		next.send(map[string]any{"op": "exit"})

@@ -533,7 +533,7 @@ func (s *Session) onDone(f *proto.Done) {
 	if f.Quiet && r.sealed == nil {
 		s.sealLocked(r) // no fence comes: nothing was written since the last
 	}
-	if f.Names != nil {
+	if f.Names != nil { // nil: they did not change
 		s.names = f.Names
 	}
 	if f.RSS > 0 {

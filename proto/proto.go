@@ -125,7 +125,9 @@ type Ready struct {
 }
 
 // Done ends a cell: its status ("ok" or "error"), the repr of its last
-// expression, the exception it raised, and the namespace's top names.
+// expression, the exception it raised, and the namespace's top names when
+// they changed since the last done frame that listed them (nil: as before;
+// empty: none).
 type Done struct {
 	Head
 	Cell     int             `json:"cell"`

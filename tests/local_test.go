@@ -55,10 +55,14 @@ func TestSessionKeepsState(t *testing.T) {
 		assert.Equal(t, 0, r.Code, "empty stdin is an empty cell: %s", r)
 		r = e.RunInput("x = cfg['port']\nx * 2\n", "exec", "chirp", "-")
 		assert.Equal(t, "Out[4]: 16160\n", r.Stdout, "%s", r)
+		// Its done frame does not list the names, which did not change:
+		// the hub keeps those it had.
+		r = e.Run("exec", "chirp", "x += 1")
+		require.Equal(t, 0, r.Code, "%s", r)
 
 		r = e.Run("sessions")
 		require.Equal(t, 0, r.Code, "%s", r)
-		assert.Regexp(t, `(?m)^chirp  pid \d+  python 3\.\d+\.\d+  up \S+  idle \S+  4 cells  \d+ MB  cwd `+regexp.QuoteMeta(e.Cwd)+`\n    names: cfg, json, x\n`, r.Stdout)
+		assert.Regexp(t, `(?m)^chirp  pid \d+  python 3\.\d+\.\d+  up \S+  idle \S+  5 cells  \d+ MB  cwd `+regexp.QuoteMeta(e.Cwd)+`\n    names: cfg, json, x\n`, r.Stdout)
 
 		r = e.Run("sessions", "chirp")
 		assert.Contains(t, r.Stdout, "transcript: "+e.Paths.Transcript("chirp"))
