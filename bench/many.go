@@ -74,6 +74,7 @@ func manyRows(w *world, rounds int) ([]row, error) {
 	}
 	var base, byCLI, byPkg, passCPU, cliCPU, workerCPU, hubCPU []time.Duration
 	var rss, hwm int64
+	var list, listExec time.Duration
 	pid := hubPid(w)
 	for r := 0; r < rounds; r++ {
 		cpu.take()
@@ -108,6 +109,12 @@ func manyRows(w *world, rounds int) ([]row, error) {
 			if rss, hwm = procKB(pid, "VmRSS"), procKB(pid, "VmHWM"); rss == 0 || hwm == 0 {
 				return nil, fmt.Errorf("no VmRSS/VmHWM in /proc/%d/status", pid)
 			}
+			// The list an agent reads first tells each session's memory,
+			// from /proc: against a warm exec, in turn.
+			one := fmt.Sprintf("pkg-%d-0", r)
+			if list, listExec, err = w.pair(30, []string{w.bin, "sessions"}, []string{w.bin, "exec", one, "1"}); err != nil {
+				return nil, err
+			}
 		}
 		killAll(fmt.Sprintf("pkg-%d", r))
 	}
@@ -122,6 +129,8 @@ func manyRows(w *world, rounds int) ([]row, error) {
 			"`python3 -c pass` " + ms(median(passCPU)), fmt.Sprintf("%.2fx", float64(median(workerCPU)+median(hubCPU))/float64(median(passCPU))), ""},
 		{"CPU of one `replhub exec` process", ms(median(cliCPU)), "", "", ""},
 		{fmt.Sprintf("the hub's memory with %d idle sessions (VmRSS)", manyCount), mb(rss), "", "", "at most 18 MB"},
+		{fmt.Sprintf("`replhub sessions` with %d sessions live", manyCount), ms(list), "a warm `replhub exec` " + ms(listExec),
+			fmt.Sprintf("%.2fx", float64(list)/float64(listExec)), ""},
 		{fmt.Sprintf("the hub's peak memory after %d rounds of %d starts (VmHWM)", rounds*2, manyCount), mb(hwm), "", "", ""},
 	}, nil
 }
