@@ -807,6 +807,11 @@ func (h *Hub) othersLine(req wire.Request) string {
 		s.mu.Unlock()
 	}
 	sort.Strings(parts)
+	if len(parts) > maxOthers {
+		// Every reply carries this line: a fan-out's many sessions, busy
+		// in another call, must not make it long.
+		parts = append(parts[:maxOthers], fmt.Sprintf("%d more running or unread: %s shows them", len(parts)-maxOthers, adv.Sessions()))
+	}
 	if dead := h.deathsToTell(req.Client, self); len(dead) > 0 {
 		parts = append(parts, deathsLine(dead, adv))
 	}
@@ -815,6 +820,10 @@ func (h *Hub) othersLine(req wire.Request) string {
 	}
 	return "other sessions: " + strings.Join(parts, "; ")
 }
+
+// maxOthers is how many other sessions, running or with a result unread,
+// a reply names.
+const maxOthers = 4
 
 // deathsLine tells of deaths in one short line: a few names and a count.
 func deathsLine(dead []string, adv wire.Advice) string {
