@@ -258,6 +258,16 @@ func resultReply(req wire.Request, res *wire.Result, exit int) wire.Reply {
 	return wire.Reply{Plain: p}
 }
 
+// messageReply answers with msg: as the line the command line prints when
+// the request asks for plain text (package early's call), else as a
+// message.
+func messageReply(req wire.Request, msg string) wire.Reply {
+	if req.Plain {
+		return wire.Reply{Plain: &wire.Plain{Text: msg + "\n"}}
+	}
+	return wire.Reply{Message: msg}
+}
+
 // handle answers one request.
 func (h *Hub) handle(ctx context.Context, req wire.Request, send func(wire.Reply) error, next func() (*wire.Request, bool)) wire.Reply {
 	if req.V != wire.Version {
@@ -302,7 +312,7 @@ func (h *Hub) handle(ctx context.Context, req wire.Request, send func(wire.Reply
 		if err != nil {
 			return replyErr(err)
 		}
-		return wire.Reply{Message: msg}
+		return messageReply(req, msg)
 	case wire.OpKill:
 		kill := h.Kill
 		if hosts := h.groupOf(req.Name); hosts != nil {
@@ -312,7 +322,7 @@ func (h *Hub) handle(ctx context.Context, req wire.Request, send func(wire.Reply
 		if err != nil {
 			return replyErr(err)
 		}
-		return wire.Reply{Message: msg}
+		return messageReply(req, msg)
 	case wire.OpSessions:
 		if req.Brief {
 			return wire.Reply{Sessions: h.list(true)}

@@ -36,3 +36,11 @@ func TestResultReply(t *testing.T) {
 	}
 	assert.Equal(t, wire.Reply{Result: fan}, resultReply(wire.Request{Op: wire.OpWait, Plain: true}, fan, 0), "a group's hosts")
 }
+
+// An interrupt's or a kill's message goes as the line the command line
+// prints, when package early asks for it.
+func TestMessageReply(t *testing.T) {
+	assert.Equal(t, wire.Reply{Plain: &wire.Plain{Text: "killed session 's'\n"}},
+		messageReply(wire.Request{Op: wire.OpKill, Plain: true}, "killed session 's'"))
+	assert.Equal(t, wire.Reply{Message: "killed session 's'"}, messageReply(wire.Request{Op: wire.OpKill}, "killed session 's'"))
+}

@@ -200,16 +200,7 @@ func TestPlainWaitSkipsHeavyInits(t *testing.T) {
 		e.Setenv("GODEBUG", "inittrace=1")
 		wait := func(flags ...string) hubtest.Result {
 			t.Helper()
-			args := append([]string{"wait"}, flags...)
-			if viaCobra {
-				args = append(args, "--")
-			}
-			r := e.Run(append(args, w)...)
-			if viaCobra {
-				assert.True(t, initsRun(r.Stderr)["github.com/spf13/cobra"], "%s", r)
-			} else {
-				assertEarly(t, r.Stderr)
-			}
+			r := earlyOrCobra(t, e, viaCobra, w, append([]string{"wait"}, flags...)...)
 			printed[pass] = append(printed[pass], number.ReplaceAllString(r.Stdout, "N"))
 			return r
 		}
@@ -271,6 +262,75 @@ func TestPlainSessionsSkipsHeavyInits(t *testing.T) {
 	r := e.Run("sessions", "nosuch")
 	assert.Equal(t, 2, r.Code, "%s", r)
 	assert.Contains(t, r.Stderr, "\nreplhub: no session 'nosuch'\n", "%s", r)
+}
+
+// earlyOrCobra runs args then name, through cobra (with `--` before name,
+// which early leaves to it) or from early's init, and checks that it ran
+// so; an error of replhub's own (exit 2) is printed by package cli either
+// way.
+func earlyOrCobra(t *testing.T, e *hubtest.Env, viaCobra bool, name string, args ...string) hubtest.Result {
+	t.Helper()
+	if viaCobra {
+		args = append(args, "--")
+	}
+	r := e.Run(append(args, name)...)
+	if viaCobra {
+		assert.True(t, initsRun(r.Stderr)["github.com/spf13/cobra"], "%s", r)
+	} else if r.Code != 2 {
+		assertEarly(t, r.Stderr)
+	}
+	return r
+}
+
+// `replhub interrupt NAME [--cell N]` and `replhub kill NAME` whose output
+// goes to a program run from package early's init too, and print and exit
+// as through cobra (with `--` before NAME): a running cell interrupted, a
+// queued one taken out, an idle session's, a session killed, and the
+// error for a name the hub lacks.
+func TestPlainInterruptAndKillSkipHeavyInits(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	number := regexp.MustCompile(`\d+(\.\d+)?`)
+	var printed [2][]string
+	for pass, viaCobra := range []bool{false, true} {
+		s := fmt.Sprintf("s%d", pass) // a session each, in the same state
+		require.Equal(t, 0, e.Run("exec", s, "import time").Code)
+		e.Setenv("GODEBUG", "inittrace=1")
+		call := func(op string, flags ...string) hubtest.Result {
+			t.Helper()
+			r := earlyOrCobra(t, e, viaCobra, s, append([]string{op}, flags...)...)
+			said := regexp.MustCompile(`(?m)^replhub: .*$`).FindString(r.Stderr)
+			printed[pass] = append(printed[pass], number.ReplaceAllString(fmt.Sprintf("%d %s%s", r.Code, r.Stdout, said), "N"))
+			return r
+		}
+		e.Setenv("GODEBUG", "")
+		require.Equal(t, 0, e.Run("exec", s, "time.sleep(30)", "--no-wait").Code)
+		q := e.Run("exec", s, "8", "--queue")
+		m := regexp.MustCompile(`\[cell (\d+) queued`).FindStringSubmatch(q.Stdout)
+		require.NotNil(t, m, "%s", q)
+		e.Setenv("GODEBUG", "inittrace=1")
+		r := call("interrupt", "--cell", m[1])
+
+		assert.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "queue", "%s", r)
+		r = call("interrupt")
+		assert.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "interrupted cell", "%s", r)
+		e.Setenv("GODEBUG", "")
+		assert.Contains(t, e.Run("wait", s, "-t", "20").Stdout, "KeyboardInterrupt")
+		e.Setenv("GODEBUG", "inittrace=1")
+		r = call("interrupt")
+		assert.Equal(t, 0, r.Code, "%s", r)
+		r = call("kill")
+		assert.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "killed session", "%s", r)
+		r = call("kill")
+		assert.Equal(t, 2, r.Code, "%s", r)
+		assert.Contains(t, r.Stderr, "\nreplhub: ", "%s", r)
+		e.Setenv("GODEBUG", "")
+	}
+	assert.Equal(t, printed[1], printed[0])
 }
 
 // `replhub --version` (or -v) is answered from package early's init too,

@@ -199,7 +199,7 @@ func newInterruptCmd(e *env) *cobra.Command {
 			if cmd.Flags().Changed("cell") && cell < 1 {
 				return fmt.Errorf("--cell takes a cell number, 1 or more")
 			}
-			return e.message(cmd.Context(), func(c *client.Client) (string, error) {
+			return e.Message(func(c *client.Client) (string, error) {
 				return c.InterruptCell(cmd.Context(), args[0], cell)
 			})
 		},
@@ -215,24 +215,11 @@ func newKillCmd(e *env) *cobra.Command {
 		Example: `  replhub kill build`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.message(cmd.Context(), func(c *client.Client) (string, error) {
+			return e.Message(func(c *client.Client) (string, error) {
 				return c.Kill(cmd.Context(), args[0])
 			})
 		},
 	}
-}
-
-func (e *env) message(ctx context.Context, f func(*client.Client) (string, error)) error {
-	c, err := e.Client()
-	if err != nil {
-		return err
-	}
-	msg, err := f(c)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(e.IO.Out, msg)
-	return nil
 }
 
 type sessionsOptions struct {
@@ -297,7 +284,7 @@ the new hub adopts them with their names, cells, unread output and a cell
 still running. Sessions on other hosts end, as at stop.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.message(cmd.Context(), func(c *client.Client) (string, error) {
+			return e.Message(func(c *client.Client) (string, error) {
 				return c.Restart(cmd.Context())
 			})
 		},
@@ -310,7 +297,7 @@ func newStopCmd(e *env) *cobra.Command {
 		Short: "Stop the hub: idle sessions go to disk, the rest end",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return e.message(cmd.Context(), func(c *client.Client) (string, error) {
+			return e.Message(func(c *client.Client) (string, error) {
 				return c.StopAndWait(cmd.Context())
 			})
 		},

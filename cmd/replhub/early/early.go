@@ -1,8 +1,9 @@
 // Package early answers the commonest calls from its init function:
 // `replhub --version`, and a plain `replhub exec NAME CODE` (with -t SECS,
 // --json, --max-output N, --no-wait and --queue or not), `replhub wait
-// NAME` (with -t, --json, --max-output and --cell N or not) or `replhub
-// sessions [NAME]` (with --json or not) whose output goes to a program
+// NAME` (with -t, --json, --max-output and --cell N or not), `replhub
+// sessions [NAME]` (with --json or not), `replhub interrupt NAME` (with
+// --cell N or not) or `replhub kill NAME` whose output goes to a program
 // (neither standard output nor standard error is a terminal) and whose
 // session runs. Go runs every package's init before
 // main, and those of the packages that only the hub, the MCP server and
@@ -33,10 +34,12 @@ import (
 	"github.com/replhub/replhub/internal/lean"
 )
 
-// Call is a plain exec's, wait's or sessions' arguments.
+// Call is a plain exec's, wait's, sessions', interrupt's or kill's
+// arguments.
 type Call struct {
-	// Op is the request's: "exec", "wait" or "sessions" (wire.OpExec,
-	// wire.OpWait, wire.OpSessions).
+	// Op is the request's: "exec", "wait", "sessions", "interrupt" or
+	// "kill" (wire.OpExec, wire.OpWait, wire.OpSessions, wire.OpInterrupt,
+	// wire.OpKill).
 	Op string
 	// Code is an exec's.
 	Name, Code string
@@ -46,7 +49,8 @@ type Call struct {
 	JSON bool
 	// MaxOutput is --max-output; 0, the hub's default, when not given.
 	MaxOutput int
-	// Cell is a wait's --cell; 0, whichever, when not given.
+	// Cell is a wait's or an interrupt's --cell; 0, whichever, when not
+	// given.
 	Cell int
 	// NoWait and Queue are an exec's --no-wait and --queue.
 	NoWait, Queue bool
@@ -72,6 +76,7 @@ const (
 	opWait      = "wait"
 	opSessions  = "sessions"
 	opInterrupt = "interrupt"
+	opKill      = "kill"
 )
 
 func init() {
@@ -143,9 +148,9 @@ func send(call Call, std stdio) (*Sent, int) {
 		if withEnv {
 			wait = armAfterNew
 		}
-		// Ctrl-C on a list has its default action, as on the command
-		// line's: the command ends.
-		if disarm == nil && call.Op != opSessions && !c.Readable(wait) {
+		// Ctrl-C on a list, an interrupt or a kill has its default
+		// action, as on the command line's: the command ends.
+		if disarm == nil && (call.Op == opExec || call.Op == opWait) && !c.Readable(wait) {
 			disarm = lean.CtrlC(lean.InterruptNote(name), std.err, func() { interrupt(sock, name) },
 				func() { os.Exit(fail(std.err, "context canceled")) }, nil)
 		}
@@ -212,9 +217,9 @@ func IsVersion(args []string) bool {
 }
 
 // PlainCall is the plain call that args are, of whichever kind: PlainExec,
-// PlainWait or PlainSessions.
+// PlainWait, PlainSessions, PlainInterrupt or PlainKill.
 func PlainCall(args []string) (Call, bool) {
-	for _, take := range []func([]string) (Call, bool){PlainExec, PlainWait, PlainSessions} {
+	for _, take := range []func([]string) (Call, bool){PlainExec, PlainWait, PlainSessions, PlainInterrupt, PlainKill} {
 		if c, ok := take(args); ok {
 			return c, true
 		}
@@ -276,19 +281,47 @@ func PlainSessions(args []string) (Call, bool) {
 	return c, true
 }
 
+// PlainInterrupt reports whether args are `interrupt NAME` with no flag
+// but --cell (a number from 1, which cobra checks when given), as
+// PlainExec says.
+func PlainInterrupt(args []string) (Call, bool) {
+	return plainName(args, opInterrupt)
+}
+
+// PlainKill reports whether args are `kill NAME` with no flag, as
+// PlainExec says.
+func PlainKill(args []string) (Call, bool) {
+	return plainName(args, opKill)
+}
+
+// plainName reads args as command op's word, then one name and op's flags.
+func plainName(args []string, op string) (Call, bool) {
+	if len(args) < 2 || args[0] != op {
+		return Call{}, false
+	}
+	c, words, ok := plainFlags(args[1:], op)
+	if !ok || len(words) != 1 || words[0] == "" || words[0] == "-" {
+		return Call{}, false
+	}
+	c.Name = words[0]
+	return c, true
+}
+
 // plainFlags reads args, those after the command op's word, as PlainExec
 // says: the flags op takes into c, and the words. An exec and a wait take
-// -t and --max-output (timed), and the list neither.
+// -t and --max-output (timed); they and the list take --json; a wait and
+// an interrupt take --cell; a kill takes none.
 func plainFlags(args []string, op string) (c Call, words []string, ok bool) {
 	c.Op = op
-	timed := op != opSessions
+	timed := op == opExec || op == opWait
 	if timed {
 		c.Timeout = lean.DefaultTimeout
 	}
+	cellGiven := false
 	for i := 0; i < len(args); i++ {
 		a, secs := args[i], ""
 		switch {
-		case isFlag(a, "--json"):
+		case (timed || op == opSessions) && isFlag(a, "--json"):
 			if c.JSON, ok = boolFlag(a, "--json"); !ok {
 				return Call{}, nil, false
 			}
@@ -308,10 +341,11 @@ func plainFlags(args []string, op string) (c Call, words []string, ok bool) {
 				return Call{}, nil, false
 			}
 			continue
-		case op == opWait && isFlag(a, "--cell"):
+		case (op == opWait || op == opInterrupt) && isFlag(a, "--cell"):
 			if c.Cell, i, ok = intFlag(args, i, "--cell"); !ok {
 				return Call{}, nil, false
 			}
+			cellGiven = true
 			continue
 		case timed && (a == "-t" || a == "--timeout"):
 			if i++; i == len(args) {
@@ -336,7 +370,8 @@ func plainFlags(args []string, op string) (c Call, words []string, ok bool) {
 		}
 	}
 	// Checked once, at the end, as cobra does.
-	if timed && !lean.TimeoutOK(c.Timeout) || c.MaxOutput < 0 || c.MaxOutput > lean.MaxOutput {
+	if timed && !lean.TimeoutOK(c.Timeout) || c.MaxOutput < 0 || c.MaxOutput > lean.MaxOutput ||
+		op == opInterrupt && cellGiven && c.Cell < 1 {
 		return Call{}, nil, false
 	}
 	// As the command line's client sends it, through a time.Duration: under

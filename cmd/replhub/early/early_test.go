@@ -117,8 +117,9 @@ func TestIsVersion(t *testing.T) {
 	}
 }
 
-// cobraReads is how package cli's exec, wait or sessions reads args
-// (pflag: sessions has --json alone; the others -t, --json and
+// cobraReads is how package cli's exec, wait, sessions, interrupt or kill
+// reads args (pflag: sessions has --json alone, interrupt --cell alone
+// (from 1, when given), kill none; the others -t, --json and
 // --max-output, exec --no-wait and --queue, and wait --cell), and whether
 // early is
 // to take them: two words for exec (NAME not -), one for wait, neither
@@ -126,11 +127,22 @@ func TestIsVersion(t *testing.T) {
 // from 0 (the hub refuses others; early leaves them to cli, which says
 // so); the seconds as its client sends them (through a time.Duration).
 func cobraReads(args []string) (Call, bool) {
-	if len(args) == 0 || (args[0] != opExec && args[0] != opWait && args[0] != opSessions) {
+	if len(args) == 0 || (args[0] != opExec && args[0] != opWait && args[0] != opSessions && args[0] != opInterrupt && args[0] != opKill) {
 		return Call{}, false
 	}
 	fs := pflag.NewFlagSet(args[0], pflag.ContinueOnError)
 	fs.SetOutput(io.Discard)
+	if args[0] == opInterrupt || args[0] == opKill {
+		cell := new(int)
+		if args[0] == opInterrupt {
+			cell = fs.Int("cell", 0, "")
+		}
+		if fs.Parse(args[1:]) != nil || fs.ArgsLenAtDash() >= 0 || fs.NArg() != 1 || fs.Arg(0) == "" || fs.Arg(0) == "-" ||
+			fs.Changed("cell") && *cell < 1 {
+			return Call{}, false
+		}
+		return Call{Op: args[0], Name: fs.Arg(0), Cell: *cell}, true
+	}
 	if args[0] == opSessions {
 		asJSON := fs.Bool("json", false, "")
 		if fs.Parse(args[1:]) != nil || fs.ArgsLenAtDash() >= 0 || fs.NArg() > 1 || fs.NArg() == 1 && (fs.Arg(0) == "" || fs.Arg(0) == "-") {
@@ -210,13 +222,56 @@ func TestPlainWait(t *testing.T) {
 	}
 }
 
+func TestPlainInterruptAndKill(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+		cell int
+	}{
+		{[]string{"interrupt", "s"}, true, 0},
+		{[]string{"interrupt", "lab@gw"}, true, 0},
+		{[]string{"interrupt", "s", "--cell", "7"}, true, 7},
+		{[]string{"interrupt", "--cell=0x10", "s"}, true, 16},
+		{[]string{"interrupt", "s", "--cell", "0", "--cell", "3"}, true, 3}, // the last counts
+		{[]string{"interrupt", "s", "--cell", "0"}, false, 0},               // given: from 1
+		{[]string{"interrupt", "s", "--cell", "3", "--cell", "0"}, false, 0},
+		{[]string{"interrupt", "s", "--cell", "-1"}, false, 0},
+		{[]string{"interrupt", "s", "--cell"}, false, 0},
+		{[]string{"interrupt", "s", "--json"}, false, 0},
+		{[]string{"interrupt", "s", "-t", "5"}, false, 0},
+		{[]string{"interrupt", "s", "x"}, false, 0},
+		{[]string{"interrupt"}, false, 0},
+		{[]string{"interrupt", ""}, false, 0},
+		{[]string{"interrupt", "-"}, false, 0},
+		{[]string{"interrupt", "--", "s"}, false, 0},
+		{[]string{"kill", "s"}, true, 0},
+		{[]string{"kill", "s", "--cell", "1"}, false, 0},
+		{[]string{"kill", "s", "--json"}, false, 0},
+		{[]string{"kill", "s", "t"}, false, 0},
+		{[]string{"kill", "--", "s"}, false, 0},
+		{[]string{"kill", "-h"}, false, 0},
+		{[]string{"kill"}, false, 0},
+	} {
+		c, ok := PlainCall(tc.args)
+		assert.Equal(t, tc.ok, ok, "%q", tc.args)
+		if ok {
+			assert.Equal(t, Call{Op: tc.args[0], Name: "s", Cell: tc.cell}, Call{Op: c.Op, Name: "s", Cell: c.Cell}, "%q", tc.args)
+			assert.NotEmpty(t, c.Name)
+			assert.Zero(t, c.Timeout, "neither waits for a cell")
+		}
+		w, wok := cobraReads(tc.args)
+		assert.Equal(t, wok, ok, "%q: as cobra reads it", tc.args)
+		assert.Equal(t, w, c, "%q: as cobra reads it", tc.args)
+	}
+}
+
 // Whatever the arguments, PlainExec takes exactly what cobra would read
 // as `exec NAME CODE` with at most -t, --json, --max-output, --no-wait
 // and --queue, PlainWait what it would read as `wait NAME` with at most
 // -t, --json, --max-output and --cell, PlainSessions `sessions [NAME]`
-// with at most --json, and
-// each reads the same from them; but for go test's flags, which pflag
-// skips.
+// with at most --json, PlainInterrupt `interrupt NAME` with at most
+// --cell and PlainKill `kill NAME`, and each reads the same from them; but
+// for go test's flags, which pflag skips.
 func FuzzPlainExec(f *testing.F) {
 	f.Add("exec", "s", "1+1", "", "")
 	f.Add("exec", "s", "-", "-t", "5")
@@ -235,6 +290,9 @@ func FuzzPlainExec(f *testing.F) {
 	f.Add("exec", "--no-wait", "s", "x", "--queue=F")
 	f.Add("sessions", "--json", "s", "", "")
 	f.Add("sessions", "-t", "5", "--json=0", "")
+	f.Add("interrupt", "s", "--cell", "0x3", "")
+	f.Add("interrupt", "--cell=0", "s", "--cell=1", "")
+	f.Add("kill", "s", "", "", "")
 	f.Fuzz(func(t *testing.T, a, b, c, d, e string) {
 		for _, args := range [][]string{{a}, {a, b}, {a, b, c}, {a, b, c, d}, {a, b, c, d, e}} {
 			got, ok := PlainCall(args)

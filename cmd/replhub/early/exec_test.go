@@ -168,6 +168,35 @@ func TestExecSessions(t *testing.T) {
 	assert.Equal(t, wire.Request{V: wire.Version, Op: wire.OpSessions, Name: "lab", JSON: true}, reqs[0])
 }
 
+// An interrupt and a kill go as the hub's requests, with the cell aimed
+// at and no timeout, and their plain replies are printed; a need_env
+// (which no hub sends them) is cli's to say.
+func TestExecInterruptAndKill(t *testing.T) {
+	getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Text: "interrupted cell 3\n"}})
+	var out, errb bytes.Buffer
+	s, exit := send(Call{Op: opInterrupt, Name: "s", Cell: 3}, stdio{strings.NewReader(""), &out, &errb, getenv})
+	assert.Nil(t, s)
+	assert.Equal(t, 0, exit)
+	assert.Equal(t, "interrupted cell 3\n", out.String())
+	reqs := <-got
+	require.Len(t, reqs, 1)
+	assert.Equal(t, wire.Request{V: wire.Version, Op: wire.OpInterrupt, Name: "s", Cell: 3, Plain: true}, reqs[0])
+
+	out.Reset()
+	getenv, got = fakeHub(t, wire.Reply{Plain: &wire.Plain{Text: "killed session 's'\n"}})
+	s, exit = send(Call{Op: opKill, Name: "s"}, stdio{strings.NewReader(""), &out, &errb, getenv})
+	assert.Nil(t, s)
+	assert.Equal(t, 0, exit)
+	assert.Equal(t, "killed session 's'\n", out.String())
+	assert.Equal(t, []wire.Request{{V: wire.Version, Op: wire.OpKill, Name: "s", Plain: true}}, <-got)
+
+	getenv, got = fakeHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv}}, wire.Reply{Plain: &wire.Plain{}})
+	s, exit = send(Call{Op: opKill, Name: "s"}, stdio{strings.NewReader(""), &out, &errb, getenv})
+	require.NotNil(t, s)
+	assert.Equal(t, -1, exit)
+	assert.Len(t, <-got, 1)
+}
+
 // What send cannot print goes to package cli: the reply line, or none
 // when the hub closed the connection first.
 func TestExecLeavesTheRestToCLI(t *testing.T) {

@@ -95,7 +95,23 @@ func (e *Env) printSessions(l *wire.SessionList, name string, asJSON bool) error
 	return err
 }
 
-// Resume finishes a plain exec, wait or sessions that package early took
+// Message prints the message f gets from the hub (an interrupt's, a
+// kill's), one line.
+func (e *Env) Message(f func(*client.Client) (string, error)) error {
+	c, err := e.Client()
+	if err != nil {
+		return err
+	}
+	msg, err := f(c)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(e.IO.Out, msg)
+	return err
+}
+
+// Resume finishes a plain exec, wait, sessions, interrupt or kill that
+// package early took
 // in its init: s Unsent, the hub did not get it (its Code is what standard input
 // held, for `-`); else s.Line is the hub's reply, nil when the hub closed
 // the connection before it. A reply that says nothing ran (the session is
@@ -109,6 +125,10 @@ func (e *Env) Resume(ctx context.Context, s *early.Sent) error {
 			return e.Wait(ctx, s.Name, s.Cell, timeout, s.MaxOutput, s.JSON)
 		case wire.OpSessions:
 			return e.Sessions(ctx, s.Name, s.JSON)
+		case wire.OpInterrupt:
+			return e.Message(func(c *client.Client) (string, error) { return c.InterruptCell(ctx, s.Name, s.Cell) })
+		case wire.OpKill:
+			return e.Message(func(c *client.Client) (string, error) { return c.Kill(ctx, s.Name) })
 		}
 		eo := client.ExecOptions{Timeout: timeout, MaxOutput: s.MaxOutput, NoWait: s.NoWait, Queue: s.Queue}
 		return e.Exec(ctx, s.Name, s.Code, eo, s.JSON)
@@ -134,13 +154,18 @@ func (e *Env) Resume(ctx context.Context, s *early.Sent) error {
 		_, err := io.WriteString(e.IO.Out, p.Text)
 		return err
 	}
+	if (s.Op == wire.OpInterrupt || s.Op == wire.OpKill) && rep.Message != "" {
+		// From a hub that does not answer them plainly.
+		_, err := fmt.Fprintln(e.IO.Out, rep.Message)
+		return err
+	}
 	if s.Op == wire.OpSessions && rep.Sessions != nil {
 		// From a hub that does not answer a list plainly, or for a name
 		// it does not have (printSessions says so).
 		return e.printSessions(rep.Sessions, s.Name, s.JSON)
 	}
 	if rep.Result == nil {
-		return errors.New("client: malformed reply from hub: no result nor list")
+		return errors.New("client: malformed reply from hub: no result, list nor message")
 	}
 	if s.Op == wire.OpWait {
 		return e.printWait(rep.Result, s.JSON)

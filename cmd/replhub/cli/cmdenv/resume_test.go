@@ -102,3 +102,32 @@ func TestResumeSessions(t *testing.T) {
 		assert.Equal(t, tc.err, errb.String(), tc.name)
 	}
 }
+
+// An interrupt or a kill handed on prints as the whole command does: the
+// message of a hub that does not answer them plainly, the hub's error.
+func TestResumeInterruptAndKill(t *testing.T) {
+	for _, tc := range []struct {
+		op  string
+		rep wire.Reply
+		out string
+		err string
+	}{
+		{wire.OpKill, wire.Reply{Message: "killed session 's'"}, "killed session 's'\n", ""},
+		{wire.OpInterrupt, wire.Reply{Message: "session 's' is idle: nothing to interrupt"}, "session 's' is idle: nothing to interrupt\n", ""},
+		{wire.OpKill, wire.Reply{Err: &wire.Error{Code: wire.CodeNoSession, Message: "no session 's'"}}, "", "replhub: no session 's'\n"},
+		{wire.OpInterrupt, wire.Reply{}, "", "replhub: client: malformed reply from hub: no result, list nor message\n"},
+	} {
+		var b, out, errb bytes.Buffer
+		tc.rep.V = wire.Version
+		require.NoError(t, wire.Write(&b, tc.rep))
+		e := New(IO{Out: &out, Err: &errb}, func(string) string { return "" })
+		code := e.Finish(e.Resume(context.Background(), &early.Sent{Call: early.Call{Op: tc.op, Name: "s"}, Line: b.Bytes()}))
+		assert.Equal(t, tc.out, out.String(), "%s %+v", tc.op, tc.rep)
+		assert.Equal(t, tc.err, errb.String(), "%s %+v", tc.op, tc.rep)
+		if tc.err == "" {
+			assert.Equal(t, ExitOK, code)
+		} else {
+			assert.Equal(t, ExitFailure, code)
+		}
+	}
+}
