@@ -1331,6 +1331,7 @@ class Session(object):
         self.queries = 0  # query threads alive, bounded by QUERIES_MAX
         self.phase, self.key, self.stream = IDLE, None, None
         self.parked = set()  # keys interrupted or cancelled before they started
+        self.after_done = []  # cells whose interrupt is answered after their done frame
         self.listener = None  # a durable worker's socket
         self.sock = None      # its path, and where it moves (_keep_socket)
         self.sock_alt = None
@@ -1645,8 +1646,13 @@ class Session(object):
 
     def interrupt(self, cell):
         """Answer interrupt: the answer is sent with cond held, so it goes
-        before the cell's done frame."""
+        before the cell's done frame; but for a cell whose code has ended,
+        whose done frame is being made: "none" then goes after it (_idle),
+        for the hub takes "none" to mean that the done frame came first."""
         with self.cond:
+            if self.key == ("cell", cell) and self.phase == FINISHING:
+                self.after_done.append(cell)
+                return
             if self.key == ("cell", cell) and self.phase == RUNNING:
                 self._signal_main()
                 how = "delivered"
@@ -1710,6 +1716,9 @@ class Session(object):
         with self.cond:
             self.phase, self.key, self.stream = IDLE, None, None
             self.idle_cond.notify_all()
+            for cell in self.after_done:
+                self._send_quietly({"op": "interrupted", "cell": cell, "how": "none"})
+            del self.after_done[:]
 
     def _own_sigint(self):
         """Put our SIGINT handler back if user code set Python's default one."""

@@ -353,6 +353,26 @@ func TestInterruptAnswers(t *testing.T) {
 		f = w.read(5 * time.Second)
 		assert.Equal(t, "none", f.str("how"))
 
+		// A cell whose code has ended, while its done frame is made (here
+		// a flush of the user's that takes a while): none, after the done
+		// frame, which the hub takes first. Before, the answer went first,
+		// and the hub ended the cell as lost.
+		w.run(fmt.Sprintf("import sys, time\nclass Slow:\n    def __init__(s, o): s.o = o\n    def write(s, t): return s.o.write(t)\n"+
+			"    def flush(s):\n        open(%s, 'w').close(); time.sleep(0.5)\nsys.stdout = Slow(sys.stdout)", pyStr(started)), 20*time.Second)
+		require.NoError(t, os.Remove(started))
+		cell = w.exec("y = 2")
+		waitFile(t, started, 10*time.Second)
+		w.send(map[string]any{"op": "interrupt", "cell": cell}, nil)
+		f = w.read(5 * time.Second)
+		require.Equal(t, "done", f.op(), "%s", f.line)
+		assert.EqualValues(t, cell, f.num("cell"))
+		assert.Equal(t, "ok", f.str("status"), "%s", f.line)
+		f = w.read(5 * time.Second)
+		assert.Equal(t, "interrupted", f.op())
+		assert.EqualValues(t, cell, f.num("cell"))
+		assert.Equal(t, "none", f.str("how"))
+		w.run("sys.stdout = sys.stdout.o", 20*time.Second)
+
 		// Parsing: a cell of a few MB takes a while to parse; an interrupt
 		// sent right after it is parked, and the cell ends without running.
 		ran := filepath.Join(w.dir, "ran")
