@@ -49,7 +49,8 @@ func TestLocalWorkerTellsItsMemoryOnce(t *testing.T) {
 // the last one sent: the hub keeps the last list it had. A cell used to
 // sort all the names, which cost a session of 5,000 names 1.3-2 ms a cell.
 // A reset's answer sets the hub's list, so the next done frame sends it
-// again, as after a new hub (TestDurableWorkerIsAdopted).
+// again, as after a new hub (TestDurableWorkerIsAdopted) or when the hub
+// asks for it in the exec frame.
 func TestDoneSendsNamesWhenTheyChange(t *testing.T) {
 	eachPython(t, func(t *testing.T, py string) {
 		w := startWorker(t, py)
@@ -73,6 +74,13 @@ func TestDoneSendsNamesWhenTheyChange(t *testing.T) {
 		assert.Equal(t, "i", many[0])
 		assert.Nil(t, names("zz = 1"), "past the first 200")
 		assert.NotNil(t, names("aa = 1"))
+
+		// A hub that missed a list asks for it.
+		w.cell++
+		w.send(map[string]any{"op": "exec", "cell": w.cell, "code": "1", "fence": "<FN>", "names": true}, nil)
+		done, _ := w.until("done", 20*time.Second, func(f frame) bool { return f.num("cell") == int64(w.cell) })
+		assert.Len(t, done.h["names"], 200, "%.200s", done.line)
+		assert.Nil(t, names("1"))
 
 		a := w.ask(map[string]any{"kind": "reset"})
 		require.Equal(t, true, a.h["ok"], "%s", a.line)

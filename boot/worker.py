@@ -19,7 +19,8 @@ DESIGN.md lays them out:
   none, and says so in done's "quiet" (see Pump.fence).
 
 Frames, protocol 2 (hub -> worker):
-  exec {cell, code, fence}          run a cell
+  exec {cell, code, fence, names?}  run a cell (names: list them in its
+                                    done frame, changed or not)
   serve {sid, kind, from, py, ...}  put/get/call (blob in len), read/write a file
   chunk {sid|id, seq, eof?, len}    ack {sid|id, seq}     a transfer's data
   reply {id, ok, error?, ...}       the answer to one of our req frames
@@ -1250,7 +1251,9 @@ class Names(object):
         try:
             it = iter(ns)
             if old is not None and len(ns) >= len(old) and _all_in(old, itertools.islice(it, len(old))):
-                added = list(it)
+                # Not in old: a key another thread deleted and bound again
+                # meanwhile comes again (Python 3.6 and 3.7 do not see it).
+                added = [k for k in it if k not in old]
                 old.update(added)
             else:
                 now = set(ns)
@@ -1811,6 +1814,8 @@ class Session(object):
         code = header.get("code", "")
         fname = "<cell-%d>" % cell
         self.fence, self.last_cell, self.cell_t0 = header.get("fence", ""), cell, t0
+        if header.get("names"):
+            self.names.forget()  # the hub missed a list
         self._own_sigint()
         status, value, error = "ok", None, None
         try:

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/replhub/replhub/nodeset"
-	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -153,7 +152,7 @@ func (s *Session) sendCell(r *run, code string) {
 		return
 	}
 	s.mu.Unlock()
-	if err := s.send(&proto.Exec{Cell: r.cell, Code: code, Fence: string(r.fence)}); err != nil {
+	if err := s.send(s.execFrame(r, code)); err != nil {
 		// The worker is dying; its waiter will finish the run as dead.
 		s.hub.log.Warn("exec frame not sent", "session", s.name, "err", err)
 	}

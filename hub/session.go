@@ -95,6 +95,7 @@ type Session struct {
 	early          []byte   // the output before the ready frame (output.go)
 	notes          []string // remarks for the next reply (malformed frames …)
 	names          []string
+	namesLost      bool // a done frame not taken may have had the names: the next exec asks for them
 	rss            int64
 	killed         bool // a deliberate kill: no death note
 	death          string
@@ -444,6 +445,7 @@ func (s *Session) readFrames() {
 			s.hub.log.Warn("malformed frame", "session", s.name, "err", mf.Error())
 			s.mu.Lock()
 			s.notes = append(s.notes, "the worker sent a "+mf.Error()+"; it was dropped")
+			s.namesLost = true // it may have been a done frame
 			s.mu.Unlock()
 			s.send(&proto.Error{Error: "hub: " + mf.Error()})
 			continue
@@ -516,6 +518,7 @@ func (s *Session) onDone(f *proto.Done) {
 	s.mu.Lock()
 	r := s.cur
 	if r == nil || r.cell != f.Cell || r.done != nil || r.isFinished() {
+		s.namesLost = s.namesLost || f.Names != nil
 		s.mu.Unlock()
 		return
 	}
@@ -527,6 +530,7 @@ func (s *Session) onDone(f *proto.Done) {
 	// The cell may have ended otherwise (killed, the fence timed out)
 	// while its images were scaled.
 	if s.cur != r || r.done != nil || r.isFinished() {
+		s.namesLost = s.namesLost || f.Names != nil
 		return
 	}
 	r.done, r.display, r.dnotes = f, display, dnotes
@@ -816,7 +820,7 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	s.cellStartedLocked(ctx, r, code)
 	s.mu.Unlock()
 
-	if err := s.send(&proto.Exec{Cell: r.cell, Code: code, Fence: string(r.fence)}); err != nil {
+	if err := s.send(s.execFrame(r, code)); err != nil {
 		// The worker is dying; its waiter will finish the run as dead.
 		s.hub.log.Warn("exec frame not sent", "session", s.name, "err", err)
 	}
@@ -839,6 +843,16 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 		res.Stdout, res.Stderr = earlier.Stdout+res.Stdout, earlier.Stderr+res.Stderr
 	}
 	return res, nil
+}
+
+// execFrame is r's exec frame, which asks for the session's names when
+// the hub may have missed them (namesLost).
+func (s *Session) execFrame(r *run, code string) *proto.Exec {
+	s.mu.Lock()
+	lost := s.namesLost
+	s.namesLost = false
+	s.mu.Unlock()
+	return &proto.Exec{Cell: r.cell, Code: code, Fence: string(r.fence), Names: lost}
 }
 
 // wait collects the running or unread cell, waiting up to timeout; with
@@ -1295,6 +1309,7 @@ func (s *Session) abandonLocked(r *run, typ, msg string) {
 	if r.done != nil || r.isFinished() {
 		return
 	}
+	s.namesLost = true // its done frame, should it come, is not taken
 	r.done = &proto.Done{Cell: r.cell, Status: wire.StatusError, Error: &wire.CellError{Type: typ, Message: msg},
 		Duration: time.Since(r.start).Seconds()}
 	if r.fenceTimer != nil {

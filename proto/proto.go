@@ -292,6 +292,9 @@ type Exec struct {
 	Cell  int    `json:"cell"`
 	Code  string `json:"code"`
 	Fence string `json:"fence"`
+	// Names asks for the session's names in the cell's done frame, changed
+	// or not: the hub may have missed the last list sent (Done.Names).
+	Names bool `json:"names,omitempty"`
 }
 
 // Interrupt asks for KeyboardInterrupt in cell Cell; the worker answers
