@@ -145,6 +145,7 @@ func TestDurableWorkerIsAdopted(t *testing.T) {
 		assert.Equal(t, true, h["running"], "its done frame is still to come")
 		assert.Equal(t, "<F2>", h["fence"])
 		assert.Equal(t, token, h["streams"], "an adopted worker tells its token again")
+		assert.Equal(t, []any{"time", "x"}, h["names"], "and its names, as its last done frame had them")
 		done, out := next.cell(2, "<F2>")
 		assert.EqualValues(t, 2, done["cell"])
 		assert.Equal(t, "6", done["value"])

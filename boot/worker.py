@@ -33,8 +33,9 @@ Frames, protocol 2 (hub -> worker):
   ping {id} -> pong {id}
   exit              end now (a durable worker outlives its frame stream)
   adopt             a new hub's first frame on a durable worker's socket
-                    -> ready {adopted, cell, running, fence, streams}, then the last
-                    done frame and the output that waited for a hub
+                    -> ready {adopted, cell, running, fence, streams, names?},
+                    then the last done frame and the output that waited
+                    for a hub
   detach {fence}    the hub hands us over: output to it ends with fence,
                     then detached; the rest waits for the next hub
   swap {sid, path?, force?} -> [chunk...] swapped {sid, ok, ...}     see replhub_toolkit/swap.py
@@ -1533,6 +1534,8 @@ class Session(object):
             ready = json.loads(_ready_frame(self.has_cloudpickle, self.sock_fields).decode("utf-8"))
             ready.update(adopted=True, cell=cell, running=running or held,
                          fence=self.fence if running or held else "")
+            if self.names.sent:
+                ready["names"] = self.names.sent  # the next done frame sends them again
             if running:
                 import time
                 ready["elapsed"] = max(0.0, time.time() - self.cell_t0)

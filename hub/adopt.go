@@ -192,6 +192,7 @@ func (h *Hub) adopt(rec liveRecord) error {
 		Cwd: ready.Cwd, Executable: ready.Executable, Cloudpickle: ready.Cloudpickle}
 	s.origin = wire.Request{Cwd: ready.Cwd, Env: os.Environ()}
 	s.cells = max(rec.Cells, ready.Cell)
+	s.names = ready.Names
 	s.setStreamsLocked(ready.Streams)
 	s.state = stateIdle
 	now := time.Now()

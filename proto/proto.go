@@ -109,6 +109,9 @@ type Ready struct {
 	Fence   string `json:"fence,omitempty"`
 	// Elapsed is how long, in seconds, the running cell has run.
 	Elapsed float64 `json:"elapsed,omitempty"`
+	// Names are the session's names as the last hub was last sent them
+	// (Done.Names), for the list until the next cell's done frame.
+	Names []string `json:"names,omitempty"`
 	// A worker on a host that lingers after its link drops says where its
 	// socket is, and where it moves if its folder goes (a runtime folder
 	// removed at logout); or why it cannot linger.

@@ -132,6 +132,11 @@ func TestRestartWithAChangedBinary(t *testing.T) {
 	assert.NotEqual(t, oldPid, e.HubPid())
 	l := sessionList(t, e)
 	assert.Equal(t, "9.9.9-changed", l.Hub.Version)
+	for _, s := range l.Sessions {
+		if s.Name == "s2" || s.Name == "s3" {
+			assert.Equal(t, []string{"v"}, s.Names, "the adopted worker tells its names before its next cell")
+		}
+	}
 
 	r = e.Run("exec", "s1", "1")
 	assert.Contains(t, r.Stdout, "late", "unread output crosses the restart: %s", r)
