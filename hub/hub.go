@@ -102,6 +102,7 @@ type Hub struct {
 	warnings []string               // for the next reply: ssh_config lines skipped
 	live     liveSet                // the records of running sessions (live.go)
 	swap     swapState              // swaps and restores under way (swap.go)
+	swapList swapListing            // the list's lines of the swaps on disk (swaplist.go)
 	closing  bool
 	conns    sync.WaitGroup
 }

@@ -914,30 +914,3 @@ func (h *Hub) swappedError(name string, adv wire.Advice) error {
 		"session '%s' is swapped to disk: the next %s (or session(\"%s\")) restores it, with what nobody had read",
 		name, adv.Exec(name), name)}
 }
-
-// listSwapped describes the swaps on disk.
-func (h *Hub) listSwapped() []wire.SwappedInfo {
-	ents, _ := os.ReadDir(h.paths.SwapDir())
-	cfg, _ := config.Load(h.paths.ConfigFile())
-	var out []wire.SwappedInfo
-	for _, e := range ents {
-		name, ok := strings.CutSuffix(e.Name(), ".json")
-		if !ok || checkName(name) != nil {
-			continue
-		}
-		info := wire.SwappedInfo{Name: name, Host: "?", Python: "?", Cwd: "?"}
-		if rec, err := h.readSwap(name); rec != nil {
-			pickle, _ := h.swapPaths(name)
-			info = wire.SwappedInfo{Name: name, Host: rec.Host, Route: rec.Route, Python: rec.Python, Cwd: rec.Cwd,
-				When: rec.When, Cells: rec.Cells, Bytes: rec.Bytes, Names: rec.Names, Path: pickle,
-				Unread: rec.Output != "" || rec.Result != nil || len(rec.Kept) > 0}
-			if cfg != nil && cfg.SwapKeep() > 0 {
-				info.Expires = rec.When.Add(cfg.SwapKeep())
-			}
-		} else if err != nil {
-			info.Cwd = err.Error()
-		}
-		out = append(out, info)
-	}
-	return out
-}
