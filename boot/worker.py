@@ -84,6 +84,7 @@ MESSAGE_CAP = 10000     # an exception's message
 TRACEBACK_CAP = 30000   # a formatted traceback
 NAME_CAP = 100          # a name in "names" (longer ones are left out)
 NAMES_MAX = 200
+READY_NAMES_BYTES = 32 << 10  # of names in a ready frame, which the hub reads within 64 KiB
 ERROR_CAP = 2000        # the text of an error frame
 QUERIES_MAX = 4         # query frames answered at once
 
@@ -1534,8 +1535,17 @@ class Session(object):
             ready = json.loads(_ready_frame(self.has_cloudpickle, self.sock_fields).decode("utf-8"))
             ready.update(adopted=True, cell=cell, running=running or held,
                          fence=self.fence if running or held else "")
-            if self.names.sent:
-                ready["names"] = self.names.sent  # the next done frame sends them again
+            # The names the last hub had, as many as fit the hub's bound on
+            # a ready frame (READY_NAMES_BYTES); the next done frame sends
+            # them all.
+            names, room = [], READY_NAMES_BYTES
+            for name in self.names.sent or ():
+                room -= len(json.dumps(name)) + 1
+                if room < 0:
+                    break
+                names.append(name)
+            if names:
+                ready["names"] = names
             if running:
                 import time
                 ready["elapsed"] = max(0.0, time.time() - self.cell_t0)

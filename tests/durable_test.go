@@ -144,6 +144,26 @@ func TestRestartWithAChangedBinary(t *testing.T) {
 	durableChecks(t, e, "the hub restarted at", "s1")
 }
 
+// A session whose names are long and not ASCII (a JSON escape of 6 or 12
+// bytes a character) outlives a restart: its ready frame tells as many as
+// the hub's bound on it takes, and its next done frame all of them.
+func TestRestartWithWideNames(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	ok(t, e.Run("exec", "wide", `for i in range(200): globals()["名前" * 30 + "\U0001d4d0" * 20 + str(i)] = i`, "--python", newer))
+	r := e.Run("restart")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "1 of 1 sessions live", "%s", r)
+	info := sessionInfo(t, e, "wide")
+	assert.NotEmpty(t, info.Names, "some, before its next cell")
+	assert.Less(t, len(info.Names), 200)
+	r = e.Run("exec", "wide", "len([k for k in globals() if k.startswith('名前')])")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "Out[2]: 200")
+	assert.Len(t, sessionInfo(t, e, "wide").Names, 200, "all, from its done frame")
+}
+
 // changedBinary builds replhub with another version string.
 func changedBinary(t *testing.T) string {
 	t.Helper()
