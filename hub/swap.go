@@ -317,6 +317,7 @@ func (h *Hub) readSwap(name string) (*swapRecord, error) {
 // never half there.
 func (h *Hub) removeSwap(name string) {
 	pickle, record := h.swapPaths(name)
+	h.swapList.changed(name)
 	os.Remove(record)
 	os.Remove(pickle)
 	syncDir(h.paths.SwapDir())
@@ -327,6 +328,7 @@ func (h *Hub) removeSwap(name string) {
 // the record is left for removeSwap.
 func (h *Hub) keepSwap(name string, when time.Time) (string, error) {
 	pickle, _ := h.swapPaths(name)
+	h.swapList.changed(name)
 	dir := filepath.Join(h.paths.SwapDir(), "kept")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
@@ -598,6 +600,8 @@ func (h *Hub) swapRecordOf(s *Session, ans *proto.Swapped, why string) *swapReco
 // writeSwap puts the pickle in place, then its record.
 func (h *Hub) writeSwap(name, part string, rec *swapRecord) error {
 	pickle, record := h.swapPaths(name)
+	h.swapList.changed(name)
+	defer h.swapList.changed(name) // a list that read the files meanwhile
 	b, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {
 		return err

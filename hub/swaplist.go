@@ -17,6 +17,10 @@ import (
 type swapListing struct {
 	mu    sync.Mutex
 	lines map[string]swapLine
+	// epoch counts the swaps written and removed: a line read before one
+	// is not kept (a file system that keeps whole seconds, or reuses an
+	// inode, may give a new swap the key of the one it replaced).
+	epoch uint64
 }
 
 type swapLine struct {
@@ -79,6 +83,7 @@ func (h *Hub) listSwapped() []wire.SwappedInfo {
 // neither file changed since.
 func (h *Hub) swapLineOf(name string, cached bool) wire.SwappedInfo {
 	pickle, record := h.swapPaths(name)
+	epoch := h.swapList.now()
 	rk, rok := keyOf(record)
 	pk, pok := keyOf(pickle)
 	keyed := cached && rok && pok
@@ -95,7 +100,7 @@ func (h *Hub) swapLineOf(name string, cached bool) wire.SwappedInfo {
 			When: rec.When, Cells: rec.Cells, Bytes: rec.Bytes, Names: rec.Names, Path: pickle,
 			Unread: rec.Output != "" || rec.Result != nil || len(rec.Kept) > 0}
 		if keyed {
-			h.swapList.put(name, swapLine{rk, pk, info})
+			h.swapList.put(name, swapLine{rk, pk, info}, epoch)
 		}
 	case err != nil:
 		info.Cwd = err.Error()
@@ -110,13 +115,32 @@ func (l *swapListing) get(name string) (swapLine, bool) {
 	return line, ok
 }
 
-func (l *swapListing) put(name string, line swapLine) {
+func (l *swapListing) now() uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.epoch
+}
+
+// put keeps name's line, read since epoch, unless a swap was written or
+// removed meanwhile.
+func (l *swapListing) put(name string, line swapLine, epoch uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.epoch != epoch {
+		return
+	}
 	if l.lines == nil {
 		l.lines = map[string]swapLine{}
 	}
 	l.lines[name] = line
+}
+
+// changed drops name's line: its swap is being written or removed.
+func (l *swapListing) changed(name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.epoch++
+	delete(l.lines, name)
 }
 
 // forget drops the lines of swaps not in keep (all, for nil).

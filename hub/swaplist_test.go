@@ -83,3 +83,20 @@ func TestListSwappedKeepsLines(t *testing.T) {
 	assert.Len(t, h.swapList.lines, 1, "a's line went with it")
 	h.swapList.mu.Unlock()
 }
+
+// A line read before a swap was written or removed is not kept: a new
+// swap may have the old one's key (an inode reused, whole-second times).
+func TestSwapListingEpoch(t *testing.T) {
+	var l swapListing
+	epoch := l.now()
+	l.changed("a")
+	l.put("a", swapLine{}, epoch)
+	_, ok := l.get("a")
+	assert.False(t, ok, "read before a swap was written")
+	l.put("a", swapLine{}, l.now())
+	_, ok = l.get("a")
+	assert.True(t, ok)
+	l.changed("a")
+	_, ok = l.get("a")
+	assert.False(t, ok, "dropped as its swap changes")
+}
