@@ -189,20 +189,10 @@ func TestPlainExecSkipsHeavyInits(t *testing.T) {
 // `--` before NAME, which early leaves to it): a cell still running, one
 // that finished, capped, and a queued one, which exits as running.
 func TestPlainWaitSkipsHeavyInits(t *testing.T) {
-	e := hubtest.Start(t)
-	newer, _ := hubtest.PickPythons(t)
-	e.Setenv("REPLHUB_PYTHON", newer)
-	number := regexp.MustCompile(`\d+(\.\d+)?`)
-	var printed [2][]string
-	for pass, viaCobra := range []bool{false, true} {
-		w := fmt.Sprintf("w%d", pass) // a session each, in the same state
-		require.Equal(t, 0, e.Run("exec", w, "import time").Code)
-		e.Setenv("GODEBUG", "inittrace=1")
+	earlyThenCobra(t, "w", func(e *hubtest.Env, w string, call func(args ...string) hubtest.Result) {
 		wait := func(flags ...string) hubtest.Result {
 			t.Helper()
-			r := earlyOrCobra(t, e, viaCobra, w, append([]string{"wait"}, flags...)...)
-			printed[pass] = append(printed[pass], number.ReplaceAllString(r.Stdout, "N"))
-			return r
+			return call(append([]string{"wait"}, flags...)...)
 		}
 		r := e.Run("exec", w, `time.sleep(1.5); print("a" * 500 + "z" * 500); 7`, "-t", "0.2")
 		require.Equal(t, 3, r.Code, "%s", r)
@@ -215,18 +205,15 @@ func TestPlainWaitSkipsHeavyInits(t *testing.T) {
 		assert.Regexp(t, `Out\[\d+\]: 7\n$`, r.Stdout)
 
 		require.Equal(t, 0, e.Run("exec", w, "time.sleep(1.5)", "--no-wait").Code)
-		q := e.Run("exec", w, "8", "--queue")
-		m := regexp.MustCompile(`\[cell (\d+) queued`).FindStringSubmatch(q.Stdout)
-		require.NotNil(t, m, "%s", q)
-		r = wait("--cell", m[1], "-t", "0.1", "--json")
+		m := queued(t, e, w, "8")
+		r = wait("--cell", m, "-t", "0.1", "--json")
 		assert.Equal(t, 3, r.Code, "a queued cell has not even started: %s", r)
 		assert.Contains(t, r.Stdout, `"status": "queued"`, "%s", r)
-		r = wait("--cell", m[1], "-t", "20")
+		r = wait("--cell", m, "-t", "20")
 		assert.Equal(t, 0, r.Code, "%s", r)
 		assert.Regexp(t, `Out\[\d+\]: 8\n$`, r.Stdout)
 		e.Run("kill", w) // its unread cell is not the next pass's note
-	}
-	assert.Equal(t, printed[1], printed[0])
+	})
 }
 
 // `replhub sessions [NAME] [--json]` whose output goes to a program runs
@@ -288,38 +275,15 @@ func earlyOrCobra(t *testing.T, e *hubtest.Env, viaCobra bool, name string, args
 // queued one taken out, an idle session's, a session killed, and the
 // error for a name the hub lacks.
 func TestPlainInterruptAndKillSkipHeavyInits(t *testing.T) {
-	e := hubtest.Start(t)
-	newer, _ := hubtest.PickPythons(t)
-	e.Setenv("REPLHUB_PYTHON", newer)
-	number := regexp.MustCompile(`\d+(\.\d+)?`)
-	var printed [2][]string
-	for pass, viaCobra := range []bool{false, true} {
-		s := fmt.Sprintf("s%d", pass) // a session each, in the same state
-		require.Equal(t, 0, e.Run("exec", s, "import time").Code)
-		e.Setenv("GODEBUG", "inittrace=1")
-		call := func(op string, flags ...string) hubtest.Result {
-			t.Helper()
-			r := earlyOrCobra(t, e, viaCobra, s, append([]string{op}, flags...)...)
-			said := regexp.MustCompile(`(?m)^replhub: .*$`).FindString(r.Stderr)
-			printed[pass] = append(printed[pass], number.ReplaceAllString(fmt.Sprintf("%d %s%s", r.Code, r.Stdout, said), "N"))
-			return r
-		}
-		e.Setenv("GODEBUG", "")
+	earlyThenCobra(t, "s", func(e *hubtest.Env, s string, call func(args ...string) hubtest.Result) {
 		require.Equal(t, 0, e.Run("exec", s, "time.sleep(30)", "--no-wait").Code)
-		q := e.Run("exec", s, "8", "--queue")
-		m := regexp.MustCompile(`\[cell (\d+) queued`).FindStringSubmatch(q.Stdout)
-		require.NotNil(t, m, "%s", q)
-		e.Setenv("GODEBUG", "inittrace=1")
-		r := call("interrupt", "--cell", m[1])
-
+		r := call("interrupt", "--cell", queued(t, e, s, "8"))
 		assert.Equal(t, 0, r.Code, "%s", r)
 		assert.Contains(t, r.Stdout, "queue", "%s", r)
 		r = call("interrupt")
 		assert.Equal(t, 0, r.Code, "%s", r)
 		assert.Contains(t, r.Stdout, "interrupted cell", "%s", r)
-		e.Setenv("GODEBUG", "")
 		assert.Contains(t, e.Run("wait", s, "-t", "20").Stdout, "KeyboardInterrupt")
-		e.Setenv("GODEBUG", "inittrace=1")
 		r = call("interrupt")
 		assert.Equal(t, 0, r.Code, "%s", r)
 		r = call("kill")
@@ -328,9 +292,43 @@ func TestPlainInterruptAndKillSkipHeavyInits(t *testing.T) {
 		r = call("kill")
 		assert.Equal(t, 2, r.Code, "%s", r)
 		assert.Contains(t, r.Stderr, "\nreplhub: ", "%s", r)
-		e.Setenv("GODEBUG", "")
+	})
+}
+
+// earlyThenCobra runs pass twice against one hub, each time on a session
+// of its own in the same state (prefix0, then prefix1, time imported):
+// first with its calls (args, then the session's name) from early's init,
+// then through cobra (earlyOrCobra); the two must print the same, numbers
+// aside: the exit code, standard output and replhub's line of error.
+func earlyThenCobra(t *testing.T, prefix string, pass func(e *hubtest.Env, name string, call func(args ...string) hubtest.Result)) {
+	t.Helper()
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	number := regexp.MustCompile(`\d+(\.\d+)?`)
+	said := regexp.MustCompile(`(?m)^replhub: .*$`)
+	var printed [2][]string
+	for i, viaCobra := range []bool{false, true} {
+		name := fmt.Sprintf("%s%d", prefix, i)
+		require.Equal(t, 0, e.Run("exec", name, "import time").Code)
+		e.Setenv("GODEBUG", "inittrace=1")
+		pass(e, name, func(args ...string) hubtest.Result {
+			t.Helper()
+			r := earlyOrCobra(t, e, viaCobra, name, args...)
+			printed[i] = append(printed[i], number.ReplaceAllString(fmt.Sprintf("%d %s%s", r.Code, r.Stdout, said.FindString(r.Stderr)), "N"))
+			return r
+		})
 	}
 	assert.Equal(t, printed[1], printed[0])
+}
+
+// queued queues code in session name and returns its cell's number.
+func queued(t *testing.T, e *hubtest.Env, name, code string) string {
+	t.Helper()
+	q := e.Run("exec", name, code, "--queue")
+	m := regexp.MustCompile(`\[cell (\d+) queued`).FindStringSubmatch(q.Stdout)
+	require.NotNil(t, m, "%s", q)
+	return m[1]
 }
 
 // `replhub --version` (or -v) is answered from package early's init too,
