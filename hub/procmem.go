@@ -36,10 +36,12 @@ const (
 	maxProcFile = 1 << 20
 )
 
-// procReader reads /proc files into one buffer it keeps.
+// procReader reads /proc files into buffers it keeps: a file's bytes, a
+// folder's entries, a path.
 type procReader struct {
-	buf  []byte
-	path []byte
+	buf   []byte
+	dents []byte
+	path  []byte
 }
 
 // tree lists pid and its descendants, pid first, maxTree at most.
@@ -102,10 +104,12 @@ func (r *procReader) tasks(pid int) []int {
 		return nil
 	}
 	defer syscall.Close(fd)
+	if r.dents == nil {
+		r.dents = make([]byte, 4096)
+	}
 	var tids []int
-	buf := make([]byte, 4096)
 	for {
-		n, err := syscall.ReadDirent(fd, buf)
+		n, err := syscall.ReadDirent(fd, r.dents)
 		if err == syscall.EINTR {
 			continue
 		}
@@ -113,7 +117,7 @@ func (r *procReader) tasks(pid int) []int {
 			return tids
 		}
 		var names []string
-		_, _, names = syscall.ParseDirent(buf[:n], -1, names)
+		_, _, names = syscall.ParseDirent(r.dents[:n], -1, names)
 		for _, name := range names {
 			if tid, err := strconv.Atoi(name); err == nil {
 				tids = append(tids, tid)
