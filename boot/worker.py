@@ -1223,7 +1223,6 @@ class ReplhubFinder(object):
         exec(compile(src, fname, "exec", dont_inherit=True), module.__dict__)
 
 
-
 class Names(object):
     """The session's names past its start's, as a done frame lists them
     (NAMES_MAX at most, sorted, none over NAME_CAP or starting with _),
@@ -1304,6 +1303,7 @@ else:
 
 def _listable(k):
     return isinstance(k, str) and len(k) <= NAME_CAP and not k.startswith("_")
+
 
 class Session(object):
     """The cell loop: runs exec and serve frames one at a time, on the main
