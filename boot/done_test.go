@@ -48,9 +48,9 @@ func TestLocalWorkerTellsItsMemoryOnce(t *testing.T) {
 // A done frame lists the session's names only when the list changed since
 // the last one sent: the hub keeps the last list it had. A cell used to
 // sort all the names, which cost a session of 5,000 names 1.3-2 ms a cell.
-// A reset's answer sets the hub's list, so the next done frame sends it
-// again, as after a new hub (TestDurableWorkerIsAdopted) or when the hub
-// asks for it in the exec frame.
+// The list goes whole to a new hub (TestDurableWorkerIsAdopted) and when
+// the hub asks for it in the exec frame; a reset's answer always carries
+// it, and the done frames after it send what changed since.
 func TestDoneSendsNamesWhenTheyChange(t *testing.T) {
 	eachPython(t, func(t *testing.T, py string) {
 		w := startWorker(t, py)
@@ -84,7 +84,23 @@ func TestDoneSendsNamesWhenTheyChange(t *testing.T) {
 
 		a := w.ask(map[string]any{"kind": "reset"})
 		require.Equal(t, true, a.h["ok"], "%s", a.line)
+		assert.Equal(t, []any{}, a.h["names"], "the list after the reset: %s", a.line)
 		assert.Equal(t, []any{"aa"}, names("aa = 1"), "after a reset, the hub's list is the reset's")
+		assert.Equal(t, []any{}, names("del aa"))
+		a = w.ask(map[string]any{"kind": "reset"})
+		require.Equal(t, true, a.h["ok"], "%s", a.line)
+		assert.Equal(t, []any{}, a.h["names"], "a reset's answer lists the names, changed or not: %s", a.line)
+	})
+}
+
+// A reset's answer and a done frame made beside it reach the hub in the
+// order their lists were made (testdata/names_order.py), on every Python.
+func TestResetNamesInOrder(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		out, err := exec.Command(py, "testdata/names_order.py", "worker.py").CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "ok" {
+			t.Fatalf("%s: %v\n%s", py, err, out)
+		}
 	})
 }
 

@@ -42,8 +42,9 @@ Frames, protocol 2 (hub -> worker):
   restore {sid, path?} -> [ack -1, chunks in] restored {sid, ok, ...}
   query {id, kind, expr?, text?, all?, keep_imports?, limit?, wait?}
                     -> answer {id, ok, error?, busy?, cell?, waited?, ...}:
-                    vars, inspect, complete or reset, between cells, on a
-                    thread of its own; see replhub_toolkit/query.py
+                    vars, inspect, complete or reset (names: the list
+                    after it), between cells, on a thread of its own; see
+                    replhub_toolkit/query.py
 Worker -> hub: ready, done {cell, status, value, error, duration, names?
 (when they changed, or to a new hub: Names), rss?, display?: [{mime,
 size}], dropped?, quiet?, len?} (the display items' bytes, one after
@@ -1237,11 +1238,13 @@ class Names(object):
     keys are compared as sets."""
 
     def __init__(self, base):
+        import threading
         self.base = base
         self.keys = None    # the namespace's keys at the last done frame
         self.sorted = []    # every listable name in them, sorted
         self.sent = None    # the list the hub was sent last
         self.gen = -1       # on this hub connection
+        self.lock = threading.Lock()  # see send
 
     def changed(self, ns, gen):
         """The list, when it differs from the one the hub on connection gen
@@ -1288,8 +1291,23 @@ class Names(object):
 
     def forget(self):
         """Send the list with the next done frame (the hub's was set
-        otherwise: a reset)."""
+        otherwise: a restore)."""
         self.keys = None
+
+    def send(self, chan, ns, frame, data=None, anew=False):
+        """Send frame with the list, when the hub lacks it (anew: always).
+        Made and sent under one lock, so the hub gets the lists in the
+        order they were made: a reset answers on a thread of its own, and
+        a cell let go past the reset's budget may end beside it."""
+        with self.lock:
+            if anew:
+                self.keys = None
+            for _ in range(3 if anew else 1):
+                names = self.changed(ns, chan.gen)
+                if names is not None:
+                    frame["names"] = names
+                    break
+            chan.send(frame, data)
 
 
 if sys.version_info >= (3, 11):
@@ -1644,7 +1662,10 @@ class Session(object):
                 reply = {"ok": False, "error": _cap("replhub: %s: %s" % (type(e).__name__, e), ERROR_CAP)[0]}
             reply.update(op="answer", id=header.get("id"))
             try:
-                self.chan.send(reply)
+                if header.get("kind") == "reset" and reply.get("ok"):
+                    self.names.send(self.chan, self.ns, reply, anew=True)
+                else:
+                    self.chan.send(reply)
             except ValueError as e:
                 self._send_quietly({"op": "answer", "id": header.get("id"), "ok": False,
                                     "error": _cap(str(e), ERROR_CAP)[0]})
@@ -1977,9 +1998,6 @@ class Session(object):
         Background jobs that ended are mentioned first."""
         _job_notes()
         _flush()
-        names = self.names.changed(self.ns, self.chan.gen)
-        if names is not None:
-            done["names"] = names
         # Memory is read at most once a second, and on this machine at the
         # first cell only: the hub reads a local session's from /proc as it
         # lists it. Walking the process tree costs a tenth of a millisecond,
@@ -1990,7 +2008,7 @@ class Session(object):
             self.rss_at = now
             done["rss"] = _rss()
         try:
-            self._write_done(fence, done, data)
+            self._write_done(fence, done, data, names=True)
         except ValueError:
             # A header over the bound (a display list too long): the items
             # go, the cell's end does not. So does the len the first try
@@ -2000,7 +2018,9 @@ class Session(object):
             done["dropped"] = done.get("dropped", 0) + 1
             self._write_done(None, done)  # the fence went, quiet is said
 
-    def _write_done(self, fence, done, data=None):
+    def _write_done(self, fence, done, data=None, names=False):
+        """Write the fence, then done (with the names, when the hub lacks
+        them and names is set)."""
         with self.sigint:
             # In stdout, after all the cell wrote to either stream, even
             # with fd 1 pointed elsewhere.
@@ -2009,7 +2029,10 @@ class Session(object):
                     done["quiet"] = True
             except OSError:
                 pass
-            self.chan.send(done, data)
+            if names:
+                self.names.send(self.chan, self.ns, done, data)
+            else:
+                self.chan.send(done, data)
 
     def run_serve(self, header, data):
         """Serve a put/get/call or a file's read or write for another

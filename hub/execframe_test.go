@@ -5,8 +5,10 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/replhub/replhub/proto"
+	"github.com/replhub/replhub/wire"
 )
 
 // A done frame the hub does not take, or a run it ends without one, may
@@ -32,4 +34,26 @@ func TestExecFrameAsksForLostNames(t *testing.T) {
 	s.abandonLocked(r, "ResultLost", "lost")
 	s.mu.Unlock()
 	assert.True(t, s.execFrame(r, "1").Names)
+}
+
+// A reset's names are taken as its answer frame arrives, in the frame
+// reader's order among the done frames', whether or not its caller still
+// waits: a cell let go past the reset's budget may end beside it, and the
+// worker sends the two lists in the order it made them.
+func TestResetNamesTakenInFrameOrder(t *testing.T) {
+	h := testHub(t, testPaths(t))
+	s := startedSession(h, "s", 1)
+	s.onAnswer(&proto.Answer{ID: 7, OK: true, Findings: wire.Findings{Names: []string{"a"}}})
+	assert.Equal(t, []string{"a"}, s.names, "nobody waits for it: the names are still the session's")
+	s.mu.Lock()
+	s.cur = &run{cell: 2, start: time.Now(), finished: make(chan struct{})}
+	s.mu.Unlock()
+	s.onDone(&proto.Done{Cell: 2, Quiet: true, Names: []string{"a", "z"}})
+	require.Equal(t, []string{"a", "z"}, s.names, "the cell's done frame, after the answer")
+	s.onAnswer(&proto.Answer{ID: 8, OK: true})
+	assert.Equal(t, []string{"a", "z"}, s.names, "an answer without names leaves them")
+	s.onAnswer(&proto.Answer{ID: 9, Error: "no", Findings: wire.Findings{Names: []string{}}})
+	assert.Equal(t, []string{"a", "z"}, s.names, "nor does a failed one")
+	s.onAnswer(&proto.Answer{ID: 10, OK: true, Findings: wire.Findings{Names: []string{}}})
+	assert.Equal(t, []string{}, s.names, "a reset that cleared them all")
 }

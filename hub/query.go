@@ -127,9 +127,15 @@ func (s *Session) query(ctx context.Context, q *proto.Query, wait time.Duration,
 }
 
 // onAnswer hands an answer frame to the query waiting for it; one nobody
-// waits for (its caller gave up) is dropped.
+// waits for (its caller gave up) is dropped. A reset's names are taken
+// here, on the frame reader, in their order among the done frames' (a
+// cell let go past the reset's budget may end beside it): the worker
+// makes and sends each list under one lock (Names.send).
 func (s *Session) onAnswer(f *proto.Answer) {
 	s.mu.Lock()
+	if f.OK && f.Names != nil {
+		s.names = f.Names
+	}
 	ch := s.queries[f.ID]
 	s.mu.Unlock()
 	if ch != nil {
@@ -178,10 +184,5 @@ func (s *Session) answerOf(q *proto.Query, a *proto.Answer, adv wire.Advice) (*w
 		out.Notes = append(out.Notes, "the list stopped early: "+a.Note)
 	}
 	out.Findings = a.Findings
-	if q.Kind == wire.OpReset {
-		s.mu.Lock()
-		s.names = a.Names
-		s.mu.Unlock()
-	}
 	return out, nil
 }

@@ -601,8 +601,8 @@ def q_reset(sess, header, d):
             restored.append(k)
     v = None
     gc.collect()
-    sess.names.forget()  # the hub takes this answer's names
-    res = {"removed": removed, "names": [k for k in user_names(sess) if not k.startswith("_")][:200]}
+    # The names left go with the answer (Session._answer, Names.send).
+    res = {"removed": removed}
     if kept:
         res["kept"] = sorted(kept)
     if restored:
