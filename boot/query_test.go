@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -207,6 +208,17 @@ func TestQueryBusyAndReset(t *testing.T) {
 		assert.EqualValues(t, 3, a.num("removed"), "json, time and _: %s", a.line)
 		done = w.run("json", 20*time.Second)
 		assert.Equal(t, "NameError", done.errType())
+
+		// Modules kept under many long names, and one not a string: the
+		// answer stays within a frame, and says how many it left out.
+		w.run("import os; globals().update(('m%05d' % i + 'x' * 300, os) for i in range(6000)); globals()[7] = os; a = 1", 20*time.Second)
+		a = w.ask(map[string]any{"kind": "reset", "keep_imports": true})
+		require.Equal(t, true, a.h["ok"], "%.300s", a.line)
+		kept := list(a, "kept")
+		assert.Len(t, kept, 500)
+		assert.Equal(t, "5502 more names of modules kept", a.h["note"], "os, 7 and 6,000 others, less 500")
+		assert.Equal(t, 200, utf8.RuneCountInString(kept[1].(string)), "capped")
+		assert.Equal(t, "7", kept[0])
 	})
 }
 

@@ -1307,7 +1307,11 @@ class Names(object):
                 if names is not None:
                     frame["names"] = names
                     break
-            chan.send(frame, data)
+            try:
+                chan.send(frame, data)
+            except BaseException:
+                self.keys = None  # the hub may not have it: the next list goes whole
+                raise
 
 
 if sys.version_info >= (3, 11):

@@ -16,8 +16,12 @@ import (
 // it may answer (between cells: boot/replhub_toolkit/query.py). The hub counts no cell
 // for them and, but for a reset's note, writes nothing to the transcript.
 
-// queryIDs numbers query frames, hub-wide.
+// queryIDs numbers query frames, hub-wide, from a start that no earlier
+// hub's numbers reach: an adopted worker may still answer a query of the
+// hub before, and that answer must not pass for one of this hub's.
 var queryIDs atomic.Int64
+
+func init() { queryIDs.Store(time.Now().UnixMilli() << 16) }
 
 // queryBudget is how long past its wait a query may take: the worker's
 // own budget for it (BUDGET + GRACE in boot/replhub_toolkit/query.py) and a margin for the

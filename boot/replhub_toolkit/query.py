@@ -47,6 +47,7 @@ INSPECT_REPR = 4000     # characters of an inspected repr
 DOC_LINES = 12
 DOC_CAP = 2000
 ATTRS_MAX = 300
+KEPT_MAX = 500          # names of modules a reset lists as kept
 COMPLETE_LIMIT = 200    # completions, by default
 COMPLETE_MAX = 2000
 KEYS_SCAN = 20000       # dict keys looked at for a completion
@@ -604,7 +605,10 @@ def q_reset(sess, header, d):
     # The names left go with the answer (Session._answer, Names.send).
     res = {"removed": removed}
     if kept:
-        res["kept"] = sorted(kept)
+        # Bounded, as every list here: the answer must fit in a frame.
+        res["kept"] = sorted(_cap(k if isinstance(k, str) else repr(k), 200) for k in kept)[:KEPT_MAX]
+        if len(kept) > KEPT_MAX:
+            res["note"] = "%d more names of modules kept" % (len(kept) - KEPT_MAX)
     if restored:
         res["restored"] = sorted(restored)
     return res

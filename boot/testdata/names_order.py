@@ -48,4 +48,23 @@ reset.join(5)
 cell.join(5)
 assert chan.frames == ["done", "answer", "done"], chan.frames
 assert chan.hub == ["a", "z"], chan.hub
+
+
+class Refusing(Chan):
+    def send(self, frame, data=None):
+        raise ValueError("over the bound")
+
+
+# An answer the channel refused: the hub kept its list, so the next done
+# frame sends the list whole, though it did not change.
+for anew in (True, False):
+    try:
+        names.send(Refusing(), ns, {"op": "answer"}, anew=anew)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("not raised")
+    chan = Chan()
+    names.send(chan, ns, {"op": "done"})
+    assert chan.hub == ["a", "z"], (anew, chan.hub)
 print("ok")
