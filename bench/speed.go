@@ -101,11 +101,12 @@ func speedRows(w *world, n int) (rows []row, err error) {
 			fmt.Sprintf("%.2fx", float64(flagged)/float64(plain)), ""})
 	}
 	// A wait on the idle session answers at once, from early's init too,
-	// and so does the list.
+	// and so do the list and the queries.
 	for _, c := range []struct {
 		what string
 		args []string
-	}{{"`replhub wait s`, idle", []string{"wait", "warm"}}, {"`replhub sessions`", []string{"sessions"}}} {
+	}{{"`replhub wait s`, idle", []string{"wait", "warm"}}, {"`replhub sessions`", []string{"sessions"}},
+		{"`replhub vars s`", []string{"vars", "warm"}}, {"`replhub complete s 'pri'`", []string{"complete", "warm", "pri"}}} {
 		call, plain, err := w.pair(n, append([]string{w.bin}, c.args...), []string{w.bin, "exec", "warm", "1+1"})
 		if err != nil {
 			return rows, err

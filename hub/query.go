@@ -39,6 +39,12 @@ func (h *Hub) handleQuery(ctx context.Context, req wire.Request) wire.Reply {
 	if a == nil {
 		return wire.Reply{} // the client went away
 	}
+	if req.Plain || req.JSON {
+		// Package early's call: the text, or the JSON, it prints.
+		if p := a.Plain(req.JSON); p != nil {
+			return wire.Reply{Plain: p}
+		}
+	}
 	return wire.Reply{Answer: a}
 }
 

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -257,10 +258,16 @@ func TestPlainSessionsSkipsHeavyInits(t *testing.T) {
 // way.
 func earlyOrCobra(t *testing.T, e *hubtest.Env, viaCobra bool, name string, args ...string) hubtest.Result {
 	t.Helper()
-	if viaCobra {
-		args = append(args, "--")
+	args = slices.Clone(args)
+	at := slices.Index(args, nameHere)
+	if at < 0 {
+		at, args = len(args), append(args, nameHere)
 	}
-	r := e.Run(append(args, name)...)
+	args[at] = name
+	if viaCobra {
+		args = slices.Insert(args, at, "--")
+	}
+	r := e.Run(args...)
 	if viaCobra {
 		assert.True(t, initsRun(r.Stderr)["github.com/spf13/cobra"], "%s", r)
 	} else if r.Code != 2 {
@@ -292,6 +299,58 @@ func TestPlainInterruptAndKillSkipHeavyInits(t *testing.T) {
 		r = call("kill")
 		assert.Equal(t, 2, r.Code, "%s", r)
 		assert.Contains(t, r.Stderr, "\nreplhub: ", "%s", r)
+	})
+}
+
+// nameHere, among earlyOrCobra's args, is where the session's name goes
+// (`inspect NAME EXPR`); without it, the name goes last.
+const nameHere = "{name}"
+
+// `replhub vars`, `inspect`, `complete` and `reset` whose output goes to
+// a program run from package early's init too, with each of their flags,
+// and print and exit as through cobra: answers, JSON, an expression that
+// raised, a busy session, a reset, and a name the hub lacks.
+func TestPlainQueriesSkipHeavyInits(t *testing.T) {
+	earlyThenCobra(t, "q", func(e *hubtest.Env, q string, call func(args ...string) hubtest.Result) {
+		require.Equal(t, 0, e.Run("exec", q, `import json; cfg = {"port": 1}; _p = 1; x = 1`).Code)
+		r := call("vars")
+		assert.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "cfg   dict  {'port': 1}\n", "%s", r)
+		r = call("vars", "--all", "--limit", "1", "--json", "--wait=0.5")
+		assert.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, `"name": "_p"`, "%s", r)
+		r = call("inspect", nameHere, "json.JSONDecoder") // a repr without an address
+		assert.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "signature: (*, object_hook=None", "%s", r)
+		r = call("inspect", "--json", nameHere, "1/0")
+		assert.Equal(t, 1, r.Code, "an expression that raised: %s", r)
+		assert.Contains(t, r.Stdout, "ZeroDivisionError", "%s", r)
+		r = call("complete", nameHere, `cfg["p`)
+		assert.Equal(t, 0, r.Code, "%s", r)
+		assert.Equal(t, "cfg[\"port\"]\n", r.Stdout, "%s", r)
+		r = call("complete", "--limit", "1", nameHere, "")
+		assert.Equal(t, 0, r.Code, "%s", r)
+
+		require.Equal(t, 0, e.Run("exec", q, "time.sleep(2)", "--no-wait").Code)
+		r = call("vars", "--wait", "0")
+		assert.Equal(t, 2, r.Code, "%s", r)
+		assert.Contains(t, r.Stderr, "is busy", "%s", r)
+		r = call("reset")
+		assert.Equal(t, 2, r.Code, "%s", r)
+		r = call("vars", "--wait", "20")
+		assert.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "[waited", "%s", r)
+
+		r = call("reset", "--keep-imports")
+		assert.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "modules kept: json, time", "%s", r)
+		r = call("reset", "--json")
+		assert.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, `"removed": 2`, "%s", r)
+		e.Run("kill", q)
+		r = call("vars")
+		assert.Equal(t, 2, r.Code, "%s", r)
+		assert.Contains(t, r.Stderr, "no session", "%s", r)
 	})
 }
 

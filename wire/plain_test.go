@@ -68,6 +68,8 @@ func TestWriteRequestAsMarshal(t *testing.T) {
 	}
 	_, ok := plain(&base)
 	assert.True(t, ok, "a warm exec takes the plain path")
+	_, ok = plain(&Request{V: Version, Op: OpVars, Name: "s", All: true, Limit: 5, Wait: 2, Plain: true})
+	assert.True(t, ok, "so does a query")
 }
 
 func FuzzWriteRequestAsMarshal(f *testing.F) {
@@ -82,6 +84,13 @@ func FuzzWriteRequestAsMarshal(f *testing.F) {
 			NoWait: cell%5 == 1, Queue: cell%7 == 1}
 		if cell%4 >= 2 {
 			req.Cwd, req.Env = name+code, []string{code, name}
+		}
+		if cell%11 >= 5 { // a query's fields
+			req.Expr, req.Text, req.All, req.KeepImports = code, name+code, cell%3 == 2, stream
+			req.Limit, req.Wait = maxOutput/3, timeout/float64(cell%5+1)
+			if cell%11 == 6 {
+				req.Wait = -1
+			}
 		}
 		want, err := json.Marshal(req)
 		var b bytes.Buffer
@@ -181,4 +190,25 @@ func TestSessionListPlain(t *testing.T) {
 	assert.Nil(t, l.Plain("nosuch", false), "the command line says there is none")
 	assert.Nil(t, l.Plain("nosuch", true))
 	assert.Equal(t, whole, *l)
+}
+
+// An answer's Plain is what the CLI prints of it as it reads it back from
+// a reply: its text or its JSON, with exit 1 for one that says why it has
+// none; a string that is not UTF-8 prints as the reply carries it.
+func TestAnswerPlain(t *testing.T) {
+	a := &Answer{Session: "s", Kind: OpVars, Findings: Findings{Vars: []Var{{Name: "x\xff", Type: "int", Repr: "1"}}}}
+	var back Answer
+	b, err := json.Marshal(a)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &back))
+	var js strings.Builder
+	require.NoError(t, WriteJSON(&js, &back))
+	assert.Equal(t, &Plain{Text: back.Text()}, a.Plain(false))
+	assert.Contains(t, a.Plain(false).Text, "x\ufffd")
+	assert.Equal(t, &Plain{Text: js.String()}, a.Plain(true))
+	a.Error = "evaluating it raised NameError"
+	assert.Equal(t, ExitCellError, a.Plain(false).Exit)
+	assert.Equal(t, ExitCellError, a.Plain(true).Exit)
+	big := &Answer{Session: "s", Kind: OpVars, Findings: Findings{Vars: []Var{{Name: strings.Repeat("\n", maxPlainJSON/2)}}}}
+	assert.Nil(t, big.Plain(true), "too long for a reply's line")
 }

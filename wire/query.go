@@ -95,6 +95,30 @@ type Findings struct {
 	Check string `json:"check,omitempty"`
 }
 
+// Plain is a as `replhub vars`, `inspect`, `complete` or `reset` prints
+// it (--json: asJSON), as a client reads it back from a reply, with the
+// exit status: ExitCellError for an answer that says why it has none (an
+// expression that raised). It is nil when the text is too long for a
+// reply's line.
+func (a *Answer) Plain(asJSON bool) *Plain {
+	back, ok := readBack(a)
+	if !ok {
+		return nil
+	}
+	p := &Plain{Text: back.Text()}
+	if asJSON {
+		var text strings.Builder
+		if WriteJSON(&text, back) != nil || text.Len() > maxPlainJSON {
+			return nil
+		}
+		p.Text = text.String()
+	}
+	if back.Error != "" {
+		p.Exit = ExitCellError
+	}
+	return p
+}
+
 // Text renders the answer as a person or an agent reads it.
 func (a *Answer) Text() string {
 	var b strings.Builder

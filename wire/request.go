@@ -44,17 +44,19 @@ func WriteRequest(w io.Writer, req Request) error {
 }
 
 // plain returns req as a lean.Request when it sets no other field: an
-// exec, a wait or a list, the commonest requests, which lean writes as encoding/json would
+// exec, a wait, a list or a query, the commonest requests, which lean writes as encoding/json would
 // (TestWriteRequestAsMarshal), without encoding/json's reflection.
 func plain(req *Request) (lean.Request, bool) {
 	if req.V != lean.Protocol {
 		return lean.Request{}, false
 	}
 	p := lean.Request{Op: req.Op, Name: req.Name, Code: req.Code, Timeout: req.Timeout, NoWait: req.NoWait, Cell: req.Cell,
-		Queue: req.Queue, Cwd: req.Cwd, Env: req.Env, MaxOutput: req.MaxOutput, Stream: req.Stream, Plain: req.Plain, JSON: req.JSON}
+		Queue: req.Queue, Cwd: req.Cwd, Env: req.Env, Expr: req.Expr, Text: req.Text, All: req.All, KeepImports: req.KeepImports,
+		MaxOutput: req.MaxOutput, Limit: req.Limit, Wait: req.Wait, Stream: req.Stream, Plain: req.Plain, JSON: req.JSON}
 	rest := *req
 	rest.V, rest.Op, rest.Name, rest.Code, rest.Timeout, rest.NoWait, rest.Cell, rest.Queue = 0, "", "", "", 0, false, 0, false
-	rest.Cwd, rest.Env, rest.MaxOutput, rest.Stream, rest.Plain, rest.JSON = "", nil, 0, false, false, false
+	rest.Cwd, rest.Env, rest.Expr, rest.Text, rest.All, rest.KeepImports = "", nil, "", "", false, false
+	rest.MaxOutput, rest.Limit, rest.Wait, rest.Stream, rest.Plain, rest.JSON = 0, 0, 0, false, false, false
 	return p, reflect.ValueOf(&rest).Elem().IsZero()
 }
 

@@ -150,9 +150,11 @@ type Request struct {
 	// Stream, on an exec, asks for the cell's output as Event replies
 	// while it runs (attach.go).
 	Stream bool `json:"stream,omitempty"`
-	// Plain, on an exec, a wait or a sessions, asks for the result (or
-	// the list, of Name alone when it is set) as Reply.Plain where it can
-	// be: package early's call, which prints a text and exits.
+	// Plain, on an exec, a wait, a sessions or a query, asks for the
+	// result (or the list, of Name alone when it is set; or the answer)
+	// as Reply.Plain where it can be: package early's call, which prints
+	// a text and exits. An interrupt's or a kill's message comes as one
+	// too.
 	Plain bool `json:"plain,omitempty"`
 	// JSON is Plain for `replhub exec --json`: the Reply.Plain's text is
 	// the result as that prints it (Result.PlainJSON). It is asked for

@@ -49,6 +49,10 @@ const MaxTimeout = 600
 // carry (hub.MaxReplyCap); 0 is the hub's default.
 const MaxOutput = 2_000_000
 
+// DefaultQueryWait is how many seconds a query waits for a running cell
+// when --wait is not given (wire.DefaultQueryWait).
+const DefaultQueryWait = 2.0
+
 // TimeoutOK reports whether -t's seconds are more than 0 and at most
 // MaxTimeout (so not NaN).
 func TimeoutOK(t float64) bool { return t > 0 && t <= MaxTimeout }
@@ -130,26 +134,32 @@ func InterruptNote(name string) string {
 // Request is the part of a request a plain call sets: wire.Request's
 // fields of these JSON names.
 type Request struct {
-	Op        string
-	Name      string
-	Code      string
-	Timeout   float64
-	NoWait    bool
-	Cell      int
-	Queue     bool
-	Cwd       string
-	Env       []string
-	MaxOutput int
-	Stream    bool
-	Plain     bool
-	JSON      bool
+	Op          string
+	Name        string
+	Code        string
+	Timeout     float64
+	NoWait      bool
+	Cell        int
+	Queue       bool
+	Cwd         string
+	Env         []string
+	Expr        string
+	Text        string
+	All         bool
+	KeepImports bool
+	MaxOutput   int
+	Limit       int
+	Wait        float64
+	Stream      bool
+	Plain       bool
+	JSON        bool
 }
 
 // AppendRequest appends req's JSON line as encoding/json writes a
 // wire.Request with only these fields set (the protocol version in "v"),
 // newline included; false for a timeout JSON cannot hold (NaN, ±Inf).
 func AppendRequest(b []byte, req Request) ([]byte, bool) {
-	if math.IsNaN(req.Timeout) || math.IsInf(req.Timeout, 0) {
+	if math.IsNaN(req.Timeout) || math.IsInf(req.Timeout, 0) || math.IsNaN(req.Wait) || math.IsInf(req.Wait, 0) {
 		return b, false
 	}
 	b = append(b, `{"v":`...)
@@ -187,8 +197,26 @@ func AppendRequest(b []byte, req Request) ([]byte, bool) {
 		}
 		b = append(b, ']')
 	}
+	if req.Expr != "" {
+		b = AppendString(append(b, `,"expr":`...), req.Expr)
+	}
+	if req.Text != "" {
+		b = AppendString(append(b, `,"text":`...), req.Text)
+	}
+	if req.All {
+		b = append(b, `,"all":true`...)
+	}
+	if req.KeepImports {
+		b = append(b, `,"keep_imports":true`...)
+	}
 	if req.MaxOutput != 0 {
 		b = strconv.AppendInt(append(b, `,"max_output":`...), int64(req.MaxOutput), 10)
+	}
+	if req.Limit != 0 {
+		b = strconv.AppendInt(append(b, `,"limit":`...), int64(req.Limit), 10)
+	}
+	if req.Wait != 0 {
+		b = appendFloat(append(b, `,"wait":`...), req.Wait)
 	}
 	if req.Stream {
 		b = append(b, `,"stream":true`...)

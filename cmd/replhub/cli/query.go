@@ -3,13 +3,11 @@ package cli
 import (
 	"context"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/replhub/replhub/client"
-	"github.com/replhub/replhub/cmd/replhub/cli/cmdenv"
 	"github.com/replhub/replhub/hub"
 	"github.com/replhub/replhub/wire"
 )
@@ -30,7 +28,7 @@ func (o *queryOptions) flags(cmd *cobra.Command, limit bool) {
 }
 
 func (o *queryOptions) client() (client.QueryOptions, error) {
-	if o.wait < 0 || o.wait > hub.MaxTimeout.Seconds() {
+	if !(o.wait >= 0 && o.wait <= hub.MaxTimeout.Seconds()) { // NaN too
 		return client.QueryOptions{}, fmt.Errorf("--wait must be between 0 and %d seconds", int(hub.MaxTimeout.Seconds()))
 	}
 	if o.limit < 0 {
@@ -43,33 +41,13 @@ func (o *queryOptions) client() (client.QueryOptions, error) {
 	return q, nil
 }
 
-// query runs ask and prints its answer; an answer that says why it has
-// none (an expression that raised) exits 1, like a cell that raised.
+// query runs ask with o and prints its answer (cmdenv.Env.Query).
 func (e *env) query(o *queryOptions, ask func(*client.Client, client.QueryOptions) (*wire.Answer, error)) error {
 	qo, err := o.client()
 	if err != nil {
 		return err
 	}
-	c, err := e.Client()
-	if err != nil {
-		return err
-	}
-	a, err := ask(c, qo)
-	if err != nil {
-		return err
-	}
-	return e.printAnswer(a, o.json)
-}
-
-func (e *env) printAnswer(a *wire.Answer, asJSON bool) error {
-	if a.Error != "" {
-		e.Code = cmdenv.ExitCellError
-	}
-	if asJSON {
-		return wire.WriteJSON(e.IO.Out, a)
-	}
-	_, err := io.WriteString(e.IO.Out, a.Text())
-	return err
+	return e.Query(func(c *client.Client) (*wire.Answer, error) { return ask(c, qo) }, o.json)
 }
 
 func newVarsCmd(e *env) *cobra.Command {
@@ -165,13 +143,5 @@ bound to modules. A session running a cell refuses it. The transcript notes it.`
 }
 
 func runReset(ctx context.Context, e *env, name string, keep, asJSON bool) error {
-	c, err := e.Client()
-	if err != nil {
-		return err
-	}
-	a, err := c.Reset(ctx, name, keep)
-	if err != nil {
-		return err
-	}
-	return e.printAnswer(a, asJSON)
+	return e.Query(func(c *client.Client) (*wire.Answer, error) { return c.Reset(ctx, name, keep) }, asJSON)
 }

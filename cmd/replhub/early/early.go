@@ -3,9 +3,10 @@
 // --json, --max-output N, --no-wait and --queue or not), `replhub wait
 // NAME` (with -t, --json, --max-output and --cell N or not), `replhub
 // sessions [NAME]` (with --json or not), `replhub interrupt NAME` (with
-// --cell N or not) or `replhub kill NAME` whose output goes to a program
-// (neither standard output nor standard error is a terminal) and whose
-// session runs. Go runs every package's init before
+// --cell N or not), `replhub kill NAME`, or a query (`vars`, `inspect`,
+// `complete`, `reset`, with their flags or not) whose output goes to a
+// program (neither standard output nor standard error is a terminal) and
+// whose session runs. Go runs every package's init before
 // main, and those of the packages that only the hub, the MCP server and
 // ssh need (net/http, JSON schemas, x/crypto/ssh, x509, encoding/gob) are
 // most of a one-line call's start-up.
@@ -34,12 +35,11 @@ import (
 	"github.com/replhub/replhub/internal/lean"
 )
 
-// Call is a plain exec's, wait's, sessions', interrupt's or kill's
-// arguments.
+// Call is a plain exec's, wait's, sessions', interrupt's, kill's or
+// query's arguments.
 type Call struct {
-	// Op is the request's: "exec", "wait", "sessions", "interrupt" or
-	// "kill" (wire.OpExec, wire.OpWait, wire.OpSessions, wire.OpInterrupt,
-	// wire.OpKill).
+	// Op is the request's: "exec", "wait", "sessions", "interrupt",
+	// "kill", "vars", "inspect", "complete" or "reset" (wire.OpExec ...).
 	Op string
 	// Code is an exec's.
 	Name, Code string
@@ -54,6 +54,17 @@ type Call struct {
 	Cell int
 	// NoWait and Queue are an exec's --no-wait and --queue.
 	NoWait, Queue bool
+	// Expr is an inspect's expression, Text a completion's text.
+	Expr, Text string
+	// Wait is a query's --wait (not a reset's) as its client sends it:
+	// -1 for --wait 0 (do not wait), 0 for under a nanosecond (the hub's
+	// default).
+	Wait float64
+	// Limit is a vars' or a completion's --limit; 0, the worker's
+	// default, when not given.
+	Limit int
+	// All is a vars' --all, KeepImports a reset's --keep-imports.
+	All, KeepImports bool
 }
 
 // Sent is a plain call that init took and did not finish.
@@ -77,6 +88,10 @@ const (
 	opSessions  = "sessions"
 	opInterrupt = "interrupt"
 	opKill      = "kill"
+	opVars      = "vars"
+	opInspect   = "inspect"
+	opComplete  = "complete"
+	opReset     = "reset"
 )
 
 func init() {
@@ -129,7 +144,8 @@ func send(call Call, std stdio) (*Sent, int) {
 	// --json asks for JSON without "plain": a hub too old to know it
 	// answers with the whole result, which package cli prints as JSON.
 	r := lean.Request{Op: call.Op, Name: name, Code: call.Code, Timeout: call.Timeout, NoWait: call.NoWait, Cell: call.Cell,
-		Queue: call.Queue, MaxOutput: call.MaxOutput, Plain: !call.JSON, JSON: call.JSON}
+		Queue: call.Queue, Expr: call.Expr, Text: call.Text, All: call.All, KeepImports: call.KeepImports,
+		MaxOutput: call.MaxOutput, Limit: call.Limit, Wait: call.Wait, Plain: !call.JSON, JSON: call.JSON}
 	sent := &Sent{Call: call}
 	var disarm func()
 	defer func() {
@@ -217,9 +233,9 @@ func IsVersion(args []string) bool {
 }
 
 // PlainCall is the plain call that args are, of whichever kind: PlainExec,
-// PlainWait, PlainSessions, PlainInterrupt or PlainKill.
+// PlainWait, PlainSessions, PlainInterrupt, PlainKill or PlainQuery.
 func PlainCall(args []string) (Call, bool) {
-	for _, take := range []func([]string) (Call, bool){PlainExec, PlainWait, PlainSessions, PlainInterrupt, PlainKill} {
+	for _, take := range []func([]string) (Call, bool){PlainExec, PlainWait, PlainSessions, PlainInterrupt, PlainKill, PlainQuery} {
 		if c, ok := take(args); ok {
 			return c, true
 		}
@@ -294,6 +310,37 @@ func PlainKill(args []string) (Call, bool) {
 	return plainName(args, opKill)
 }
 
+// PlainQuery reports whether args are `vars NAME`, `inspect NAME EXPR`
+// (EXPR not empty), `complete NAME TEXT` or `reset NAME`, with no flag
+// but their own, as PlainExec says: --json; --wait SECS (from 0 to
+// lean.MaxTimeout, strconv.ParseFloat) but on a reset; --limit N (from 0)
+// on vars and complete; --all on vars; --keep-imports on reset.
+func PlainQuery(args []string) (Call, bool) {
+	if len(args) < 2 {
+		return Call{}, false
+	}
+	words := 1
+	switch args[0] {
+	case opVars, opReset:
+	case opInspect, opComplete:
+		words = 2
+	default:
+		return Call{}, false
+	}
+	c, w, ok := plainFlags(args[1:], args[0])
+	if !ok || len(w) != words || w[0] == "" || w[0] == "-" || c.Op == opInspect && w[1] == "" {
+		return Call{}, false
+	}
+	c.Name = w[0]
+	switch c.Op {
+	case opInspect:
+		c.Expr = w[1]
+	case opComplete:
+		c.Text = w[1]
+	}
+	return c, true
+}
+
 // plainName reads args as command op's word, then one name and op's flags.
 func plainName(args []string, op string) (Call, bool) {
 	if len(args) < 2 || args[0] != op {
@@ -309,44 +356,68 @@ func plainName(args []string, op string) (Call, bool) {
 
 // plainFlags reads args, those after the command op's word, as PlainExec
 // says: the flags op takes into c, and the words. An exec and a wait take
-// -t and --max-output (timed); they and the list take --json; a wait and
-// an interrupt take --cell; a kill takes none.
+// -t and --max-output (timed); they, the list and the queries take
+// --json; a wait and an interrupt take --cell; a kill takes none; the
+// queries take theirs (PlainQuery).
 func plainFlags(args []string, op string) (c Call, words []string, ok bool) {
 	c.Op = op
 	timed := op == opExec || op == opWait
 	if timed {
 		c.Timeout = lean.DefaultTimeout
 	}
+	query := op == opVars || op == opInspect || op == opComplete || op == opReset
+	waits := query && op != opReset
+	if waits {
+		c.Wait = lean.DefaultQueryWait
+	}
+	// The long flags op takes, by name, and where each goes.
+	bools, ints, floats := map[string]*bool{}, map[string]*int{}, map[string]*float64{}
+	if timed || op == opSessions || query {
+		bools["--json"] = &c.JSON
+	}
+	if timed {
+		ints["--max-output"] = &c.MaxOutput
+	}
+	if op == opWait || op == opInterrupt {
+		ints["--cell"] = &c.Cell
+	}
+	switch op {
+	case opExec:
+		bools["--no-wait"], bools["--queue"] = &c.NoWait, &c.Queue
+	case opVars:
+		bools["--all"], ints["--limit"] = &c.All, &c.Limit
+	case opComplete:
+		ints["--limit"] = &c.Limit
+	case opReset:
+		bools["--keep-imports"] = &c.KeepImports
+	}
+	if waits {
+		floats["--wait"] = &c.Wait
+	}
 	cellGiven := false
 	for i := 0; i < len(args); i++ {
 		a, secs := args[i], ""
+		name := flagName(a)
+		if p := bools[name]; p != nil {
+			if *p, ok = boolFlag(a, name); !ok {
+				return Call{}, nil, false
+			}
+			continue
+		}
+		if p := ints[name]; p != nil {
+			if *p, i, ok = intFlag(args, i, name); !ok {
+				return Call{}, nil, false
+			}
+			cellGiven = cellGiven || name == "--cell"
+			continue
+		}
+		if p := floats[name]; p != nil {
+			if *p, i, ok = floatFlag(args, i, name); !ok {
+				return Call{}, nil, false
+			}
+			continue
+		}
 		switch {
-		case (timed || op == opSessions) && isFlag(a, "--json"):
-			if c.JSON, ok = boolFlag(a, "--json"); !ok {
-				return Call{}, nil, false
-			}
-			continue
-		case op == opExec && isFlag(a, "--no-wait"):
-			if c.NoWait, ok = boolFlag(a, "--no-wait"); !ok {
-				return Call{}, nil, false
-			}
-			continue
-		case op == opExec && isFlag(a, "--queue"):
-			if c.Queue, ok = boolFlag(a, "--queue"); !ok {
-				return Call{}, nil, false
-			}
-			continue
-		case timed && isFlag(a, "--max-output"):
-			if c.MaxOutput, i, ok = intFlag(args, i, "--max-output"); !ok {
-				return Call{}, nil, false
-			}
-			continue
-		case (op == opWait || op == opInterrupt) && isFlag(a, "--cell"):
-			if c.Cell, i, ok = intFlag(args, i, "--cell"); !ok {
-				return Call{}, nil, false
-			}
-			cellGiven = true
-			continue
 		case timed && (a == "-t" || a == "--timeout"):
 			if i++; i == len(args) {
 				return Call{}, nil, false
@@ -371,18 +442,33 @@ func plainFlags(args []string, op string) (c Call, words []string, ok bool) {
 	}
 	// Checked once, at the end, as cobra does.
 	if timed && !lean.TimeoutOK(c.Timeout) || c.MaxOutput < 0 || c.MaxOutput > lean.MaxOutput ||
-		op == opInterrupt && cellGiven && c.Cell < 1 {
+		op == opInterrupt && cellGiven && c.Cell < 1 || !(c.Wait >= 0 && c.Wait <= lean.MaxTimeout) || c.Limit < 0 {
 		return Call{}, nil, false
 	}
-	// As the command line's client sends it, through a time.Duration: under
-	// a nanosecond is 0, the hub's default.
+	// As the command line's client sends them, through a time.Duration:
+	// under a nanosecond is 0, the hub's default; a query's --wait 0 is
+	// -1, not to wait.
 	c.Timeout = time.Duration(c.Timeout * float64(time.Second)).Seconds()
+	if waits && c.Wait == 0 {
+		c.Wait = -1
+	} else {
+		c.Wait = time.Duration(c.Wait * float64(time.Second)).Seconds()
+	}
 	return c, words, true
 }
 
-// isFlag reports whether a is the long flag name, alone or with =VALUE.
-func isFlag(a, name string) bool {
-	return a == name || hasPrefix(a, name+"=")
+// flagName is the long flag a names, written alone or with =VALUE; ""
+// for any other argument.
+func flagName(a string) string {
+	if !hasPrefix(a, "--") {
+		return ""
+	}
+	for i := 2; i < len(a); i++ {
+		if a[i] == '=' {
+			return a[:i]
+		}
+	}
+	return a
 }
 
 // boolFlag reads the bool flag name written a: true alone, else its
@@ -399,17 +485,29 @@ func boolFlag(a, name string) (v, ok bool) {
 // `name N` or `name=N`, as pflag's IntVar does (strconv.ParseInt in base
 // 0, the next word whatever it is); i is then the index of its last word.
 func intFlag(args []string, i int, name string) (n, last int, ok bool) {
-	v := args[i][len(name):]
-	if v == "" {
-		if i++; i == len(args) {
-			return 0, i, false
-		}
-		v = args[i]
-	} else {
-		v = v[1:]
-	}
+	v, last, ok := flagValue(args, i, name)
 	n64, err := strconv.ParseInt(v, 0, 64)
-	return int(n64), i, err == nil
+	return int(n64), last, ok && err == nil
+}
+
+// floatFlag is intFlag for a float flag (pflag's Float64Var:
+// strconv.ParseFloat).
+func floatFlag(args []string, i int, name string) (f float64, last int, ok bool) {
+	v, last, ok := flagValue(args, i, name)
+	f, err := strconv.ParseFloat(v, 64)
+	return f, last, ok && err == nil
+}
+
+// flagValue is the value of the flag name at args[i]: after its = or the
+// next word; false when there is none.
+func flagValue(args []string, i int, name string) (v string, last int, ok bool) {
+	if v = args[i][len(name):]; v != "" {
+		return v[1:], i, true
+	}
+	if i++; i == len(args) {
+		return "", i, false
+	}
+	return args[i], i, true
 }
 
 // hasPrefix is strings.HasPrefix, which this package does not import (see

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 
+	"github.com/replhub/replhub/client"
 	"github.com/replhub/replhub/hub"
 	"github.com/replhub/replhub/internal/lean"
 	"github.com/replhub/replhub/wire"
@@ -127,6 +128,9 @@ func TestIsVersion(t *testing.T) {
 // from 0 (the hub refuses others; early leaves them to cli, which says
 // so); the seconds as its client sends them (through a time.Duration).
 func cobraReads(args []string) (Call, bool) {
+	if len(args) > 0 && (args[0] == opVars || args[0] == opInspect || args[0] == opComplete || args[0] == opReset) {
+		return cobraReadsQuery(args)
+	}
 	if len(args) == 0 || (args[0] != opExec && args[0] != opWait && args[0] != opSessions && args[0] != opInterrupt && args[0] != opKill) {
 		return Call{}, false
 	}
@@ -174,6 +178,111 @@ func cobraReads(args []string) (Call, bool) {
 		c.Code = w[1]
 	}
 	return c, true
+}
+
+// cobraReadsQuery is cobraReads for the queries, as package cli's vars,
+// inspect, complete and reset take them (--json; --wait but on a reset,
+// between 0 and 600; --limit from 0 on vars and complete; --all on vars;
+// --keep-imports on reset), and as client.QueryOptions sends --wait
+// (0: -1, not to wait; through a time.Duration); early takes a name that
+// is not empty nor -, and an inspect's expression that is not empty.
+func cobraReadsQuery(args []string) (Call, bool) {
+	op := args[0]
+	fs := pflag.NewFlagSet(op, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	asJSON := fs.Bool("json", false, "")
+	wait, limit := new(float64), new(int)
+	all, keep := new(bool), new(bool)
+	if op != opReset {
+		wait = fs.Float64("wait", 2, "")
+	}
+	if op == opVars || op == opComplete {
+		limit = fs.Int("limit", 0, "")
+	}
+	if op == opVars {
+		all = fs.Bool("all", false, "")
+	}
+	if op == opReset {
+		keep = fs.Bool("keep-imports", false, "")
+	}
+	words := 1
+	if op == opInspect || op == opComplete {
+		words = 2
+	}
+	if fs.Parse(args[1:]) != nil || fs.ArgsLenAtDash() >= 0 || fs.NArg() != words || fs.Arg(0) == "" || fs.Arg(0) == "-" ||
+		op == opInspect && fs.Arg(1) == "" || *wait < 0 || *wait > 600 || *wait != *wait || *limit < 0 {
+		return Call{}, false
+	}
+	c := Call{Op: op, Name: fs.Arg(0), JSON: *asJSON, Limit: *limit, All: *all, KeepImports: *keep}
+	if op != opReset {
+		q := client.QueryOptions{Wait: time.Duration(*wait * float64(time.Second))}
+		if *wait == 0 {
+			q.Wait = -1
+		}
+		c.Wait = sentWait(q)
+	}
+	switch op {
+	case opInspect:
+		c.Expr = fs.Arg(1)
+	case opComplete:
+		c.Text = fs.Arg(1)
+	}
+	return c, true
+}
+
+// sentWait is the wait a client sends for q (client.QueryOptions'
+// request).
+func sentWait(q client.QueryOptions) float64 {
+	switch {
+	case q.Wait < 0:
+		return -1
+	case q.Wait > 0:
+		return q.Wait.Seconds()
+	}
+	return 0
+}
+
+func TestPlainQuery(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+		want Call
+	}{
+		{[]string{"vars", "s"}, true, Call{Op: "vars", Name: "s", Wait: 2}},
+		{[]string{"vars", "s", "--all", "--limit", "5", "--json"}, true, Call{Op: "vars", Name: "s", Wait: 2, All: true, Limit: 5, JSON: true}},
+		{[]string{"vars", "--wait=0", "s"}, true, Call{Op: "vars", Name: "s", Wait: -1}},
+		{[]string{"vars", "s", "--wait", "1e-10"}, true, Call{Op: "vars", Name: "s"}}, // under a nanosecond: the hub's default
+		{[]string{"vars", "s", "--wait", "600", "--limit=0x10"}, true, Call{Op: "vars", Name: "s", Wait: 600, Limit: 16}},
+		{[]string{"inspect", "s", "json.dumps"}, true, Call{Op: "inspect", Name: "s", Wait: 2, Expr: "json.dumps"}},
+		{[]string{"inspect", "s", "-"}, true, Call{Op: "inspect", Name: "s", Wait: 2, Expr: "-"}},
+		{[]string{"complete", "s", ""}, true, Call{Op: "complete", Name: "s", Wait: 2}},
+		{[]string{"complete", "s", "os.pa", "--limit", "3"}, true, Call{Op: "complete", Name: "s", Wait: 2, Text: "os.pa", Limit: 3}},
+		{[]string{"reset", "s"}, true, Call{Op: "reset", Name: "s"}},
+		{[]string{"reset", "--keep-imports", "s", "--json=t"}, true, Call{Op: "reset", Name: "s", KeepImports: true, JSON: true}},
+		{[]string{"vars", "s", "--wait", "601"}, false, Call{}},
+		{[]string{"vars", "s", "--wait", "-1"}, false, Call{}},
+		{[]string{"vars", "s", "--wait", "NaN"}, false, Call{}},
+		{[]string{"vars", "s", "--wait"}, false, Call{}},
+		{[]string{"vars", "s", "--limit", "-1"}, false, Call{}},
+		{[]string{"vars", "s", "--keep-imports"}, false, Call{}},
+		{[]string{"inspect", "s", ""}, false, Call{}},
+		{[]string{"inspect", "s", "x", "--all"}, false, Call{}},
+		{[]string{"inspect", "s", "x", "--limit", "3"}, false, Call{}},
+		{[]string{"inspect", "s"}, false, Call{}},
+		{[]string{"complete", "s", "x", "y"}, false, Call{}},
+		{[]string{"reset", "s", "--wait", "1"}, false, Call{}},
+		{[]string{"reset", "s", "--all"}, false, Call{}},
+		{[]string{"reset", "-"}, false, Call{}},
+		{[]string{"reset", "--", "s"}, false, Call{}},
+		{[]string{"vars", "s", "-h"}, false, Call{}},
+	} {
+		c, ok := PlainCall(tc.args)
+		assert.Equal(t, tc.ok, ok, "%q", tc.args)
+		assert.Equal(t, tc.want, c, "%q", tc.args)
+		w, wok := cobraReads(tc.args)
+		assert.Equal(t, wok, ok, "%q: as cobra reads it", tc.args)
+		assert.Equal(t, w, c, "%q: as cobra reads it", tc.args)
+	}
 }
 
 func TestPlainWait(t *testing.T) {
@@ -270,8 +379,9 @@ func TestPlainInterruptAndKill(t *testing.T) {
 // and --queue, PlainWait what it would read as `wait NAME` with at most
 // -t, --json, --max-output and --cell, PlainSessions `sessions [NAME]`
 // with at most --json, PlainInterrupt `interrupt NAME` with at most
-// --cell and PlainKill `kill NAME`, and each reads the same from them; but
-// for go test's flags, which pflag skips.
+// --cell, PlainKill `kill NAME` and PlainQuery a query with its own
+// flags, and each reads the same from them; but for go test's flags,
+// which pflag skips.
 func FuzzPlainExec(f *testing.F) {
 	f.Add("exec", "s", "1+1", "", "")
 	f.Add("exec", "s", "-", "-t", "5")
@@ -293,6 +403,11 @@ func FuzzPlainExec(f *testing.F) {
 	f.Add("interrupt", "s", "--cell", "0x3", "")
 	f.Add("interrupt", "--cell=0", "s", "--cell=1", "")
 	f.Add("kill", "s", "", "", "")
+	f.Add("vars", "s", "--wait", "0", "--all")
+	f.Add("vars", "--limit=07", "s", "--wait=1.5e-3", "--json")
+	f.Add("inspect", "s", "x", "--wait", "+Inf")
+	f.Add("complete", "--wait", "2", "s", "")
+	f.Add("reset", "s", "--keep-imports=1", "", "")
 	f.Fuzz(func(t *testing.T, a, b, c, d, e string) {
 		for _, args := range [][]string{{a}, {a, b}, {a, b, c}, {a, b, c, d}, {a, b, c, d, e}} {
 			got, ok := PlainCall(args)
@@ -310,6 +425,12 @@ func TestOps(t *testing.T) {
 	assert.Equal(t, wire.OpInterrupt, opInterrupt)
 	assert.Equal(t, wire.OpWait, opWait)
 	assert.Equal(t, wire.OpSessions, opSessions)
+	assert.Equal(t, wire.OpKill, opKill)
+	assert.Equal(t, wire.OpVars, opVars)
+	assert.Equal(t, wire.OpInspect, opInspect)
+	assert.Equal(t, wire.OpComplete, opComplete)
+	assert.Equal(t, wire.OpReset, opReset)
+	assert.Equal(t, wire.DefaultQueryWait, lean.DefaultQueryWait)
 	assert.Equal(t, hub.MaxReplyCap, lean.MaxOutput)
 }
 

@@ -110,8 +110,8 @@ func (e *Env) Message(f func(*client.Client) (string, error)) error {
 	return err
 }
 
-// Resume finishes a plain exec, wait, sessions, interrupt or kill that
-// package early took
+// Resume finishes a plain exec, wait, sessions, interrupt, kill or query
+// that package early took
 // in its init: s Unsent, the hub did not get it (its Code is what standard input
 // held, for `-`); else s.Line is the hub's reply, nil when the hub closed
 // the connection before it. A reply that says nothing ran (the session is
@@ -129,6 +129,8 @@ func (e *Env) Resume(ctx context.Context, s *early.Sent) error {
 			return e.Message(func(c *client.Client) (string, error) { return c.InterruptCell(ctx, s.Name, s.Cell) })
 		case wire.OpKill:
 			return e.Message(func(c *client.Client) (string, error) { return c.Kill(ctx, s.Name) })
+		case wire.OpVars, wire.OpInspect, wire.OpComplete, wire.OpReset:
+			return e.Query(func(c *client.Client) (*wire.Answer, error) { return ask(ctx, c, s.Call) }, s.JSON)
 		}
 		eo := client.ExecOptions{Timeout: timeout, MaxOutput: s.MaxOutput, NoWait: s.NoWait, Queue: s.Queue}
 		return e.Exec(ctx, s.Name, s.Code, eo, s.JSON)
@@ -158,6 +160,10 @@ func (e *Env) Resume(ctx context.Context, s *early.Sent) error {
 		// From a hub that does not answer them plainly.
 		_, err := fmt.Fprintln(e.IO.Out, rep.Message)
 		return err
+	}
+	if isQuery(s.Op) && rep.Answer != nil {
+		// From a hub that does not answer a query plainly.
+		return e.PrintAnswer(rep.Answer, s.JSON)
 	}
 	if s.Op == wire.OpSessions && rep.Sessions != nil {
 		// From a hub that does not answer a list plainly, or for a name

@@ -131,3 +131,23 @@ func TestResumeInterruptAndKill(t *testing.T) {
 		}
 	}
 }
+
+// A query handed on (from a hub that does not answer one plainly) prints
+// its answer as the whole query does: its text, or its JSON, exit 1 for
+// one that says why it has none; the plain reply's text as it is.
+func TestResumeQuery(t *testing.T) {
+	a := &wire.Answer{Session: "s", Kind: wire.OpInspect, Error: "evaluating it raised NameError"}
+	for _, asJSON := range []bool{false, true} {
+		for _, rep := range []wire.Reply{{Answer: a}, {Plain: a.Plain(asJSON)}} {
+			var b, out, errb bytes.Buffer
+			rep.V = wire.Version
+			require.NoError(t, wire.Write(&b, rep))
+			e := New(IO{Out: &out, Err: &errb}, func(string) string { return "" })
+			call := early.Call{Op: wire.OpInspect, Name: "s", Expr: "y", Wait: 2, JSON: asJSON}
+			code := e.Finish(e.Resume(context.Background(), &early.Sent{Call: call, Line: b.Bytes()}))
+			assert.Equal(t, ExitCellError, code)
+			assert.Equal(t, a.Plain(asJSON).Text, out.String())
+			assert.Empty(t, errb.String())
+		}
+	}
+}
