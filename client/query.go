@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/replhub/replhub/wire"
@@ -32,6 +33,9 @@ func (c *Client) query(ctx context.Context, req wire.Request) (*wire.Answer, err
 	rep, err := c.Do(ctx, req, nil)
 	if err != nil {
 		return nil, err
+	}
+	if rep.Answer == nil {
+		return nil, errors.New("client: malformed reply from hub: no answer")
 	}
 	return rep.Answer, nil
 }

@@ -68,14 +68,21 @@ func TestWriteRequestAsMarshal(t *testing.T) {
 	}
 	_, ok := plain(&base)
 	assert.True(t, ok, "a warm exec takes the plain path")
-	_, ok = plain(&Request{V: Version, Op: OpVars, Name: "s", All: true, Limit: 5, Wait: 2, Plain: true})
+	query := Request{V: Version, Op: OpVars, Name: "s", Expr: "e", Text: "t", All: true, KeepImports: true, MaxOutput: 9,
+		Limit: 5, Wait: 2.45e-7, Plain: true, JSON: true}
+	_, ok = plain(&query)
 	assert.True(t, ok, "so does a query")
+	var b bytes.Buffer
+	require.NoError(t, WriteRequest(&b, query))
+	assert.Equal(t, string(marshalled(t, query)), b.String(), "every field of a query at once, in order")
 }
 
 func FuzzWriteRequestAsMarshal(f *testing.F) {
 	f.Add(2, "exec", "s", "1+1", 30.0, false, 0, 0)
 	f.Add(2, "exec", "s\x00\b\f\u007f", "\"\\\r\t\u2028\U0001F600\xed\xa0\x80", 1e-7, false, 1, 100)
 	f.Add(-1, "", "\xff", "<\u2029>", 1e21, true, 3, -7)
+	f.Add(2, "vars", "s", "json.dumps", 2.45e-7, true, 5, 30) // a query's fields, all at once
+	f.Add(2, "inspect", "s", "x", 600.0, false, 6, 0)
 	f.Fuzz(func(t *testing.T, v int, op, name, code string, timeout float64, stream bool, cell, maxOutput int) {
 		if v >= 0 {
 			v = Version // the plain path takes only its own version

@@ -3,16 +3,20 @@ package early
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -243,4 +247,65 @@ func TestExecLeavesItAllToCLI(t *testing.T) {
 	assert.Nil(t, s)
 	assert.Equal(t, -1, exit)
 	assert.Empty(t, out.String()+errb.String())
+}
+
+// A query goes as the command line's client sends it, plain or --json
+// aside: the same request for each query and its flags.
+func TestQuerySentAsTheClientSends(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		args []string
+		ask  func(c *client.Client) (*wire.Answer, error)
+	}{
+		{[]string{"vars", "s", "--all", "--limit", "7", "--wait", "1.235"}, func(c *client.Client) (*wire.Answer, error) {
+			return c.Vars(ctx, "s", true, client.QueryOptions{Wait: cobraWait(1.235), Limit: 7})
+		}},
+		{[]string{"vars", "s", "--wait", "0"}, func(c *client.Client) (*wire.Answer, error) {
+			return c.Vars(ctx, "s", false, client.QueryOptions{Wait: -1})
+		}},
+		{[]string{"inspect", "s", "json.dumps", "--json"}, func(c *client.Client) (*wire.Answer, error) {
+			return c.Inspect(ctx, "s", "json.dumps", client.QueryOptions{Wait: cobraWait(2)})
+		}},
+		{[]string{"complete", "s", "", "--wait=2.45e-7"}, func(c *client.Client) (*wire.Answer, error) {
+			return c.Complete(ctx, "s", "", client.QueryOptions{Wait: cobraWait(2.45e-7)})
+		}},
+		{[]string{"reset", "s", "--keep-imports"}, func(c *client.Client) (*wire.Answer, error) {
+			return c.Reset(ctx, "s", true)
+		}},
+	} {
+		call, ok := PlainCall(tc.args)
+		require.True(t, ok, "%q", tc.args)
+		getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Text: "T\n"}})
+		var out, errb bytes.Buffer
+		s, exit := send(call, stdio{strings.NewReader(""), &out, &errb, getenv})
+		assert.Nil(t, s)
+		assert.Equal(t, 0, exit)
+		assert.Equal(t, "T\n", out.String())
+		early := <-got
+		require.Len(t, early, 1, "%q", tc.args)
+
+		getenv, got = fakeHub(t, wire.Reply{Answer: &wire.Answer{Session: "s"}})
+		paths, err := config.FromEnv(getenv)
+		require.NoError(t, err)
+		_, err = tc.ask(client.New(paths))
+		require.NoError(t, err, "%q", tc.args)
+		byClient := <-got
+		require.Len(t, byClient, 1, "%q", tc.args)
+		want := byClient[0]
+		want.Plain, want.JSON = !call.JSON, call.JSON
+		assert.Equal(t, want, early[0], "%q", tc.args)
+	}
+}
+
+// cobraWait is the wait package cli's queries make of --wait secs.
+func cobraWait(secs float64) time.Duration { return time.Duration(secs * float64(time.Second)) }
+
+// A reply to a query that has no answer (a hub gone wrong) is an error,
+// not a crash of the command that prints it.
+func TestQueryReplyWithoutAnswer(t *testing.T) {
+	getenv, _ := fakeHub(t, wire.Reply{Message: "hello"})
+	paths, err := config.FromEnv(getenv)
+	require.NoError(t, err)
+	_, err = client.New(paths).Vars(context.Background(), "s", false, client.QueryOptions{})
+	assert.ErrorContains(t, err, "malformed reply from hub: no answer")
 }

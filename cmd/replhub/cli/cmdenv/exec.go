@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"time"
@@ -118,7 +119,7 @@ func (e *Env) Message(f func(*client.Client) (string, error)) error {
 // to be made with the caller's folder and environment, or a password) has
 // the call sent again the whole way.
 func (e *Env) Resume(ctx context.Context, s *early.Sent) error {
-	timeout := time.Duration(s.Timeout * float64(time.Second))
+	timeout := seconds(s.Timeout)
 	again := func() error {
 		switch s.Op {
 		case wire.OpWait:
@@ -177,6 +178,13 @@ func (e *Env) Resume(ctx context.Context, s *early.Sent) error {
 		return e.printWait(rep.Result, s.JSON)
 	}
 	return e.PrintResult(rep.Result, s.JSON)
+}
+
+// seconds is the time.Duration that early's seconds came from: it sent
+// them as the client does, through one (Duration.Seconds), and rounding
+// gets the same back where truncating may lose a nanosecond.
+func seconds(s float64) time.Duration {
+	return time.Duration(math.Round(s * float64(time.Second)))
 }
 
 // armCtrlC makes Ctrl-C interrupt the cell about to be sent. A Go signal

@@ -3,7 +3,6 @@ package cmdenv
 import (
 	"context"
 	"io"
-	"time"
 
 	"github.com/replhub/replhub/client"
 	"github.com/replhub/replhub/cmd/replhub/early"
@@ -40,7 +39,7 @@ func (e *Env) PrintAnswer(a *wire.Answer, asJSON bool) error {
 
 // ask is the client's call for the query s that package early took.
 func ask(ctx context.Context, c *client.Client, s early.Call) (*wire.Answer, error) {
-	q := client.QueryOptions{Wait: time.Duration(s.Wait * float64(time.Second)), Limit: s.Limit}
+	q := client.QueryOptions{Wait: seconds(s.Wait), Limit: s.Limit}
 	if s.Wait < 0 {
 		q.Wait = -1
 	}

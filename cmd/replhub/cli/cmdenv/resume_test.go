@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -149,5 +150,19 @@ func TestResumeQuery(t *testing.T) {
 			assert.Equal(t, a.Plain(asJSON).Text, out.String())
 			assert.Empty(t, errb.String())
 		}
+	}
+}
+
+// A call early could not send goes again with the seconds it read: the
+// same time.Duration as the command line's, for every millisecond from 0
+// to 600 s and for tiny ones, where truncating lost a nanosecond.
+func TestSecondsRoundTrip(t *testing.T) {
+	for ms := time.Duration(0); ms <= 600*time.Second; ms += time.Millisecond {
+		if got := seconds(ms.Seconds()); got != ms {
+			t.Fatalf("%v: %v", ms, got)
+		}
+	}
+	for _, d := range []time.Duration{1, 15, 245, 1e9 + 1, 599999999999} {
+		assert.Equal(t, d, seconds(d.Seconds()))
 	}
 }
