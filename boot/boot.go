@@ -140,7 +140,9 @@ func Install(dir string) (string, error) {
 }
 
 func installFile(p string, content []byte) error {
-	if b, err := os.ReadFile(p); err == nil && string(b) == string(content) {
+	// Read back no further than the file should be, and only a file: a
+	// FIFO or a device left there would hang the hub or fill its memory.
+	if b, err := atomicfile.ReadFile(p, int64(len(content))); err == nil && string(b) == string(content) {
 		return nil
 	}
 	if err := atomicfile.WriteFile(p, content, 0o600); err != nil {

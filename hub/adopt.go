@@ -180,13 +180,23 @@ func (h *Hub) adopt(rec liveRecord) error {
 		conn.Close()
 		return err
 	}
-	p := &socketProc{conn: conn, pid: rec.Pid, start: rec.WorkerStart, root: rec.Root, eof: make(chan struct{})}
+	// The pid is signalled at a kill: it must be the worker's, not one a
+	// torn or forged record names.
+	if ready.Pid != rec.Pid {
+		conn.Close()
+		return fmt.Errorf("its worker is pid %d, not %d as its record says", ready.Pid, rec.Pid)
+	}
+	start := rec.WorkerStart
+	if start == "" {
+		_, start, _ = procstat.Stat(rec.Pid) // pinned now, against the pid's reuse
+	}
+	p := &socketProc{conn: conn, pid: rec.Pid, start: start, root: rec.Root, eof: make(chan struct{})}
 	p.w = proto.NewWriter(conn)
 	frames := proto.NewReader(p.Stdout())
 
 	s := newSession(h, rec.Name)
 	s.proc, s.w, s.frames = p, p.w, frames
-	s.sock, s.workerStart = rec.Sock, rec.WorkerStart
+	s.sock, s.workerStart = rec.Sock, start
 	s.started = rec.Started
 	s.info = wire.SessionInfo{Host: "local", Root: rec.Root, Python: ready.Python, Pid: ready.Pid,
 		Cwd: ready.Cwd, Executable: ready.Executable, Cloudpickle: ready.Cloudpickle}

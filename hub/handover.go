@@ -34,7 +34,9 @@ func (ho *handover) restoreOutput(b *outBuf) {
 	all := []byte(ho.Unread)
 	sum := 0
 	for _, n := range ho.UnreadRuns {
-		if n == 0 || abs(n) < 0 || sum+abs(n) > len(all) {
+		// Lengths read from a file: compared, not summed, so that none
+		// overflows.
+		if n == 0 || abs(n) < 0 || abs(n) > len(all)-sum {
 			sum = -1
 			break
 		}

@@ -17,14 +17,7 @@ func TestHandoverKeepsRunsThroughJSON(t *testing.T) {
 		b.write(i%2 == 0, []byte(s))
 	}
 	want := b.render(ReplyCap)
-	var ho handover
-	ho.keepOutput(&b)
-	j, err := json.Marshal(&ho)
-	require.NoError(t, err)
-	var back handover
-	require.NoError(t, json.Unmarshal(j, &back))
-	var nb outBuf
-	back.restoreOutput(&nb)
+	_, nb := throughHandover(t, &b)
 	out := nb.render(ReplyCap)
 	assert.Equal(t, "out �1\nerr ��\nout €err\nout é�", out.all.text)
 	assert.Equal(t, "out �1\nout ��out é�", out.stdout.text)
@@ -32,4 +25,19 @@ func TestHandoverKeepsRunsThroughJSON(t *testing.T) {
 	for _, r := range [][2]rendered{{want.all, out.all}, {want.stdout, out.stdout}, {want.stderr, out.stderr}} {
 		assert.Equal(t, r[0].text, r[1].text)
 	}
+}
+
+// throughHandover keeps b's output in a hand-over, as a record carries it
+// (JSON), and restores it into a new buffer.
+func throughHandover(t testing.TB, b *outBuf) (handover, *outBuf) {
+	t.Helper()
+	var ho handover
+	ho.keepOutput(b)
+	j, err := json.Marshal(&ho)
+	require.NoError(t, err)
+	var back handover
+	require.NoError(t, json.Unmarshal(j, &back))
+	var nb outBuf
+	back.restoreOutput(&nb)
+	return back, &nb
 }

@@ -3,13 +3,17 @@ package hub
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
+	"github.com/replhub/replhub/internal/atomicfile"
 	"github.com/replhub/replhub/internal/procstat"
 )
 
@@ -195,12 +199,16 @@ func (h *Hub) reclaimLive() {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())
-		b, err := os.ReadFile(path)
-		if err != nil {
+		b, err := atomicfile.ReadFile(path, maxLiveRecord)
+		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		var rec liveRecord
-		readable := json.Unmarshal(b, &rec) == nil && rec.Name == name
+		readable := err == nil && fewValues(b) && json.Unmarshal(b, &rec) == nil && rec.Name == name
+		if readable && rec.Sock != "" && !isWorkerSocket(rec.Sock) {
+			// Not a worker's socket: neither dialled nor removed.
+			rec.Sock = ""
+		}
 		if readable && hubAlive(rec.HubPid, rec.HubStart) {
 			continue
 		}
@@ -230,6 +238,75 @@ func (h *Hub) reclaimLive() {
 	}
 	h.endAdoptedRuns(adoptable)
 }
+
+// maxLiveRecord bounds a live record read back: a hand-over's holds at
+// most maxQueueBytes of queued code and a few times UnreadCap of output
+// and results, which JSON's escapes may make a few times longer.
+const maxLiveRecord = 256 << 20
+
+// A record read back is decoded only when it holds at most maxObjects
+// objects and maxValues values: decoded, "{}," (three bytes) is a
+// wire.Result of some 300, so that a record within its bytes' bound could
+// still take gigabytes. A record the hub wrote holds far fewer: its
+// longest lists are a swap's names and a hand-over's runs of output (at
+// most one per byte of UnreadCap), its objects a few hundred results.
+const (
+	maxObjects = 1 << 18
+	maxValues  = 1 << 22
+)
+
+// fewValues says whether the JSON in b holds at most maxObjects objects
+// and maxValues values, counted (roughly, and without decoding) as the
+// '{' and the ',' and ':' outside its strings.
+func fewValues(b []byte) bool {
+	objects, values := 0, 0
+	in, esc := false, false
+	for _, c := range b {
+		switch {
+		case in:
+			if esc {
+				esc = false
+			} else if c == '\\' {
+				esc = true
+			} else if c == '"' {
+				in = false
+			}
+		case c == '"':
+			in = true
+		case c == '{':
+			objects++
+		case c == ',' || c == ':':
+			values++
+		}
+	}
+	return objects <= maxObjects && values <= maxValues
+}
+
+// isWorkerSocket says whether sock, taken from a live record, is a
+// durable worker's socket as workerSocket names them, in the worker
+// folder of this hub or of one that ran from another runtime folder (a
+// login without XDG_RUNTIME_DIR): a socket of this user's, named by 16
+// hex digits, in a folder named as WorkerDir is. A record torn or forged
+// must not have the hub dial, or remove, anything else.
+func isWorkerSocket(sock string) bool {
+	dir, base := filepath.Split(sock)
+	if !filepath.IsAbs(sock) || filepath.Clean(sock) != sock || filepath.Base(dir) != workerDirName {
+		return false
+	}
+	hex, ok := strings.CutSuffix(base, ".sock")
+	if !ok || len(hex) != 16 || strings.Trim(hex, "0123456789abcdef") != "" {
+		return false
+	}
+	fi, err := os.Lstat(sock)
+	if err != nil || fi.Mode().Type() != fs.ModeSocket {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Getuid()
+}
+
+// workerDirName is the last part of config.Paths.WorkerDir.
+const workerDirName = "w"
 
 // loseLive turns a record left by a dead hub into a death note, unless
 // the name has one already, and removes it.

@@ -2,8 +2,10 @@ package hub
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
@@ -84,15 +86,20 @@ func loadDeadNames(dir string) map[string]bool {
 	return dead
 }
 
-// readDeathNote returns the note for name, or nil. An unreadable note is
-// returned as a note that says so.
+// maxDeathNote bounds a death note read back: its last output is ten
+// lines of at most ReplyCap characters.
+const maxDeathNote = 1 << 20
+
+// readDeathNote returns the note for name, or nil. An unreadable note (or
+// one of another name, or not a file the hub wrote) is returned as a note
+// that says so.
 func (h *Hub) readDeathNote(name string) *deathNote {
-	b, err := os.ReadFile(h.deathNotePath(name))
-	if err != nil {
+	b, err := atomicfile.ReadFile(h.deathNotePath(name), maxDeathNote)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	var n deathNote
-	if json.Unmarshal(b, &n) != nil {
+	if err != nil || json.Unmarshal(b, &n) != nil || n.Name != name {
 		return &deathNote{Name: name, When: time.Now(), How: "its death note " + h.deathNotePath(name) + " is unreadable"}
 	}
 	return &n

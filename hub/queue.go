@@ -202,17 +202,24 @@ func (s *Session) keepLocked(r *run) {
 	}
 }
 
-// goneLocked remembers why cell's result cannot be read.
+// goneLocked remembers why cell's result cannot be read. Past maxGone an
+// older cell's reason goes; cell's own, when it is older than all of them
+// (a hand-over's cells may come in any order).
 func (s *Session) goneLocked(cell int, why string) {
 	if s.gone == nil {
 		s.gone = map[int]string{}
 	}
-	if len(s.gone) >= maxGone {
+	if _, ok := s.gone[cell]; !ok && len(s.gone) >= maxGone {
+		older := false
 		for c := range s.gone {
 			if c < cell {
 				delete(s.gone, c)
+				older = true
 				break
 			}
+		}
+		if !older {
+			return
 		}
 	}
 	s.gone[cell] = why

@@ -300,6 +300,9 @@ func (h *Hub) readSwap(name string) (*swapRecord, error) {
 		return refuse(err)
 	}
 	var rec swapRecord
+	if !fewValues(b) {
+		return refuse(fmt.Errorf("%s holds more values than a swap record", record))
+	}
 	if err := json.Unmarshal(b, &rec); err != nil || rec.Name != name {
 		return refuse(fmt.Errorf("%s is not a swap record", record))
 	}

@@ -194,21 +194,26 @@ func (c *Cache) loadLocked() {
 	if c.File == "" {
 		return
 	}
-	if fi, err := os.Stat(c.File); err != nil || fi.Size() > maxCacheFile {
-		return
+	if b, err := atomicfile.ReadFile(c.File, maxCacheFile); err == nil {
+		c.entries = parseCache(b)
 	}
-	b, err := os.ReadFile(c.File)
-	if err != nil {
-		return
-	}
+}
+
+// parseCache reads a cache file's entries, leaving out those that are not
+// as lookup makes them: a real path, a minor, a cloudpickle folder that
+// is an absolute path or none.
+func parseCache(b []byte) map[string]cacheEntry {
+	entries := map[string]cacheEntry{}
 	var m map[string]cacheEntry
-	if json.Unmarshal(b, &m) == nil {
-		for k, e := range m {
-			if filepath.IsAbs(k) && minorOf(e.Minor) == e.Minor {
-				c.entries[k] = e
-			}
+	if json.Unmarshal(b, &m) != nil {
+		return entries
+	}
+	for k, e := range m {
+		if filepath.IsAbs(k) && minorOf(e.Minor) == e.Minor && (e.Cloudpickle == "" || filepath.IsAbs(e.Cloudpickle)) {
+			entries[k] = e
 		}
 	}
+	return entries
 }
 
 // saveLocked writes the cache whole, through a temporary file and a

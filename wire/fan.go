@@ -37,7 +37,7 @@ func Failed(status string) bool { return severity[status] > 0 }
 func Worst(hosts []HostResult) string {
 	worst := StatusOK
 	for _, h := range hosts {
-		if severity[h.Status] > severity[worst] {
+		if h.Result != nil && severity[h.Status] > severity[worst] {
 			worst = h.Status
 		}
 	}
@@ -90,6 +90,9 @@ func (r *Result) fanText(surface string) string {
 	var order []*block
 	var failed []HostResult
 	for _, h := range r.Fan {
+		if h.Result == nil {
+			continue // a reply torn or forged: no hub sends a host without one
+		}
 		if h.Status == StatusFailed || h.Connecting {
 			failed = append(failed, h)
 			continue
@@ -164,6 +167,9 @@ func (r *Result) fanSummary() string {
 	counts := map[string]int{}
 	created := 0
 	for _, h := range r.Fan {
+		if h.Result == nil {
+			continue
+		}
 		if h.Connecting {
 			counts["connecting"]++
 			continue
@@ -232,9 +238,12 @@ func foldReasons(failed []HostResult, group string, adv Advice) []string {
 			msg := strings.TrimPrefix(h.Failure, "session '"+h.Session+"' did not start: ")
 			reason = "could not run: " + firstLine(strings.ReplaceAll(msg, "'"+h.Session+"'", "'"+group+"@HOST'"))
 		case StatusError:
-			reason = "raised " + h.Error.Type
-			if h.Error.Message != "" {
-				reason += ": " + firstLine(h.Error.Message)
+			reason = "raised"
+			if e := h.Error; e != nil {
+				reason += " " + e.Type
+				if e.Message != "" {
+					reason += ": " + firstLine(e.Message)
+				}
 			}
 		case StatusRunning:
 			reason = fmt.Sprintf("timed out: the cell still runs (%s collects it)", adv.Wait(group))
