@@ -255,14 +255,11 @@ func PlainCall(args []string) (Call, bool) {
 // strconv.ParseInt in base 0 and 0 to lean.MaxOutput) leave the call to
 // package cli, which says what is wrong.
 func PlainExec(args []string) (Call, bool) {
-	if len(args) < 3 || args[0] != opExec {
+	c, words, ok := plainWords(args, opExec, 2)
+	if !ok || words[1] == "" {
 		return Call{}, false
 	}
-	c, words, ok := plainFlags(args[1:], opExec)
-	if !ok || len(words) != 2 || words[0] == "" || words[1] == "" || words[0] == "-" {
-		return Call{}, false
-	}
-	c.Name, c.Code = words[0], words[1]
+	c.Code = words[1]
 	return c, true
 }
 
@@ -270,14 +267,10 @@ func PlainExec(args []string) (Call, bool) {
 // --json, --max-output and --cell (--cell N, --cell=N; a number cobra
 // takes, from 0), as PlainExec says.
 func PlainWait(args []string) (Call, bool) {
-	if len(args) < 2 || args[0] != opWait {
+	c, _, ok := plainWords(args, opWait, 1)
+	if !ok || c.Cell < 0 {
 		return Call{}, false
 	}
-	c, words, ok := plainFlags(args[1:], opWait)
-	if !ok || len(words) != 1 || words[0] == "" || words[0] == "-" || c.Cell < 0 {
-		return Call{}, false
-	}
-	c.Name = words[0]
 	return c, true
 }
 
@@ -301,13 +294,15 @@ func PlainSessions(args []string) (Call, bool) {
 // but --cell (a number from 1, which cobra checks when given), as
 // PlainExec says.
 func PlainInterrupt(args []string) (Call, bool) {
-	return plainName(args, opInterrupt)
+	c, _, ok := plainWords(args, opInterrupt, 1)
+	return c, ok
 }
 
 // PlainKill reports whether args are `kill NAME` with no flag, as
 // PlainExec says.
 func PlainKill(args []string) (Call, bool) {
-	return plainName(args, opKill)
+	c, _, ok := plainWords(args, opKill, 1)
+	return c, ok
 }
 
 // PlainQuery reports whether args are `vars NAME`, `inspect NAME EXPR`
@@ -316,42 +311,39 @@ func PlainKill(args []string) (Call, bool) {
 // lean.MaxTimeout, strconv.ParseFloat) but on a reset; --limit N (from 0)
 // on vars and complete; --all on vars; --keep-imports on reset.
 func PlainQuery(args []string) (Call, bool) {
-	if len(args) < 2 {
+	if len(args) == 0 {
 		return Call{}, false
 	}
-	words := 1
-	switch args[0] {
+	switch op := args[0]; op {
 	case opVars, opReset:
-	case opInspect, opComplete:
-		words = 2
-	default:
-		return Call{}, false
-	}
-	c, w, ok := plainFlags(args[1:], args[0])
-	if !ok || len(w) != words || w[0] == "" || w[0] == "-" || c.Op == opInspect && w[1] == "" {
-		return Call{}, false
-	}
-	c.Name = w[0]
-	switch c.Op {
+		c, _, ok := plainWords(args, op, 1)
+		return c, ok
 	case opInspect:
-		c.Expr = w[1]
+		if c, w, ok := plainWords(args, op, 2); ok && w[1] != "" {
+			c.Expr = w[1]
+			return c, true
+		}
 	case opComplete:
-		c.Text = w[1]
+		if c, w, ok := plainWords(args, op, 2); ok {
+			c.Text = w[1]
+			return c, true
+		}
 	}
-	return c, true
+	return Call{}, false
 }
 
-// plainName reads args as command op's word, then one name and op's flags.
-func plainName(args []string, op string) (Call, bool) {
-	if len(args) < 2 || args[0] != op {
-		return Call{}, false
+// plainWords reads args as command op's word, then op's flags and n
+// words, the first of them the session's name (not empty, nor -).
+func plainWords(args []string, op string, n int) (Call, []string, bool) {
+	if len(args) < 1+n || args[0] != op {
+		return Call{}, nil, false
 	}
 	c, words, ok := plainFlags(args[1:], op)
-	if !ok || len(words) != 1 || words[0] == "" || words[0] == "-" {
-		return Call{}, false
+	if !ok || len(words) != n || words[0] == "" || words[0] == "-" {
+		return Call{}, nil, false
 	}
 	c.Name = words[0]
-	return c, true
+	return c, words, true
 }
 
 // plainFlags reads args, those after the command op's word, as PlainExec
