@@ -105,18 +105,23 @@ func (a *Answer) Plain(asJSON bool) *Plain {
 	if !ok {
 		return nil
 	}
-	p := &Plain{Text: back.Text()}
+	p := &Plain{Exit: back.ExitCode(), Text: back.Text()}
 	if asJSON {
-		var text strings.Builder
-		if WriteJSON(&text, back) != nil || text.Len() > maxPlainJSON {
+		if p.Text, ok = plainJSONText(back); !ok {
 			return nil
 		}
-		p.Text = text.String()
-	}
-	if back.Error != "" {
-		p.Exit = ExitCellError
 	}
 	return p
+}
+
+// ExitCode is the CLI's exit status for a: ExitCellError for an answer
+// that says why it has none (an expression that raised), as for a cell
+// that raised; else 0.
+func (a *Answer) ExitCode() int {
+	if a.Error != "" {
+		return ExitCellError
+	}
+	return 0
 }
 
 // Text renders the answer as a person or an agent reads it.

@@ -74,11 +74,21 @@ func (r *Result) PlainJSON() *Plain {
 	if !ok {
 		return nil
 	}
-	var text strings.Builder
-	if WriteJSON(&text, back) != nil || text.Len() > maxPlainJSON {
+	text, ok := plainJSONText(back)
+	if !ok {
 		return nil
 	}
-	return &Plain{Exit: r.ExitCode(), Text: text.String()}
+	return &Plain{Exit: r.ExitCode(), Text: text}
+}
+
+// plainJSONText is v as WriteJSON writes it, or false where it cannot be
+// or is longer than a plain reply may carry (maxPlainJSON).
+func plainJSONText(v any) (string, bool) {
+	var text strings.Builder
+	if WriteJSON(&text, v) != nil || text.Len() > maxPlainJSON {
+		return "", false
+	}
+	return text.String(), true
 }
 
 // readBack is v as a client reads it from a reply: encoded and decoded

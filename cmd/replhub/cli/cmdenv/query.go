@@ -23,12 +23,11 @@ func (e *Env) Query(ask func(*client.Client) (*wire.Answer, error), asJSON bool)
 	return e.PrintAnswer(a, asJSON)
 }
 
-// PrintAnswer prints a, as its text or as JSON; an answer that says why
-// it has none (an expression that raised) exits ExitCellError, like a
-// cell that raised.
+// PrintAnswer prints a, as its text or as JSON, and sets the exit status
+// it calls for (wire.Answer.ExitCode).
 func (e *Env) PrintAnswer(a *wire.Answer, asJSON bool) error {
-	if a.Error != "" {
-		e.Code = ExitCellError
+	if code := a.ExitCode(); code != 0 {
+		e.Code = code
 	}
 	if asJSON {
 		return wire.WriteJSON(e.IO.Out, a)
