@@ -141,10 +141,7 @@ func FuzzReclaimLive(f *testing.F) {
 		require.NoError(t, os.WriteFile(path, b, 0o600))
 		defer func() {
 			os.Remove(path)
-			os.Remove(h.deathNotePath(name))
-			h.mu.Lock()
-			delete(h.dead, name)
-			h.mu.Unlock()
+			h.takeDeathNote(name)
 		}()
 		before := files(t, root)
 		h.reclaimLive()

@@ -58,10 +58,7 @@ func FuzzSwapRecord(f *testing.F) {
 		defer func() {
 			os.Remove(record)
 			os.Remove(pickle)
-			os.Remove(h.deathNotePath(name))
-			h.mu.Lock()
-			delete(h.dead, name)
-			h.mu.Unlock()
+			h.takeDeathNote(name)
 		}()
 		before := files(t, root)
 
