@@ -13,6 +13,7 @@ import (
 
 	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/fds"
+	"github.com/replhub/replhub/internal/atomicfile"
 	"github.com/replhub/replhub/safesock"
 )
 
@@ -160,7 +161,8 @@ func (c *Client) startDetached(exe string, env []string, exited chan<- error) er
 }
 
 func (c *Client) logTail() string {
-	b, err := os.ReadFile(c.Paths.Log())
+	// Only the end of a log that grows as long as the hub runs.
+	b, err := atomicfile.ReadTail(c.Paths.Log(), 16<<10)
 	if err != nil {
 		return "no hub log at " + c.Paths.Log()
 	}

@@ -3,11 +3,11 @@ package client
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/replhub/replhub/internal/atomicfile"
 	"github.com/replhub/replhub/internal/procstat"
 	"github.com/replhub/replhub/wire"
 )
@@ -49,7 +49,7 @@ func (c *Client) StopAndWait(ctx context.Context) (string, error) {
 
 // hubPid is the pid in the hub's pid file, or 0.
 func (c *Client) hubPid() int {
-	b, err := os.ReadFile(c.Paths.PidFile())
+	b, err := atomicfile.ReadFile(c.Paths.PidFile(), 64)
 	if err != nil {
 		return 0
 	}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 
 	"github.com/gobwas/glob"
+
+	"github.com/replhub/replhub/internal/atomicfile"
 )
 
 // File is config.json. Every field is optional; the zero File is the
@@ -81,10 +83,14 @@ const Local = "local"
 // ConfigFile is config.json's path.
 func (p Paths) ConfigFile() string { return filepath.Join(p.Config, "config.json") }
 
+// MaxFile is the largest config.json read; a real one is a few KiB.
+const MaxFile = 4 << 20
+
 // Load reads config.json; a missing file is the zero File. It is read at
-// every session start, so edits need no restart.
+// every session start, so edits need no restart. A FIFO or device in its
+// place, or a file past MaxFile, is an error, not a hang.
 func Load(path string) (*File, error) {
-	b, err := os.ReadFile(path)
+	b, err := atomicfile.ReadUserFile(path, MaxFile)
 	if errors.Is(err, os.ErrNotExist) {
 		return &File{}, nil
 	}

@@ -3,11 +3,15 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/internal/testbound"
 )
 
 func TestConfigHostsInFileOrder(t *testing.T) {
@@ -59,6 +63,32 @@ func TestLoadMissingIsDefaults(t *testing.T) {
 	f, err = Load(p)
 	require.NoError(t, err)
 	assert.Equal(t, "nopasswd", f.For("x").Sudo)
+}
+
+// config.json is read at every session start: one kept in a dotfiles
+// folder and linked is read; a FIFO in its place is an error at once, not
+// a hub that hangs; nor is a file of many megabytes read.
+func TestLoadUserFile(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "dotfiles.json")
+	require.NoError(t, os.WriteFile(real, []byte(`{"sudo":"nopasswd"}`), 0o600))
+	link := filepath.Join(dir, "config.json")
+	require.NoError(t, os.Symlink(real, link))
+	f, err := Load(link)
+	require.NoError(t, err)
+	assert.Equal(t, "nopasswd", f.For("x").Sudo)
+
+	big := filepath.Join(dir, "big.json")
+	require.NoError(t, os.WriteFile(big, []byte(`{"hosts":{}}`+strings.Repeat(" ", MaxFile)), 0o600))
+	_, err = Load(big)
+	assert.ErrorContains(t, err, "more than")
+
+	fifo := filepath.Join(dir, "fifo.json")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	testbound.Within(t, 10*time.Second, "Load of a FIFO", func() {
+		_, err := Load(fifo)
+		assert.ErrorContains(t, err, "not a regular file")
+	})
 }
 
 func TestMayReach(t *testing.T) {

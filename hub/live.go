@@ -194,6 +194,14 @@ func (h *Hub) reclaimLive() {
 	ents, _ := os.ReadDir(dir)
 	var adoptable []liveRecord
 	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".tmp-") {
+			// A record a hub was writing when it died; a minute's wait
+			// spares one that a hub handing over writes now.
+			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > time.Minute {
+				os.Remove(filepath.Join(dir, e.Name()))
+			}
+			continue
+		}
 		name, ok := strings.CutSuffix(e.Name(), ".json")
 		if !ok || checkName(name) != nil {
 			continue

@@ -377,41 +377,10 @@ func TestReclaimLiveOddFiles(t *testing.T) {
 // A record whose pid is not its worker's is not adopted: killing the
 // session would signal that pid's process group.
 func TestAdoptRefusesAnotherPid(t *testing.T) {
-	p := testPaths(t)
-	for _, d := range []string{p.LiveDir(), p.WorkerDir()} {
-		require.NoError(t, os.MkdirAll(d, 0o700))
-	}
-	victim := exec.Command("sleep", "60")
-	victim.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	require.NoError(t, victim.Start())
-	exited := make(chan struct{})
-	go func() { victim.Wait(); close(exited) }()
-	defer func() { victim.Process.Kill(); <-exited }()
+	p, victim, exited := adoptSetup(t)
 
-	// A worker that answers adopt as pid 1 would: it is not the victim.
-	sock := filepath.Join(p.WorkerDir(), "0123456789abcdef.sock")
-	ln, err := net.Listen("unix", sock)
-	require.NoError(t, err)
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				line := make([]byte, 1)
-				for line[0] != '\n' {
-					if _, err := c.Read(line); err != nil {
-						return
-					}
-				}
-				proto.NewWriter(c).Write(&proto.Ready{Proto: proto.Version, Pid: os.Getpid(), Python: "3.12.1", Adopted: true})
-				c.Read(make([]byte, 4096)) // until the hub's first frame: exit, at a kill
-			}()
-		}
-	}()
+	// A worker that answers adopt as this process would: it is not the victim.
+	sock := fakeAdoptee(t, p, &proto.Ready{Proto: proto.Version, Pid: os.Getpid(), Python: "3.12.1", Adopted: true})
 	done := exec.Command("true")
 	require.NoError(t, done.Run())
 	b, err := json.Marshal(liveRecord{Name: "x", Host: "local", Pid: victim.Process.Pid, Python: "3.12.1", Cells: 1,
@@ -429,6 +398,76 @@ func TestAdoptRefusesAnotherPid(t *testing.T) {
 	}
 	_, start, _ := procstat.Stat(victim.Process.Pid)
 	assert.True(t, procstat.Running(victim.Process.Pid, start))
+}
+
+// adoptSetup makes the hub's live and worker folders, and starts a sleep
+// in a process group of its own that stands for a worker (or for another
+// process a forged record names); exited is closed when it ends, which is
+// at the test's end at the latest.
+func adoptSetup(t *testing.T) (p config.Paths, sleeper *exec.Cmd, exited chan struct{}) {
+	p = testPaths(t)
+	for _, d := range []string{p.LiveDir(), p.WorkerDir()} {
+		require.NoError(t, os.MkdirAll(d, 0o700))
+	}
+	sleeper = exec.Command("sleep", "60")
+	sleeper.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	require.NoError(t, sleeper.Start())
+	exited = make(chan struct{})
+	go func() { sleeper.Wait(); close(exited) }()
+	t.Cleanup(func() { sleeper.Process.Kill(); <-exited })
+	return p, sleeper, exited
+}
+
+// fakeAdoptee listens on a worker socket in p's worker folder and answers
+// every adopt with ready, then reads until the hub's first frame.
+func fakeAdoptee(t *testing.T, p config.Paths, ready *proto.Ready) string {
+	sock := filepath.Join(p.WorkerDir(), "0123456789abcdef.sock")
+	ln, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				line := make([]byte, 1)
+				for line[0] != '\n' {
+					if _, err := c.Read(line); err != nil {
+						return
+					}
+				}
+				proto.NewWriter(c).Write(ready)
+				c.Read(make([]byte, 4096)) // until the hub's first frame: exit, at a kill
+			}()
+		}
+	}()
+	return sock
+}
+
+// A record's cell count is believed only as far as the hub could have
+// counted: the worker's cell and a full queue past it. A forged count
+// would number the next cells past what an int holds.
+func TestAdoptBoundsTheCellCount(t *testing.T) {
+	p, worker, _ := adoptSetup(t)
+	sock := fakeAdoptee(t, p, &proto.Ready{Proto: proto.Version, Pid: worker.Process.Pid, Python: "3.12.1", Adopted: true, Cell: 3})
+	done := exec.Command("true")
+	require.NoError(t, done.Run())
+	b, err := json.Marshal(liveRecord{Name: "x", Host: "local", Pid: worker.Process.Pid, Python: "3.12.1", Cells: math.MaxInt,
+		HubPid: done.Process.Pid, Sock: sock})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(p.LiveDir(), "x.json"), b, 0o600))
+
+	h := testHub(t, p)
+	s, err := h.lookup("x", wire.AdviceFor(""))
+	require.NoError(t, err)
+	s.mu.Lock()
+	cells := s.cells
+	s.mu.Unlock()
+	assert.Equal(t, 3+maxQueue+1, cells)
+	h.Kill("x")
 }
 
 // A hand-over's cells in any order leave at most maxGone reasons: past
@@ -512,4 +551,22 @@ func TestIsWorkerSocket(t *testing.T) {
 	} {
 		assert.False(t, isWorkerSocket(sock), sock)
 	}
+}
+
+// A record a hub was writing when it died leaves a temporary file in the
+// live folder: the next hub removes it once it is a minute old, and leaves
+// a fresh one, which a hub handing over may be writing now.
+func TestReclaimLiveRemovesOldTempFiles(t *testing.T) {
+	p := testPaths(t)
+	require.NoError(t, os.MkdirAll(p.LiveDir(), 0o700))
+	old := filepath.Join(p.LiveDir(), ".tmp-123")
+	fresh := filepath.Join(p.LiveDir(), ".tmp-456")
+	for _, f := range []string{old, fresh} {
+		require.NoError(t, os.WriteFile(f, []byte(`{"name":"x"`), 0o600))
+	}
+	an := time.Now().Add(-2 * time.Minute)
+	require.NoError(t, os.Chtimes(old, an, an))
+	testHub(t, p)
+	assert.NoFileExists(t, old)
+	assert.FileExists(t, fresh)
 }

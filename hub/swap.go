@@ -19,6 +19,7 @@ import (
 	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/internal/atomicfile"
 	"github.com/replhub/replhub/proto"
+	"github.com/replhub/replhub/remote"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -102,6 +103,30 @@ type swapRecord struct {
 	Result *wire.Result `json:"result,omitempty"`
 	// Kept are the results of earlier cells nobody had read (queue.go).
 	Kept []*wire.Result `json:"kept,omitempty"`
+}
+
+// maxCells bounds a cell count read back: a session that ran a cell every
+// microsecond for twelve days has run fewer.
+const maxCells = 1 << 40
+
+// check refuses a record that this hub could not have written: one that
+// would number the next cell past what an int holds, or start the session
+// again with an interpreter given by a relative path or on a host whose
+// name the start would refuse.
+func (r *swapRecord) check() error {
+	switch {
+	case r.Cells < 0 || r.Cells > maxCells:
+		return fmt.Errorf("a count of %d cells", r.Cells)
+	case r.Bytes < 0:
+		return fmt.Errorf("a size of %d bytes", r.Bytes)
+	case r.Executable != "" && !filepath.IsAbs(r.Executable):
+		return fmt.Errorf("the interpreter %q is not an absolute path", r.Executable)
+	case r.Host != config.Local && r.Host != "":
+		if _, _, _, err := remote.ParseSpec(r.Host); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // swapState is the hub's swaps and restores under way. Its lock is taken
@@ -305,6 +330,9 @@ func (h *Hub) readSwap(name string) (*swapRecord, error) {
 	}
 	if err := json.Unmarshal(b, &rec); err != nil || rec.Name != name {
 		return refuse(fmt.Errorf("%s is not a swap record", record))
+	}
+	if err := rec.check(); err != nil {
+		return refuse(fmt.Errorf("%s is not a swap record: %v", record, err))
 	}
 	fi, err := os.Lstat(pickle)
 	if err == nil {

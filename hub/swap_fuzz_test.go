@@ -44,6 +44,7 @@ func FuzzSwapRecord(f *testing.F) {
 	}
 	h.removeSwap("x")
 	for _, s := range []string{`{"name":"../x"}`, `{"name":"x","when":"0001-01-01T00:00:00Z","cells":-1,"bytes":-9223372036854775808}`,
+		`{"name":"x","cells":9223372036854775807}`, `{"name":"x","host":"-oProxyCommand=sh"}`, `{"name":"x","host":"h;rm"}`, `{"name":"x","executable":"python3"}`,
 		`{"name":"x","kept":[null,{"cell":-1,"fan":[{}],"display":[{}]}],"result":{}}`, `{"name":"x","jump":null,"host":""}`, `null`, ``} {
 		f.Add("x", []byte(s))
 	}
@@ -64,7 +65,7 @@ func FuzzSwapRecord(f *testing.F) {
 
 		rec, err := h.readSwap(name)
 		var want swapRecord
-		readable := fewValues(b) && json.Unmarshal(b, &want) == nil && want.Name == name
+		readable := fewValues(b) && json.Unmarshal(b, &want) == nil && want.Name == name && want.check() == nil
 		var unsafe *UnsafeSwapError
 		switch {
 		case readable && (err != nil || rec == nil):

@@ -40,10 +40,11 @@ package memory
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/replhub/replhub/internal/atomicfile"
 )
 
 // Index is the name of the index file in the memory folder.
@@ -232,14 +233,12 @@ func mainWorktree(wt, gitFile string) string {
 }
 
 // firstLine returns the first line of a small file, trimmed; "" when it
-// cannot be read.
+// cannot be read, is not a regular file or is larger than 64 KiB.
 func firstLine(path string) string {
-	f, err := os.Open(path)
+	b, err := atomicfile.ReadUserFile(path, 64<<10)
 	if err != nil {
 		return ""
 	}
-	defer f.Close()
-	b, _ := io.ReadAll(io.LimitReader(f, 4096))
 	line, _, _ := strings.Cut(string(b), "\n")
 	return strings.TrimSpace(line)
 }

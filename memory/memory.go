@@ -23,6 +23,11 @@ const MaxName = 200
 // line.
 const MaxHook = 300
 
+// MaxEntry is the largest entry, or index, read or written: an entry is
+// read into an agent's context whole, and a FIFO or /dev/zero in its place
+// must not hang or fill the reader.
+const MaxEntry = 1 << 20
+
 // CleanName checks an entry name and returns its file name: a bare name of
 // ASCII letters, digits, '.', '_' and '-', not starting with a dot, without
 // "..", with ".md" added when it does not end so (the docs speak of markdown
@@ -84,6 +89,13 @@ func checkHook(hook string) error {
 var indexRE = lazyre.New(`^[ \t]*[-*+][ \t]+\[([^\]]*)\]\(([^) \t]+)\)[ \t]*(?:(?:—|–|-|:)[ \t]*)?(.*)$`)
 
 // indexLine is the line write adds for an entry.
+func checkSize(n int) error {
+	if n > MaxEntry {
+		return fmt.Errorf("memory: the text is %d bytes; an entry holds at most %d (1 MiB): split it, or keep the bulk in a file and its path here", n, MaxEntry)
+	}
+	return nil
+}
+
 func indexLine(title, name, hook string) string {
 	if hook == "" {
 		return "- [" + title + "](" + name + ")"
@@ -201,7 +213,7 @@ func (s *Store) Read(name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	b, err := os.ReadFile(filepath.Join(s.Dir, n))
+	b, err := atomicfile.ReadUserFile(filepath.Join(s.Dir, n), MaxEntry)
 	if err != nil {
 		return "", s.notFound(n, err)
 	}
@@ -225,6 +237,9 @@ func (s *Store) Write(name, text, hook string) (string, error) {
 		return "", err
 	}
 	if err := checkHook(hook); err != nil {
+		return "", err
+	}
+	if err := checkSize(len(text)); err != nil {
 		return "", err
 	}
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
@@ -286,7 +301,7 @@ func (s *Store) Edit(name, old, new string) (string, error) {
 		return "", errors.New("memory: old is empty; give the exact text to replace")
 	}
 	p := filepath.Join(s.Dir, n)
-	b, err := os.ReadFile(p)
+	b, err := atomicfile.ReadUserFile(p, MaxEntry)
 	if err != nil {
 		return "", s.notFound(n, err)
 	}
@@ -299,6 +314,9 @@ func (s *Store) Edit(name, old, new string) (string, error) {
 		return "", fmt.Errorf("memory: old text occurs %d times in %s; include more of its surroundings to make it unique", c, n)
 	}
 	text = strings.Replace(text, old, new, 1)
+	if err := checkSize(len(text)); err != nil {
+		return "", err
+	}
 	if err := writeAtomic(p, []byte(text)); err != nil {
 		return "", err
 	}
@@ -347,7 +365,7 @@ func (s *Store) Delete(name string) (string, error) {
 // indexLines returns MEMORY.md split at "\n" without the final newline;
 // nil when there is no index yet.
 func (s *Store) indexLines() ([]string, error) {
-	b, err := os.ReadFile(filepath.Join(s.Dir, Index))
+	b, err := atomicfile.ReadUserFile(filepath.Join(s.Dir, Index), MaxEntry)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -364,6 +382,9 @@ func (s *Store) writeIndex(lines []string) error {
 	text := ""
 	if len(lines) > 0 {
 		text = strings.Join(lines, "\n") + "\n"
+	}
+	if err := checkSize(len(text)); err != nil {
+		return err
 	}
 	return writeAtomic(filepath.Join(s.Dir, Index), []byte(text))
 }

@@ -5,10 +5,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/internal/testbound"
 )
 
 // env gives a test a private HOME and project folder, with every override
@@ -350,4 +354,43 @@ func TestCRLFAndRawBytesKept(t *testing.T) {
 	_, err = s.Write("a", "t", "h2")
 	require.NoError(t, err)
 	assert.Equal(t, "- [A](a.md) — h2\r\n", readIndex(t, s))
+}
+
+// An entry is read into an agent's context whole: one past MaxEntry is
+// neither written nor read, an edit may not grow one past it, and a FIFO
+// in an entry's place, or the index's, is an error, not a tool call that
+// hangs. A worktree's .git that is a FIFO makes its folder the root.
+func TestEntriesBounded(t *testing.T) {
+	tmp, proj := env(t)
+	s, err := Open(proj)
+	require.NoError(t, err)
+
+	_, err = s.Write("big", strings.Repeat("x", MaxEntry+1), "")
+	assert.ErrorContains(t, err, "at most 1048576 (1 MiB)")
+	_, err = s.Write("full", strings.Repeat("x", MaxEntry-1)+"y", "")
+	require.NoError(t, err)
+	_, err = s.Edit("full", "y", "yy")
+	assert.ErrorContains(t, err, "at most 1048576")
+	got, err := s.Read("full")
+	require.NoError(t, err)
+	assert.Len(t, got, MaxEntry, "the refused edit changed nothing")
+	require.NoError(t, os.WriteFile(filepath.Join(s.Dir, "grown.md"), []byte(strings.Repeat("x", MaxEntry+1)), 0o600))
+	_, err = s.Read("grown")
+	assert.ErrorContains(t, err, "more than 1048576")
+
+	require.NoError(t, syscall.Mkfifo(filepath.Join(s.Dir, "pipe.md"), 0o600))
+	require.NoError(t, os.Remove(filepath.Join(s.Dir, Index)))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(s.Dir, Index), 0o600))
+	wt := filepath.Join(tmp, "wt")
+	require.NoError(t, os.MkdirAll(wt, 0o755))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(wt, ".git"), 0o600))
+	testbound.Within(t, 10*time.Second, "reading FIFOs", func() {
+		_, err := s.Read("pipe")
+		assert.ErrorContains(t, err, "not a regular file")
+		_, err = s.Edit("pipe", "a", "b")
+		assert.ErrorContains(t, err, "not a regular file")
+		_, err = s.Write("other", "text", "")
+		assert.ErrorContains(t, err, "not a regular file")
+		assert.Equal(t, wt, ProjectRoot(wt))
+	})
 }

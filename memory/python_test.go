@@ -1,12 +1,15 @@
 package memory
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -39,7 +42,7 @@ try:
     elif op == "read":
         ans = {"text": m.read(req["name"])}
     elif op == "write":
-        ans = {"text": m.write(req["name"], req["text"], index=req.get("index"))}
+        ans = {"text": m.write(req["name"], req["text"] * req.get("repeat", 1), index=req.get("index"))}
     elif op == "edit":
         ans = {"text": m.edit(req["name"], req["old"], req["new"])}
     elif op == "delete":
@@ -80,7 +83,10 @@ func runPy(t *testing.T, py string, req map[string]any) pyAnswer {
 	require.NoError(t, err)
 	b, err := json.Marshal(req)
 	require.NoError(t, err)
-	cmd := exec.Command(py, "-c", driver, string(b))
+	// A FIFO read the plain way would block for good.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, "-c", driver, string(b))
 	cmd.Env = append(os.Environ(), "PYTHONPATH="+boot, "PYTHONIOENCODING=utf-8")
 	out, err := cmd.Output()
 	var stderr []byte
@@ -196,6 +202,18 @@ func pythonAgrees(t *testing.T, py string) {
 		same()
 		a = runPy(t, py, map[string]any{"op": "delete", "cwd": proj, "name": "go_side"})
 		assert.Equal(t, "deleted go_side.md and its MEMORY.md line", a.Text)
+		same()
+
+		// Both refuse an entry past MaxEntry alike, and a FIFO in an
+		// entry's place at once.
+		_, gerr = s.Write("big", strings.Repeat("é", MaxEntry/2+1), "")
+		require.Error(t, gerr)
+		a = runPy(t, py, map[string]any{"op": "write", "cwd": proj, "name": "big", "text": "é", "repeat": MaxEntry/2 + 1})
+		assert.Equal(t, gerr.Error(), a.Error)
+		require.NoError(t, syscall.Mkfifo(filepath.Join(s.Dir, "pipe.md"), 0o600))
+		a = runPy(t, py, map[string]any{"op": "read", "cwd": proj, "name": "pipe"})
+		assert.Contains(t, a.Error, "not a regular file")
+		require.NoError(t, os.Remove(filepath.Join(s.Dir, "pipe.md")))
 		same()
 	})
 }

@@ -21,6 +21,7 @@ import (
 	"sync"
 
 	"github.com/replhub/replhub/boot"
+	"github.com/replhub/replhub/internal/atomicfile"
 	"github.com/replhub/replhub/pyfind"
 )
 
@@ -202,7 +203,8 @@ func cloudpickleModules(dir string) (map[string]Module, error) {
 	}
 	mods := map[string]Module{}
 	for _, f := range files {
-		b, err := os.ReadFile(f)
+		// A module of cloudpickle's is some 60 KiB at most.
+		b, err := atomicfile.ReadUserFile(f, 4<<20)
 		if err != nil {
 			return nil, fmt.Errorf("payload: %w", err)
 		}

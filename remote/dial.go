@@ -17,6 +17,8 @@ import (
 	"github.com/skeema/knownhosts"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
+
+	"github.com/replhub/replhub/internal/atomicfile"
 )
 
 // HostKeyError is a host key that was refused. Changed is false for an
@@ -192,6 +194,9 @@ func clientConfig(h Hop, env Env) (*ssh.ClientConfig, *AuthError, error) {
 // keySigners gathers the agent's keys, then the IdentityFile(s), else the
 // default key files. A passphrase-protected file whose key the agent does
 // not hold is skipped and named in auth.Skipped.
+// maxKeyFile bounds a key file read; a 16384-bit RSA key is some 12 KiB.
+const maxKeyFile = 1 << 20
+
 func keySigners(h Hop, env Env, auth *AuthError) []ssh.Signer {
 	var signers []ssh.Signer
 	have := map[string]bool{}
@@ -205,7 +210,7 @@ func keySigners(h Hop, env Env, auth *AuthError) []ssh.Signer {
 	// With IdentitiesOnly, only agent keys that match a file are used.
 	wanted := map[string]bool{}
 	for _, f := range files {
-		if b, err := os.ReadFile(f + ".pub"); err == nil {
+		if b, err := atomicfile.ReadUserFile(f+".pub", maxKeyFile); err == nil {
 			if pk, _, _, _, err := ssh.ParseAuthorizedKey(b); err == nil {
 				wanted[string(pk.Marshal())] = true
 			}
@@ -234,7 +239,7 @@ func keySigners(h Hop, env Env, auth *AuthError) []ssh.Signer {
 		}
 	}
 	for _, f := range files {
-		b, err := os.ReadFile(f)
+		b, err := atomicfile.ReadUserFile(f, maxKeyFile)
 		if err != nil {
 			if explicit && !errors.Is(err, os.ErrNotExist) {
 				auth.Skipped = append(auth.Skipped, fmt.Sprintf("key %s: %v", f, err))
@@ -263,6 +268,9 @@ func keySigners(h Hop, env Env, auth *AuthError) []ssh.Signer {
 	return signers
 }
 
+// maxKnownHosts bounds a known_hosts file: some 100,000 hosts.
+const maxKnownHosts = 64 << 20
+
 // knownHostsMu serialises appends to known_hosts files.
 var knownHostsMu sync.Mutex
 
@@ -272,9 +280,19 @@ var knownHostsMu sync.Mutex
 func hostKeyCallback(h Hop) (ssh.HostKeyCallback, []string, error) {
 	var files []string
 	for _, f := range h.KnownHosts {
-		if _, err := os.Stat(f); err == nil {
-			files = append(files, f)
+		fi, err := os.Stat(f)
+		if err != nil {
+			continue
 		}
+		// The library reads the files whole: a FIFO would block the dial
+		// for good, /dev/zero fill the memory.
+		if !fi.Mode().IsRegular() {
+			return nil, nil, fmt.Errorf("remote: known_hosts %s is not a regular file", f)
+		}
+		if fi.Size() > maxKnownHosts {
+			return nil, nil, fmt.Errorf("remote: known_hosts %s is %d bytes, more than %d", f, fi.Size(), maxKnownHosts)
+		}
+		files = append(files, f)
 	}
 	var db *knownhosts.HostKeyDB
 	if len(files) > 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kevinburke/ssh_config"
 
+	"github.com/replhub/replhub/internal/atomicfile"
 	"github.com/replhub/replhub/internal/lazyre"
 )
 
@@ -166,7 +167,7 @@ func (r *Resolver) load(path string, system bool) (*ssh_config.Config, error) {
 		return &ssh_config.Config{}, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("remote: %w", err)
 	}
 	for attempt := 0; attempt < 200; attempt++ {
 		cfg, err := ssh_config.DecodeBytes([]byte(strings.Join(lines, "\n") + "\n"))
@@ -194,13 +195,16 @@ func (r *Resolver) load(path string, system bool) (*ssh_config.Config, error) {
 	return nil, fmt.Errorf("remote: %s: too many lines it cannot parse", path)
 }
 
+// maxSSHConfig bounds each ssh_config file read, Includes one by one.
+const maxSSHConfig = 4 << 20
+
 // readInlined returns the file's lines with Include directives replaced by
 // the files they name, and for each line its "file:line" origin.
 func (r *Resolver) readInlined(path string, system bool, depth int) ([]string, []string, error) {
 	if depth > 8 {
 		return nil, nil, fmt.Errorf("remote: %s: Include nested too deep", path)
 	}
-	b, err := os.ReadFile(path)
+	b, err := atomicfile.ReadUserFile(path, maxSSHConfig)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -26,7 +26,6 @@ temporary file, then os.replace).
 """
 
 import collections
-import io
 import json
 import os
 import re
@@ -39,6 +38,9 @@ INDEX = "MEMORY.md"
 MAX_NAME = 200
 MAX_HOOK = 300
 MAX_SLUG = 200
+# The largest entry, or index, read or written, in bytes: an entry is read
+# into an agent's context whole.
+MAX_ENTRY = 1 << 20
 
 HELP = {
     "memory": "memory(): Claude Code's auto memory for the project; .read(name) "
@@ -93,10 +95,23 @@ def slug(path):
     return "".join(out)
 
 
+def _read_bytes(path, limit):
+    """A regular file's bytes, at most limit of them: a FIFO in its place
+    would block the read for good, /dev/zero never end."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError("memory: %s is not a regular file" % path)
+        b = f.read(limit + 1)
+    if len(b) > limit:
+        raise OSError("memory: %s is more than %d bytes" % (path, limit))
+    return b
+
+
 def _first_line(path):
     try:
-        with open(path, "rb") as f:
-            b = f.read(4096)
+        b = _read_bytes(path, 64 << 10)
     except OSError:
         return ""
     return os.fsdecode(b.split(b"\n", 1)[0]).strip()
@@ -244,12 +259,15 @@ def format_list(where, entries):
 
 
 def _read_text(path):
-    with io.open(path, encoding="utf-8", errors="surrogateescape", newline="") as f:
-        return f.read()
+    return _read_bytes(path, MAX_ENTRY).decode("utf-8", "surrogateescape")
 
 
 def _encode(text):
-    return text.encode("utf-8", "surrogateescape")
+    data = text.encode("utf-8", "surrogateescape")
+    if len(data) > MAX_ENTRY:
+        raise _err("the text is %d bytes; an entry holds at most %d (1 MiB): split it, "
+                   "or keep the bulk in a file and its path here" % (len(data), MAX_ENTRY))
+    return data
 
 
 def _write_atomic(path, data):

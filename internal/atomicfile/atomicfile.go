@@ -1,7 +1,8 @@
 // Package atomicfile replaces a file whole, so that a reader sees the old
 // contents or the new, never a part: the data goes to a temporary file in
-// the same folder, which is then renamed over the file; and reads such a
-// file back (ReadFile) without trusting what is there now. It owns nothing
+// the same folder, which is then renamed over the file. It reads such a
+// file back (ReadFile) without trusting what is there now, and a user's
+// own files (ReadUserFile, ReadTail) with the same care. It owns nothing
 // else: what to write and when is the caller's.
 package atomicfile
 
@@ -69,21 +70,61 @@ func write(path string, data []byte, perm fs.FileMode, sync bool) error {
 // grown past max) is not read: the error, a *fs.PathError, says what it
 // is, and wraps fs.ErrNotExist when there is nothing at path.
 func ReadFile(path string, max int64) ([]byte, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	return readRegular(path, max, syscall.O_NOFOLLOW)
+}
+
+// ReadUserFile is ReadFile for a file that a user keeps, such as
+// config.json or ~/.ssh/config: it follows a symbolic link, as a user who
+// links their dotfiles from elsewhere expects, and refuses the rest as
+// ReadFile does.
+func ReadUserFile(path string, max int64) ([]byte, error) {
+	return readRegular(path, max, 0)
+}
+
+// ReadTail returns the last n bytes of a user's file that grows, such as
+// a log, following a link and refusing what is not a regular file.
+func ReadTail(path string, n int64) ([]byte, error) {
+	f, fi, err := openRegular(path, 0)
 	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			err = &fs.PathError{Op: "open", Path: path, Err: errors.New("a symbolic link, not a file")}
-		}
 		return nil, err
 	}
 	defer f.Close()
+	off := max(fi.Size()-n, 0)
+	b := make([]byte, fi.Size()-off)
+	k, err := f.ReadAt(b, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return b[:k], nil
+}
+
+// openRegular opens path, without blocking on a FIFO, and returns it with
+// its FileInfo when it is a regular file.
+func openRegular(path string, flags int) (*os.File, fs.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|flags, 0)
+	if err != nil {
+		if flags&syscall.O_NOFOLLOW != 0 && errors.Is(err, syscall.ELOOP) {
+			err = &fs.PathError{Op: "open", Path: path, Err: errors.New("a symbolic link, not a file")}
+		}
+		return nil, nil, err
+	}
 	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = &fs.PathError{Op: "read", Path: path, Err: errors.New("not a regular file")}
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+func readRegular(path string, max int64, flags int) ([]byte, error) {
+	f, fi, err := openRegular(path, flags)
 	if err != nil {
 		return nil, err
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: errors.New("not a regular file")}
-	}
+	defer f.Close()
 	if fi.Size() > max {
 		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%d bytes, more than %d", fi.Size(), max)}
 	}

@@ -1,0 +1,56 @@
+package remote
+
+import (
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/internal/testbound"
+)
+
+// The user's ssh files are read with care: a FIFO as ~/.ssh/config, as an
+// Included file, as a key or as known_hosts is an error or a skipped key,
+// never a dial that hangs; a link to a real file is followed.
+func TestUserFilesThatAreNotFiles(t *testing.T) {
+	home := t.TempDir()
+	ssh := filepath.Join(home, ".ssh")
+	require.NoError(t, os.MkdirAll(filepath.Join(ssh, "conf.d"), 0o700))
+	fifo := filepath.Join(home, "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+
+	testbound.Within(t, 10*time.Second, "reading FIFOs", func() {
+		require.NoError(t, os.Symlink(fifo, filepath.Join(ssh, "config")))
+		_, err := NewResolver(home, "me")
+		assert.ErrorContains(t, err, "not a regular file")
+
+		// An Included FIFO is warned about and passed over; the rest is used.
+		require.NoError(t, os.Remove(filepath.Join(ssh, "config")))
+		real := filepath.Join(home, "dotfiles-ssh-config")
+		require.NoError(t, os.WriteFile(real, []byte("Include conf.d/*\nHost lab\n  HostName 10.9.8.7\n"), 0o600))
+		require.NoError(t, os.Symlink(real, filepath.Join(ssh, "config")))
+		require.NoError(t, os.Symlink(fifo, filepath.Join(ssh, "conf.d", "pipe")))
+		var warned []string
+		old := Warnf
+		Warnf = func(format string, a ...any) { warned = append(warned, format) }
+		defer func() { Warnf = old }()
+		r, err := NewResolver(home, "me")
+		require.NoError(t, err)
+		assert.Len(t, warned, 1)
+		route, err := r.Resolve("lab", nil)
+		require.NoError(t, err)
+		assert.Equal(t, "me@10.9.8.7:22", route.Target().String(), "the linked config is read")
+
+		auth := &AuthError{}
+		keySigners(Hop{IdentityFiles: []string{fifo}}, Env{Home: home}, auth)
+		require.Len(t, auth.Skipped, 1)
+		assert.Contains(t, auth.Skipped[0], "not a regular file")
+
+		_, _, err = hostKeyCallback(Hop{KnownHosts: []string{fifo}})
+		assert.ErrorContains(t, err, "not a regular file")
+	})
+}
