@@ -25,12 +25,30 @@ func TestToolkit(t *testing.T) {
 // The shipped modules' tests (modules/tests) import them as top-level
 // modules: import systemd.
 func TestShippedModules(t *testing.T) {
-	unittests(t, "boot/modules/tests", "boot/modules")
+	// The git module's tests read repositories that some 500 runs of the
+	// git binary build: built once here, they serve every Python.
+	var env []string
+	if _, err := exec.LookPath("git"); err == nil {
+		fx := t.TempDir()
+		var py string
+		for _, p := range pythons(t) {
+			py = p
+		}
+		cmd := exec.Command(py, "boot/modules/tests/fixtures.py", fx)
+		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("building the git fixtures: %v\n%s", err, out)
+		}
+		env = append(env, "GITMOD_FIXTURES="+fx)
+	}
+	unittests(t, "boot/modules/tests", "boot/modules", env...)
 }
 
 // unittests runs the Python unittest modules of folder dir, with top on
-// sys.path, under every Python found.
-func unittests(t *testing.T, dir, top string) {
+// sys.path, under every Python found, with env added to the environment.
+func unittests(t *testing.T, dir, top string, env ...string) {
 	eachPython(t, func(t *testing.T, py string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
@@ -41,6 +59,7 @@ func unittests(t *testing.T, dir, top string) {
 			"PYTHONDONTWRITEBYTECODE=1", // no __pycache__ in the tree
 			"TMPDIR="+t.TempDir(),       // whatever a test leaves goes with it
 		)
+		cmd.Env = append(cmd.Env, env...)
 		cmd.WaitDelay = 10 * time.Second
 		out, err := cmd.CombinedOutput()
 		if err != nil {

@@ -47,7 +47,7 @@ func TestBoundImage(t *testing.T) {
 		name  string
 		w, h  int
 		noise bool
-	}{{"big", 4000, 3000, false}, {"tall", 300, 5000, false}, {"noise", 2000, 2000, true}} {
+	}{{"big", 2400, 1800, false}, {"tall", 300, 5000, false}, {"noise", 1400, 1400, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			d, note := displayItem(1, "image/png", pngOf(t, tc.w, tc.h, tc.noise))
 			require.Empty(t, note)

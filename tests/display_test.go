@@ -41,7 +41,7 @@ func mplPython(t *testing.T) string {
 }
 
 // richClasses defines, in a session, objects that show themselves as a
-// PNG (made with the standard library: Big is 4000x3000, Mid 1600x1200,
+// PNG (made with the standard library: Big is 2400x1800, Mid 1600x1200,
 // both over the hub's bounds), an SVG, HTML and Markdown.
 const richClasses = `import struct, zlib
 def _png(w, h):
@@ -53,7 +53,7 @@ def _png(w, h):
 class Small:
     def _repr_png_(self): return _png(40, 30)
 class Big:
-    def _repr_png_(self): return _png(4000, 3000), {"width": 4000}
+    def _repr_png_(self): return _png(2400, 1800), {"width": 2400}
 class Mid:
     def _repr_png_(self): return _png(1600, 1200)
 class Vec:
@@ -137,7 +137,7 @@ func TestDisplayCLI(t *testing.T) {
 	cfg = checkImageFile(t, e, big.Path, big.MIME)
 	assert.LessOrEqual(t, max(cfg.Width, cfg.Height), 1568)
 	assert.True(t, big.Scaled)
-	assert.Equal(t, [4]int{4000, 3000, cfg.Width, cfg.Height}, [4]int{big.OrigWidth, big.OrigHeight, big.Width, big.Height})
+	assert.Equal(t, [4]int{2400, 1800, cfg.Width, cfg.Height}, [4]int{big.OrigWidth, big.OrigHeight, big.Width, big.Height})
 	assert.Equal(t, "image/svg+xml", svg.MIME)
 	checkImageFile(t, e, svg.Path, svg.MIME)
 	assert.Equal(t, wire.Display{MIME: "text/html", Text: "a | b\n1 | 2"}, res.Display[2])
@@ -196,14 +196,14 @@ func TestDisplayMCP(t *testing.T) {
 	assert.Equal(t, "png", format)
 	assert.Contains(t, text, fmt.Sprintf("[image/png %dx%d, ", cfg.Width, cfg.Height))
 
-	// A 4000x3000 PNG comes back within 1568 px and 1 MB.
+	// A 2400x1800 PNG comes back within 1568 px and 1 MB.
 	text, images = mcpImages(t, cs, "m", richClasses+"display(Big(), Page())")
 	require.Len(t, images, 1, text)
 	cfg, _, err = image.DecodeConfig(bytes.NewReader(images[0].Data))
 	require.NoError(t, err)
 	assert.LessOrEqual(t, max(cfg.Width, cfg.Height), 1568)
 	assert.LessOrEqual(t, len(images[0].Data), 1<<20)
-	assert.Contains(t, text, "(scaled from 4000x3000)")
+	assert.Contains(t, text, "(scaled from 2400x1800)")
 	assert.Contains(t, text, "a | b\n1 | 2")
 
 	// An SVG comes back as its source.
@@ -236,7 +236,7 @@ func TestDisplayRemote(t *testing.T) {
 	require.Equal(t, 0, r.Code, "%s", r)
 	m = imageLine.FindAllStringSubmatch(r.Stdout, -1)
 	require.Len(t, m, 2, "%s", r)
-	assert.Equal(t, "4000", m[1][4])
+	assert.Equal(t, "2400", m[1][4])
 	checkImageFile(t, w.Env, m[1][6], "image/png")
 }
 
