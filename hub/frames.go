@@ -1,0 +1,231 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/replhub/replhub/proto"
+)
+
+// readFrames serves the worker's frames until its stream ends. A frame
+// that breaks the protocol ends the session, with a death note naming the
+// violation; the hub and every other session go on.
+func (s *Session) readFrames() {
+	for {
+		m, err := s.frames.Read()
+		var mf *proto.Malformed
+		if errors.As(err, &mf) {
+			s.hub.log.Warn("malformed frame", "session", s.name, "err", mf.Error())
+			s.mu.Lock()
+			s.notes = append(s.notes, "the worker sent a "+mf.Error()+"; it was dropped")
+			s.namesLost = true // it may have been a done frame
+			s.mu.Unlock()
+			s.send(&proto.Error{Error: "hub: " + mf.Error()})
+			continue
+		}
+		if err != nil {
+			var v *proto.Violation
+			if errors.As(err, &v) {
+				s.endForViolation(v.Error())
+				return
+			}
+			if lp, ok := s.proc.(*linkProc); ok && lp.awaitLink() {
+				s.frames.Reset()
+				continue
+			}
+			return
+		}
+		s.takeFrame(m)
+	}
+}
+
+// takeFrame handles one frame from the worker, on its reader.
+func (s *Session) takeFrame(m proto.Msg) {
+	switch f := m.(type) {
+	case *proto.Done:
+		s.onDone(f)
+	case *proto.Interrupted:
+		select {
+		case s.interrupted <- f:
+		default:
+		}
+	case *proto.Error:
+		s.mu.Lock()
+		s.notes = append(s.notes, "the worker reported: "+f.Error)
+		s.mu.Unlock()
+	case *proto.Req:
+		s.takeRequest(f)
+	case *proto.Served:
+		s.onServed(f)
+	case *proto.Chunk:
+		s.onChunk(f)
+	case *proto.Ack:
+		s.onAck(f)
+	case *proto.Swapped:
+		s.hub.onSwapped(s, f)
+	case *proto.Restored:
+		s.hub.onRestored(s, f)
+	case *proto.Answer:
+		s.onAnswer(f)
+	case *proto.Out:
+		s.mu.Lock()
+		s.takeOutputLocked(f.Data, true)
+		s.mu.Unlock()
+	case *proto.Detached:
+		s.mu.Lock()
+		if s.detachedFrames != nil {
+			close(s.detachedFrames)
+			s.detachedFrames = nil
+		}
+		s.mu.Unlock()
+	case *proto.Pong, *proto.Ready:
+	}
+}
+
+// onDone takes the done frame of the running cell. Its images are
+// decoded and scaled here, on the frame reader, not under mu, and only
+// for the cell that waits for them: a done frame for another cell is
+// dropped undecoded. A reattached worker sends its last done frame again,
+// which the old link may have lost: one already had is ignored.
+func (s *Session) onDone(f *proto.Done) {
+	s.mu.Lock()
+	r := s.cur
+	if r == nil || r.cell != f.Cell || r.done != nil || r.isFinished() {
+		s.namesLost = s.namesLost || f.Names != nil
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	display, dnotes := displayItems(f)
+	f.Data = nil
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// The cell may have ended otherwise (killed, the fence timed out)
+	// while its images were scaled.
+	if s.cur != r || r.done != nil || r.isFinished() {
+		s.namesLost = s.namesLost || f.Names != nil
+		return
+	}
+	r.done, r.display, r.dnotes = f, display, dnotes
+	if f.Quiet && r.sealed == nil {
+		s.sealLocked(r) // no fence comes: nothing was written since the last
+	}
+	if f.Names != nil { // nil: they did not change
+		s.names = f.Names
+	}
+	if f.RSS > 0 {
+		s.rss = f.RSS
+	}
+	s.maybeFinishLocked(r)
+}
+
+// watchFrames ends, once a second, every session whose worker has left a
+// frame half sent for longer than the hub's FrameStall: its stream can
+// never be read in step again, and a session stuck that way would hang
+// every caller.
+func (h *Hub) watchFrames(ctx context.Context) {
+	t := time.NewTicker(min(time.Second, h.frameStall/4))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, s := range h.allSessions() {
+			s.mu.Lock()
+			frames, state, remote := s.frames, s.state, s.info.Host != "local"
+			s.mu.Unlock()
+			if frames == nil || state == stateStarting || state == stateDead {
+				continue
+			}
+			limit := h.frameStall
+			if remote {
+				limit *= 12
+			}
+			if d := frames.Stalled(); d > limit {
+				s.endForViolation(fmt.Sprintf("half a frame, then nothing for %s", d.Round(100*time.Millisecond)))
+			}
+		}
+	}
+}
+
+// endForViolation ends a session whose worker broke the protocol.
+func (s *Session) endForViolation(why string) {
+	s.hub.log.Error("worker broke the protocol", "session", s.name, "err", why)
+	s.mu.Lock()
+	if s.death == "" {
+		s.death = "the worker broke the frame protocol (" + why + "), so the hub ended it"
+	}
+	s.mu.Unlock()
+	s.proc.Kill()
+}
+
+// send writes one frame to the worker.
+func (s *Session) send(m proto.Msg) error { return s.w.Write(m) }
+
+// maxRequestID bounds a request's id: the links of a group's parts
+// (fanLinkID) are then negative, and meet no request's own id nor the
+// parts of another request. A cancel may name a part.
+const maxRequestID = 1<<50 - 1
+
+// maxRequests bounds the requests one worker has in flight: each holds a
+// goroutine, and a put's or call's blob, in the hub.
+const maxRequests = 16
+
+// maxRefusals bounds the refusals (a bad id, too many requests) waiting
+// to reach a worker that does not read its stdin: each holds a goroutine.
+// Past it, a refusal is dropped: only a worker that floods requests and
+// reads no answer meets it, and it then waits on itself alone.
+const maxRefusals = 64
+
+// takeRequest serves a req frame of s's worker on a goroutine of its own,
+// so that the frame reader never blocks, or, past maxRequests in flight,
+// answers it at once with an error. A cancel is served here: it ends a
+// request in flight, takes no time and sends nothing.
+func (s *Session) takeRequest(f *proto.Req) {
+	if f.Kind == "cancel" {
+		s.cancelRequest(f.ID)
+		return
+	}
+	if f.ID <= 0 || f.ID > maxRequestID {
+		s.refuse(f.ID, fmt.Sprintf("bad request id %d: a worker numbers its requests 1, 2, …", f.ID))
+		return
+	}
+	if s.requests.Add(1) > maxRequests {
+		s.requests.Add(-1)
+		s.refuse(f.ID, fmt.Sprintf(
+			"too many requests at once: session '%s' has %d waiting on the hub; wait for one to end", s.name, maxRequests))
+		return
+	}
+	go func() {
+		defer s.requests.Add(-1)
+		s.hub.serveRequest(s, f)
+	}()
+}
+
+// refuse answers request id with an error, on a goroutine (the worker may
+// be slow to read its stdin), at most maxRefusals at once.
+func (s *Session) refuse(id int64, msg string) {
+	if s.refusals.Add(1) > maxRefusals {
+		s.refusals.Add(-1)
+		return
+	}
+	go func() {
+		defer s.refusals.Add(-1)
+		s.send(&proto.Reply{ID: id, Error: msg})
+	}()
+}
+
+// maxBlob is the largest object s's worker may send: its reader's MaxBlob,
+// or proto.DefaultMaxBlob.
+func (s *Session) maxBlob() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.frames != nil && s.frames.MaxBlob > 0 {
+		return s.frames.MaxBlob
+	}
+	return proto.DefaultMaxBlob
+}
