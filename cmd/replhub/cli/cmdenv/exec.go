@@ -107,7 +107,12 @@ func (e *Env) Message(f func(*client.Client) (string, error)) error {
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(e.IO.Out, msg)
+	return e.printMessage(msg)
+}
+
+// printMessage prints an interrupt's or a kill's message, one line.
+func (e *Env) printMessage(msg string) error {
+	_, err := fmt.Fprintln(e.IO.Out, msg)
 	return err
 }
 
@@ -159,8 +164,7 @@ func (e *Env) Resume(ctx context.Context, s *early.Sent) error {
 	}
 	if (s.Op == wire.OpInterrupt || s.Op == wire.OpKill) && rep.Message != "" {
 		// From a hub that does not answer them plainly.
-		_, err := fmt.Fprintln(e.IO.Out, rep.Message)
-		return err
+		return e.printMessage(rep.Message)
 	}
 	if isQuery(s.Op) && rep.Answer != nil {
 		// From a hub that does not answer a query plainly.
