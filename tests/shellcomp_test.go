@@ -2,10 +2,12 @@ package tests
 
 import (
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -134,14 +136,36 @@ func TestShellCompletionHostsAndPythons(t *testing.T) {
 	_, err := os.Stat(ran)
 	assert.True(t, os.IsNotExist(err), "no interpreter ran")
 
-	// A completion that cannot answer in time (100 ms) offers nothing: an
-	// Include of a FIFO nobody writes blocks its reader for ever.
+	// An Include of a FIFO nobody writes is passed over, not read for ever.
 	require.NoError(t, syscall.Mkfifo(filepath.Join(ssh, "more", "stuck.conf"), 0o600))
 	e.Setenv("REPLHUB_COMPLETION_WAIT", "100ms") // a shell's
 	t0 := time.Now()
 	got, _ = completions(t, e, "exec", "x", "1", "--host", "")
+	assert.Equal(t, []string{"gw1", "lab-7", "lab-inc"}, got)
+	assert.Less(t, time.Since(t0), 5*time.Second)
+
+	// A completion that cannot answer in time (100 ms) offers nothing: a
+	// hub that takes the call and never answers it.
+	require.NoError(t, os.MkdirAll(e.Paths.Runtime, 0o700))
+	ln, err := net.Listen("unix", e.Paths.Socket())
+	require.NoError(t, err)
+	defer ln.Close()
+	var taken atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			taken.Add(1)
+			defer c.Close() // open, unanswered, until the test ends
+		}
+	}()
+	t0 = time.Now()
+	got, _ = completions(t, e, "kill", "")
 	assert.Empty(t, got)
 	assert.Less(t, time.Since(t0), 5*time.Second)
+	assert.Positive(t, taken.Load(), "the call reached the hub that never answers")
 }
 
 // TestShellCompletionAtATab types a command line into a real interactive
