@@ -137,7 +137,7 @@ func (c *Client) startSystemd(exe string, env []string) bool {
 }
 
 func (c *Client) startDetached(exe string, env []string, exited chan<- error) error {
-	logf, err := os.OpenFile(c.Paths.Log(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, err := atomicfile.OpenAppend(c.Paths.Log())
 	if err != nil {
 		return fmt.Errorf("client: hub log: %w", err)
 	}
@@ -163,8 +163,11 @@ func (c *Client) startDetached(exe string, env []string, exited chan<- error) er
 func (c *Client) logTail() string {
 	// Only the end of a log that grows as long as the hub runs.
 	b, err := atomicfile.ReadTail(c.Paths.Log(), 16<<10)
-	if err != nil {
+	if errors.Is(err, os.ErrNotExist) {
 		return "no hub log at " + c.Paths.Log()
+	}
+	if err != nil {
+		return "the hub log cannot be read: " + err.Error()
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	if len(lines) > 5 {
@@ -174,7 +177,7 @@ func (c *Client) logTail() string {
 }
 
 func appendLog(path, line string) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	f, err := atomicfile.OpenAppend(path)
 	if err != nil {
 		return
 	}

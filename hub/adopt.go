@@ -201,9 +201,11 @@ func (h *Hub) adopt(rec liveRecord) error {
 	s.info = wire.SessionInfo{Host: "local", Root: rec.Root, Python: ready.Python, Pid: ready.Pid,
 		Cwd: ready.Cwd, Executable: ready.Executable, Cloudpickle: ready.Cloudpickle}
 	s.origin = wire.Request{Cwd: ready.Cwd, Env: os.Environ()}
-	// Past the worker's cell, the record counts only cells queued in the
-	// hub: at most a full queue, and one more that was on its way.
-	rec.Cells = min(rec.Cells, ready.Cell+maxQueue+1)
+	// Past the worker's cell, the record counts cells the hub numbered
+	// and the worker never ran (queued, taken out, restored from a swap
+	// into a new worker): believed up to maxCells, where the numbers
+	// cannot wrap.
+	rec.Cells = min(rec.Cells, maxCells)
 	s.cells = max(rec.Cells, ready.Cell)
 	s.names = ready.Names
 	s.setStreamsLocked(ready.Streams)

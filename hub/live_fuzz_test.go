@@ -447,9 +447,10 @@ func fakeAdoptee(t *testing.T, p config.Paths, ready *proto.Ready) string {
 	return sock
 }
 
-// A record's cell count is believed only as far as the hub could have
-// counted: the worker's cell and a full queue past it. A forged count
-// would number the next cells past what an int holds.
+// A record's cell count is believed up to maxCells: a forged count would
+// number the next cells past what an int holds. (Past the worker's cell,
+// it may count many cells that the worker never ran: queued and taken
+// out, or restored from a swap into a new worker.)
 func TestAdoptBoundsTheCellCount(t *testing.T) {
 	p, worker, _ := adoptSetup(t)
 	sock := fakeAdoptee(t, p, &proto.Ready{Proto: proto.Version, Pid: worker.Process.Pid, Python: "3.12.1", Adopted: true, Cell: 3})
@@ -466,7 +467,7 @@ func TestAdoptBoundsTheCellCount(t *testing.T) {
 	s.mu.Lock()
 	cells := s.cells
 	s.mu.Unlock()
-	assert.Equal(t, 3+maxQueue+1, cells)
+	assert.Equal(t, maxCells, cells)
 	h.Kill("x")
 }
 

@@ -359,7 +359,8 @@ func TestCRLFAndRawBytesKept(t *testing.T) {
 // An entry is read into an agent's context whole: one past MaxEntry is
 // neither written nor read, an edit may not grow one past it, and a FIFO
 // in an entry's place, or the index's, is an error, not a tool call that
-// hangs. A worktree's .git that is a FIFO makes its folder the root.
+// hangs. A worktree whose repository's commondir is a FIFO is a root of
+// its own, found at once.
 func TestEntriesBounded(t *testing.T) {
 	tmp, proj := env(t)
 	s, err := Open(proj)
@@ -381,9 +382,11 @@ func TestEntriesBounded(t *testing.T) {
 	require.NoError(t, syscall.Mkfifo(filepath.Join(s.Dir, "pipe.md"), 0o600))
 	require.NoError(t, os.Remove(filepath.Join(s.Dir, Index)))
 	require.NoError(t, syscall.Mkfifo(filepath.Join(s.Dir, Index), 0o600))
-	wt := filepath.Join(tmp, "wt")
+	wt, gitdir := filepath.Join(tmp, "wt"), filepath.Join(tmp, "repo", ".git", "worktrees", "wt")
 	require.NoError(t, os.MkdirAll(wt, 0o755))
-	require.NoError(t, syscall.Mkfifo(filepath.Join(wt, ".git"), 0o600))
+	require.NoError(t, os.MkdirAll(gitdir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(wt, ".git"), []byte("gitdir: "+gitdir+"\n"), 0o600))
+	require.NoError(t, syscall.Mkfifo(filepath.Join(gitdir, "commondir"), 0o600))
 	testbound.Within(t, 10*time.Second, "reading FIFOs", func() {
 		_, err := s.Read("pipe")
 		assert.ErrorContains(t, err, "not a regular file")

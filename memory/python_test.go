@@ -210,10 +210,15 @@ func pythonAgrees(t *testing.T, py string) {
 		require.Error(t, gerr)
 		a = runPy(t, py, map[string]any{"op": "write", "cwd": proj, "name": "big", "text": "é", "repeat": MaxEntry/2 + 1})
 		assert.Equal(t, gerr.Error(), a.Error)
+		require.NoError(t, os.WriteFile(filepath.Join(s.Dir, "grown.md"), []byte(strings.Repeat("x", MaxEntry+1)), 0o600))
 		require.NoError(t, syscall.Mkfifo(filepath.Join(s.Dir, "pipe.md"), 0o600))
-		a = runPy(t, py, map[string]any{"op": "read", "cwd": proj, "name": "pipe"})
-		assert.Contains(t, a.Error, "not a regular file")
-		require.NoError(t, os.Remove(filepath.Join(s.Dir, "pipe.md")))
+		for _, n := range []string{"grown", "pipe"} {
+			_, gerr = s.Read(n)
+			require.Error(t, gerr)
+			a = runPy(t, py, map[string]any{"op": "read", "cwd": proj, "name": n})
+			assert.Equal(t, gerr.Error(), a.Error, "the same refusal to read %s", n)
+			require.NoError(t, os.Remove(filepath.Join(s.Dir, n+".md")))
+		}
 		same()
 	})
 }

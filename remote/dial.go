@@ -281,8 +281,8 @@ func hostKeyCallback(h Hop) (ssh.HostKeyCallback, []string, error) {
 	var files []string
 	for _, f := range h.KnownHosts {
 		fi, err := os.Stat(f)
-		if err != nil {
-			continue
+		if err != nil || atomicfile.IsDevNull(f) {
+			continue // /dev/null: no hosts known, and the new ones forgotten
 		}
 		// The library reads the files whole: a FIFO would block the dial
 		// for good, /dev/zero fill the memory.
@@ -335,7 +335,7 @@ func hostKeyCallback(h Hop) (ssh.HostKeyCallback, []string, error) {
 		if err := os.MkdirAll(filepath.Dir(record), 0o700); err != nil {
 			return fmt.Errorf("remote: recording the host key of %s: %w", h.Alias, err)
 		}
-		f, err := os.OpenFile(record, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+		f, err := atomicfile.OpenAppend(record)
 		if err != nil {
 			return fmt.Errorf("remote: recording the host key of %s: %w", h.Alias, err)
 		}

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/ssh"
 
 	"github.com/replhub/replhub/internal/testbound"
 )
@@ -18,22 +20,22 @@ import (
 // never a dial that hangs; a link to a real file is followed.
 func TestUserFilesThatAreNotFiles(t *testing.T) {
 	home := t.TempDir()
-	ssh := filepath.Join(home, ".ssh")
-	require.NoError(t, os.MkdirAll(filepath.Join(ssh, "conf.d"), 0o700))
+	sshDir := filepath.Join(home, ".ssh")
+	require.NoError(t, os.MkdirAll(filepath.Join(sshDir, "conf.d"), 0o700))
 	fifo := filepath.Join(home, "fifo")
 	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
 
 	testbound.Within(t, 10*time.Second, "reading FIFOs", func() {
-		require.NoError(t, os.Symlink(fifo, filepath.Join(ssh, "config")))
+		require.NoError(t, os.Symlink(fifo, filepath.Join(sshDir, "config")))
 		_, err := NewResolver(home, "me")
 		assert.ErrorContains(t, err, "not a regular file")
 
 		// An Included FIFO is warned about and passed over; the rest is used.
-		require.NoError(t, os.Remove(filepath.Join(ssh, "config")))
+		require.NoError(t, os.Remove(filepath.Join(sshDir, "config")))
 		real := filepath.Join(home, "dotfiles-ssh-config")
 		require.NoError(t, os.WriteFile(real, []byte("Include conf.d/*\nHost lab\n  HostName 10.9.8.7\n"), 0o600))
-		require.NoError(t, os.Symlink(real, filepath.Join(ssh, "config")))
-		require.NoError(t, os.Symlink(fifo, filepath.Join(ssh, "conf.d", "pipe")))
+		require.NoError(t, os.Symlink(real, filepath.Join(sshDir, "config")))
+		require.NoError(t, os.Symlink(fifo, filepath.Join(sshDir, "conf.d", "pipe")))
 		var warned []string
 		old := Warnf
 		Warnf = func(format string, a ...any) { warned = append(warned, format) }
@@ -52,5 +54,12 @@ func TestUserFilesThatAreNotFiles(t *testing.T) {
 
 		_, _, err = hostKeyCallback(Hop{KnownHosts: []string{fifo}})
 		assert.ErrorContains(t, err, "not a regular file")
+		// UserKnownHostsFile /dev/null, with StrictHostKeyChecking no: no
+		// host is known, and the new ones are forgotten.
+		cb, _, err := hostKeyCallback(Hop{KnownHosts: []string{os.DevNull}, StrictHostKeyChecking: "no"})
+		require.NoError(t, err)
+		pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"))
+		require.NoError(t, err)
+		assert.NoError(t, cb("lab", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 22}, pub))
 	})
 }

@@ -97,15 +97,19 @@ def slug(path):
 
 def _read_bytes(path, limit):
     """A regular file's bytes, at most limit of them: a FIFO in its place
-    would block the read for good, /dev/zero never end."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    would block the read for good, /dev/zero never end.  The errors say
+    what the Go package's do (internal/atomicfile)."""
+    name = os.path.basename(path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise OSError("memory: %s is not a regular file" % path)
+            raise OSError("memory: %s: not a regular file" % name)
+        if st.st_size > limit:
+            raise OSError("memory: %s: %d bytes, more than %d" % (name, st.st_size, limit))
         b = f.read(limit + 1)
     if len(b) > limit:
-        raise OSError("memory: %s is more than %d bytes" % (path, limit))
+        raise OSError("memory: %s: more than %d bytes" % (name, limit))
     return b
 
 

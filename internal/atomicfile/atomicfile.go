@@ -75,7 +75,8 @@ func ReadFile(path string, max int64) ([]byte, error) {
 
 // ReadUserFile is ReadFile for a file that a user keeps, such as
 // config.json or ~/.ssh/config: it follows a symbolic link, as a user who
-// links their dotfiles from elsewhere expects, and refuses the rest as
+// links their dotfiles from elsewhere expects, and reads /dev/null, where
+// users point a setting to turn it off, as empty. It refuses the rest as
 // ReadFile does.
 func ReadUserFile(path string, max int64) ([]byte, error) {
 	return readRegular(path, max, 0)
@@ -98,10 +99,36 @@ func ReadTail(path string, n int64) ([]byte, error) {
 	return b[:k], nil
 }
 
-// openRegular opens path, without blocking on a FIFO, and returns it with
-// its FileInfo when it is a regular file.
+// OpenAppend opens a log to append to, made 0600 when missing, and
+// refuses anything but a regular file or /dev/null: opened for writing, a
+// FIFO that nobody reads would block for good.
+func OpenAppend(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0o600)
+	if errors.Is(err, syscall.ENXIO) { // a FIFO without a reader
+		return nil, &fs.PathError{Op: "open", Path: path, Err: errors.New("not a regular file")}
+	}
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() && !isDevNull(fi) {
+		err = &fs.PathError{Op: "open", Path: path, Err: errors.New("not a regular file")}
+	}
+	if err == nil {
+		err = syscall.SetNonblock(int(f.Fd()), false) // the hub inherits it
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// openRegular opens path, without blocking on a FIFO nor taking a
+// terminal as the process's own, and returns it with its FileInfo when it
+// is a regular file, or, for a user's file, /dev/null.
 func openRegular(path string, flags int) (*os.File, fs.FileInfo, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|flags, 0)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|flags, 0)
 	if err != nil {
 		if flags&syscall.O_NOFOLLOW != 0 && errors.Is(err, syscall.ELOOP) {
 			err = &fs.PathError{Op: "open", Path: path, Err: errors.New("a symbolic link, not a file")}
@@ -109,7 +136,7 @@ func openRegular(path string, flags int) (*os.File, fs.FileInfo, error) {
 		return nil, nil, err
 	}
 	fi, err := f.Stat()
-	if err == nil && !fi.Mode().IsRegular() {
+	if err == nil && !fi.Mode().IsRegular() && !(flags&syscall.O_NOFOLLOW == 0 && isDevNull(fi)) {
 		err = &fs.PathError{Op: "read", Path: path, Err: errors.New("not a regular file")}
 	}
 	if err != nil {
@@ -117,6 +144,18 @@ func openRegular(path string, flags int) (*os.File, fs.FileInfo, error) {
 		return nil, nil, err
 	}
 	return f, fi, nil
+}
+
+// isDevNull says whether fi is /dev/null's.
+func isDevNull(fi fs.FileInfo) bool {
+	null, err := os.Stat(os.DevNull)
+	return err == nil && os.SameFile(fi, null)
+}
+
+// IsDevNull says whether path is /dev/null, or a link to it.
+func IsDevNull(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && isDevNull(fi)
 }
 
 func readRegular(path string, max int64, flags int) ([]byte, error) {

@@ -69,6 +69,14 @@ func TestReadUserFile(t *testing.T) {
 	b, err := ReadUserFile(link, 5)
 	require.NoError(t, err)
 	assert.Equal(t, "12345", string(b))
+	// /dev/null, where a setting is pointed to turn it off, reads empty.
+	null := filepath.Join(dir, "null")
+	require.NoError(t, os.Symlink(os.DevNull, null))
+	b, err = ReadUserFile(null, 5)
+	require.NoError(t, err)
+	assert.Empty(t, b)
+	_, err = ReadFile(os.DevNull, 5)
+	assert.ErrorContains(t, err, "not a regular file", "the hub's own files are files")
 	_, err = ReadUserFile(link, 4)
 	assert.ErrorContains(t, err, "5 bytes, more than 4")
 
@@ -79,6 +87,36 @@ func TestReadUserFile(t *testing.T) {
 			_, err = ReadTail(path, 100)
 			assert.ErrorContains(t, err, want, path)
 		}
+	})
+}
+
+// OpenAppend opens a log, made 0600, or /dev/null, and refuses a FIFO at
+// once: opened for writing, one that nobody reads blocks for good.
+func TestOpenAppend(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "hub.log")
+	for i := 0; i < 2; i++ {
+		f, err := OpenAppend(log)
+		require.NoError(t, err)
+		_, err = f.WriteString("line\n")
+		require.NoError(t, err)
+		require.NoError(t, f.Close())
+	}
+	b, err := os.ReadFile(log)
+	require.NoError(t, err)
+	assert.Equal(t, "line\nline\n", string(b))
+	fi, err := os.Stat(log)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	f, err := OpenAppend(os.DevNull)
+	require.NoError(t, err)
+	f.Close()
+
+	fifo := filepath.Join(dir, "fifo")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	testbound.Within(t, 10*time.Second, "OpenAppend of a FIFO", func() {
+		_, err := OpenAppend(fifo)
+		assert.ErrorContains(t, err, "not a regular file")
 	})
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/fds"
 	"github.com/replhub/replhub/hub"
+	"github.com/replhub/replhub/internal/atomicfile"
 	"github.com/replhub/replhub/safesock"
 )
 
@@ -46,7 +47,7 @@ func runHub(ctx context.Context, e *env, supervisor string) error {
 	if err := safesock.PrepareDir(paths.Runtime); err != nil {
 		return err
 	}
-	logf, err := os.OpenFile(paths.Log(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	logf, err := atomicfile.OpenAppend(paths.Log())
 	if err != nil {
 		return fmt.Errorf("hub log: %w", err)
 	}
