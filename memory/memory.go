@@ -88,7 +88,7 @@ func checkHook(hook string) error {
 // is lenient and writing uses that form (indexLine).
 var indexRE = lazyre.New(`^[ \t]*[-*+][ \t]+\[([^\]]*)\]\(([^) \t]+)\)[ \t]*(?:(?:—|–|-|:)[ \t]*)?(.*)$`)
 
-// indexLine is the line write adds for an entry.
+// checkSize refuses a text of n bytes past MaxEntry.
 func checkSize(n int) error {
 	if n > MaxEntry {
 		return fmt.Errorf("memory: the text is %d bytes; an entry holds at most %d (1 MiB): split it, or keep the bulk in a file and its path here", n, MaxEntry)
@@ -96,6 +96,7 @@ func checkSize(n int) error {
 	return nil
 }
 
+// indexLine is the line write adds for an entry.
 func indexLine(title, name, hook string) string {
 	if hook == "" {
 		return "- [" + title + "](" + name + ")"

@@ -219,6 +219,15 @@ func pythonAgrees(t *testing.T, py string) {
 			assert.Equal(t, gerr.Error(), a.Error, "the same refusal to read %s", n)
 			require.NoError(t, os.Remove(filepath.Join(s.Dir, n+".md")))
 		}
+		// An entry linked to /dev/null reads empty on both sides.
+		require.NoError(t, os.Symlink(os.DevNull, filepath.Join(s.Dir, "nul.md")))
+		got, err = s.Read("nul")
+		require.NoError(t, err)
+		assert.Empty(t, got)
+		a = runPy(t, py, map[string]any{"op": "read", "cwd": proj, "name": "nul"})
+		assert.Empty(t, a.Error)
+		assert.Empty(t, a.Text)
+		require.NoError(t, os.Remove(filepath.Join(s.Dir, "nul.md")))
 		same()
 	})
 }

@@ -41,6 +41,11 @@ func (e *HostKeyError) Error() string {
 			"This can be an attack; replhub will not connect. If the change is legitimate, remove the old key (ssh-keygen -R '%s' -f %s) and trust the new one",
 			e.Alias, e.Addr, e.KeyType, e.Fingerprint, strings.Join(e.Known, ", "), knownhosts.Normalize(e.Addr), e.File)
 	}
+	if atomicfile.IsDevNull(e.File) {
+		return fmt.Sprintf("remote: the host key of %s (%s) is unknown: %s %s. Its UserKnownHostsFile is %s, which keeps no key: "+
+			"set StrictHostKeyChecking accept-new for it, or name a known_hosts file that can hold the key",
+			e.Alias, e.Addr, e.KeyType, e.Fingerprint, e.File)
+	}
 	return fmt.Sprintf("remote: the host key of %s (%s) is unknown: %s %s. If that is the right key, trust it with:\n  echo '%s' >> %s",
 		e.Alias, e.Addr, e.KeyType, e.Fingerprint, e.Line, e.File)
 }

@@ -61,5 +61,12 @@ func TestUserFilesThatAreNotFiles(t *testing.T) {
 		pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"))
 		require.NoError(t, err)
 		assert.NoError(t, cb("lab", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 22}, pub))
+		// With the default strict checking, the refusal cannot offer a
+		// line to add to /dev/null: it says what would work.
+		cb, _, err = hostKeyCallback(Hop{KnownHosts: []string{os.DevNull}, StrictHostKeyChecking: "yes"})
+		require.NoError(t, err)
+		err = cb("lab", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 22}, pub)
+		assert.ErrorContains(t, err, "keeps no key: set StrictHostKeyChecking accept-new")
+		assert.NotContains(t, err.Error(), ">> /dev/null")
 	})
 }

@@ -1,13 +1,13 @@
 package tests
 
 import (
+	"bufio"
 	"context"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -138,34 +138,41 @@ func TestShellCompletionHostsAndPythons(t *testing.T) {
 
 	// An Include of a FIFO nobody writes is passed over, not read for ever.
 	require.NoError(t, syscall.Mkfifo(filepath.Join(ssh, "more", "stuck.conf"), 0o600))
-	e.Setenv("REPLHUB_COMPLETION_WAIT", "100ms") // a shell's
 	t0 := time.Now()
 	got, _ = completions(t, e, "exec", "x", "1", "--host", "")
 	assert.Equal(t, []string{"gw1", "lab-7", "lab-inc"}, got)
 	assert.Less(t, time.Since(t0), 5*time.Second)
 
-	// A completion that cannot answer in time (100 ms) offers nothing: a
-	// hub that takes the call and never answers it.
+	// A completion that cannot answer in time offers nothing, once its
+	// deadline has passed: a hub that takes the call and never answers.
 	require.NoError(t, os.MkdirAll(e.Paths.Runtime, 0o700))
 	ln, err := net.Listen("unix", e.Paths.Socket())
 	require.NoError(t, err)
 	defer ln.Close()
-	var taken atomic.Int32
+	asked := make(chan string, 1)
 	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			taken.Add(1)
-			defer c.Close() // open, unanswered, until the test ends
+		c, err := ln.Accept()
+		if err != nil {
+			return
 		}
+		defer c.Close() // open, unanswered, until the test ends
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		asked <- line
+		<-t.Context().Done()
 	}()
+	e.Setenv("REPLHUB_COMPLETION_WAIT", "1s")
 	t0 = time.Now()
 	got, _ = completions(t, e, "kill", "")
+	took := time.Since(t0)
 	assert.Empty(t, got)
-	assert.Less(t, time.Since(t0), 5*time.Second)
-	assert.Positive(t, taken.Load(), "the call reached the hub that never answers")
+	select {
+	case line := <-asked:
+		assert.Contains(t, line, `"sessions"`, "the call reached the hub that never answers")
+	default:
+		t.Fatal("the completion never asked the hub")
+	}
+	assert.GreaterOrEqual(t, took, time.Second, "the answer waited for the deadline")
+	assert.Less(t, took, 5*time.Second)
 }
 
 // TestShellCompletionAtATab types a command line into a real interactive
