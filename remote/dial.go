@@ -196,12 +196,12 @@ func clientConfig(h Hop, env Env) (*ssh.ClientConfig, *AuthError, error) {
 	}, auth, nil
 }
 
-// keySigners gathers the agent's keys, then the IdentityFile(s), else the
-// default key files. A passphrase-protected file whose key the agent does
-// not hold is skipped and named in auth.Skipped.
 // maxKeyFile bounds a key file read; a 16384-bit RSA key is some 12 KiB.
 const maxKeyFile = 1 << 20
 
+// keySigners gathers the agent's keys, then the IdentityFile(s), else the
+// default key files. A passphrase-protected file whose key the agent does
+// not hold is skipped and named in auth.Skipped.
 func keySigners(h Hop, env Env, auth *AuthError) []ssh.Signer {
 	var signers []ssh.Signer
 	have := map[string]bool{}

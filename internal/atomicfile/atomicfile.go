@@ -70,7 +70,7 @@ func write(path string, data []byte, perm fs.FileMode, sync bool) error {
 // grown past max) is not read: the error, a *fs.PathError, says what it
 // is, and wraps fs.ErrNotExist when there is nothing at path.
 func ReadFile(path string, max int64) ([]byte, error) {
-	return readRegular(path, max, syscall.O_NOFOLLOW)
+	return readRegular(path, max, false)
 }
 
 // ReadUserFile is ReadFile for a file that a user keeps, such as
@@ -79,13 +79,13 @@ func ReadFile(path string, max int64) ([]byte, error) {
 // users point a setting to turn it off, as empty. It refuses the rest as
 // ReadFile does.
 func ReadUserFile(path string, max int64) ([]byte, error) {
-	return readRegular(path, max, 0)
+	return readRegular(path, max, true)
 }
 
 // ReadTail returns the last n bytes of a user's file that grows, such as
 // a log, following a link and refusing what is not a regular file.
 func ReadTail(path string, n int64) ([]byte, error) {
-	f, fi, err := openRegular(path, 0)
+	f, fi, err := openRegular(path, os.O_RDONLY, true)
 	if err != nil {
 		return nil, err
 	}
@@ -103,41 +103,44 @@ func ReadTail(path string, n int64) ([]byte, error) {
 // refuses anything but a regular file or /dev/null: opened for writing, a
 // FIFO that nobody reads would block for good.
 func OpenAppend(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0o600)
-	if errors.Is(err, syscall.ENXIO) { // a FIFO without a reader
-		return nil, &fs.PathError{Op: "open", Path: path, Err: errors.New("not a regular file")}
-	}
+	f, _, err := openRegular(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, true)
 	if err != nil {
 		return nil, err
 	}
-	fi, err := f.Stat()
-	if err == nil && !fi.Mode().IsRegular() && !isDevNull(fi) {
-		err = &fs.PathError{Op: "open", Path: path, Err: errors.New("not a regular file")}
-	}
-	if err == nil {
-		err = syscall.SetNonblock(int(f.Fd()), false) // the hub inherits it
-	}
-	if err != nil {
+	if err := syscall.SetNonblock(int(f.Fd()), false); err != nil { // the hub inherits it
 		f.Close()
 		return nil, err
 	}
 	return f, nil
 }
 
-// openRegular opens path, without blocking on a FIFO nor taking a
-// terminal as the process's own, and returns it with its FileInfo when it
-// is a regular file, or, for a user's file, /dev/null.
-func openRegular(path string, flags int) (*os.File, fs.FileInfo, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY|flags, 0)
-	if err != nil {
-		if flags&syscall.O_NOFOLLOW != 0 && errors.Is(err, syscall.ELOOP) {
-			err = &fs.PathError{Op: "open", Path: path, Err: errors.New("a symbolic link, not a file")}
-		}
+var errNotRegular = errors.New("not a regular file")
+
+// openRegular opens path with flags, without blocking on a FIFO nor
+// taking a terminal as the process's own, and returns it with its
+// FileInfo when it is a regular file, or, for a user's file, /dev/null.
+// A user's file may be reached through a link; the hub's own may not.
+func openRegular(path string, flags int, user bool) (*os.File, fs.FileInfo, error) {
+	if !user {
+		flags |= syscall.O_NOFOLLOW
+	}
+	writing := flags&(os.O_WRONLY|os.O_RDWR) != 0
+	f, err := os.OpenFile(path, flags|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0o600)
+	switch {
+	case !user && errors.Is(err, syscall.ELOOP):
+		return nil, nil, &fs.PathError{Op: "open", Path: path, Err: errors.New("a symbolic link, not a file")}
+	case writing && errors.Is(err, syscall.ENXIO): // a FIFO without a reader
+		return nil, nil, &fs.PathError{Op: "open", Path: path, Err: errNotRegular}
+	case err != nil:
 		return nil, nil, err
 	}
 	fi, err := f.Stat()
-	if err == nil && !fi.Mode().IsRegular() && !(flags&syscall.O_NOFOLLOW == 0 && isDevNull(fi)) {
-		err = &fs.PathError{Op: "read", Path: path, Err: errors.New("not a regular file")}
+	if err == nil && !fi.Mode().IsRegular() && !(user && isDevNull(fi)) {
+		op := "read"
+		if writing {
+			op = "open"
+		}
+		err = &fs.PathError{Op: op, Path: path, Err: errNotRegular}
 	}
 	if err != nil {
 		f.Close()
@@ -158,8 +161,8 @@ func IsDevNull(path string) bool {
 	return err == nil && isDevNull(fi)
 }
 
-func readRegular(path string, max int64, flags int) ([]byte, error) {
-	f, fi, err := openRegular(path, flags)
+func readRegular(path string, max int64, user bool) ([]byte, error) {
+	f, fi, err := openRegular(path, os.O_RDONLY, user)
 	if err != nil {
 		return nil, err
 	}
