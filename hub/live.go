@@ -212,7 +212,7 @@ func (h *Hub) reclaimLive() {
 			continue
 		}
 		var rec liveRecord
-		readable := err == nil && fewValues(b) && json.Unmarshal(b, &rec) == nil && rec.Name == name
+		readable := err == nil && decodeRecord(b, &rec) == nil && rec.Name == name
 		if readable && rec.Sock != "" && !isWorkerSocket(rec.Sock) {
 			// Not a worker's socket: neither dialled nor removed.
 			rec.Sock = ""
@@ -262,6 +262,19 @@ const (
 	maxObjects = 1 << 18
 	maxValues  = 1 << 22
 )
+
+// errManyValues is decodeRecord's refusal of a record with more values
+// than the hub writes.
+var errManyValues = errors.New("more values than a record the hub writes")
+
+// decodeRecord decodes b, a record the hub wrote and read back, into v,
+// once fewValues has found it small enough to decode.
+func decodeRecord(b []byte, v any) error {
+	if !fewValues(b) {
+		return errManyValues
+	}
+	return json.Unmarshal(b, v)
+}
 
 // fewValues says whether the JSON in b holds at most maxObjects objects
 // and maxValues values, counted (roughly, and without decoding) as the

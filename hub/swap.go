@@ -325,10 +325,11 @@ func (h *Hub) readSwap(name string) (*swapRecord, error) {
 		return refuse(err)
 	}
 	var rec swapRecord
-	if !fewValues(b) {
+	err = decodeRecord(b, &rec)
+	if errors.Is(err, errManyValues) {
 		return refuse(fmt.Errorf("%s holds more values than a swap record", record))
 	}
-	if err := json.Unmarshal(b, &rec); err != nil || rec.Name != name {
+	if err != nil || rec.Name != name {
 		return refuse(fmt.Errorf("%s is not a swap record", record))
 	}
 	if err := rec.check(); err != nil {
