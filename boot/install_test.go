@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/replhub/replhub/internal/testbound"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -25,17 +26,9 @@ func TestInstallOddFiles(t *testing.T) {
 			p := filepath.Join(dir, "boot-"+Hash(), "worker.py")
 			require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o700))
 			require.NoError(t, put(p))
-			done := make(chan error, 1)
-			go func() {
-				_, err := Install(dir)
-				done <- err
-			}()
-			select {
-			case err := <-done:
-				require.NoError(t, err)
-			case <-time.After(10 * time.Second):
-				t.Fatal("Install never ended")
-			}
+			var err error
+			testbound.Within(t, 10*time.Second, "Install", func() { _, err = Install(dir) })
+			require.NoError(t, err)
 			fi, err := os.Lstat(p)
 			require.NoError(t, err)
 			assert.True(t, fi.Mode().IsRegular(), "%v", fi.Mode())

@@ -21,6 +21,7 @@ import (
 
 	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/internal/procstat"
+	"github.com/replhub/replhub/internal/testbound"
 	"github.com/replhub/replhub/payload"
 	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/wire"
@@ -359,14 +360,8 @@ func TestReclaimLiveOddFiles(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, big.Truncate(maxLiveRecord+1))
 	big.Close()
-	done := make(chan *Hub, 1)
-	go func() { done <- testHub(t, p) }()
 	var h *Hub
-	select {
-	case h = <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the hub did not start: it reads a record that never ends")
-	}
+	testbound.Within(t, 10*time.Second, "the hub's start, which reads a record that never ends,", func() { h = testHub(t, p) })
 	for _, name := range []string{"fifo", "zero", "big"} {
 		assert.Contains(t, h.peekDeathNote(name), "its live record was unreadable", name)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replhub/replhub/internal/testbound"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -93,21 +94,14 @@ func TestReadDeathNoteOddFiles(t *testing.T) {
 	require.NoError(t, syscall.Mkfifo(filepath.Join(p.DeadDir(), "fifo.json"), 0o600))
 	require.NoError(t, os.Symlink("/dev/zero", filepath.Join(p.DeadDir(), "zero.json")))
 	require.NoError(t, os.WriteFile(filepath.Join(p.DeadDir(), "other.json"), []byte(`{"name":"../../x","how":"forged"}`), 0o600))
-	done := make(chan map[string]string, 1)
-	go func() {
-		notes := map[string]string{}
+	notes := map[string]string{}
+	testbound.Within(t, 10*time.Second, "reading the death notes", func() {
 		for _, name := range []string{"fifo", "zero", "other"} {
 			notes[name] = h.peekDeathNote(name)
 		}
-		done <- notes
-	}()
-	select {
-	case notes := <-done:
-		for name, note := range notes {
-			assert.True(t, strings.HasPrefix(note, "session '"+name+"' died"), note)
-			assert.Contains(t, note, "is unreadable", name)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a death note's read never ended")
+	})
+	for name, note := range notes {
+		assert.True(t, strings.HasPrefix(note, "session '"+name+"' died"), note)
+		assert.Contains(t, note, "is unreadable", name)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/replhub/replhub/internal/testbound"
 )
 
 // A cache file read back keeps only entries as lookup makes them (a real
@@ -89,15 +91,10 @@ func TestCacheOddFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, file := range []string{fifo, zero} {
-		done := make(chan string, 1)
-		go func() { done <- (&Cache{File: file}).Minor(py) }()
-		select {
-		case got := <-done:
-			if got != "3.10" {
-				t.Fatalf("Minor with the cache file %s = %q", file, got)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("a lookup with the cache file %s never ended", file)
+		var got string
+		testbound.Within(t, 10*time.Second, "a lookup with the cache file "+file, func() { got = (&Cache{File: file}).Minor(py) })
+		if got != "3.10" {
+			t.Fatalf("Minor with the cache file %s = %q", file, got)
 		}
 	}
 }
