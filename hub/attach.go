@@ -30,7 +30,8 @@ func announce(ctx context.Context, s *Session, created bool, previous string) bo
 }
 
 // execStreaming runs an exec whose client reads the cell's output as it
-// comes (Request.Stream): out events, then the reply.
+// comes (Request.Stream): out events, then the reply, plain when asked
+// (package early's call on a terminal).
 func (h *Hub) execStreaming(ctx context.Context, req wire.Request, progress func(*wire.Progress), send func(wire.Reply) error) wire.Reply {
 	w := newWatcher(false)
 	pumped := make(chan struct{})
@@ -46,7 +47,7 @@ func (h *Hub) execStreaming(ctx context.Context, req wire.Request, progress func
 	if err != nil {
 		return replyErr(err)
 	}
-	return wire.Reply{Result: res}
+	return resultReply(req, res, res.ExitCode())
 }
 
 // attach serves a console on session req.Name until the client goes away

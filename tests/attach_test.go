@@ -260,6 +260,13 @@ func TestExecStreamsOnTerminal(t *testing.T) {
 	// Not on a terminal, the reply is as it was.
 	r := e.Run("exec", "stream", "print('a'); print('b'); 3")
 	assert.Equal(t, "a\nb\nOut[2]: 3\n", r.Stdout)
+
+	// On a terminal too, exec runs from package early's init; the reply
+	// starts on a line of its own.
+	y = newTTY(t, append(slices.Clone(e.Vars), "GODEBUG=inittrace=1"), e.Cwd, e.Bin, "exec", "stream", "print('x', end=''); 7")
+	s = y.waitFor(`\[exit 0\]`, waitLong)
+	assert.Contains(t, s, "\nx\nOut[3]: 7\n[exit 0]")
+	assertEarly(t, s)
 }
 
 // The agent over MCP: its cell shows in the console as the agent's, and its

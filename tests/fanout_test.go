@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -296,6 +297,18 @@ bad = g.call("int", "x")
 		cmd.Env, cmd.Dir = w.Vars, w.Cwd
 		out, _ := cmd.CombinedOutput()
 		assert.Regexp(t, regexp.MustCompile(`probe: [0-2]/3 done`), string(out))
+		assert.Contains(t, string(out), "lab-[1-2] (2)")
+
+		// The group's name alone is a plain exec, which package early's
+		// init sends: it draws the progress before any of replhub's
+		// packages is initialized (package cli prints the group's reply).
+		cmd = exec.CommandContext(ctx, script, "-qefc", w.Bin+" exec probe 'import time; time.sleep(1.5); 2'", "/dev/null")
+		cmd.Env, cmd.Dir = append(slices.Clone(w.Vars), "GODEBUG=inittrace=1"), w.Cwd
+		out, _ = cmd.CombinedOutput()
+		drawn := regexp.MustCompile(`probe: [0-2]/3 done`).FindIndex(out)
+		require.NotNil(t, drawn, "%s", out)
+		inits := strings.Index(string(out), "init github.com/replhub/replhub/")
+		assert.Less(t, drawn[0], inits, "%s", out)
 		assert.Contains(t, string(out), "lab-[1-2] (2)")
 	})
 

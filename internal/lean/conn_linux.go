@@ -47,12 +47,13 @@ func PeerUID(fd int) (int, error) {
 	return int(cred.Uid), nil
 }
 
-// Readable reports whether a read would not block, waiting up to d for
-// it to become so (ppoll: any fd number).
+// Readable reports whether a read would not block, waiting up to d (none
+// when d is not positive) for it to become so (ppoll: any fd number).
 func (c *Conn) Readable(d time.Duration) bool {
 	if len(c.buf) > 0 {
 		return true
 	}
+	d = max(d, 0) // ppoll refuses a negative time
 	pfd := struct {
 		fd             int32
 		events, revent int16

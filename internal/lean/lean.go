@@ -1,6 +1,7 @@
 // Package lean is what a warm `replhub exec NAME CODE` needs, and nothing
 // else: the hub socket's folder and its checks, the dial with its peer
-// check, a plain request's bytes and a plain reply's text. Package early
+// check, a plain request's bytes, a plain reply's text, and on a terminal
+// the output and progress before it (news.go, screen.go). Package early
 // runs that call with it from an init function, and config, safesock and
 // wire build on it, so that both ways share one definition of each.
 //
@@ -150,6 +151,7 @@ type Request struct {
 	MaxOutput   int
 	Limit       int
 	Wait        float64
+	Progress    bool
 	Stream      bool
 	Plain       bool
 	JSON        bool
@@ -196,6 +198,9 @@ func AppendRequest(b []byte, req Request) ([]byte, bool) {
 			b = AppendString(b, kv)
 		}
 		b = append(b, ']')
+	}
+	if req.Progress {
+		b = append(b, `,"progress":true`...)
 	}
 	if req.Expr != "" {
 		b = AppendString(append(b, `,"expr":`...), req.Expr)
@@ -353,7 +358,11 @@ func skip(b []byte, prefix string) ([]byte, bool) {
 }
 
 // parseInt reads a JSON integer of at most 9 digits.
-func parseInt(b []byte) (n int, rest []byte, ok bool) {
+func parseInt(b []byte) (n int, rest []byte, ok bool) { return parseDigits(b, 9) }
+
+// parseDigits reads a JSON integer of at most max digits (18 at most,
+// which an int holds).
+func parseDigits(b []byte, max int) (n int, rest []byte, ok bool) {
 	neg := len(b) > 0 && b[0] == '-'
 	i := 0
 	if neg {
@@ -364,7 +373,7 @@ func parseInt(b []byte) (n int, rest []byte, ok bool) {
 		n = n*10 + int(b[i]-'0')
 	}
 	digits := i - start
-	if digits == 0 || digits > 9 || digits > 1 && b[start] == '0' {
+	if digits == 0 || digits > max || digits > 1 && b[start] == '0' {
 		return 0, b, false
 	}
 	if neg {

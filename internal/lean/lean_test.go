@@ -3,9 +3,11 @@ package lean_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -137,6 +139,8 @@ func TestDialAndReadLine(t *testing.T) {
 	require.NoError(t, err)
 	defer c.Close()
 	assert.False(t, c.Readable(10*time.Millisecond), "nothing sent yet")
+	assert.False(t, c.Readable(0))
+	assert.False(t, c.Readable(-time.Second), "a time gone by waits for nothing")
 	require.NoError(t, c.Write([]byte("hello\n")))
 	assert.True(t, c.Readable(10*time.Second))
 	assert.Equal(t, "hello\n", string(<-got))
@@ -227,4 +231,126 @@ func TestCtrlC(t *testing.T) {
 	require.NoError(t, syscall.Kill(os.Getpid(), syscall.SIGINT))
 	time.Sleep(100 * time.Millisecond)
 	assert.Empty(t, errw.String())
+}
+
+// replyLine is the hub's line for rep.
+func replyLine(t testing.TB, rep wire.Reply) []byte {
+	var b bytes.Buffer
+	rep.V = wire.Version
+	require.NoError(t, wire.Write(&b, rep))
+	return b.Bytes()
+}
+
+func TestParseEvent(t *testing.T) {
+	for _, ev := range []wire.Event{
+		{Kind: wire.EventOut, Text: "tick 1\n"}, {Kind: wire.EventOut}, {Kind: wire.EventOut, Text: "<&>\"\\\u2028\U0001F600\x00\xff"},
+		{Kind: wire.EventCell, Cell: 12, Code: "1+1", By: "the agent", Mine: true},
+	} {
+		v, kind, text, ok := lean.ParseEvent(replyLine(t, wire.Reply{Event: &ev}))
+		require.True(t, ok, "%+v", ev)
+		assert.Equal(t, wire.Version, v)
+		assert.Equal(t, ev.Kind, kind)
+		assert.Equal(t, strings.ToValidUTF8(ev.Text, "\ufffd"), text)
+	}
+	for _, line := range []string{
+		``, `{"v":2,"event":{"kind":"out","text":"x"}}x`, `{"v":2, "event":{"kind":"out"}}`, `{"v":2,"event":{"kind":"out","text":1}}`,
+		`{"v":2,"event":{"Kind":"out"}}`, `{"v":2,"event":{"kind":"out","cell":"1"}}`, `{"v":2,"event":{"kind":"out","cell":1.5}}`,
+		`{"v":2,"event":{"kind":"done","result":{}}}`, `{"v":2,"event":{"kind":"out","mine":1}}`, `{"v":2,"event":{"kind":"out",}}`,
+		`{"v":2,"event":{"kind":"out"}` + "\n", `{"v":2,"event":{"kind":"out","text":null}}`, `{"v":2,"progress":{"session":"s"}}`,
+	} {
+		_, _, _, ok := lean.ParseEvent([]byte(line))
+		assert.False(t, ok, "%q", line)
+	}
+}
+
+func TestParseProgress(t *testing.T) {
+	for _, p := range []wire.Progress{
+		{Session: "probe", Hosts: 40, Done: 12, Failed: 1, ElapsedMS: 1 << 40}, {Session: "s", Cell: 3, OutputChars: 7},
+	} {
+		v, got, ok := lean.ParseProgress(replyLine(t, wire.Reply{Progress: &p}))
+		require.True(t, ok, "%+v", p)
+		assert.Equal(t, wire.Version, v)
+		assert.Equal(t, lean.Progress{Session: p.Session, Hosts: p.Hosts, Done: p.Done, Failed: p.Failed}, got)
+	}
+	for _, line := range []string{
+		`{"v":2,"progress":{"session":1}}`, `{"v":2,"progress":{"hosts":"4"}}`, `{"v":2,"progress":{"done":1e2}}`,
+		`{"v":2,"progress":{"elapsed_ms":1234567890123456789}}`, `{"v":2,"event":{"kind":"out"}}`,
+	} {
+		_, _, ok := lean.ParseProgress([]byte(line))
+		assert.False(t, ok, "%q", line)
+	}
+}
+
+// Whatever the text, the hub's line for an out event reads back as
+// encoding/json reads it.
+func FuzzEventRoundTrip(f *testing.F) {
+	f.Add("tick 1\n", 0)
+	f.Add("\xff<\u2029>\\\"", 7)
+	f.Fuzz(func(t *testing.T, text string, cell int) {
+		line := replyLine(t, wire.Reply{Event: &wire.Event{Kind: wire.EventOut, Cell: cell, Text: text}})
+		v, kind, got, ok := lean.ParseEvent(line)
+		var rep wire.Reply
+		require.NoError(t, json.Unmarshal(line, &rep))
+		if !ok || v != wire.Version || kind != wire.EventOut || got != rep.Event.Text {
+			t.Fatalf("%q: %v %d %q %q", line, ok, v, kind, got)
+		}
+	})
+}
+
+// Whatever the line, what ParseEvent and ParseProgress take encoding/json
+// reads alike.
+func FuzzParseNews(f *testing.F) {
+	f.Add([]byte(`{"v":2,"event":{"kind":"out","text":"a\u00e9\n","mine":true}}` + "\n"))
+	f.Add([]byte(`{"v":2,"progress":{"session":"p","cell":0,"elapsed_ms":12,"output_chars":0,"hosts":3,"done":1}}`))
+	f.Add([]byte(`{"v":-1,"event":{"kind":"\ud800\udc00","zz":-0,"cell":1,"cell":2}}`))
+	f.Fuzz(func(t *testing.T, line []byte) {
+		if v, kind, text, ok := lean.ParseEvent(line); ok {
+			var rep wire.Reply
+			if err := json.Unmarshal(line, &rep); err != nil {
+				t.Fatalf("%q: ParseEvent took it, encoding/json: %v", line, err)
+			}
+			if rep.Event == nil || rep.V != v || rep.Event.Kind != kind || rep.Event.Text != text {
+				t.Fatalf("%q: %d %q %q", line, v, kind, text)
+			}
+		}
+		if v, p, ok := lean.ParseProgress(line); ok {
+			var rep wire.Reply
+			if err := json.Unmarshal(line, &rep); err != nil {
+				t.Fatalf("%q: ParseProgress took it, encoding/json: %v", line, err)
+			}
+			q := rep.Progress
+			if q == nil || rep.V != v || (lean.Progress{Session: q.Session, Hosts: q.Hosts, Done: q.Done, Failed: q.Failed}) != p {
+				t.Fatalf("%q: %d %+v", line, v, p)
+			}
+		}
+	})
+}
+
+// A terminal's screen: output as it comes, its open line ended before more
+// text, and a group's progress drawn on one line and wiped.
+func TestScreen(t *testing.T) {
+	var out, errb bytes.Buffer
+	s := &lean.Screen{Out: &out, Err: &errb}
+	s.Progress(lean.Progress{Session: "s"})
+	s.Progress(lean.Progress{Session: "ünï", Hosts: 40, Done: 12, Failed: 1})
+	assert.Equal(t, fmt.Sprintf("\r%-60s", "ünï: 12/40 done, 1 failed"), errb.String())
+	s.Output("")
+	s.Output("tick")
+	clear := "\r" + strings.Repeat(" ", 60) + "\r"
+	assert.Equal(t, fmt.Sprintf("\r%-60s", "ünï: 12/40 done, 1 failed")+clear, errb.String(), "output wipes the progress line")
+	s.EndLine(false)
+	assert.Equal(t, "tick", out.String(), "no more text: the line stays open")
+	s.EndLine(true)
+	s.EndLine(true)
+	assert.Equal(t, "tick\n", out.String())
+	s.Output("a\nb\n")
+	s.EndLine(true)
+	assert.Equal(t, "tick\na\nb\n", out.String())
+	errb.Reset()
+	s.Progress(lean.Progress{Session: "s", Hosts: 2, Done: 1})
+	s.Progress(lean.Progress{Session: "s", Hosts: 2, Done: 2})
+	s.ClearProgress()
+	assert.Equal(t, fmt.Sprintf("\r%-60s", "s: 1/2 done")+clear, errb.String(), "wiped once, when all are done")
+	var none *lean.Screen
+	none.EndLine(true)
 }

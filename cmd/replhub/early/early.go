@@ -4,9 +4,10 @@
 // NAME` (with -t, --json, --max-output and --cell N or not), `replhub
 // sessions [NAME]` (with --json or not), `replhub interrupt NAME` (with
 // --cell N or not), `replhub kill NAME`, or a query (`vars`, `inspect`,
-// `complete`, `reset`, with their flags or not) whose output goes to a
-// program (neither standard output nor standard error is a terminal) and
-// whose session runs. Go runs every package's init before
+// `complete`, `reset`, with their flags or not) whose session runs, its
+// output to a program or to a terminal (where it shows the cell's output
+// as it is written and a group's progress, as package cli does: stdio).
+// Go runs every package's init before
 // main, and those of the packages that only the hub, the MCP server and
 // ssh need (net/http, JSON schemas, x/crypto/ssh, x509, encoding/gob) are
 // most of a one-line call's start-up.
@@ -76,6 +77,9 @@ type Sent struct {
 	// Line is the hub's reply line; nil when the hub closed the
 	// connection before it.
 	Line []byte
+	// Screen is what the call showed on a terminal before Line: the
+	// cell's output, whose last line may be open.
+	Screen lean.Screen
 }
 
 // Pending is the call init left to package cli, or nil.
@@ -102,10 +106,10 @@ func init() {
 		os.Exit(0)
 	}
 	call, ok := PlainCall(args)
-	if !ok || !lean.Supported || lean.IsTerminal(1) || lean.IsTerminal(2) {
+	if !ok || !lean.Supported {
 		return
 	}
-	sent, exit := send(call, stdio{os.Stdin, os.Stdout, os.Stderr, os.Getenv})
+	sent, exit := send(call, stdio{os.Stdin, os.Stdout, os.Stderr, os.Getenv, lean.IsTerminal(1), lean.IsTerminal(2)})
 	if exit >= 0 {
 		os.Exit(exit)
 	}
@@ -117,6 +121,10 @@ type stdio struct {
 	in       io.Reader
 	out, err io.Writer
 	getenv   func(string) string
+	// outTTY and errTTY say that out and err are terminals: a terminal
+	// sees an exec's output as it is written, and a group's progress, as
+	// package cli shows them (cmdenv's Exec and Wait).
+	outTTY, errTTY bool
 }
 
 // send sends the call (an exec again with the caller's folder and
@@ -146,7 +154,10 @@ func send(call Call, std stdio) (*Sent, int) {
 	r := lean.Request{Op: call.Op, Name: name, Code: call.Code, Timeout: call.Timeout, NoWait: call.NoWait, Cell: call.Cell,
 		Queue: call.Queue, Expr: call.Expr, Text: call.Text, All: call.All, KeepImports: call.KeepImports,
 		MaxOutput: call.MaxOutput, Limit: call.Limit, Wait: call.Wait, Plain: !call.JSON, JSON: call.JSON}
+	r.Stream = std.outTTY && call.Op == opExec && !call.JSON && !call.NoWait && !call.Queue
+	r.Progress = std.errTTY && (call.Op == opExec || call.Op == opWait)
 	sent := &Sent{Call: call}
+	sent.Screen.Out, sent.Screen.Err = std.out, std.err
 	var disarm func()
 	defer func() {
 		if disarm != nil {
@@ -160,21 +171,37 @@ func send(call Call, std stdio) (*Sent, int) {
 			sent.Unsent = true
 			return sent, -1
 		}
-		wait := armAfter
+		arm := time.Now().Add(armAfter)
 		if withEnv {
-			wait = armAfterNew
+			arm = time.Now().Add(armAfterNew)
 		}
-		// Ctrl-C on a list, an interrupt or a kill has its default
-		// action, as on the command line's: the command ends.
-		if disarm == nil && (call.Op == opExec || call.Op == opWait) && !c.Readable(wait) {
-			disarm = lean.CtrlC(lean.InterruptNote(name), std.err, func() { interrupt(sock, name) },
-				func() { os.Exit(fail(std.err, "context canceled")) }, nil)
+		var line []byte
+		for {
+			// Ctrl-C on a list, an interrupt or a kill has its default
+			// action, as on the command line's: the command ends.
+			if disarm == nil && (call.Op == opExec || call.Op == opWait) && !c.Readable(time.Until(arm)) {
+				disarm = lean.CtrlC(lean.InterruptNote(name), std.err, func() { interrupt(sock, name) },
+					func() { os.Exit(fail(std.err, "context canceled")) }, nil)
+			}
+			if line, err = c.ReadLine(); err != nil {
+				sent.Screen.ClearProgress()
+				return sent, -1
+			}
+			if !lean.IsNews(line) {
+				break
+			}
+			// A line of news this cannot read is one no streaming exec
+			// sends (an event with parts), or a progress past what an int
+			// holds: it shows nothing.
+			if v, kind, text, ok := lean.ParseEvent(line); ok && v == lean.Protocol && kind == lean.EventOut {
+				sent.Screen.Output(text)
+			} else if v, p, ok := lean.ParseProgress(line); ok && v == lean.Protocol && std.errTTY {
+				sent.Screen.Progress(p)
+			}
 		}
-		line, err := c.ReadLine()
-		if err != nil {
-			return sent, -1
-		}
+		sent.Screen.ClearProgress()
 		if v, exit, text, ok := lean.ParsePlain(line); ok && v == lean.Protocol {
+			sent.Screen.EndLine(text != "")
 			if _, err := io.WriteString(std.out, text); err != nil {
 				return nil, fail(std.err, err.Error())
 			}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -21,9 +22,10 @@ import (
 )
 
 // fakeHub listens where send dials, under a runtime folder of its own,
-// and answers each request line with the next of replies (closing the
-// connection when they run out); it returns the getenv that points there
-// and the requests it read.
+// and answers each request line with the next of replies, news (an event
+// or a progress) with the reply after it too (closing the connection when
+// they run out); it returns the getenv that points there and the requests
+// it read.
 func fakeHub(t *testing.T, replies ...wire.Reply) (func(string) string, <-chan []wire.Request) {
 	t.Helper()
 	rt := t.TempDir()
@@ -41,16 +43,20 @@ func fakeHub(t *testing.T, replies ...wire.Reply) (func(string) string, <-chan [
 		}
 		defer c.Close()
 		r := bufio.NewReader(c)
+		news := false
 		for _, rep := range replies {
-			line, err := r.ReadBytes('\n')
-			if err != nil {
-				return
+			if !news {
+				line, err := r.ReadBytes('\n')
+				if err != nil {
+					return
+				}
+				var req wire.Request
+				if json.Unmarshal(line, &req) != nil {
+					return
+				}
+				reqs = append(reqs, req)
 			}
-			var req wire.Request
-			if json.Unmarshal(line, &req) != nil {
-				return
-			}
-			reqs = append(reqs, req)
+			news = rep.Event != nil || rep.Progress != nil
 			rep.V = wire.Version
 			if wire.Write(c, rep) != nil {
 				return
@@ -67,7 +73,7 @@ func fakeHub(t *testing.T, replies ...wire.Reply) (func(string) string, <-chan [
 
 func run(getenv func(string) string, code, stdin string) (*Sent, int, string, string) {
 	var out, errb bytes.Buffer
-	s, exit := send(Call{Op: opExec, Name: "s", Code: code, Timeout: 30}, stdio{strings.NewReader(stdin), &out, &errb, getenv})
+	s, exit := send(Call{Op: opExec, Name: "s", Code: code, Timeout: 30}, stdio{strings.NewReader(stdin), &out, &errb, getenv, false, false})
 	return s, exit, out.String(), errb.String()
 }
 
@@ -89,7 +95,7 @@ func TestExecPlain(t *testing.T) {
 func TestExecJSON(t *testing.T) {
 	getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Exit: 0, Text: "{\n  \"session\": \"s\"\n}\n"}})
 	var out, errb bytes.Buffer
-	s, exit := send(Call{Op: opExec, Name: "s", Code: "1+1", Timeout: 5, JSON: true}, stdio{strings.NewReader(""), &out, &errb, getenv})
+	s, exit := send(Call{Op: opExec, Name: "s", Code: "1+1", Timeout: 5, JSON: true}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
 	assert.Nil(t, s)
 	assert.Equal(t, 0, exit)
 	assert.Equal(t, "{\n  \"session\": \"s\"\n}\n", out.String())
@@ -123,7 +129,7 @@ func TestExecFlags(t *testing.T) {
 	getenv, got := fakeHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv, Message: "new"}},
 		wire.Reply{Plain: &wire.Plain{Text: "[created session 's']\n"}})
 	var out, errb bytes.Buffer
-	s, exit := send(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30, MaxOutput: 40, NoWait: true, Queue: true}, stdio{strings.NewReader(""), &out, &errb, getenv})
+	s, exit := send(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30, MaxOutput: 40, NoWait: true, Queue: true}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
 	assert.Nil(t, s)
 	assert.Equal(t, 0, exit)
 	reqs := <-got
@@ -142,7 +148,7 @@ func TestExecFlags(t *testing.T) {
 func TestExecWait(t *testing.T) {
 	getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Exit: 3, Text: "[cell 4 queued]\n"}})
 	var out, errb bytes.Buffer
-	s, exit := send(Call{Op: opWait, Name: "s", Timeout: 5, Cell: 4, MaxOutput: 10}, stdio{strings.NewReader(""), &out, &errb, getenv})
+	s, exit := send(Call{Op: opWait, Name: "s", Timeout: 5, Cell: 4, MaxOutput: 10}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
 	assert.Nil(t, s)
 	assert.Equal(t, 3, exit)
 	assert.Equal(t, "[cell 4 queued]\n", out.String())
@@ -151,7 +157,7 @@ func TestExecWait(t *testing.T) {
 	assert.Equal(t, wire.Request{V: wire.Version, Op: wire.OpWait, Name: "s", Timeout: 5, Cell: 4, MaxOutput: 10, Plain: true}, reqs[0])
 
 	getenv, got = fakeHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv}}, wire.Reply{Plain: &wire.Plain{}})
-	s, exit = send(Call{Op: opWait, Name: "s", Timeout: 30}, stdio{strings.NewReader(""), &out, &errb, getenv})
+	s, exit = send(Call{Op: opWait, Name: "s", Timeout: 30}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
 	require.NotNil(t, s)
 	assert.Equal(t, -1, exit)
 	assert.Contains(t, string(s.Line), `"need_env"`)
@@ -163,7 +169,7 @@ func TestExecWait(t *testing.T) {
 func TestExecSessions(t *testing.T) {
 	getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Text: "lab  idle\n"}})
 	var out, errb bytes.Buffer
-	s, exit := send(Call{Op: opSessions, Name: "lab", JSON: true}, stdio{strings.NewReader(""), &out, &errb, getenv})
+	s, exit := send(Call{Op: opSessions, Name: "lab", JSON: true}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
 	assert.Nil(t, s)
 	assert.Equal(t, 0, exit)
 	assert.Equal(t, "lab  idle\n", out.String())
@@ -178,7 +184,7 @@ func TestExecSessions(t *testing.T) {
 func TestExecInterruptAndKill(t *testing.T) {
 	getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Text: "interrupted cell 3\n"}})
 	var out, errb bytes.Buffer
-	s, exit := send(Call{Op: opInterrupt, Name: "s", Cell: 3}, stdio{strings.NewReader(""), &out, &errb, getenv})
+	s, exit := send(Call{Op: opInterrupt, Name: "s", Cell: 3}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
 	assert.Nil(t, s)
 	assert.Equal(t, 0, exit)
 	assert.Equal(t, "interrupted cell 3\n", out.String())
@@ -188,14 +194,14 @@ func TestExecInterruptAndKill(t *testing.T) {
 
 	out.Reset()
 	getenv, got = fakeHub(t, wire.Reply{Plain: &wire.Plain{Text: "killed session 's'\n"}})
-	s, exit = send(Call{Op: opKill, Name: "s"}, stdio{strings.NewReader(""), &out, &errb, getenv})
+	s, exit = send(Call{Op: opKill, Name: "s"}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
 	assert.Nil(t, s)
 	assert.Equal(t, 0, exit)
 	assert.Equal(t, "killed session 's'\n", out.String())
 	assert.Equal(t, []wire.Request{{V: wire.Version, Op: wire.OpKill, Name: "s", Plain: true}}, <-got)
 
 	getenv, got = fakeHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv}}, wire.Reply{Plain: &wire.Plain{}})
-	s, exit = send(Call{Op: opKill, Name: "s"}, stdio{strings.NewReader(""), &out, &errb, getenv})
+	s, exit = send(Call{Op: opKill, Name: "s"}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
 	require.NotNil(t, s)
 	assert.Equal(t, -1, exit)
 	assert.Len(t, <-got, 1)
@@ -237,13 +243,13 @@ func TestExecLeavesItAllToCLI(t *testing.T) {
 	}
 	in := strings.NewReader("code")
 	var out, errb bytes.Buffer
-	s, exit := send(Call{Op: opExec, Name: "s", Code: "-", Timeout: 30}, stdio{in, &out, &errb, getenv})
+	s, exit := send(Call{Op: opExec, Name: "s", Code: "-", Timeout: 30}, stdio{in, &out, &errb, getenv, false, false})
 	assert.Nil(t, s)
 	assert.Equal(t, -1, exit)
 	assert.Equal(t, 4, in.Len(), "stdin untouched")
 
 	require.NoError(t, os.Mkdir(filepath.Join(rt, "replhub"), 0o755))
-	s, exit = send(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30}, stdio{in, &out, &errb, getenv})
+	s, exit = send(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30}, stdio{in, &out, &errb, getenv, false, false})
 	assert.Nil(t, s)
 	assert.Equal(t, -1, exit)
 	assert.Empty(t, out.String()+errb.String())
@@ -277,7 +283,7 @@ func TestQuerySentAsTheClientSends(t *testing.T) {
 		require.True(t, ok, "%q", tc.args)
 		getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Text: "T\n"}})
 		var out, errb bytes.Buffer
-		s, exit := send(call, stdio{strings.NewReader(""), &out, &errb, getenv})
+		s, exit := send(call, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
 		assert.Nil(t, s)
 		assert.Equal(t, 0, exit)
 		assert.Equal(t, "T\n", out.String())
@@ -308,4 +314,69 @@ func TestQueryReplyWithoutAnswer(t *testing.T) {
 	require.NoError(t, err)
 	_, err = client.New(paths).Vars(context.Background(), "s", false, client.QueryOptions{})
 	assert.ErrorContains(t, err, "malformed reply from hub: no answer")
+}
+
+// On a terminal, an exec asks for its cell's output as it is written and
+// for a group's progress, and shows them as package cli does.
+func TestExecOnTerminal(t *testing.T) {
+	out := func(text string) wire.Reply { return wire.Reply{Event: &wire.Event{Kind: wire.EventOut, Text: text}} }
+	getenv, got := fakeHub(t, out("tick 0\n"), wire.Reply{Progress: &wire.Progress{Session: "s", Hosts: 3, Done: 1}},
+		out("ti"), wire.Reply{Event: &wire.Event{Kind: wire.EventCell, Code: "not shown"}}, out("ck 1"),
+		// A progress past what an int holds shows nothing.
+		wire.Reply{Progress: &wire.Progress{Session: "s", Hosts: 3, Done: 2, ElapsedMS: 1 << 62}},
+		wire.Reply{Progress: &wire.Progress{Session: "s", Hosts: 3, Done: 2, Failed: 1}},
+		wire.Reply{Plain: &wire.Plain{Exit: 1, Text: "Out[1]: 2\n"}})
+	var outb, errb bytes.Buffer
+	s, exit := send(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30}, stdio{strings.NewReader(""), &outb, &errb, getenv, true, true})
+	assert.Nil(t, s)
+	assert.Equal(t, 1, exit)
+	assert.Equal(t, "tick 0\ntick 1\nOut[1]: 2\n", outb.String())
+	clear := "\r" + strings.Repeat(" ", 60) + "\r"
+	assert.Equal(t, fmt.Sprintf("\r%-60s", "s: 1/3 done")+clear+fmt.Sprintf("\r%-60s", "s: 2/3 done, 1 failed")+clear, errb.String())
+	reqs := <-got
+	require.Len(t, reqs, 1)
+	assert.True(t, reqs[0].Stream)
+	assert.True(t, reqs[0].Progress)
+	assert.True(t, reqs[0].Plain)
+
+	// A reply for package cli: the output's open line goes with it.
+	getenv, _ = fakeHub(t, out("partial"), wire.Reply{Result: &wire.Result{Status: "ok", Display: []wire.Display{{MIME: "image/png"}}}})
+	outb.Reset()
+	s, exit = send(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30}, stdio{strings.NewReader(""), &outb, &errb, getenv, true, false})
+	require.NotNil(t, s)
+	assert.Equal(t, -1, exit)
+	assert.Equal(t, "partial", outb.String())
+	outb.Reset()
+	s.Screen.EndLine(true)
+	assert.Equal(t, "\n", outb.String(), "the line is still open for package cli to end")
+}
+
+// What a terminal asks for follows package cli: no stream for --json,
+// --no-wait or --queue, nor to standard output that is not a terminal;
+// no progress where standard error is not one; neither for a list.
+func TestTerminalAsksAsCLI(t *testing.T) {
+	for _, tc := range []struct {
+		call             Call
+		outTTY, errTTY   bool
+		stream, progress bool
+	}{
+		{Call{Op: opExec, JSON: true}, true, true, false, true},
+		{Call{Op: opExec, NoWait: true}, true, true, false, true},
+		{Call{Op: opExec, Queue: true}, true, false, false, false},
+		{Call{Op: opExec}, false, true, false, true},
+		{Call{Op: opWait}, true, true, false, true},
+		{Call{Op: opWait}, true, false, false, false},
+		{Call{Op: opSessions}, true, true, false, false},
+		{Call{Op: opVars}, true, true, false, false},
+	} {
+		getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Text: "x\n"}})
+		tc.call.Name, tc.call.Code, tc.call.Timeout = "s", "1", 30
+		var outb, errb bytes.Buffer
+		_, exit := send(tc.call, stdio{strings.NewReader(""), &outb, &errb, getenv, tc.outTTY, tc.errTTY})
+		assert.Equal(t, 0, exit)
+		reqs := <-got
+		require.Len(t, reqs, 1)
+		assert.Equal(t, tc.stream, reqs[0].Stream, "%+v", tc)
+		assert.Equal(t, tc.progress, reqs[0].Progress, "%+v", tc)
+	}
 }

@@ -55,8 +55,8 @@ type Env struct {
 	// what would only tidy this process up (a signal handler's removal,
 	// the client's close) is skipped.
 	Exiting bool
-	// shown is set while a group's progress line is on the terminal.
-	shown  bool
+	// scr is what a terminal shows before a reply (screen).
+	scr    lean.Screen
 	client *client.Client
 }
 

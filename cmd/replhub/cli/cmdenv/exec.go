@@ -157,8 +157,13 @@ func (e *Env) Resume(ctx context.Context, s *early.Sent) error {
 	if err != nil {
 		return err
 	}
+	// Output shown as it came (on a terminal) may have left its last line
+	// open.
+	e.scr = s.Screen
+	scr := e.screen()
 	if p := rep.Plain; p != nil {
 		e.Code = p.Exit
+		scr.EndLine(p.Text != "")
 		_, err := io.WriteString(e.IO.Out, p.Text)
 		return err
 	}
@@ -181,6 +186,7 @@ func (e *Env) Resume(ctx context.Context, s *early.Sent) error {
 	if s.Op == wire.OpWait {
 		return e.printWait(rep.Result, s.JSON)
 	}
+	scr.EndLine(rep.Result.Text() != "")
 	return e.PrintResult(rep.Result, s.JSON)
 }
 

@@ -47,6 +47,26 @@ func TestResume(t *testing.T) {
 	}
 }
 
+// Output early showed as it came (on a terminal) may leave its last line
+// open: the reply's text starts on a line of its own, as the whole call
+// prints it (StreamOn).
+func TestResumeAfterStreamedOutput(t *testing.T) {
+	v := "2"
+	for _, rep := range []wire.Reply{{Plain: &wire.Plain{Text: "Out[1]: 2\n"}}, {Result: &wire.Result{Session: "s", Cell: 1, Status: wire.StatusOK, Value: &v}}} {
+		var b, shown, out, errb bytes.Buffer
+		rep.V = wire.Version
+		require.NoError(t, wire.Write(&b, rep))
+		s := &early.Sent{Call: early.Call{Name: "s", Code: "1", Timeout: 30}, Line: b.Bytes()}
+		s.Screen.Out = &shown
+		s.Screen.Output("partial")
+		e := New(IO{Out: &out, Err: &errb}, func(string) string { return "" })
+		assert.Equal(t, ExitOK, e.Finish(e.Resume(context.Background(), s)))
+		assert.Equal(t, "partial", shown.String())
+		assert.Equal(t, "\nOut[1]: 2\n", out.String())
+		assert.Empty(t, errb.String())
+	}
+}
+
 // With --json, a hub's plain reply is the JSON to print; a whole result
 // (from a hub that does not know the request's "json") is printed as JSON,
 // as the whole call prints it.

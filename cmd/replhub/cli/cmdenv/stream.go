@@ -1,43 +1,45 @@
 package cmdenv
 
 import (
-	"io"
-	"strings"
-
 	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/internal/lean"
+	"github.com/replhub/replhub/wire"
 )
 
+// screen is what the command shows on a terminal before its reply (as
+// package early's call does).
+func (e *Env) screen() *lean.Screen {
+	e.scr.Out, e.scr.Err = e.IO.Out, e.IO.Err
+	return &e.scr
+}
+
 // StreamOn makes eo stream the cell's output as it is written, when want
-// and the output is a terminal; the writer it returns (nil when it does
-// not stream) ends an open line before the reply.
-func (e *Env) StreamOn(eo *client.ExecOptions, want bool) *StreamWriter {
+// and the output is a terminal; the screen it returns (nil when it does
+// not stream) ends an open line before the reply (EndLine).
+func (e *Env) StreamOn(eo *client.ExecOptions, want bool) *lean.Screen {
 	if !want || !IsTerminal(e.IO.Out) {
 		return nil
 	}
-	s := &StreamWriter{w: e.IO.Out}
-	eo.OnOutput = s.write
+	s := e.screen()
+	eo.OnOutput = s.Output
 	return s
 }
 
-// StreamWriter (exec on a terminal) writes a cell's output as it comes, and remembers whether
-// the last of it ended a line.
-type StreamWriter struct {
-	w    io.Writer
-	open bool // the last output did not end with a newline
+// FanProgress draws a group's progress ("12/40 done, 1 failed") on one
+// line of stderr while hosts are pending, only when stderr is a terminal;
+// nil otherwise. A single session's progress draws nothing.
+func (e *Env) FanProgress() func(*wire.Progress) {
+	if !IsTerminal(e.IO.Err) {
+		return nil
+	}
+	s := e.screen()
+	return func(p *wire.Progress) { s.Progress(progressOf(p)) }
 }
 
-func (s *StreamWriter) write(text string) {
-	if text == "" {
-		return
-	}
-	io.WriteString(s.w, text)
-	s.open = !strings.HasSuffix(text, "\n")
+// progressOf is the part of p that a terminal shows.
+func progressOf(p *wire.Progress) lean.Progress {
+	return lean.Progress{Session: p.Session, Hosts: p.Hosts, Done: p.Done, Failed: p.Failed}
 }
 
-// EndLine ends an open line when more text follows.
-func (s *StreamWriter) EndLine(more bool) {
-	if s != nil && s.open && more {
-		io.WriteString(s.w, "\n")
-		s.open = false
-	}
-}
+// ClearFanProgress wipes the progress line, if one is shown.
+func (e *Env) ClearFanProgress() { e.scr.ClearProgress() }

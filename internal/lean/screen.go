@@ -1,0 +1,70 @@
+package lean
+
+import (
+	"io"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Screen is what a call on a terminal shows before its reply, in package
+// early and in package cli alike: the cell's output on Out as it is
+// written, and a group's progress ("probe: 12/40 done, 1 failed") on one
+// line of Err while hosts are pending.
+type Screen struct {
+	Out, Err io.Writer
+	open     bool // the last output did not end a line
+	shown    bool // a progress line is on Err
+}
+
+// Output writes a cell's output as it comes, after wiping a progress line.
+func (s *Screen) Output(text string) {
+	if text == "" {
+		return
+	}
+	s.ClearProgress()
+	io.WriteString(s.Out, text)
+	s.open = text[len(text)-1] != '\n'
+}
+
+// EndLine ends an open line of output when more text follows it (the
+// reply's). A nil Screen shows nothing.
+func (s *Screen) EndLine(more bool) {
+	if s != nil && s.open && more {
+		io.WriteString(s.Out, "\n")
+		s.open = false
+	}
+}
+
+// progressWidth is as wide as a progress line is drawn, so that a shorter
+// one wipes a longer.
+const progressWidth = 60
+
+// Progress draws p, a group's (Hosts > 0) while some are pending, over the
+// line drawn before; anything else wipes that line. A single session's
+// progress draws nothing.
+func (s *Screen) Progress(p Progress) {
+	if p.Hosts == 0 || p.Done >= p.Hosts {
+		s.ClearProgress()
+		return
+	}
+	line := p.Session + ": " + strconv.Itoa(p.Done) + "/" + strconv.Itoa(p.Hosts) + " done"
+	if p.Failed > 0 {
+		line += ", " + strconv.Itoa(p.Failed) + " failed"
+	}
+	for n := utf8.RuneCountInString(line); n < progressWidth; n++ {
+		line += " "
+	}
+	io.WriteString(s.Err, "\r"+line)
+	s.shown = true
+}
+
+// ClearProgress wipes the progress line, if one is shown.
+func (s *Screen) ClearProgress() {
+	if s.shown {
+		io.WriteString(s.Err, "\r"+blanks+"\r")
+		s.shown = false
+	}
+}
+
+// blanks is progressWidth spaces (TestScreen).
+const blanks = "                                                            "
