@@ -97,11 +97,11 @@ func speedRows(w *world, n int) (rows []row, err error) {
 	rows = append(rows, row{"page faults of that warm exec", fmt.Sprint(frh), fmt.Sprintf("python's %d", fpy),
 		fmt.Sprintf("%.2fx fewer", float64(fpy)/float64(frh)), ""})
 	// With another flag than those early takes (-t, --json, --max-output,
-	// --no-wait, --queue), the call goes through cobra after every
-	// package's init; the plain one, with those or not, runs from package
-	// early's init, before most of them. --fanout does nothing without
-	// --hosts.
-	for _, flag := range [][]string{{"-t", "30"}, {"--json"}, {"--max-output", "10000"}, {"--queue"}, {"--fanout", "4"}} {
+	// --no-wait, --queue, --python, --host, --sudo), the call goes through
+	// cobra after every package's init; the plain one, with those or not,
+	// runs from package early's init, before most of them. --fanout does
+	// nothing without --hosts.
+	for _, flag := range [][]string{{"-t", "30"}, {"--json"}, {"--max-output", "10000"}, {"--queue"}, {"--python", w.py}, {"--fanout", "4"}} {
 		flagged, plain, err := w.pair(n, append([]string{w.bin, "exec", "warm", "1+1"}, flag...), []string{w.bin, "exec", "warm", "1+1"})
 		if err != nil {
 			return rows, err

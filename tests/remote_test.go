@@ -126,6 +126,13 @@ func TestRemotePlainHost(t *testing.T) {
 	// Without --host the name reaches the live remote session.
 	r = w.Run("exec", "rem", "x")
 	assert.Equal(t, "Out[2]: 41\n", r.Stdout, "%s", r)
+	// With the same --host, and --python, it is a plain call, sent from
+	// package early's init.
+	w.Setenv("GODEBUG", "inittrace=1")
+	r = w.Run("exec", "rem", "x + 2", "--host", fmt.Sprintf("%s@127.0.0.1:%d", w.user, port), "--python", "python3")
+	assert.Equal(t, "Out[3]: 43\n", r.Stdout, "%s", r)
+	assertEarly(t, r.Stderr)
+	w.Setenv("GODEBUG", "")
 	// With another host it is refused.
 	r = w.Run("exec", "rem", "x", "--host", "elsewhere")
 	assert.Equal(t, 2, r.Code)

@@ -158,6 +158,13 @@ func TestSudoRelayLocal(t *testing.T) {
 	// turned into one.
 	r = e.Run("exec", "ops", "1 + 1")
 	assert.Equal(t, "Out[2]: 2\n", r.Stdout)
+	// With --sudo, a call to the live root session is a plain one, sent
+	// from package early's init.
+	e.Setenv("GODEBUG", "inittrace=1")
+	r = e.Run("exec", "ops", "2 + 1", "--sudo")
+	assert.Equal(t, "Out[3]: 3\n", r.Stdout)
+	assertEarly(t, r.Stderr)
+	e.Setenv("GODEBUG", "")
 	e.Run("exec", "plain", "1", "--python", newer)
 	r = e.Run("exec", "plain", "1", "--sudo")
 	assert.Equal(t, 2, r.Code)

@@ -75,6 +75,13 @@ func TestWriteRequestAsMarshal(t *testing.T) {
 	var b bytes.Buffer
 	require.NoError(t, WriteRequest(&b, query))
 	assert.Equal(t, string(marshalled(t, query)), b.String(), "every field of a query at once, in order")
+	exec := Request{V: Version, Op: OpExec, Name: "s", Code: "c", Timeout: 5, NoWait: true, Queue: true, Python: "/p", Cwd: "/w",
+		Env: []string{"A=1"}, Host: "lab", Sudo: true, Progress: true, MaxOutput: 3, Stream: true, Plain: true}
+	_, ok = plain(&exec)
+	assert.True(t, ok, "and an exec with what early sends")
+	b.Reset()
+	require.NoError(t, WriteRequest(&b, exec))
+	assert.Equal(t, string(marshalled(t, exec)), b.String(), "every field of such an exec at once, in order")
 }
 
 func FuzzWriteRequestAsMarshal(f *testing.F) {

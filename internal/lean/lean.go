@@ -142,8 +142,11 @@ type Request struct {
 	NoWait      bool
 	Cell        int
 	Queue       bool
+	Python      string
 	Cwd         string
 	Env         []string
+	Host        string
+	Sudo        bool
 	Expr        string
 	Text        string
 	All         bool
@@ -186,6 +189,9 @@ func AppendRequest(b []byte, req Request) ([]byte, bool) {
 	if req.Queue {
 		b = append(b, `,"queue":true`...)
 	}
+	if req.Python != "" {
+		b = AppendString(append(b, `,"python":`...), req.Python)
+	}
 	if req.Cwd != "" {
 		b = AppendString(append(b, `,"cwd":`...), req.Cwd)
 	}
@@ -198,6 +204,12 @@ func AppendRequest(b []byte, req Request) ([]byte, bool) {
 			b = AppendString(b, kv)
 		}
 		b = append(b, ']')
+	}
+	if req.Host != "" {
+		b = AppendString(append(b, `,"host":`...), req.Host)
+	}
+	if req.Sudo {
+		b = append(b, `,"sudo":true`...)
 	}
 	if req.Progress {
 		b = append(b, `,"progress":true`...)

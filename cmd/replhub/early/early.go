@@ -1,6 +1,7 @@
 // Package early answers the commonest calls from its init function:
 // `replhub --version`, and a plain `replhub exec NAME CODE` (with -t SECS,
-// --json, --max-output N, --no-wait and --queue or not), `replhub wait
+// --json, --max-output N, --no-wait, --queue, --python P, --host H and
+// --sudo or not), `replhub wait
 // NAME` (with -t, --json, --max-output and --cell N or not), `replhub
 // sessions [NAME]` (with --json or not), `replhub interrupt NAME` (with
 // --cell N or not), `replhub kill NAME`, or a query (`vars`, `inspect`,
@@ -55,6 +56,10 @@ type Call struct {
 	Cell int
 	// NoWait and Queue are an exec's --no-wait and --queue.
 	NoWait, Queue bool
+	// Python, Host and Sudo are an exec's --python, --host and --sudo:
+	// how a new session starts, which the hub checks a live one against.
+	Python, Host string
+	Sudo         bool
 	// Expr is an inspect's expression, Text a completion's text.
 	Expr, Text string
 	// Wait is a query's --wait (not a reset's) as its client sends it:
@@ -152,6 +157,7 @@ func send(call Call, std stdio) (*Sent, int) {
 	// --json asks for JSON without "plain": a hub too old to know it
 	// answers with the whole result, which package cli prints as JSON.
 	r := lean.Request{Op: call.Op, Name: name, Code: call.Code, Timeout: call.Timeout, NoWait: call.NoWait, Cell: call.Cell,
+		Python: call.Python, Host: call.Host, Sudo: call.Sudo,
 		Queue: call.Queue, Expr: call.Expr, Text: call.Text, All: call.All, KeepImports: call.KeepImports,
 		MaxOutput: call.MaxOutput, Limit: call.Limit, Wait: call.Wait, Plain: !call.JSON, JSON: call.JSON}
 	r.Stream = std.outTTY && call.Op == opExec && !call.JSON && !call.NoWait && !call.Queue
@@ -272,11 +278,12 @@ func PlainCall(args []string) (Call, bool) {
 
 // PlainExec reports whether args are `exec NAME CODE`, CODE being `-`
 // for standard input, with no flag but -t (its seconds, else
-// lean.DefaultTimeout), --json, --max-output, --no-wait and --queue,
-// written anywhere after exec in any of the ways cobra takes them: -t S,
-// -tS, -t=S, --timeout S, --timeout=S; --json, --json=BOOL (so too
-// --no-wait and --queue); --max-output N, --max-output=N; the last one
-// counting. Any other argument that starts with - (so `--` too),
+// lean.DefaultTimeout), --json, --max-output, --no-wait, --queue,
+// --python, --host and --sudo, written anywhere after exec in any of the
+// ways cobra takes them: -t S, -tS, -t=S, --timeout S, --timeout=S;
+// --json, --json=BOOL (so too --no-wait, --queue and --sudo);
+// --max-output N, --max-output=N (so too --python and --host, whose value
+// is the next word whatever it is); the last one counting. Any other argument that starts with - (so `--` too),
 // an empty argument, or a value that cobra would refuse
 // (strconv.ParseFloat and lean.TimeoutOK, strconv.ParseBool,
 // strconv.ParseInt in base 0 and 0 to lean.MaxOutput) leave the call to
@@ -390,7 +397,7 @@ func plainFlags(args []string, op string) (c Call, words []string, ok bool) {
 		c.Wait = lean.DefaultQueryWait
 	}
 	// The long flags op takes, by name, and where each goes.
-	bools, ints, floats := map[string]*bool{}, map[string]*int{}, map[string]*float64{}
+	bools, ints, floats, strs := map[string]*bool{}, map[string]*int{}, map[string]*float64{}, map[string]*string{}
 	if timed || op == opSessions || query {
 		bools["--json"] = &c.JSON
 	}
@@ -402,7 +409,8 @@ func plainFlags(args []string, op string) (c Call, words []string, ok bool) {
 	}
 	switch op {
 	case opExec:
-		bools["--no-wait"], bools["--queue"] = &c.NoWait, &c.Queue
+		bools["--no-wait"], bools["--queue"], bools["--sudo"] = &c.NoWait, &c.Queue, &c.Sudo
+		strs["--python"], strs["--host"] = &c.Python, &c.Host
 	case opVars:
 		bools["--all"], ints["--limit"] = &c.All, &c.Limit
 	case opComplete:
@@ -432,6 +440,13 @@ func plainFlags(args []string, op string) (c Call, words []string, ok bool) {
 		}
 		if p := floats[name]; p != nil {
 			if *p, i, ok = floatFlag(args, i, name); !ok {
+				return Call{}, nil, false
+			}
+			continue
+		}
+		if p := strs[name]; p != nil {
+			// pflag's StringVar: the next word, whatever it is.
+			if *p, i, ok = flagValue(args, i, name); !ok {
 				return Call{}, nil, false
 			}
 			continue

@@ -67,7 +67,21 @@ func TestPlainExec(t *testing.T) {
 		{[]string{"exec", "s", "x", "--queue="}, false, Call{}},
 		{[]string{"exec", "s", "x", "--no-wait=maybe"}, false, Call{}},
 		{[]string{"exec", "s", "x", "--no-wait", "true"}, false, Call{}}, // a third word
-		{[]string{"exec", "s", "x", "--python", "p"}, false, Call{}},
+		{[]string{"exec", "s", "x", "--python", "p"}, true, Call{Timeout: 30, Python: "p"}},
+		{[]string{"exec", "--python=/usr/bin/python3", "s", "x", "--python="}, true, Call{Name: "s", Code: "x", Timeout: 30}}, // the last counts
+		{[]string{"exec", "s", "x", "--host", "lab-7", "--json"}, true, Call{Timeout: 30, Host: "lab-7", JSON: true}},
+		{[]string{"exec", "--host=me@lab:2222", "s", "x"}, true, Call{Name: "s", Code: "x", Timeout: 30, Host: "me@lab:2222"}},
+		{[]string{"exec", "s", "x", "--host", "--json"}, true, Call{Timeout: 30, Host: "--json"}}, // --json is its value
+		{[]string{"exec", "s", "x", "--host", "-"}, true, Call{Timeout: 30, Host: "-"}},
+		{[]string{"exec", "s", "x", "--sudo"}, true, Call{Timeout: 30, Sudo: true}},
+		{[]string{"exec", "s", "x", "--sudo=1", "--sudo=false"}, true, Call{Timeout: 30}},
+		{[]string{"exec", "s", "x", "--sudo=root"}, false, Call{}},
+		{[]string{"exec", "s", "x", "--host"}, false, Call{}},
+		{[]string{"exec", "s", "x", "--python"}, false, Call{}},
+		{[]string{"exec", "s", "x", "--jump", "gw"}, false, Call{}},
+		{[]string{"exec", "s", "x", "--pythons", "3.12"}, false, Call{}},
+		{[]string{"exec", "s", "x", "--hosts", "lab-[1-2]"}, false, Call{}},
+		{[]string{"wait", "s", "--host", "lab"}, false, Call{}},
 		{[]string{"exec", "s", "x", "--fanout", "4"}, false, Call{}},
 		{[]string{"exec", "s", "x", "-tq"}, false, Call{}},
 		{[]string{"exec", "-", "x"}, false, Call{}},
@@ -121,7 +135,8 @@ func TestIsVersion(t *testing.T) {
 // cobraReads is how package cli's exec, wait, sessions, interrupt or kill
 // reads args (pflag: sessions has --json alone, interrupt --cell alone
 // (from 1, when given), kill none; the others -t, --json and
-// --max-output, exec --no-wait and --queue, and wait --cell), and whether
+// --max-output, exec --no-wait, --queue, --python, --host and --sudo, and
+// wait --cell), and whether
 // early is
 // to take them: two words for exec (NAME not -), one for wait, neither
 // empty, no `--`, seconds and a cap that cli's checks take, and a cell
@@ -158,11 +173,13 @@ func cobraReads(args []string) (Call, bool) {
 	asJSON := fs.Bool("json", false, "")
 	maxOutput := fs.Int("max-output", 0, "")
 	cell, words := new(int), 2
-	noWait, queue := new(bool), new(bool)
+	noWait, queue, sudo := new(bool), new(bool), new(bool)
+	python, host := new(string), new(string)
 	if args[0] == opWait {
 		cell, words = fs.Int("cell", 0, ""), 1
 	} else {
-		noWait, queue = fs.Bool("no-wait", false, ""), fs.Bool("queue", false, "")
+		noWait, queue, sudo = fs.Bool("no-wait", false, ""), fs.Bool("queue", false, ""), fs.Bool("sudo", false, "")
+		python, host = fs.String("python", "", ""), fs.String("host", "", "")
 	}
 	if fs.Parse(args[1:]) != nil || fs.ArgsLenAtDash() >= 0 {
 		return Call{}, false
@@ -173,7 +190,7 @@ func cobraReads(args []string) (Call, bool) {
 		return Call{}, false
 	}
 	c := Call{Op: args[0], Name: w[0], Timeout: time.Duration(*timeout * float64(time.Second)).Seconds(), JSON: *asJSON,
-		MaxOutput: *maxOutput, Cell: *cell, NoWait: *noWait, Queue: *queue}
+		MaxOutput: *maxOutput, Cell: *cell, NoWait: *noWait, Queue: *queue, Python: *python, Host: *host, Sudo: *sudo}
 	if words == 2 {
 		c.Code = w[1]
 	}
@@ -398,6 +415,8 @@ func FuzzPlainExec(f *testing.F) {
 	f.Add("wait", "s", "--cell", "0o17", "-t.5")
 	f.Add("wait", "--cell=3", "--json=1", "s", "")
 	f.Add("exec", "--no-wait", "s", "x", "--queue=F")
+	f.Add("exec", "s", "x", "--host", "--python=p")
+	f.Add("exec", "--sudo=t", "s", "x", "--host=")
 	f.Add("sessions", "--json", "s", "", "")
 	f.Add("sessions", "-t", "5", "--json=0", "")
 	f.Add("interrupt", "s", "--cell", "0x3", "")

@@ -138,7 +138,8 @@ func (e *Env) Resume(ctx context.Context, s *early.Sent) error {
 		case wire.OpVars, wire.OpInspect, wire.OpComplete, wire.OpReset:
 			return e.Query(func(c *client.Client) (*wire.Answer, error) { return ask(ctx, c, s.Call) }, s.JSON)
 		}
-		eo := client.ExecOptions{Timeout: timeout, MaxOutput: s.MaxOutput, NoWait: s.NoWait, Queue: s.Queue}
+		eo := client.ExecOptions{Timeout: timeout, MaxOutput: s.MaxOutput, NoWait: s.NoWait, Queue: s.Queue,
+			Python: s.Python, Host: s.Host, Sudo: s.Sudo}
 		return e.Exec(ctx, s.Name, s.Code, eo, s.JSON)
 	}
 	if s.Unsent {
