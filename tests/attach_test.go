@@ -261,11 +261,18 @@ func TestExecStreamsOnTerminal(t *testing.T) {
 	r := e.Run("exec", "stream", "print('a'); print('b'); 3")
 	assert.Equal(t, "a\nb\nOut[2]: 3\n", r.Stdout)
 
-	// On a terminal too, exec runs from package early's init; the reply
-	// starts on a line of its own.
-	y = newTTY(t, append(slices.Clone(e.Vars), "GODEBUG=inittrace=1"), e.Cwd, e.Bin, "exec", "stream", "print('x', end=''); 7")
+	// On a terminal too, exec runs from package early's init: its output
+	// shows as it is written, once, and the reply starts on a line of its
+	// own.
+	gate := filepath.Join(e.Dir, "gate-stream")
+	code = fmt.Sprintf("import os, time\nprint('x', end='', flush=True)\nwhile not os.path.exists(%q): time.sleep(0.02)\n7", gate)
+	y = newTTY(t, append(slices.Clone(e.Vars), "GODEBUG=inittrace=1"), e.Cwd, e.Bin, "exec", "stream", code)
+	s = y.waitFor(`\nx\n$`, waitLong)
+	assert.NotContains(t, s, "Out[3]", "x shows while the cell still runs")
+	openGate(t, gate)
 	s = y.waitFor(`\[exit 0\]`, waitLong)
 	assert.Contains(t, s, "\nx\nOut[3]: 7\n[exit 0]")
+	assert.Equal(t, 1, strings.Count(s, "\nx\n"), "streamed output is not shown again")
 	assertEarly(t, s)
 }
 

@@ -370,28 +370,33 @@ func skip(b []byte, prefix string) ([]byte, bool) {
 }
 
 // parseInt reads a JSON integer of at most 9 digits.
-func parseInt(b []byte) (n int, rest []byte, ok bool) { return parseDigits(b, 9) }
+func parseInt(b []byte) (n int, rest []byte, ok bool) {
+	n, rest, ok = parseWholeInt(b)
+	if ok && (n > 999_999_999 || n < -999_999_999) {
+		return 0, b, false
+	}
+	return n, rest, ok
+}
 
-// parseDigits reads a JSON integer of at most max digits (18 at most,
-// which an int holds).
-func parseDigits(b []byte, max int) (n int, rest []byte, ok bool) {
-	neg := len(b) > 0 && b[0] == '-'
+// parseWholeInt reads a JSON integer that an int holds, as encoding/json
+// reads one into an int: no fraction, no exponent after it is the
+// caller's to refuse.
+func parseWholeInt(b []byte) (n int, rest []byte, ok bool) {
 	i := 0
-	if neg {
+	if len(b) > 0 && b[0] == '-' {
 		i = 1
 	}
 	start := i
 	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
-		n = n*10 + int(b[i]-'0')
 	}
-	digits := i - start
-	if digits == 0 || digits > max || digits > 1 && b[start] == '0' {
+	if i == start || i-start > 1 && b[start] == '0' {
 		return 0, b, false
 	}
-	if neg {
-		n = -n
+	n64, err := strconv.ParseInt(string(b[:i]), 10, strconv.IntSize)
+	if err != nil {
+		return 0, b, false
 	}
-	return n, b[i:], true
+	return int(n64), b[i:], true
 }
 
 // parseString reads a JSON string as encoding/json does, but for invalid

@@ -257,6 +257,7 @@ func TestParseEvent(t *testing.T) {
 		`{"v":2,"event":{"Kind":"out"}}`, `{"v":2,"event":{"kind":"out","cell":"1"}}`, `{"v":2,"event":{"kind":"out","cell":1.5}}`,
 		`{"v":2,"event":{"kind":"done","result":{}}}`, `{"v":2,"event":{"kind":"out","mine":1}}`, `{"v":2,"event":{"kind":"out",}}`,
 		`{"v":2,"event":{"kind":"out"}` + "\n", `{"v":2,"event":{"kind":"out","text":null}}`, `{"v":2,"progress":{"session":"s"}}`,
+		`{"v":2,"event":{"kind":"out","text":"x","result":1}}`, `{"v":2,"event":{"kind":"out","info":"s"}}`,
 	} {
 		_, _, _, ok := lean.ParseEvent([]byte(line))
 		assert.False(t, ok, "%q", line)
@@ -266,6 +267,7 @@ func TestParseEvent(t *testing.T) {
 func TestParseProgress(t *testing.T) {
 	for _, p := range []wire.Progress{
 		{Session: "probe", Hosts: 40, Done: 12, Failed: 1, ElapsedMS: 1 << 40}, {Session: "s", Cell: 3, OutputChars: 7},
+		{Session: "s", Hosts: -1 << 63, Done: 1<<63 - 1, ElapsedMS: -1 << 63},
 	} {
 		v, got, ok := lean.ParseProgress(replyLine(t, wire.Reply{Progress: &p}))
 		require.True(t, ok, "%+v", p)
@@ -274,7 +276,7 @@ func TestParseProgress(t *testing.T) {
 	}
 	for _, line := range []string{
 		`{"v":2,"progress":{"session":1}}`, `{"v":2,"progress":{"hosts":"4"}}`, `{"v":2,"progress":{"done":1e2}}`,
-		`{"v":2,"progress":{"elapsed_ms":1234567890123456789}}`, `{"v":2,"event":{"kind":"out"}}`,
+		`{"v":2,"progress":{"elapsed_ms":12345678901234567890}}`, `{"v":2,"event":{"kind":"out"}}`, `{"v":2,"progress":{"cell":-01}}`,
 	} {
 		_, _, ok := lean.ParseProgress([]byte(line))
 		assert.False(t, ok, "%q", line)
@@ -303,6 +305,8 @@ func FuzzParseNews(f *testing.F) {
 	f.Add([]byte(`{"v":2,"event":{"kind":"out","text":"a\u00e9\n","mine":true}}` + "\n"))
 	f.Add([]byte(`{"v":2,"progress":{"session":"p","cell":0,"elapsed_ms":12,"output_chars":0,"hosts":3,"done":1}}`))
 	f.Add([]byte(`{"v":-1,"event":{"kind":"\ud800\udc00","zz":-0,"cell":1,"cell":2}}`))
+	f.Add([]byte(`{"v":2,"event":{"kind":"out","text":"x","result":true,"info":1}}`))
+	f.Add([]byte(`{"v":2,"progress":{"hosts":9223372036854775807,"done":-9223372036854775808}}`))
 	f.Fuzz(func(t *testing.T, line []byte) {
 		if v, kind, text, ok := lean.ParseEvent(line); ok {
 			var rep wire.Reply

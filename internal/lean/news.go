@@ -24,6 +24,8 @@ func ParseEvent(line []byte) (v int, kind, text string, ok bool) {
 			ok = m.typ == isInt
 		case "mine":
 			ok = m.typ == isBool
+		case "result", "info":
+			ok = false // objects, which encoding/json refuses as anything else
 		}
 		if !ok {
 			return 0, "", "", false
@@ -115,7 +117,7 @@ type member struct {
 }
 
 // parseFlat reads a JSON object, as encoding/json writes one, whose
-// values are strings, integers (of up to 18 digits) or booleans, and
+// values are strings, integers (that an int holds) or booleans, and
 // whose keys are lower-case ASCII letters and underscores: encoding/json
 // matches a key to a field without regard to case, and such a key matches
 // only the field of its own name.
@@ -147,7 +149,7 @@ func parseFlat(b []byte) (ms []member, rest []byte, ok bool) {
 			}
 		default:
 			m.typ = isInt
-			m.num, b, ok = parseDigits(b, 18)
+			m.num, b, ok = parseWholeInt(b)
 			// 1.5 or 1e3 is a number, but not one an int takes.
 			ok = ok && (len(b) == 0 || b[0] != '.' && b[0] != 'e' && b[0] != 'E')
 		}

@@ -3,15 +3,19 @@ package lean
 import (
 	"io"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 )
 
 // Screen is what a call on a terminal shows before its reply, in package
 // early and in package cli alike: the cell's output on Out as it is
 // written, and a group's progress ("probe: 12/40 done, 1 failed") on one
-// line of Err while hosts are pending.
+// line of Err while hosts are pending. Its methods may be called from
+// more than one goroutine (a second Ctrl-C wipes the progress line before
+// the command ends).
 type Screen struct {
 	Out, Err io.Writer
+	mu       sync.Mutex
 	open     bool // the last output did not end a line
 	shown    bool // a progress line is on Err
 }
@@ -21,7 +25,9 @@ func (s *Screen) Output(text string) {
 	if text == "" {
 		return
 	}
-	s.ClearProgress()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clearLocked()
 	io.WriteString(s.Out, text)
 	s.open = text[len(text)-1] != '\n'
 }
@@ -29,7 +35,12 @@ func (s *Screen) Output(text string) {
 // EndLine ends an open line of output when more text follows it (the
 // reply's). A nil Screen shows nothing.
 func (s *Screen) EndLine(more bool) {
-	if s != nil && s.open && more {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.open && more {
 		io.WriteString(s.Out, "\n")
 		s.open = false
 	}
@@ -43,8 +54,10 @@ const progressWidth = 60
 // line drawn before; anything else wipes that line. A single session's
 // progress draws nothing.
 func (s *Screen) Progress(p Progress) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if p.Hosts == 0 || p.Done >= p.Hosts {
-		s.ClearProgress()
+		s.clearLocked()
 		return
 	}
 	line := p.Session + ": " + strconv.Itoa(p.Done) + "/" + strconv.Itoa(p.Hosts) + " done"
@@ -58,8 +71,18 @@ func (s *Screen) Progress(p Progress) {
 	s.shown = true
 }
 
-// ClearProgress wipes the progress line, if one is shown.
+// ClearProgress wipes the progress line, if one is shown. A nil Screen
+// shows nothing.
 func (s *Screen) ClearProgress() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clearLocked()
+}
+
+func (s *Screen) clearLocked() {
 	if s.shown {
 		io.WriteString(s.Err, "\r"+blanks+"\r")
 		s.shown = false

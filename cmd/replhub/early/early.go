@@ -57,7 +57,8 @@ type Call struct {
 	// NoWait and Queue are an exec's --no-wait and --queue.
 	NoWait, Queue bool
 	// Python, Host and Sudo are an exec's --python, --host and --sudo:
-	// how a new session starts, which the hub checks a live one against.
+	// how a new session starts. The hub checks a live one against Host
+	// and Sudo; Python only picks a new one's interpreter.
 	Python, Host string
 	Sudo         bool
 	// Expr is an inspect's expression, Text a completion's text.
@@ -84,7 +85,7 @@ type Sent struct {
 	Line []byte
 	// Screen is what the call showed on a terminal before Line: the
 	// cell's output, whose last line may be open.
-	Screen lean.Screen
+	Screen *lean.Screen
 }
 
 // Pending is the call init left to package cli, or nil.
@@ -162,8 +163,7 @@ func send(call Call, std stdio) (*Sent, int) {
 		MaxOutput: call.MaxOutput, Limit: call.Limit, Wait: call.Wait, Plain: !call.JSON, JSON: call.JSON}
 	r.Stream = std.outTTY && call.Op == opExec && !call.JSON && !call.NoWait && !call.Queue
 	r.Progress = std.errTTY && (call.Op == opExec || call.Op == opWait)
-	sent := &Sent{Call: call}
-	sent.Screen.Out, sent.Screen.Err = std.out, std.err
+	sent := &Sent{Call: call, Screen: &lean.Screen{Out: std.out, Err: std.err}}
 	var disarm func()
 	defer func() {
 		if disarm != nil {
@@ -184,10 +184,14 @@ func send(call Call, std stdio) (*Sent, int) {
 		var line []byte
 		for {
 			// Ctrl-C on a list, an interrupt or a kill has its default
-			// action, as on the command line's: the command ends.
-			if disarm == nil && (call.Op == opExec || call.Op == opWait) && !c.Readable(time.Until(arm)) {
+			// action, as on the command line's: the command ends. Past
+			// the deadline it is armed even while output pours in.
+			if d := time.Until(arm); disarm == nil && (call.Op == opExec || call.Op == opWait) && (d <= 0 || !c.Readable(d)) {
 				disarm = lean.CtrlC(lean.InterruptNote(name), std.err, func() { interrupt(sock, name) },
-					func() { os.Exit(fail(std.err, "context canceled")) }, nil)
+					func() {
+						sent.Screen.ClearProgress()
+						os.Exit(fail(std.err, "context canceled"))
+					}, nil)
 			}
 			if line, err = c.ReadLine(); err != nil {
 				sent.Screen.ClearProgress()
@@ -197,8 +201,7 @@ func send(call Call, std stdio) (*Sent, int) {
 				break
 			}
 			// A line of news this cannot read is one no streaming exec
-			// sends (an event with parts), or a progress past what an int
-			// holds: it shows nothing.
+			// sends (an event with parts): it shows nothing.
 			if v, kind, text, ok := lean.ParseEvent(line); ok && v == lean.Protocol && kind == lean.EventOut {
 				sent.Screen.Output(text)
 			} else if v, p, ok := lean.ParseProgress(line); ok && v == lean.Protocol && std.errTTY {

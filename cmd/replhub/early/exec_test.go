@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 
 	"github.com/replhub/replhub/client"
 	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/internal/lean"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -123,13 +127,15 @@ func TestExecNeedEnv(t *testing.T) {
 	assert.Equal(t, "x = 1", reqs[1].Code)
 }
 
-// --max-output, --no-wait and --queue go with the exec, and again with
-// the caller's folder and environment for a new session.
+// --max-output, --no-wait, --queue, --python, --host and --sudo go with
+// the exec, and again with the caller's folder and environment for a new
+// session.
 func TestExecFlags(t *testing.T) {
 	getenv, got := fakeHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv, Message: "new"}},
 		wire.Reply{Plain: &wire.Plain{Text: "[created session 's']\n"}})
 	var out, errb bytes.Buffer
-	s, exit := send(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30, MaxOutput: 40, NoWait: true, Queue: true}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
+	call := Call{Op: opExec, Name: "s", Code: "1", Timeout: 30, MaxOutput: 40, NoWait: true, Queue: true, Python: "/opt/py", Host: "lab-7", Sudo: true}
+	s, exit := send(call, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
 	assert.Nil(t, s)
 	assert.Equal(t, 0, exit)
 	reqs := <-got
@@ -139,6 +145,9 @@ func TestExecFlags(t *testing.T) {
 		assert.True(t, req.NoWait)
 		assert.True(t, req.Queue)
 		assert.True(t, req.Plain)
+		assert.Equal(t, "/opt/py", req.Python)
+		assert.Equal(t, "lab-7", req.Host)
+		assert.True(t, req.Sudo)
 	}
 }
 
@@ -322,7 +331,8 @@ func TestExecOnTerminal(t *testing.T) {
 	out := func(text string) wire.Reply { return wire.Reply{Event: &wire.Event{Kind: wire.EventOut, Text: text}} }
 	getenv, got := fakeHub(t, out("tick 0\n"), wire.Reply{Progress: &wire.Progress{Session: "s", Hosts: 3, Done: 1}},
 		out("ti"), wire.Reply{Event: &wire.Event{Kind: wire.EventCell, Code: "not shown"}}, out("ck 1"),
-		// A progress past what an int holds shows nothing.
+		// News that lean cannot read (an event with parts) shows nothing.
+		wire.Reply{Event: &wire.Event{Kind: wire.EventOut, Text: "not shown", Info: &wire.SessionInfo{Name: "s"}}},
 		wire.Reply{Progress: &wire.Progress{Session: "s", Hosts: 3, Done: 2, ElapsedMS: 1 << 62}},
 		wire.Reply{Progress: &wire.Progress{Session: "s", Hosts: 3, Done: 2, Failed: 1}},
 		wire.Reply{Plain: &wire.Plain{Exit: 1, Text: "Out[1]: 2\n"}})
@@ -332,7 +342,7 @@ func TestExecOnTerminal(t *testing.T) {
 	assert.Equal(t, 1, exit)
 	assert.Equal(t, "tick 0\ntick 1\nOut[1]: 2\n", outb.String())
 	clear := "\r" + strings.Repeat(" ", 60) + "\r"
-	assert.Equal(t, fmt.Sprintf("\r%-60s", "s: 1/3 done")+clear+fmt.Sprintf("\r%-60s", "s: 2/3 done, 1 failed")+clear, errb.String())
+	assert.Equal(t, fmt.Sprintf("\r%-60s", "s: 1/3 done")+clear+fmt.Sprintf("\r%-60s\r%-60s", "s: 2/3 done", "s: 2/3 done, 1 failed")+clear, errb.String())
 	reqs := <-got
 	require.Len(t, reqs, 1)
 	assert.True(t, reqs[0].Stream)
@@ -378,5 +388,97 @@ func TestTerminalAsksAsCLI(t *testing.T) {
 		require.Len(t, reqs, 1)
 		assert.Equal(t, tc.stream, reqs[0].Stream, "%+v", tc)
 		assert.Equal(t, tc.progress, reqs[0].Progress, "%+v", tc)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that Ctrl-C's goroutine may write to
+// while send does.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// slowTerminal takes output as a terminal does: not at once.
+type slowTerminal struct{}
+
+func (slowTerminal) Write(p []byte) (int, error) {
+	time.Sleep(20 * time.Microsecond)
+	return len(p), nil
+}
+
+// A cell whose output never pauses still has Ctrl-C interrupt it once the
+// reply has taken armAfter: the wait for the handler is a deadline, not a
+// pause between lines.
+func TestCtrlCArmedWhileOutputPours(t *testing.T) {
+	// The test's own handler keeps SIGINT from ending the test binary
+	// when early's is not there.
+	mine := make(chan os.Signal, 4)
+	signal.Notify(mine, os.Interrupt)
+	defer signal.Stop(mine)
+	rt := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(rt, "replhub"), 0o700))
+	ln, err := net.Listen("unix", filepath.Join(rt, "replhub", "hub.sock"))
+	require.NoError(t, err)
+	defer ln.Close()
+	interrupts := make(chan wire.Request, 4)
+	go func() {
+		for first := true; ; first = false {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			line, _ := bufio.NewReader(c).ReadBytes('\n')
+			if !first {
+				var req wire.Request
+				json.Unmarshal(line, &req)
+				interrupts <- req
+				wire.Write(c, wire.Reply{V: wire.Version, Message: "interrupted"})
+				c.Close()
+				continue
+			}
+			go func() {
+				defer c.Close()
+				var chunk bytes.Buffer
+				for range 300 {
+					wire.Write(&chunk, wire.Reply{V: wire.Version, Event: &wire.Event{Kind: wire.EventOut, Text: strings.Repeat("x", 200) + "\n"}})
+				}
+				for end := time.Now().Add(time.Second); time.Now().Before(end); {
+					if _, err := c.Write(chunk.Bytes()); err != nil {
+						return
+					}
+				}
+				wire.Write(c, wire.Reply{V: wire.Version, Plain: &wire.Plain{Text: "Out[1]: 1\n"}})
+			}()
+		}
+	}()
+	getenv := func(k string) string {
+		if k == "XDG_RUNTIME_DIR" {
+			return rt
+		}
+		return ""
+	}
+	time.AfterFunc(300*time.Millisecond, func() { syscall.Kill(os.Getpid(), syscall.SIGINT) })
+	var errb lockedBuffer
+	_, exit := send(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30}, stdio{strings.NewReader(""), slowTerminal{}, &errb, getenv, true, true})
+	assert.Equal(t, 0, exit)
+	assert.Contains(t, errb.String(), lean.InterruptNote("s"))
+	select {
+	case req := <-interrupts:
+		assert.Equal(t, wire.OpInterrupt, req.Op)
+		assert.Equal(t, "s", req.Name)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no interrupt reached the hub")
 	}
 }

@@ -55,8 +55,9 @@ type Env struct {
 	// what would only tidy this process up (a signal handler's removal,
 	// the client's close) is skipped.
 	Exiting bool
-	// scr is what a terminal shows before a reply (screen).
-	scr    lean.Screen
+	// scr is what a terminal shows before a reply (screen); nil until
+	// then.
+	scr    *lean.Screen
 	client *client.Client
 }
 

@@ -160,8 +160,7 @@ func (e *Env) Resume(ctx context.Context, s *early.Sent) error {
 	}
 	// Output shown as it came (on a terminal) may have left its last line
 	// open.
-	e.scr = s.Screen
-	scr := e.screen()
+	scr := s.Screen
 	if p := rep.Plain; p != nil {
 		e.Code = p.Exit
 		scr.EndLine(p.Text != "")

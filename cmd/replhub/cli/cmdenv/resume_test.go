@@ -1,8 +1,13 @@
 package cmdenv
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,6 +16,7 @@ import (
 
 	"github.com/replhub/replhub/client"
 	"github.com/replhub/replhub/cmd/replhub/early"
+	"github.com/replhub/replhub/internal/lean"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -53,16 +59,14 @@ func TestResume(t *testing.T) {
 func TestResumeAfterStreamedOutput(t *testing.T) {
 	v := "2"
 	for _, rep := range []wire.Reply{{Plain: &wire.Plain{Text: "Out[1]: 2\n"}}, {Result: &wire.Result{Session: "s", Cell: 1, Status: wire.StatusOK, Value: &v}}} {
-		var b, shown, out, errb bytes.Buffer
+		var b, out, errb bytes.Buffer
 		rep.V = wire.Version
 		require.NoError(t, wire.Write(&b, rep))
-		s := &early.Sent{Call: early.Call{Name: "s", Code: "1", Timeout: 30}, Line: b.Bytes()}
-		s.Screen.Out = &shown
+		s := &early.Sent{Call: early.Call{Name: "s", Code: "1", Timeout: 30}, Line: b.Bytes(), Screen: &lean.Screen{Out: &out, Err: &errb}}
 		s.Screen.Output("partial")
 		e := New(IO{Out: &out, Err: &errb}, func(string) string { return "" })
 		assert.Equal(t, ExitOK, e.Finish(e.Resume(context.Background(), s)))
-		assert.Equal(t, "partial", shown.String())
-		assert.Equal(t, "\nOut[1]: 2\n", out.String())
+		assert.Equal(t, "partial\nOut[1]: 2\n", out.String())
 		assert.Empty(t, errb.String())
 	}
 }
@@ -184,5 +188,52 @@ func TestSecondsRoundTrip(t *testing.T) {
 	}
 	for _, d := range []time.Duration{1, 15, 245, 1e9 + 1, 599999999999} {
 		assert.Equal(t, d, seconds(d.Seconds()))
+	}
+}
+
+// A reply that says nothing ran (a new root session wants its password)
+// has the exec sent again the whole way with the flags early read:
+// --python, --host and --sudo with the rest.
+func TestResumeSendsTheFlagsAgain(t *testing.T) {
+	rt := t.TempDir()
+	require.NoError(t, os.Mkdir(filepath.Join(rt, "replhub"), 0o700))
+	ln, err := net.Listen("unix", filepath.Join(rt, "replhub", "hub.sock"))
+	require.NoError(t, err)
+	defer ln.Close()
+	got := make(chan wire.Request, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		line, err := bufio.NewReader(c).ReadBytes('\n')
+		if err != nil {
+			return
+		}
+		var req wire.Request
+		json.Unmarshal(line, &req)
+		got <- req
+		v := "2"
+		wire.Write(c, wire.Reply{V: wire.Version, Result: &wire.Result{Session: "ops", Cell: 1, Status: wire.StatusOK, Value: &v}})
+	}()
+	var b, out, errb bytes.Buffer
+	require.NoError(t, wire.Write(&b, wire.Reply{V: wire.Version, Err: &wire.Error{Code: wire.CodeNeedPassword, Message: "a password", Prompt: "p"}}))
+	call := early.Call{Op: wire.OpExec, Name: "ops", Code: "1+1", Timeout: 30, MaxOutput: 9, Python: "/opt/py", Host: "lab-7", Sudo: true}
+	e := New(IO{Out: &out, Err: &errb}, func(k string) string {
+		return map[string]string{"XDG_RUNTIME_DIR": rt, "HOME": rt}[k]
+	})
+	assert.Equal(t, ExitOK, e.Finish(e.Resume(context.Background(), &early.Sent{Call: call, Line: b.Bytes()})), "%s", errb.String())
+	assert.Equal(t, "Out[1]: 2\n", out.String())
+	select {
+	case req := <-got:
+		assert.Equal(t, wire.OpExec, req.Op)
+		assert.Equal(t, "1+1", req.Code)
+		assert.Equal(t, 9, req.MaxOutput)
+		assert.Equal(t, "/opt/py", req.Python)
+		assert.Equal(t, "lab-7", req.Host)
+		assert.True(t, req.Sudo)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the exec was not sent again")
 	}
 }

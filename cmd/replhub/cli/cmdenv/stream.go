@@ -9,8 +9,10 @@ import (
 // screen is what the command shows on a terminal before its reply (as
 // package early's call does).
 func (e *Env) screen() *lean.Screen {
-	e.scr.Out, e.scr.Err = e.IO.Out, e.IO.Err
-	return &e.scr
+	if e.scr == nil {
+		e.scr = &lean.Screen{Out: e.IO.Out, Err: e.IO.Err}
+	}
+	return e.scr
 }
 
 // StreamOn makes eo stream the cell's output as it is written, when want
