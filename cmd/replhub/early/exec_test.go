@@ -6,12 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +20,7 @@ import (
 	"github.com/replhub/replhub/client"
 	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/internal/lean"
+	"github.com/replhub/replhub/tests/hubtest"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -32,11 +31,7 @@ import (
 // it read.
 func fakeHub(t *testing.T, replies ...wire.Reply) (func(string) string, <-chan []wire.Request) {
 	t.Helper()
-	rt := t.TempDir()
-	require.NoError(t, os.Mkdir(filepath.Join(rt, "replhub"), 0o700))
-	ln, err := net.Listen("unix", filepath.Join(rt, "replhub", "hub.sock"))
-	require.NoError(t, err)
-	t.Cleanup(func() { ln.Close() })
+	getenv, ln := hubtest.HubSocket(t)
 	got := make(chan []wire.Request, 1)
 	go func() {
 		var reqs []wire.Request
@@ -67,12 +62,7 @@ func fakeHub(t *testing.T, replies ...wire.Reply) (func(string) string, <-chan [
 			}
 		}
 	}()
-	return func(k string) string {
-		if k == "XDG_RUNTIME_DIR" {
-			return rt
-		}
-		return ""
-	}, got
+	return getenv, got
 }
 
 func run(getenv func(string) string, code, stdin string) (*Sent, int, string, string) {
@@ -391,25 +381,6 @@ func TestTerminalAsksAsCLI(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer that Ctrl-C's goroutine may write to
-// while send does.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // slowTerminal takes output as a terminal does: not at once.
 type slowTerminal struct{}
 
@@ -427,11 +398,7 @@ func TestCtrlCArmedWhileOutputPours(t *testing.T) {
 	mine := make(chan os.Signal, 4)
 	signal.Notify(mine, os.Interrupt)
 	defer signal.Stop(mine)
-	rt := t.TempDir()
-	require.NoError(t, os.Mkdir(filepath.Join(rt, "replhub"), 0o700))
-	ln, err := net.Listen("unix", filepath.Join(rt, "replhub", "hub.sock"))
-	require.NoError(t, err)
-	defer ln.Close()
+	getenv, ln := hubtest.HubSocket(t)
 	interrupts := make(chan wire.Request, 4)
 	go func() {
 		for first := true; ; first = false {
@@ -463,14 +430,8 @@ func TestCtrlCArmedWhileOutputPours(t *testing.T) {
 			}()
 		}
 	}()
-	getenv := func(k string) string {
-		if k == "XDG_RUNTIME_DIR" {
-			return rt
-		}
-		return ""
-	}
 	time.AfterFunc(300*time.Millisecond, func() { syscall.Kill(os.Getpid(), syscall.SIGINT) })
-	var errb lockedBuffer
+	var errb hubtest.LockedBuffer
 	_, exit := send(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30}, stdio{strings.NewReader(""), slowTerminal{}, &errb, getenv, true, true})
 	assert.Equal(t, 0, exit)
 	assert.Contains(t, errb.String(), lean.InterruptNote("s"))

@@ -5,9 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -17,6 +14,7 @@ import (
 	"github.com/replhub/replhub/client"
 	"github.com/replhub/replhub/cmd/replhub/early"
 	"github.com/replhub/replhub/internal/lean"
+	"github.com/replhub/replhub/tests/hubtest"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -195,11 +193,7 @@ func TestSecondsRoundTrip(t *testing.T) {
 // has the exec sent again the whole way with the flags early read:
 // --python, --host and --sudo with the rest.
 func TestResumeSendsTheFlagsAgain(t *testing.T) {
-	rt := t.TempDir()
-	require.NoError(t, os.Mkdir(filepath.Join(rt, "replhub"), 0o700))
-	ln, err := net.Listen("unix", filepath.Join(rt, "replhub", "hub.sock"))
-	require.NoError(t, err)
-	defer ln.Close()
+	getenv, ln := hubtest.HubSocket(t)
 	got := make(chan wire.Request, 1)
 	go func() {
 		c, err := ln.Accept()
@@ -220,9 +214,7 @@ func TestResumeSendsTheFlagsAgain(t *testing.T) {
 	var b, out, errb bytes.Buffer
 	require.NoError(t, wire.Write(&b, wire.Reply{V: wire.Version, Err: &wire.Error{Code: wire.CodeNeedPassword, Message: "a password", Prompt: "p"}}))
 	call := early.Call{Op: wire.OpExec, Name: "ops", Code: "1+1", Timeout: 30, MaxOutput: 9, Python: "/opt/py", Host: "lab-7", Sudo: true}
-	e := New(IO{Out: &out, Err: &errb}, func(k string) string {
-		return map[string]string{"XDG_RUNTIME_DIR": rt, "HOME": rt}[k]
-	})
+	e := New(IO{Out: &out, Err: &errb}, getenv)
 	assert.Equal(t, ExitOK, e.Finish(e.Resume(context.Background(), &early.Sent{Call: call, Line: b.Bytes()})), "%s", errb.String())
 	assert.Equal(t, "Out[1]: 2\n", out.String())
 	select {
