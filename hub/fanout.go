@@ -266,8 +266,11 @@ func fanProgress(name string, n int, progress func(*wire.Progress)) func(done, f
 
 // fanExec runs req.Code in session NAME@HOST on every host of the group:
 // hosts, or, when nil, those of req.Hosts, which the hub then remembers
-// as the group req.Name.
+// as the group req.Name. A streaming exec's watcher (a terminal's exec of
+// a group's name) is no member's: a watcher follows one session, and the
+// members' outputs are grouped in the reply.
 func (h *Hub) fanExec(ctx context.Context, req wire.Request, hosts []string, progress func(*wire.Progress)) (*wire.Result, error) {
+	ctx = withWatcher(ctx, nil)
 	cfg, err := config.Load(h.paths.ConfigFile())
 	if err != nil {
 		return nil, &wire.Error{Code: wire.CodeBadRequest, Message: err.Error()}

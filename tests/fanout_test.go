@@ -302,7 +302,9 @@ bad = g.call("int", "x")
 		// The group's name alone is a plain exec, which package early's
 		// init sends: it draws the progress before any of replhub's
 		// packages is initialized (package cli prints the group's reply).
-		cmd = exec.CommandContext(ctx, script, "-qefc", w.Bin+" exec probe 'import time; time.sleep(1.5); 2'", "/dev/null")
+		// The members' output is not streamed: it is the group's reply's,
+		// shown once in its block.
+		cmd = exec.CommandContext(ctx, script, "-qefc", w.Bin+" exec probe 'import time; print(\"hi from a member\"); time.sleep(1.5); 2'", "/dev/null")
 		cmd.Env, cmd.Dir = append(slices.Clone(w.Vars), "GODEBUG=inittrace=1"), w.Cwd
 		out, _ = cmd.CombinedOutput()
 		drawn := regexp.MustCompile(`probe: [0-2]/3 done`).FindIndex(out)
@@ -310,6 +312,8 @@ bad = g.call("int", "x")
 		inits := strings.Index(string(out), "init github.com/replhub/replhub/")
 		assert.Less(t, drawn[0], inits, "%s", out)
 		assert.Contains(t, string(out), "lab-[1-2] (2)")
+		assert.Equal(t, 1, strings.Count(string(out), "hi from a member"), "%s", out)
+		assert.Regexp(t, `lab-\[1-2\] \(2\)\r?\n(.*\n)*hi from a member`, string(out))
 	})
 
 	t.Run("kill", func(t *testing.T) {
