@@ -62,7 +62,11 @@ func (s *Session) enqueue(ctx context.Context, code string, timeout time.Duratio
 		return nil, err
 	}
 	r := s.queue[len(s.queue)-1]
-	r.stream = watcherOf(ctx)
+	// A console's queued cell streams to it when it starts; a watcher
+	// that is not a console's is gone by then, with its request's reply.
+	if w := watcherOf(ctx); w != nil && w.person {
+		r.stream = w
+	}
 	r.by = byOf(ctx, r.stream)
 	if !noWait {
 		r.collecting = 1 // counted before it can finish, as exec does

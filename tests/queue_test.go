@@ -310,3 +310,30 @@ func waitFor(t *testing.T, cond func() bool, what ...func() string) {
 	}
 	t.Fatalf("%s: not within 30s", msg)
 }
+
+// A client that asks for a queued cell's output as it comes (the client
+// package lets it: Queue with OnOutput) gets the queued reply at once;
+// the cell runs in its turn with nobody to stream to, its output kept
+// for the wait that collects it, and the hub goes on.
+func TestQueuedCellDoesNotStream(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	gate := filepath.Join(e.Dir, "gate-q")
+	r := e.Run("exec", "q", fmt.Sprintf("import os, time\nwhile not os.path.exists(%q): time.sleep(0.02)\n'first'", gate), "--no-wait")
+	require.Equal(t, 0, r.Code, "%s", r)
+	waitRunning(t, e, "q", 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := e.Client()
+	streamed := make(chan string, 16)
+	res, err := c.Exec(ctx, "q", "print('from the queue'); 'second'", client.ExecOptions{Queue: true, OnOutput: func(s string) { streamed <- s }})
+	require.NoError(t, err)
+	require.Equal(t, wire.StatusQueued, res.Status)
+	openGate(t, gate)
+	w, err := c.WaitCell(ctx, "q", res.Cell, 30*time.Second, 0, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "from the queue\n", w.Output)
+	assert.Empty(t, streamed)
+	r = e.Run("exec", "q", "1 + 1")
+	assert.Contains(t, r.Stdout, "Out[3]: 2\n", "%s", r)
+}

@@ -12,7 +12,7 @@
 // those: crypto, compress, encoding/gob, the MCP SDK's, a third of the
 // binary's. So lean imports only packages Go initializes before any of
 // those (bytes, errors, fmt, io, math, os, os/signal, path, strconv, sync,
-// syscall, time, unicode/utf8), and package early little more;
+// sync/atomic, syscall, time, unicode/utf8), and package early little more;
 // tests/startup_test.go checks the order with GODEBUG=inittrace.
 package lean
 

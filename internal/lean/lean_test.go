@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -267,7 +268,7 @@ func TestParseEvent(t *testing.T) {
 func TestParseProgress(t *testing.T) {
 	for _, p := range []wire.Progress{
 		{Session: "probe", Hosts: 40, Done: 12, Failed: 1, ElapsedMS: 1 << 40}, {Session: "s", Cell: 3, OutputChars: 7},
-		{Session: "s", Hosts: -1 << 63, Done: 1<<63 - 1, ElapsedMS: -1 << 63},
+		{Session: "s", Hosts: math.MinInt, Done: math.MaxInt, ElapsedMS: math.MinInt64},
 	} {
 		v, got, ok := lean.ParseProgress(replyLine(t, wire.Reply{Progress: &p}))
 		require.True(t, ok, "%+v", p)
@@ -357,4 +358,14 @@ func TestScreen(t *testing.T) {
 	assert.Equal(t, fmt.Sprintf("\r%-60s", "s: 1/2 done")+clear, errb.String(), "wiped once, when all are done")
 	var none *lean.Screen
 	none.EndLine(true)
+
+	// Closed (a second Ctrl-C): the line is wiped, and nothing more shows.
+	out.Reset()
+	errb.Reset()
+	s.Progress(lean.Progress{Session: "s", Hosts: 2, Done: 1})
+	s.Close()
+	s.Progress(lean.Progress{Session: "s", Hosts: 2, Done: 1})
+	s.Output("late\n")
+	assert.Equal(t, fmt.Sprintf("\r%-60s", "s: 1/2 done")+clear, errb.String())
+	assert.Empty(t, out.String())
 }

@@ -4,6 +4,7 @@ import (
 	"io"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -11,13 +12,13 @@ import (
 // early and in package cli alike: the cell's output on Out as it is
 // written, and a group's progress ("probe: 12/40 done, 1 failed") on one
 // line of Err while hosts are pending. Its methods may be called from
-// more than one goroutine (a second Ctrl-C wipes the progress line before
-// the command ends).
+// more than one goroutine (a second Ctrl-C ends it: Close).
 type Screen struct {
 	Out, Err io.Writer
 	mu       sync.Mutex
-	open     bool // the last output did not end a line
-	shown    bool // a progress line is on Err
+	open     bool        // the last output did not end a line
+	shown    bool        // a progress line is on Err
+	closed   atomic.Bool // Close was called: nothing more is shown
 }
 
 // Output writes a cell's output as it comes, after wiping a progress line.
@@ -27,6 +28,9 @@ func (s *Screen) Output(text string) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return
+	}
 	s.clearLocked()
 	io.WriteString(s.Out, text)
 	s.open = text[len(text)-1] != '\n'
@@ -56,6 +60,9 @@ const progressWidth = 60
 func (s *Screen) Progress(p Progress) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed.Load() {
+		return
+	}
 	if p.Hosts == 0 || p.Done >= p.Hosts {
 		s.clearLocked()
 		return
@@ -80,6 +87,18 @@ func (s *Screen) ClearProgress() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.clearLocked()
+}
+
+// Close ends the screen for a command about to end with a message of its
+// own: the progress line is wiped, and nothing more is shown. It never
+// waits: while a write holds the screen (a terminal that stopped taking
+// output), the line is left as it is.
+func (s *Screen) Close() {
+	s.closed.Store(true)
+	if s.mu.TryLock() {
+		s.clearLocked()
+		s.mu.Unlock()
+	}
 }
 
 func (s *Screen) clearLocked() {

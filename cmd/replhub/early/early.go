@@ -189,7 +189,7 @@ func send(call Call, std stdio) (*Sent, int) {
 			if d := time.Until(arm); disarm == nil && (call.Op == opExec || call.Op == opWait) && (d <= 0 || !c.Readable(d)) {
 				disarm = lean.CtrlC(lean.InterruptNote(name), std.err, func() { interrupt(sock, name) },
 					func() {
-						sent.Screen.ClearProgress()
+						sent.Screen.Close()
 						os.Exit(fail(std.err, "context canceled"))
 					}, nil)
 			}
@@ -221,6 +221,12 @@ func send(call Call, std stdio) (*Sent, int) {
 			// environment, which only that needs (as client.Exec).
 			r.Cwd, _ = os.Getwd()
 			r.Env = os.Environ()
+			if disarm != nil {
+				// Armed while the hub answered: the start waits
+				// armAfterNew again.
+				disarm()
+				disarm = nil
+			}
 			continue
 		}
 		sent.Line = line
