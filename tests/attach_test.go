@@ -274,6 +274,16 @@ func TestExecStreamsOnTerminal(t *testing.T) {
 	assert.Contains(t, s, "\nx\nOut[3]: 7\n[exit 0]")
 	assert.Equal(t, 1, strings.Count(s, "\nx\n"), "streamed output is not shown again")
 	assertEarly(t, s)
+
+	// Ctrl-C there interrupts the cell, past the 20 ms in which it ends
+	// the command instead; its note ends the open line of output first.
+	y = newTTY(t, e.Vars, e.Cwd, e.Bin, "exec", "stream", "import time\nprint('y', end='', flush=True)\ntime.sleep(60)")
+	y.waitFor(`(?m)^y$`, waitLong)
+	time.Sleep(200 * time.Millisecond)
+	y.keys("C-c")
+	s = y.waitFor(`\[exit 1\]`, waitLong)
+	assert.Regexp(t, `(?m)^y(\^C)?\n\[interrupting session 'stream'; Ctrl-C again stops waiting\]\n`, s) // the terminal echoes ^C
+	assert.Contains(t, s, "KeyboardInterrupt")
 }
 
 // The agent over MCP: its cell shows in the console as the agent's, and its

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"os"
@@ -368,4 +369,21 @@ func TestScreen(t *testing.T) {
 	s.Output("late\n")
 	assert.Equal(t, fmt.Sprintf("\r%-60s", "s: 1/2 done")+clear, errb.String())
 	assert.Empty(t, out.String())
+
+	// A note of the command's own (a Ctrl-C's) and Close's end give
+	// themselves a line: the progress wiped, an open line ended.
+	for _, end := range []func(s *lean.Screen){
+		func(s *lean.Screen) { io.WriteString(s.Notes(), "[note]\n") },
+		func(s *lean.Screen) { s.Close() },
+	} {
+		out.Reset()
+		errb.Reset()
+		s = &lean.Screen{Out: &out, Err: &errb}
+		s.Output("tick")
+		s.Progress(lean.Progress{Session: "s", Hosts: 2, Done: 1})
+		end(s)
+		assert.Equal(t, "tick\n", out.String())
+		assert.True(t, strings.HasPrefix(errb.String(), fmt.Sprintf("\r%-60s", "s: 1/2 done")+clear), "%q", errb.String())
+	}
+	assert.Equal(t, fmt.Sprintf("\r%-60s", "s: 1/2 done")+clear, errb.String())
 }

@@ -90,14 +90,39 @@ func (s *Screen) ClearProgress() {
 }
 
 // Close ends the screen for a command about to end with a message of its
-// own: the progress line is wiped, and nothing more is shown. It never
-// waits: while a write holds the screen (a terminal that stopped taking
-// output), the line is left as it is.
+// own: the progress line is wiped, an open line of output ended, and
+// nothing more is shown. It never waits: while a write holds the screen
+// (a terminal that stopped taking output), the lines are left as they
+// are.
 func (s *Screen) Close() {
 	s.closed.Store(true)
 	if s.mu.TryLock() {
-		s.clearLocked()
+		s.makeRoomLocked()
 		s.mu.Unlock()
+	}
+}
+
+// Notes is where the command's own notes go (a Ctrl-C's, on Err): each
+// one on a line of its own, the progress line wiped and an open line of
+// output ended first.
+func (s *Screen) Notes() io.Writer { return notes{s} }
+
+type notes struct{ s *Screen }
+
+func (n notes) Write(p []byte) (int, error) {
+	n.s.mu.Lock()
+	defer n.s.mu.Unlock()
+	n.s.makeRoomLocked()
+	return n.s.Err.Write(p)
+}
+
+// makeRoomLocked wipes the progress line and ends an open line of output,
+// for a line of the command's own.
+func (s *Screen) makeRoomLocked() {
+	s.clearLocked()
+	if s.open {
+		io.WriteString(s.Out, "\n")
+		s.open = false
 	}
 }
 

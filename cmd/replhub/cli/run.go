@@ -69,12 +69,15 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 	}
 	o.name = runName()
 	cmdCtx := ctx
-	ctx, stop := cmdenv.InterruptOnSignal(ctx, c, o.name, "[interrupting the cell; Ctrl-C again ends the run at once]", e.IO.Err)
+	ctx, stop := cmdenv.InterruptOnSignal(ctx, c, o.name, "[interrupting the cell; Ctrl-C again ends the run at once]", e.Notes())
 	defer stop()
 	eo := o.execOptions.client()
 	eo.Private, eo.Transcript = true, o.transcript
 	streamed := e.StreamOn(&eo, !o.json)
 	res, err := c.Exec(ctx, o.name, o.code, eo)
+	if err != nil {
+		streamed.EndLine(true) // the error has a line of its own
+	}
 	if err != nil && ctx.Err() != nil && cmdCtx.Err() == nil {
 		return errors.New("stopped at the second Ctrl-C; the run's session ended with it")
 	}

@@ -187,7 +187,7 @@ func send(call Call, std stdio) (*Sent, int) {
 			// action, as on the command line's: the command ends. Past
 			// the deadline it is armed even while output pours in.
 			if d := time.Until(arm); disarm == nil && (call.Op == opExec || call.Op == opWait) && (d <= 0 || !c.Readable(d)) {
-				disarm = lean.CtrlC(lean.InterruptNote(name), std.err, func() { interrupt(sock, name) },
+				disarm = lean.CtrlC(lean.InterruptNote(name), sent.Screen.Notes(), func() { interrupt(sock, name) },
 					func() {
 						sent.Screen.Close()
 						os.Exit(fail(std.err, "context canceled"))

@@ -44,6 +44,7 @@ func (e *Env) Exec(ctx context.Context, name, code string, eo client.ExecOptions
 	streamed := e.StreamOn(&eo, !asJSON && !eo.NoWait && !eo.Queue && eo.Hosts == "")
 	res, err := c.Exec(ctx, name, code, eo)
 	if err != nil {
+		streamed.EndLine(true) // the error has a line of its own
 		return err
 	}
 	streamed.EndLine(res.Text() != "")
@@ -155,12 +156,13 @@ func (e *Env) Resume(ctx context.Context, s *early.Sent) error {
 	if wire.IsCode(err, wire.CodeNeedEnv) || wire.IsCode(err, wire.CodeNeedPassword) {
 		return again()
 	}
-	if err != nil {
-		return err
-	}
 	// Output shown as it came (on a terminal) may have left its last line
 	// open.
 	scr := s.Screen
+	if err != nil {
+		scr.EndLine(true) // the error has a line of its own
+		return err
+	}
 	if p := rep.Plain; p != nil {
 		e.Code = p.Exit
 		scr.EndLine(p.Text != "")
@@ -216,8 +218,9 @@ func (e *Env) armCtrlC(parent context.Context, c *client.Client, name string) (c
 	ctx, cancel := context.WithCancel(parent)
 	armed := make(chan struct{})
 	var istop func()
+	notes := e.Notes() // made here: the screen is this goroutine's to make
 	go func() {
-		ictx, stop := e.interruptOnCtrlC(ctx, c, name)
+		ictx, stop := InterruptOnSignal(ctx, c, name, lean.InterruptNote(name), notes)
 		istop = stop
 		close(armed)
 		<-ictx.Done() // the second Ctrl-C, or the end
@@ -249,12 +252,8 @@ func (e *Env) Blocking(ctx context.Context, name string) (context.Context, *clie
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ctx, stop := e.interruptOnCtrlC(ctx, c, name)
+	ctx, stop := InterruptOnSignal(ctx, c, name, lean.InterruptNote(name), e.Notes())
 	return ctx, c, stop, nil
-}
-
-func (e *Env) interruptOnCtrlC(ctx context.Context, c *client.Client, name string) (context.Context, func()) {
-	return InterruptOnSignal(ctx, c, name, lean.InterruptNote(name), e.IO.Err)
 }
 
 // InterruptOnSignal makes a first Ctrl-C interrupt the session's running

@@ -1,6 +1,8 @@
 package cmdenv
 
 import (
+	"io"
+
 	"github.com/replhub/replhub/client"
 	"github.com/replhub/replhub/internal/lean"
 	"github.com/replhub/replhub/wire"
@@ -14,6 +16,10 @@ func (e *Env) screen() *lean.Screen {
 	}
 	return e.scr
 }
+
+// Notes is where a command's own notes on a terminal go (a Ctrl-C's):
+// each on a line of its own (lean.Screen.Notes).
+func (e *Env) Notes() io.Writer { return e.screen().Notes() }
 
 // StreamOn makes eo stream the cell's output as it is written, when want
 // and the output is a terminal; the screen it returns (nil when it does
