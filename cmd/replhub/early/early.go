@@ -1,17 +1,16 @@
 // Package early answers the commonest calls from its init function:
 // `replhub --version`, and a plain `replhub exec NAME CODE` (with -t SECS,
 // --json, --max-output N, --no-wait, --queue, --python P, --host H and
-// --sudo or not), `replhub wait
-// NAME` (with -t, --json, --max-output and --cell N or not), `replhub
-// sessions [NAME]` (with --json or not), `replhub interrupt NAME` (with
-// --cell N or not), `replhub kill NAME`, or a query (`vars`, `inspect`,
-// `complete`, `reset`, with their flags or not) whose session runs, its
-// output to a program or to a terminal (where it shows the cell's output
-// as it is written and a group's progress, as package cli does: stdio).
-// Go runs every package's init before
-// main, and those of the packages that only the hub, the MCP server and
-// ssh need (net/http, JSON schemas, x/crypto/ssh, x509, encoding/gob) are
-// most of a one-line call's start-up.
+// --sudo or not), `replhub wait NAME` (with -t, --json, --max-output and
+// --cell N or not), `replhub sessions [NAME]` (with --json or not),
+// `replhub interrupt NAME` (with --cell N or not), `replhub kill NAME`, or
+// a query (`vars`, `inspect`, `complete`, `reset`, with their flags or
+// not) whose session runs, its output to a program or to a terminal
+// (where it shows the cell's output as it is written and a group's
+// progress, as package cli does: stdio). Go runs every package's init
+// before main, and those of the packages that only the hub, the MCP
+// server and ssh need (net/http, JSON schemas, x/crypto/ssh, x509,
+// encoding/gob) are most of a one-line call's start-up.
 //
 // Go initializes a package as soon as its imports are done and no ready
 // package sorts before it (the spec's "Package initialization"). This
@@ -197,15 +196,8 @@ func send(call Call, std stdio) (*Sent, int) {
 				sent.Screen.ClearProgress()
 				return sent, -1
 			}
-			if !lean.IsNews(line) {
+			if !showNews(sent.Screen, line) {
 				break
-			}
-			// A line of news this cannot read is one no streaming exec
-			// sends (an event with parts): it shows nothing.
-			if v, kind, text, ok := lean.ParseEvent(line); ok && v == lean.Protocol && kind == lean.EventOut {
-				sent.Screen.Output(text)
-			} else if v, p, ok := lean.ParseProgress(line); ok && v == lean.Protocol && std.errTTY {
-				sent.Screen.Progress(p)
 			}
 		}
 		sent.Screen.ClearProgress()
@@ -232,6 +224,22 @@ func send(call Call, std stdio) (*Sent, int) {
 		sent.Line = line
 		return sent, -1
 	}
+}
+
+// showNews shows line on scr when it is news that comes before a reply
+// (a cell's output, a group's progress), and reports whether it was. A
+// line of news lean cannot read is one no streaming exec sends (an event
+// with parts): it shows nothing.
+func showNews(scr *lean.Screen, line []byte) bool {
+	if !lean.IsNews(line) {
+		return false
+	}
+	if v, kind, text, ok := lean.ParseEvent(line); ok && v == lean.Protocol && kind == lean.EventOut {
+		scr.Output(text)
+	} else if v, p, ok := lean.ParseProgress(line); ok && v == lean.Protocol {
+		scr.Progress(p) // asked for only when standard error is a terminal
+	}
+	return true
 }
 
 // fail says what failed as package cli does, one line on standard error,
