@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -248,6 +250,21 @@ got = g.get("big")`, "-t", "0.2")
 	cont := func() { syscall.Kill(apid, syscall.SIGCONT) }
 	defer cont()
 	require.Eventually(t, func() bool { _, err := os.Stat(filepath.Join(e.Cwd, "stopped")); return err == nil }, 30*time.Second, 10*time.Millisecond)
+	// The member goes on until the hub's window to the stopped caller is
+	// full, and then waits: an interrupt before that ends its serve as
+	// any other, which is not what this test is about. On a loaded
+	// machine that can take a while: wait until it spends no CPU.
+	gpid := workerPid(t, e, "g@local")
+	last, still := cpuTicks(t, gpid), 0
+	require.Eventually(t, func() bool {
+		now := cpuTicks(t, gpid)
+		if now == last {
+			still++
+		} else {
+			last, still = now, 0
+		}
+		return still >= 3
+	}, 30*time.Second, 100*time.Millisecond, "the member never waited on the stopped caller")
 
 	t0 := time.Now()
 	out := ok(t, e.Run("interrupt", "g@local"))
@@ -319,4 +336,17 @@ func TestObjectStreamLinkDrop(t *testing.T) {
 	assert.Contains(t, ok(t, freeAgain(t, w.Env, "b", "'x' in globals()")), "False")
 	out := ok(t, w.Run("exec", "a", `b.put(y=bytes(9 << 20)); b.call(lambda: len(y))`))
 	assert.Contains(t, out, "9437184")
+}
+
+// cpuTicks is the CPU time pid has used, user and system, in clock ticks
+// (/proc/PID/stat).
+func cpuTicks(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	require.NoError(t, err)
+	// The fields after the command's closing parenthesis: state is the
+	// first, utime and stime the 12th and 13th.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	require.Greater(t, len(f), 12, "%s", b)
+	return f[11] + " " + f[12]
 }
