@@ -62,8 +62,10 @@ func (s *Session) enqueue(ctx context.Context, code string, timeout time.Duratio
 		return nil, err
 	}
 	r := s.queue[len(s.queue)-1]
-	// A console's queued cell streams to it when it starts; a watcher
-	// that is not a console's is gone by then, with its request's reply.
+	// A console's queued cell streams to it when its turn comes. A
+	// streaming exec's watcher ends with its request, which a queued cell
+	// outlives: it is not kept (nor streamed to when the cell starts at
+	// once), so no cell starts on a watcher already closed.
 	if w := watcherOf(ctx); w != nil && w.person {
 		r.stream = w
 	}

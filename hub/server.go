@@ -137,8 +137,7 @@ func (h *Hub) handle(ctx context.Context, req wire.Request, send func(wire.Reply
 	case wire.OpAttach:
 		return h.attach(ctx, req, send, next)
 	case wire.OpExec:
-		// A queued cell's reply comes as it is queued: nothing to stream.
-		if req.Stream && !req.Queue {
+		if req.Stream {
 			return h.execStreaming(ctx, req, progress, send)
 		}
 		res, err := h.Exec(ctx, req, progress)
