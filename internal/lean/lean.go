@@ -251,10 +251,7 @@ func AppendRequest(b []byte, req Request) ([]byte, bool) {
 // session is new and the request must carry the caller's folder and
 // environment (wire.CodeNeedEnv): nothing ran.
 func IsNeedEnv(line []byte) bool {
-	b, ok := skip(line, `{"v":`)
-	if ok {
-		_, b, ok = parseInt(b)
-	}
+	_, b, ok := replyVersion(line)
 	if ok {
 		_, ok = skip(b, `,"err":{"code":"need_env",`)
 	}
@@ -337,10 +334,7 @@ func AppendString(b []byte, s string) []byte {
 // other line, and for one it reads otherwise than encoding/json would
 // (invalid UTF-8), which the caller then hands to encoding/json.
 func ParsePlain(line []byte) (v, exit int, text string, ok bool) {
-	b, ok := skip(line, `{"v":`)
-	if ok {
-		v, b, ok = parseInt(b)
-	}
+	v, b, ok := replyVersion(line)
 	if ok {
 		b, ok = skip(b, `,"plain":{"exit":`)
 	}
@@ -360,6 +354,16 @@ func ParsePlain(line []byte) (v, exit int, text string, ok bool) {
 		return 0, 0, "", false
 	}
 	return v, exit, text, true
+}
+
+// replyVersion reads the start of a reply line, `{"v":N`, as the hub
+// writes every reply: the protocol version and what follows it.
+func replyVersion(line []byte) (v int, rest []byte, ok bool) {
+	b, ok := skip(line, `{"v":`)
+	if !ok {
+		return 0, line, false
+	}
+	return parseInt(b)
 }
 
 func skip(b []byte, prefix string) ([]byte, bool) {

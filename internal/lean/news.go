@@ -82,10 +82,7 @@ func ParseProgress(line []byte) (v int, p Progress, ok bool) {
 // parseNews reads `{"v":N` name {members}}` with an optional newline:
 // the version and the flat object's members.
 func parseNews(line []byte, name string) (v int, ms []member, ok bool) {
-	b, ok := skip(line, `{"v":`)
-	if ok {
-		v, b, ok = parseInt(b)
-	}
+	v, b, ok := replyVersion(line)
 	if ok {
 		b, ok = skip(b, name)
 	}
@@ -178,10 +175,7 @@ func lowerKey(k string) bool {
 // IsNews reports whether line holds an event or a progress (which come
 // before a reply), whether or not ParseEvent or ParseProgress can read it.
 func IsNews(line []byte) bool {
-	b, ok := skip(line, `{"v":`)
-	if ok {
-		_, b, ok = parseInt(b)
-	}
+	_, b, ok := replyVersion(line)
 	if !ok {
 		return false
 	}

@@ -71,8 +71,8 @@ func (s *Screen) Progress(p Progress) {
 	if p.Failed > 0 {
 		line += ", " + strconv.Itoa(p.Failed) + " failed"
 	}
-	for n := utf8.RuneCountInString(line); n < progressWidth; n++ {
-		line += " "
+	if n := utf8.RuneCountInString(line); n < progressWidth {
+		line += blanks[:progressWidth-n]
 	}
 	io.WriteString(s.Err, "\r"+line)
 	s.shown = true
