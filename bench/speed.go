@@ -333,14 +333,20 @@ func pythonsByMinor() []minorPy {
 
 // pair times a and b in turn, n times each, and returns their medians.
 func (w *world) pair(n int, a, b []string) (time.Duration, time.Duration, error) {
+	return inTurn(n, a, b, func(argv []string) (time.Duration, error) { return timeOnce(w, argv...) })
+}
+
+// inTurn runs a and b in turn through run, n times each, and returns
+// their medians.
+func inTurn(n int, a, b []string, run func(argv []string) (time.Duration, error)) (time.Duration, time.Duration, error) {
 	var da, db []time.Duration
 	for i := 0; i < n; i++ {
-		d, err := timeOnce(w, a...)
+		d, err := run(a)
 		if err != nil {
 			return 0, 0, err
 		}
 		da = append(da, d)
-		if d, err = timeOnce(w, b...); err != nil {
+		if d, err = run(b); err != nil {
 			return 0, 0, err
 		}
 		db = append(db, d)

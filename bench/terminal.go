@@ -33,17 +33,5 @@ func (y *terminal) timeOn(w *world, argv ...string) (time.Duration, error) {
 
 // pairOn is pair with both commands' output on the terminal.
 func (y *terminal) pairOn(w *world, n int, a, b []string) (time.Duration, time.Duration, error) {
-	var da, db []time.Duration
-	for i := 0; i < n; i++ {
-		d, err := y.timeOn(w, a...)
-		if err != nil {
-			return 0, 0, err
-		}
-		da = append(da, d)
-		if d, err = y.timeOn(w, b...); err != nil {
-			return 0, 0, err
-		}
-		db = append(db, d)
-	}
-	return median(da), median(db), nil
+	return inTurn(n, a, b, func(argv []string) (time.Duration, error) { return y.timeOn(w, argv...) })
 }
