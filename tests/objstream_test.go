@@ -1,8 +1,6 @@
 package tests
 
 import (
-	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replhub/replhub/internal/procstat"
 	"github.com/replhub/replhub/tests/hubtest"
 )
 
@@ -338,15 +337,10 @@ func TestObjectStreamLinkDrop(t *testing.T) {
 	assert.Contains(t, out, "9437184")
 }
 
-// cpuTicks is the CPU time pid has used, user and system, in clock ticks
-// (/proc/PID/stat).
+// cpuTicks is the CPU time pid has used, user and system, in clock ticks.
 func cpuTicks(t *testing.T, pid int) string {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	require.NoError(t, err)
-	// The fields after the command's closing parenthesis: state is the
-	// first, utime and stime the 12th and 13th.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
-	require.Greater(t, len(f), 12, "%s", b)
+	f, ok := procstat.Fields(pid)
+	require.True(t, ok && len(f) > 12, "no /proc/%d/stat: %q", pid, f)
 	return f[11] + " " + f[12]
 }

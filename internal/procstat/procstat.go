@@ -19,21 +19,30 @@ import (
 // Stat reads a process's state letter and start time (in clock ticks
 // since boot) from /proc/PID/stat; ok is false without it.
 func Stat(pid int) (state byte, start string, ok bool) {
+	f, ok := Fields(pid)
+	if !ok || len(f) < 20 {
+		return 0, "", false
+	}
+	return f[0][0], f[19], true // fields 3 and 22
+}
+
+// Fields reads /proc/PID/stat's fields from the third on, those after the
+// command's name: f[0] is the state, f[11] and f[12] the user and system
+// CPU time in clock ticks (proc(5)'s fields 14 and 15); ok is false
+// without them.
+func Fields(pid int) (f []string, ok bool) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, "", false
+		return nil, false
 	}
 	// The command name, in parentheses, may hold spaces and parentheses:
-	// the fields follow the last ')'. State is field 3, starttime 22.
+	// the fields follow the last ')'.
 	i := strings.LastIndexByte(string(b), ')')
 	if i < 0 {
-		return 0, "", false
+		return nil, false
 	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return 0, "", false
-	}
-	return f[0][0], f[19], true
+	f = strings.Fields(string(b[i+1:]))
+	return f, len(f) > 0
 }
 
 // Running reports whether pid runs and is not exiting; where start is
