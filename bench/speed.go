@@ -131,7 +131,10 @@ func speedRows(w *world, n int) (rows []row, err error) {
 	// The session runs the same interpreter as the baseline: the start's
 	// own cost, not one interpreter's site-packages against another's.
 	// The two are timed in turn, so that the machine's load falls on both.
-	var news, passes []time.Duration
+	// A one-shot run makes and ends a session of its own: from early's
+	// init, and through cobra (`--` before the code, which early leaves
+	// to it).
+	var news, oneShot, cobraRuns, passes []time.Duration
 	saved := w.env
 	w.env = withEnv(w.env, "REPLHUB_PYTHON="+sysPy)
 	for i := 0; i < n; i++ {
@@ -148,11 +151,25 @@ func speedRows(w *world, n int) (rows []row, err error) {
 			return nil, err
 		}
 		passes = append(passes, d)
+		if d, err = timeOnce(w, w.bin, "run", "pass"); err != nil {
+			w.env = saved
+			return nil, err
+		}
+		oneShot = append(oneShot, d)
+		if d, err = timeOnce(w, w.bin, "run", "--", "pass"); err != nil {
+			w.env = saved
+			return nil, err
+		}
+		cobraRuns = append(cobraRuns, d)
 	}
 	w.env = saved
 	pass := median(passes)
 	rows = append(rows, row{"new local session through the CLI", ms(median(news)), fmt.Sprintf("`%s -c pass` %s", sysPy, ms(pass)),
 		fmt.Sprintf("%.2fx", float64(median(news))/float64(pass)), "at most 2x"})
+	rows = append(rows, row{"`replhub run pass` (a session made and ended)", ms(median(oneShot)), fmt.Sprintf("`%s -c pass` %s", sysPy, ms(pass)),
+		fmt.Sprintf("%.2fx", float64(median(oneShot))/float64(pass)), ""})
+	rows = append(rows, row{"`replhub run -- pass` (through cobra)", ms(median(cobraRuns)), "from early's init " + ms(median(oneShot)),
+		fmt.Sprintf("%.2fx", float64(median(cobraRuns))/float64(median(oneShot))), ""})
 
 	tb := &benchTB{}
 	defer tb.close()

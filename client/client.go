@@ -255,7 +255,12 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*w
 	}
 	// The cwd and environment go only where the hub must create the
 	// session and asks for them (CodeNeedEnv): a warm exec spares their
-	// JSON and this process the stat calls of os.Getwd.
+	// JSON and this process the stat calls of os.Getwd. A run's session
+	// is always new: they go at once.
+	if o.Private {
+		o.fillOrigin()
+		req.Cwd, req.Env = o.Cwd, o.Env
+	}
 	rep, err := c.do(ctx, req, o.OnProgress, onEvent)
 	if wire.IsCode(err, wire.CodeNeedEnv) {
 		o.fillOrigin()

@@ -95,6 +95,8 @@ func TestRunLeavesNothing(t *testing.T) {
 	assert.True(t, strings.HasPrefix(e.Run("sessions").Stdout, "no sessions\n"))
 }
 
+// Ctrl-C on a run, from package early's init and through cobra (`--`
+// before the code, which early leaves to it), alike.
 func TestRunCtrlCInterruptsAndEnds(t *testing.T) {
 	t.Parallel()
 	e := hubtest.Start(t)
@@ -102,24 +104,26 @@ func TestRunCtrlCInterruptsAndEnds(t *testing.T) {
 	e.Setenv("REPLHUB_PYTHON", newer)
 	require.Equal(t, 0, e.Run("start").Code)
 
-	// A cell that a first Ctrl-C interrupts.
-	code, out, errText, pid := runUntilInterrupted(t, e, "time.sleep(60)", 1)
-	assert.Equal(t, 1, code, "stdout %s stderr %s", out, errText)
-	assert.Contains(t, out, "started\n")
-	assert.Contains(t, out, "KeyboardInterrupt")
-	assert.Contains(t, errText, "[interrupting the cell")
-	nothingLeft(t, e, pid)
+	for _, viaCobra := range []bool{false, true} {
+		// A cell that a first Ctrl-C interrupts.
+		code, out, errText, pid := runUntilInterrupted(t, e, "time.sleep(60)", 1, viaCobra)
+		assert.Equal(t, 1, code, "stdout %s stderr %s", out, errText)
+		assert.Contains(t, out, "started\n")
+		assert.Contains(t, out, "KeyboardInterrupt")
+		assert.Contains(t, errText, "[interrupting the cell")
+		nothingLeft(t, e, pid)
 
-	// A cell that swallows it: the second Ctrl-C ends the run, and still
-	// its session.
-	code, _, errText, pid = runUntilInterrupted(t, e, `while True:
+		// A cell that swallows it: the second Ctrl-C ends the run, and
+		// still its session.
+		code, _, errText, pid = runUntilInterrupted(t, e, `while True:
     try:
         time.sleep(60)
     except KeyboardInterrupt:
-        print("not now", flush=True)`, 2)
-	assert.Equal(t, 2, code, "%s", errText)
-	assert.Contains(t, errText, "replhub: stopped at the second Ctrl-C; the run's session ended with it")
-	nothingLeft(t, e, pid)
+        print("not now", flush=True)`, 2, viaCobra)
+		assert.Equal(t, 2, code, "%s", errText)
+		assert.Contains(t, errText, "replhub: stopped at the second Ctrl-C; the run's session ended with it")
+		nothingLeft(t, e, pid)
+	}
 }
 
 // startedRun is `replhub run` on a cell that has written its worker's pid
@@ -130,26 +134,34 @@ type startedRun struct {
 	pid       int
 }
 
-// startRun starts `replhub run` on a cell that writes its pid, prints
-// "started", then runs body, and returns once the cell runs.
-func startRun(t *testing.T, e *hubtest.Env, body string) *startedRun {
+// startRun starts `replhub run` (through cobra, with viaCobra) on a cell
+// that writes its pid, prints "started", then runs body, and returns once
+// the cell runs and Ctrl-C is armed. The command starts with SIGINT ignored, as a shell's background
+// job does, so that /proc shows when its handler is in place: a run from
+// package early's init arms it only once the reply is slow to come
+// (armAfterNew), and a Ctrl-C before that ends the command and the run.
+func startRun(t *testing.T, e *hubtest.Env, body string, viaCobra bool) *startedRun {
 	t.Helper()
 	mark := filepath.Join(e.Dir, "pid")
 	os.Remove(mark)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	r := &startedRun{cmd: exec.CommandContext(ctx, e.Bin, "run", `import os, time
+	args := []string{"-c", `trap '' INT; exec "$0" "$@"`, e.Bin, "run", "-t", "120"}
+	if viaCobra {
+		args = append(args, "--")
+	}
+	r := &startedRun{cmd: exec.CommandContext(ctx, "sh", append(args, `import os, time
 open(`+strconv.Quote(mark)+`, "w").write(str(os.getpid()))
 print("started", flush=True)
-`+body, "-t", "120")}
+`+body)...)}
 	r.cmd.Env, r.cmd.Dir = e.Vars, e.Cwd
 	r.cmd.Stdout, r.cmd.Stderr = &r.out, &r.errb
 	require.NoError(t, r.cmd.Start())
 	waitFor(t, func() bool {
 		b, _ := os.ReadFile(mark)
 		r.pid, _ = strconv.Atoi(string(b))
-		return r.pid != 0
-	}, func() string { return "the cell never started" })
+		return r.pid != 0 && !ignoresSIGINT(t, r.cmd.Process.Pid)
+	}, func() string { return "the cell never started, or Ctrl-C was not armed" })
 	return r
 }
 
@@ -159,12 +171,12 @@ func (r *startedRun) wait() int {
 	return r.cmd.ProcessState.ExitCode()
 }
 
-// runUntilInterrupted starts a run of body, sends the CLI n SIGINTs once
-// the cell runs, and returns the exit code, stdout, stderr and the
-// worker's pid.
-func runUntilInterrupted(t *testing.T, e *hubtest.Env, body string, n int) (int, string, string, int) {
+// runUntilInterrupted starts a run of body (through cobra, with
+// viaCobra), sends the CLI n SIGINTs once the cell runs, and returns the
+// exit code, stdout, stderr and the worker's pid.
+func runUntilInterrupted(t *testing.T, e *hubtest.Env, body string, n int, viaCobra bool) (int, string, string, int) {
 	t.Helper()
-	r := startRun(t, e, body)
+	r := startRun(t, e, body, viaCobra)
 	for i := 0; i < n; i++ {
 		if i > 0 {
 			time.Sleep(500 * time.Millisecond) // the first has reached the cell
@@ -184,7 +196,7 @@ func TestRunEndsWithItsHub(t *testing.T) {
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
 	require.Equal(t, 0, e.Run("start").Code)
-	run := startRun(t, e, "time.sleep(60)")
+	run := startRun(t, e, "time.sleep(60)", false)
 	r := e.Run("restart")
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Equal(t, 2, run.wait(), "%s%s", run.out.String(), run.errb.String())

@@ -184,6 +184,58 @@ func TestPlainExecSkipsHeavyInits(t *testing.T) {
 	}
 }
 
+// A plain `replhub run CODE` (CODE - for stdin), with exec's flags but
+// --no-wait and --queue, runs from package early's init too, and prints
+// and exits as the same run through cobra (with `--` before CODE, which
+// early leaves to it): a value in the caller's folder, stdin, a cell that
+// raises, a session that dies, the timeout, --json, --max-output and
+// --python; and leaves nothing behind. A run with --transcript, which
+// early does not take, goes through cobra.
+func TestPlainRunSkipsHeavyInits(t *testing.T) {
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	require.Equal(t, 0, e.Run("start").Code)
+	e.Setenv("GODEBUG", "inittrace=1")
+	// What differs from run to run: its session's name, numbers.
+	same := func(s string) string {
+		return regexp.MustCompile(`-?\d+(\.\d+)?(e-?\d+)?`).ReplaceAllString(regexp.MustCompile(`run-[0-9a-f]{16}`).ReplaceAllString(s, "RUN"), "N")
+	}
+	for _, c := range []struct {
+		stdin string
+		flags []string
+		code  string
+		exit  int
+		out   string
+	}{
+		{"", nil, "import os; os.getcwd()", 0, "Out[1]: '" + e.Cwd + "'\n"},
+		{"x = 6\nx * 7\n", nil, "-", 0, "Out[1]: 42\n"},
+		{"", nil, "print('hi'); 1/0", 1, "hi\n"},
+		{"", nil, "import os; os._exit(3)", 4, "[session 'run-"},
+		{"", []string{"-t", "0.5"}, "import time; time.sleep(30)", 3, "[cell still running after 0.5s, so the run stopped it"},
+		{"", []string{"--json"}, "1 + 1", 0, "{\n"},
+		{"", []string{"--max-output", "100"}, "print('a' * 500 + 'z' * 500)", 0, strings.Repeat("a", 50) + "\n[... 901 characters left out ...]\n"},
+		{"", []string{"--python", newer, "--timeout=20"}, "import sys; sys.executable", 0, "Out[1]: "},
+	} {
+		args := append(append([]string{"run"}, c.flags...), c.code)
+		plain := e.RunInput(c.stdin, args...)
+		viaCobra := e.RunInput(c.stdin, append(append([]string{"run"}, c.flags...), "--", c.code)...)
+		assert.Equal(t, c.exit, plain.Code, "%s", plain)
+		assert.Equal(t, c.exit, viaCobra.Code, "%s", viaCobra)
+		assertEarly(t, plain.Stderr)
+		assert.True(t, initsRun(viaCobra.Stderr)["github.com/spf13/cobra"], "%s", viaCobra)
+		assert.True(t, strings.HasPrefix(plain.Stdout, c.out), "%q: %s", args, plain)
+		assert.Equal(t, same(viaCobra.Stdout), same(plain.Stdout), "%q", args)
+	}
+	kept := e.Run("run", "'kept'", "--transcript")
+	require.Equal(t, 0, kept.Code, "%s", kept)
+	assert.True(t, initsRun(kept.Stderr)["github.com/spf13/cobra"], "%s", kept)
+	path := regexp.MustCompile(`\[transcript: (.*)\]`).FindStringSubmatch(kept.Stderr)
+	require.NotNil(t, path, "%s", kept)
+	require.NoError(t, os.Remove(path[1]))
+	nothingLeft(t, e, 0)
+}
+
 // A plain `replhub wait NAME`, with -t, --cell, --json and --max-output
 // or not, whose output goes to a program runs from package early's init
 // too, and prints and exits as the same wait through cobra (written with

@@ -82,6 +82,13 @@ func TestWriteRequestAsMarshal(t *testing.T) {
 	b.Reset()
 	require.NoError(t, WriteRequest(&b, exec))
 	assert.Equal(t, string(marshalled(t, exec)), b.String(), "every field of such an exec at once, in order")
+	run := Request{V: Version, Op: OpExec, Name: "run-0123456789abcdef", Code: "c", Timeout: 5, Python: "/p", Cwd: "/w",
+		Env: []string{"A=1"}, Host: "lab", Sudo: true, MaxOutput: 3, Private: true, Stream: true, Plain: true}
+	_, ok = plain(&run)
+	assert.True(t, ok, "and a run with what early sends")
+	b.Reset()
+	require.NoError(t, WriteRequest(&b, run))
+	assert.Equal(t, string(marshalled(t, run)), b.String(), "every field of such a run at once, in order")
 }
 
 func FuzzWriteRequestAsMarshal(f *testing.F) {

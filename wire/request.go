@@ -53,12 +53,12 @@ func plain(req *Request) (lean.Request, bool) {
 	p := lean.Request{Op: req.Op, Name: req.Name, Code: req.Code, Timeout: req.Timeout, NoWait: req.NoWait, Cell: req.Cell,
 		Queue: req.Queue, Python: req.Python, Cwd: req.Cwd, Env: req.Env, Host: req.Host, Sudo: req.Sudo, Progress: req.Progress,
 		Expr: req.Expr, Text: req.Text, All: req.All, KeepImports: req.KeepImports,
-		MaxOutput: req.MaxOutput, Limit: req.Limit, Wait: req.Wait, Stream: req.Stream, Plain: req.Plain, JSON: req.JSON}
+		MaxOutput: req.MaxOutput, Private: req.Private, Limit: req.Limit, Wait: req.Wait, Stream: req.Stream, Plain: req.Plain, JSON: req.JSON}
 	rest := *req
 	rest.V, rest.Op, rest.Name, rest.Code, rest.Timeout, rest.NoWait, rest.Cell, rest.Queue = 0, "", "", "", 0, false, 0, false
 	rest.Python, rest.Cwd, rest.Env, rest.Host, rest.Sudo, rest.Progress = "", "", nil, "", false, false
 	rest.Expr, rest.Text, rest.All, rest.KeepImports = "", "", false, false
-	rest.MaxOutput, rest.Limit, rest.Wait, rest.Stream, rest.Plain, rest.JSON = 0, 0, 0, false, false, false
+	rest.MaxOutput, rest.Private, rest.Limit, rest.Wait, rest.Stream, rest.Plain, rest.JSON = 0, false, 0, 0, false, false, false
 	return p, reflect.ValueOf(&rest).Elem().IsZero()
 }
 

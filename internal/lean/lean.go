@@ -132,6 +132,14 @@ func InterruptNote(name string) string {
 	return "[interrupting session '" + name + "'; Ctrl-C again stops waiting]"
 }
 
+// RunInterruptNote is InterruptNote for a run (`replhub run`), whose
+// session ends with it; RunStopped is the error a second Ctrl-C ends a
+// run with.
+const (
+	RunInterruptNote = "[interrupting the cell; Ctrl-C again ends the run at once]"
+	RunStopped       = "stopped at the second Ctrl-C; the run's session ended with it"
+)
+
 // Request is the part of a request a plain call sets: wire.Request's
 // fields of these JSON names.
 type Request struct {
@@ -152,6 +160,7 @@ type Request struct {
 	All         bool
 	KeepImports bool
 	MaxOutput   int
+	Private     bool
 	Limit       int
 	Wait        float64
 	Progress    bool
@@ -228,6 +237,9 @@ func AppendRequest(b []byte, req Request) ([]byte, bool) {
 	}
 	if req.MaxOutput != 0 {
 		b = strconv.AppendInt(append(b, `,"max_output":`...), int64(req.MaxOutput), 10)
+	}
+	if req.Private {
+		b = append(b, `,"private":true`...)
 	}
 	if req.Limit != 0 {
 		b = strconv.AppendInt(append(b, `,"limit":`...), int64(req.Limit), 10)

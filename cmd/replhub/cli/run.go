@@ -4,12 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
-	"fmt"
 
 	"github.com/spf13/cobra"
-
-	"github.com/replhub/replhub/cmd/replhub/cli/cmdenv"
 )
 
 type runOptions struct {
@@ -63,30 +59,7 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 	if err := checkTimeout(o.timeout); err != nil {
 		return err
 	}
-	c, err := e.Client()
-	if err != nil {
-		return err
-	}
-	o.name = runName()
-	cmdCtx := ctx
-	ctx, stop := cmdenv.InterruptOnSignal(ctx, c, o.name, "[interrupting the cell; Ctrl-C again ends the run at once]", e.Notes())
-	defer stop()
 	eo := o.execOptions.client()
-	eo.Private, eo.Transcript = true, o.transcript
-	streamed := e.StreamOn(&eo, !o.json)
-	res, err := c.Exec(ctx, o.name, o.code, eo)
-	if err != nil {
-		streamed.EndLine(true) // the error has a line of its own
-	}
-	if err != nil && ctx.Err() != nil && cmdCtx.Err() == nil {
-		return errors.New("stopped at the second Ctrl-C; the run's session ended with it")
-	}
-	if err != nil {
-		return err
-	}
-	streamed.EndLine(res.Text() != "")
-	if o.transcript {
-		fmt.Fprintf(e.IO.Err, "[transcript: %s]\n", c.Paths.Transcript(o.name))
-	}
-	return e.PrintResult(res, o.json)
+	eo.Transcript = o.transcript
+	return e.Run(ctx, runName(), o.code, eo, o.json)
 }

@@ -1,7 +1,8 @@
 // Package early answers the commonest calls from its init function:
 // `replhub --version`, and a plain `replhub exec NAME CODE` (with -t SECS,
 // --json, --max-output N, --no-wait, --queue, --python P, --host H and
-// --sudo or not), `replhub wait NAME` (with -t, --json, --max-output and
+// --sudo or not), `replhub run CODE` (with exec's flags but --no-wait and
+// --queue), `replhub wait NAME` (with -t, --json, --max-output and
 // --cell N or not), `replhub sessions [NAME]` (with --json or not),
 // `replhub interrupt NAME` (with --cell N or not), `replhub kill NAME`, or
 // a query (`vars`, `inspect`, `complete`, `reset`, with their flags or
@@ -36,8 +37,8 @@ import (
 	"github.com/replhub/replhub/internal/lean"
 )
 
-// Call is a plain exec's, wait's, sessions', interrupt's, kill's or
-// query's arguments.
+// Call is a plain exec's, run's, wait's, sessions', interrupt's, kill's
+// or query's arguments.
 type Call struct {
 	// Op is the request's: "exec", "wait", "sessions", "interrupt",
 	// "kill", "vars", "inspect", "complete" or "reset" (wire.OpExec ...).
@@ -55,6 +56,10 @@ type Call struct {
 	Cell int
 	// NoWait and Queue are an exec's --no-wait and --queue.
 	NoWait, Queue bool
+	// Private says the exec is a run's (`replhub run CODE`): a session
+	// of its own, new and named when the call is sent (Name is empty
+	// until then), that ends with the call.
+	Private bool
 	// Python, Host and Sudo are an exec's --python, --host and --sudo:
 	// how a new session starts. The hub checks a live one against Host
 	// and Sudo; Python only picks a new one's interpreter.
@@ -103,6 +108,10 @@ const (
 	opReset     = "reset"
 )
 
+// opRun is the command word of a run, which goes to the hub as an exec
+// with Private set.
+const opRun = "run"
+
 func init() {
 	args := os.Args[1:]
 	if IsVersion(args) {
@@ -138,6 +147,13 @@ type stdio struct {
 // cli is to finish, or nil when cli is to do it all: no hub answers (cli
 // starts one), the socket's folder is unsafe (cli says why).
 func send(call Call, std stdio) (*Sent, int) {
+	if call.Private {
+		// Where /dev/urandom cannot be read, cli names it (crypto/rand).
+		var err error
+		if call.Name, err = runName(); err != nil {
+			return nil, -1
+		}
+	}
 	name := call.Name
 	dir, _ := lean.RuntimeDir(std.getenv)
 	if lean.CheckDir(dir) != nil {
@@ -157,11 +173,19 @@ func send(call Call, std stdio) (*Sent, int) {
 	// --json asks for JSON without "plain": a hub too old to know it
 	// answers with the whole result, which package cli prints as JSON.
 	r := lean.Request{Op: call.Op, Name: name, Code: call.Code, Timeout: call.Timeout, NoWait: call.NoWait, Cell: call.Cell,
-		Python: call.Python, Host: call.Host, Sudo: call.Sudo,
+		Python: call.Python, Host: call.Host, Sudo: call.Sudo, Private: call.Private,
 		Queue: call.Queue, Expr: call.Expr, Text: call.Text, All: call.All, KeepImports: call.KeepImports,
 		MaxOutput: call.MaxOutput, Limit: call.Limit, Wait: call.Wait, Plain: !call.JSON, JSON: call.JSON}
 	r.Stream = std.outTTY && call.Op == opExec && !call.JSON && !call.NoWait && !call.Queue
-	r.Progress = std.errTTY && (call.Op == opExec || call.Op == opWait)
+	r.Progress = std.errTTY && (call.Op == opExec || call.Op == opWait) && !call.Private
+	note, stopped := lean.InterruptNote(name), "context canceled"
+	if call.Private {
+		// A run's session is new: the caller's folder and environment
+		// go at once.
+		r.Cwd, _ = os.Getwd()
+		r.Env = os.Environ()
+		note, stopped = lean.RunInterruptNote, lean.RunStopped
+	}
 	sent := &Sent{Call: call, Screen: &lean.Screen{Out: std.out, Err: std.err}}
 	var disarm func()
 	defer func() {
@@ -177,7 +201,7 @@ func send(call Call, std stdio) (*Sent, int) {
 			return sent, -1
 		}
 		arm := time.Now().Add(armAfter)
-		if withEnv {
+		if withEnv || call.Private {
 			arm = time.Now().Add(armAfterNew)
 		}
 		var line []byte
@@ -186,10 +210,10 @@ func send(call Call, std stdio) (*Sent, int) {
 			// action, as on the command line's: the command ends. Past
 			// the deadline it is armed even while output pours in.
 			if d := time.Until(arm); disarm == nil && (call.Op == opExec || call.Op == opWait) && (d <= 0 || !c.Readable(d)) {
-				disarm = lean.CtrlC(lean.InterruptNote(name), sent.Screen.Notes(), func() { interrupt(sock, name) },
+				disarm = lean.CtrlC(note, sent.Screen.Notes(), func() { interrupt(sock, name) },
 					func() {
 						sent.Screen.Close()
-						os.Exit(fail(std.err, "context canceled"))
+						os.Exit(fail(std.err, stopped))
 					}, nil)
 			}
 			if line, err = c.ReadLine(); err != nil {
@@ -253,15 +277,37 @@ func fail(errw io.Writer, msg string) int {
 // up a handler (os/signal's two threads) is a fifth of a warm call, which
 // most cells answer well within that; sooner, Ctrl-C has its default
 // action: the command ends at once, and the cell runs on in its session,
-// for `replhub wait` to collect.
+// for `replhub wait` to collect (a run's session ends with the command).
 const armAfter = 20 * time.Millisecond
 
-// armAfterNew is armAfter for the exec that makes a new session, most of
-// whose wait is the session's start: a Ctrl-C then cannot keep the cell
-// from running once the session is up, armed or not (an interrupt finds
-// no cell running yet), and ending the command at once is the better
-// answer to it.
+// armAfterNew is armAfter for the exec that makes a new session, and for
+// a run, which always does, most of whose wait is the session's start: a
+// Ctrl-C then cannot keep the cell from running once the session is up,
+// armed or not (an interrupt finds no cell running yet), and ending the
+// command at once (and a run's session with it) is the better answer to
+// it.
 const armAfterNew = 250 * time.Millisecond
+
+// runName is a run's session name, new and told to nobody, as package
+// cli makes it: "run-" and 16 hex digits of /dev/urandom (crypto/rand's
+// init is not cheap).
+func runName() (string, error) {
+	f, err := os.Open("/dev/urandom")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	var b [8]byte
+	if _, err := io.ReadFull(f, b[:]); err != nil {
+		return "", err
+	}
+	const hex = "0123456789abcdef"
+	name := []byte("run-")
+	for _, x := range b {
+		name = append(name, hex[x>>4], hex[x&15])
+	}
+	return string(name), nil
+}
 
 // interrupt asks the hub to interrupt session name's cell.
 func interrupt(sock, name string) {
@@ -283,9 +329,10 @@ func IsVersion(args []string) bool {
 }
 
 // PlainCall is the plain call that args are, of whichever kind: PlainExec,
-// PlainWait, PlainSessions, PlainInterrupt, PlainKill or PlainQuery.
+// PlainRun, PlainWait, PlainSessions, PlainInterrupt, PlainKill or
+// PlainQuery.
 func PlainCall(args []string) (Call, bool) {
-	for _, take := range []func([]string) (Call, bool){PlainExec, PlainWait, PlainSessions, PlainInterrupt, PlainKill, PlainQuery} {
+	for _, take := range []func([]string) (Call, bool){PlainExec, PlainRun, PlainWait, PlainSessions, PlainInterrupt, PlainKill, PlainQuery} {
 		if c, ok := take(args); ok {
 			return c, true
 		}
@@ -311,6 +358,21 @@ func PlainExec(args []string) (Call, bool) {
 		return Call{}, false
 	}
 	c.Code = words[1]
+	return c, true
+}
+
+// PlainRun reports whether args are `run CODE` (CODE not empty, `-` for
+// standard input) with no flag but exec's, less --no-wait and --queue, as
+// PlainExec says: an exec, Private, whose Name send makes.
+func PlainRun(args []string) (Call, bool) {
+	if len(args) < 2 || args[0] != opRun {
+		return Call{}, false
+	}
+	c, words, ok := plainFlags(args[1:], opRun)
+	if !ok || len(words) != 1 || words[0] == "" {
+		return Call{}, false
+	}
+	c.Op, c.Code, c.Private = opExec, words[0], true
 	return c, true
 }
 
@@ -398,13 +460,14 @@ func plainWords(args []string, op string, n int) (Call, []string, bool) {
 }
 
 // plainFlags reads args, those after the command op's word, as PlainExec
-// says: the flags op takes into c, and the words. An exec and a wait take
-// -t and --max-output (timed); they, the list and the queries take
-// --json; a wait and an interrupt take --cell; a kill takes none; the
-// queries take theirs (PlainQuery).
+// says: the flags op takes into c, and the words. An exec, a run and a
+// wait take -t and --max-output (timed); they, the list and the queries
+// take --json; an exec and a run take --python, --host and --sudo, an
+// exec --no-wait and --queue too; a wait and an interrupt take --cell; a
+// kill takes none; the queries take theirs (PlainQuery).
 func plainFlags(args []string, op string) (c Call, words []string, ok bool) {
 	c.Op = op
-	timed := op == opExec || op == opWait
+	timed := op == opExec || op == opWait || op == opRun
 	if timed {
 		c.Timeout = lean.DefaultTimeout
 	}
@@ -426,8 +489,10 @@ func plainFlags(args []string, op string) (c Call, words []string, ok bool) {
 	}
 	switch op {
 	case opExec:
-		bools["--no-wait"], bools["--queue"], bools["--sudo"] = &c.NoWait, &c.Queue, &c.Sudo
-		strs["--python"], strs["--host"] = &c.Python, &c.Host
+		bools["--no-wait"], bools["--queue"] = &c.NoWait, &c.Queue
+		fallthrough
+	case opRun:
+		bools["--sudo"], strs["--python"], strs["--host"] = &c.Sudo, &c.Python, &c.Host
 	case opVars:
 		bools["--all"], ints["--limit"] = &c.All, &c.Limit
 	case opComplete:

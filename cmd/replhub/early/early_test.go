@@ -112,6 +112,52 @@ func TestPlainExec(t *testing.T) {
 	}
 }
 
+// A plain run: `run CODE` with exec's flags but --no-wait and --queue,
+// read as cobra reads them; anything else (run's own --transcript,
+// --jump, --pythons, an empty CODE, a second word) is cobra's.
+func TestPlainRun(t *testing.T) {
+	run := func(c Call) Call {
+		c.Op, c.Private = opExec, true
+		return c
+	}
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+		want Call
+	}{
+		{[]string{"run", "1+1"}, true, run(Call{Code: "1+1", Timeout: 30})},
+		{[]string{"run", "-"}, true, run(Call{Code: "-", Timeout: 30})},
+		{[]string{"run", "-t", "5", "x", "--json"}, true, run(Call{Code: "x", Timeout: 5, JSON: true})},
+		{[]string{"run", "x", "--max-output=40", "--python", "/p", "--host=lab", "--sudo"}, true,
+			run(Call{Code: "x", Timeout: 30, MaxOutput: 40, Python: "/p", Host: "lab", Sudo: true})},
+		{[]string{"run", "--python", "--sudo", "x"}, true, run(Call{Code: "x", Timeout: 30, Python: "--sudo"})},
+		{[]string{"run", ""}, false, Call{}},
+		{[]string{"run"}, false, Call{}},
+		{[]string{"run", "x", "y"}, false, Call{}},
+		{[]string{"run", "x", "--no-wait"}, false, Call{}},
+		{[]string{"run", "x", "--queue"}, false, Call{}},
+		{[]string{"run", "x", "--transcript"}, false, Call{}},
+		{[]string{"run", "x", "--jump", "gw"}, false, Call{}},
+		{[]string{"run", "x", "--pythons", "p"}, false, Call{}},
+		{[]string{"run", "--", "x"}, false, Call{}},
+		{[]string{"run", "x", "-t", "0"}, false, Call{}},
+	} {
+		readsAsCobra(t, tc.args, tc.ok, tc.want)
+	}
+}
+
+// readsAsCobra checks that PlainCall reads args as want (ok: takes them at
+// all), and as cobra reads them.
+func readsAsCobra(t *testing.T, args []string, ok bool, want Call) {
+	t.Helper()
+	c, took := PlainCall(args)
+	assert.Equal(t, ok, took, "%q", args)
+	assert.Equal(t, want, c, "%q", args)
+	w, wok := cobraReads(args)
+	assert.Equal(t, wok, took, "%q: as cobra reads it", args)
+	assert.Equal(t, w, c, "%q: as cobra reads it", args)
+}
+
 // goTestFlag reports whether an argument starts with -test., which pflag
 // skips (go test's flags) and PlainExec leaves to cobra.
 func goTestFlag(args []string) bool {
@@ -146,7 +192,7 @@ func cobraReads(args []string) (Call, bool) {
 	if len(args) > 0 && (args[0] == opVars || args[0] == opInspect || args[0] == opComplete || args[0] == opReset) {
 		return cobraReadsQuery(args)
 	}
-	if len(args) == 0 || (args[0] != opExec && args[0] != opWait && args[0] != opSessions && args[0] != opInterrupt && args[0] != opKill) {
+	if len(args) == 0 || (args[0] != opExec && args[0] != opRun && args[0] != opWait && args[0] != opSessions && args[0] != opInterrupt && args[0] != opKill) {
 		return Call{}, false
 	}
 	fs := pflag.NewFlagSet(args[0], pflag.ContinueOnError)
@@ -175,9 +221,13 @@ func cobraReads(args []string) (Call, bool) {
 	cell, words := new(int), 2
 	noWait, queue, sudo := new(bool), new(bool), new(bool)
 	python, host := new(string), new(string)
-	if args[0] == opWait {
+	switch args[0] {
+	case opWait:
 		cell, words = fs.Int("cell", 0, ""), 1
-	} else {
+	case opRun:
+		words = 1
+		sudo, python, host = fs.Bool("sudo", false, ""), fs.String("python", "", ""), fs.String("host", "", "")
+	default:
 		noWait, queue, sudo = fs.Bool("no-wait", false, ""), fs.Bool("queue", false, ""), fs.Bool("sudo", false, "")
 		python, host = fs.String("python", "", ""), fs.String("host", "", "")
 	}
@@ -185,6 +235,14 @@ func cobraReads(args []string) (Call, bool) {
 		return Call{}, false
 	}
 	w := fs.Args()
+	if args[0] == opRun {
+		// A run's one word is its code, which may be -.
+		if len(w) != 1 || w[0] == "" || !(*timeout > 0 && *timeout <= 600) || *maxOutput < 0 || *maxOutput > hub.MaxReplyCap {
+			return Call{}, false
+		}
+		return Call{Op: opExec, Private: true, Code: w[0], Timeout: time.Duration(*timeout * float64(time.Second)).Seconds(),
+			JSON: *asJSON, MaxOutput: *maxOutput, Python: *python, Host: *host, Sudo: *sudo}, true
+	}
 	if len(w) != words || w[0] == "" || w[0] == "-" || w[words-1] == "" || !(*timeout > 0 && *timeout <= 600) ||
 		*maxOutput < 0 || *maxOutput > hub.MaxReplyCap || *cell < 0 {
 		return Call{}, false
@@ -293,12 +351,7 @@ func TestPlainQuery(t *testing.T) {
 		{[]string{"reset", "--", "s"}, false, Call{}},
 		{[]string{"vars", "s", "-h"}, false, Call{}},
 	} {
-		c, ok := PlainCall(tc.args)
-		assert.Equal(t, tc.ok, ok, "%q", tc.args)
-		assert.Equal(t, tc.want, c, "%q", tc.args)
-		w, wok := cobraReads(tc.args)
-		assert.Equal(t, wok, ok, "%q: as cobra reads it", tc.args)
-		assert.Equal(t, w, c, "%q: as cobra reads it", tc.args)
+		readsAsCobra(t, tc.args, tc.ok, tc.want)
 	}
 }
 
@@ -392,8 +445,9 @@ func TestPlainInterruptAndKill(t *testing.T) {
 }
 
 // Whatever the arguments, PlainExec takes exactly what cobra would read
-// as `exec NAME CODE` with at most -t, --json, --max-output, --no-wait
-// and --queue, PlainWait what it would read as `wait NAME` with at most
+// as `exec NAME CODE` with at most -t, --json, --max-output, --no-wait,
+// --queue, --python, --host and --sudo, PlainRun `run CODE` with those
+// but --no-wait and --queue, PlainWait what it would read as `wait NAME` with at most
 // -t, --json, --max-output and --cell, PlainSessions `sessions [NAME]`
 // with at most --json, PlainInterrupt `interrupt NAME` with at most
 // --cell, PlainKill `kill NAME` and PlainQuery a query with its own
@@ -427,6 +481,12 @@ func FuzzPlainExec(f *testing.F) {
 	f.Add("inspect", "s", "x", "--wait", "+Inf")
 	f.Add("complete", "--wait", "2", "s", "")
 	f.Add("reset", "s", "--keep-imports=1", "", "")
+	f.Add("run", "1+1", "", "", "")
+	f.Add("run", "-", "-t", "5", "--json")
+	f.Add("run", "--python", "p", "x", "--sudo=0")
+	f.Add("run", "x", "--no-wait", "", "")
+	f.Add("run", "--host=h", "--max-output=9", "", "x")
+	f.Add("run", "--transcript", "x", "", "")
 	f.Fuzz(func(t *testing.T, a, b, c, d, e string) {
 		for _, args := range [][]string{{a}, {a, b}, {a, b, c}, {a, b, c, d}, {a, b, c, d, e}} {
 			got, ok := PlainCall(args)

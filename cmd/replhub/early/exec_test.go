@@ -141,6 +141,35 @@ func TestExecFlags(t *testing.T) {
 	}
 }
 
+// A run goes as an exec with private set, under a new name of "run-" and
+// 16 hex digits, with its flags and with the caller's folder and
+// environment at once (its session is always new); code "-" is read from
+// stdin. Its plain reply is printed with the hub's exit code.
+func TestExecRun(t *testing.T) {
+	getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Exit: 3, Text: "[cell still running]\n"}})
+	var out, errb bytes.Buffer
+	call := Call{Op: opExec, Private: true, Code: "-", Timeout: 2, MaxOutput: 40, Python: "/opt/py", Host: "lab-7", Sudo: true}
+	s, exit := send(call, stdio{strings.NewReader("x = 1"), &out, &errb, getenv, false, false})
+	assert.Nil(t, s)
+	assert.Equal(t, 3, exit)
+	assert.Equal(t, "[cell still running]\n", out.String())
+	reqs := <-got
+	require.Len(t, reqs, 1)
+	req := reqs[0]
+	assert.Regexp(t, `^run-[0-9a-f]{16}$`, req.Name)
+	wd, _ := os.Getwd()
+	assert.Equal(t, wire.Request{V: wire.Version, Op: wire.OpExec, Name: req.Name, Code: "x = 1", Timeout: 2, MaxOutput: 40,
+		Python: "/opt/py", Host: "lab-7", Sudo: true, Private: true, Cwd: wd, Env: os.Environ(), Plain: true}, req)
+
+	// Each run its own name.
+	getenv, got = fakeHub(t, wire.Reply{Plain: &wire.Plain{Text: ""}})
+	send(Call{Op: opExec, Private: true, Code: "1", Timeout: 30}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
+	again := <-got
+	require.Len(t, again, 1)
+	assert.Regexp(t, `^run-[0-9a-f]{16}$`, again[0].Name)
+	assert.NotEqual(t, req.Name, again[0].Name)
+}
+
 // A wait goes as the hub's wait, with its cell; its plain reply is
 // printed with the hub's exit code. It is never sent again with the
 // caller's environment: a hub that asks for it is cli's to answer.
@@ -368,9 +397,15 @@ func TestTerminalAsksAsCLI(t *testing.T) {
 		{Call{Op: opWait}, true, false, false, false},
 		{Call{Op: opSessions}, true, true, false, false},
 		{Call{Op: opVars}, true, true, false, false},
+		// A run shows its output as it comes, but no group's progress.
+		{Call{Op: opExec, Private: true}, true, true, true, false},
+		{Call{Op: opExec, Private: true, JSON: true}, true, true, false, false},
 	} {
 		getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Text: "x\n"}})
-		tc.call.Name, tc.call.Code, tc.call.Timeout = "s", "1", 30
+		tc.call.Code, tc.call.Timeout = "1", 30
+		if !tc.call.Private {
+			tc.call.Name = "s"
+		}
 		var outb, errb bytes.Buffer
 		_, exit := send(tc.call, stdio{strings.NewReader(""), &outb, &errb, getenv, tc.outTTY, tc.errTTY})
 		assert.Equal(t, 0, exit)

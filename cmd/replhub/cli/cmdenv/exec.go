@@ -51,6 +51,38 @@ func (e *Env) Exec(ctx context.Context, name, code string, eo client.ExecOptions
 	return e.PrintResult(res, asJSON)
 }
 
+// Run runs code once in a new session named name, that nobody else sees
+// and that ends with the call (eo.Private; `replhub run`), and prints the
+// result as Exec does, with the transcript's path first when one is kept
+// (eo.Transcript). A first Ctrl-C interrupts the cell; a second ends the
+// command, and with it the session.
+func (e *Env) Run(ctx context.Context, name, code string, eo client.ExecOptions, asJSON bool) error {
+	c, err := e.Client()
+	if err != nil {
+		return err
+	}
+	cmdCtx := ctx
+	ctx, stop := InterruptOnSignal(ctx, c, name, lean.RunInterruptNote, e.Notes())
+	defer stop()
+	eo.Private = true
+	streamed := e.StreamOn(&eo, !asJSON)
+	res, err := c.Exec(ctx, name, code, eo)
+	if err != nil {
+		streamed.EndLine(true) // the error has a line of its own
+	}
+	if err != nil && ctx.Err() != nil && cmdCtx.Err() == nil {
+		return errors.New(lean.RunStopped)
+	}
+	if err != nil {
+		return err
+	}
+	streamed.EndLine(res.Text() != "")
+	if eo.Transcript {
+		fmt.Fprintf(e.IO.Err, "[transcript: %s]\n", c.Paths.Transcript(name))
+	}
+	return e.PrintResult(res, asJSON)
+}
+
 // Wait collects cell (0: whichever) of session name, waiting up to
 // timeout, and prints it; Ctrl-C interrupts the cell.
 func (e *Env) Wait(ctx context.Context, name string, cell int, timeout time.Duration, maxOutput int, asJSON bool) error {
@@ -117,8 +149,8 @@ func (e *Env) printMessage(msg string) error {
 	return err
 }
 
-// Resume finishes a plain exec, wait, sessions, interrupt, kill or query
-// that package early took
+// Resume finishes a plain exec, run, wait, sessions, interrupt, kill or
+// query that package early took
 // in its init: s Unsent, the hub did not get it (its Code is what standard input
 // held, for `-`); else s.Line is the hub's reply, nil when the hub closed
 // the connection before it. A reply that says nothing ran (the session is
@@ -141,12 +173,16 @@ func (e *Env) Resume(ctx context.Context, s *early.Sent) error {
 		}
 		eo := client.ExecOptions{Timeout: timeout, MaxOutput: s.MaxOutput, NoWait: s.NoWait, Queue: s.Queue,
 			Python: s.Python, Host: s.Host, Sudo: s.Sudo}
+		if s.Private {
+			return e.Run(ctx, s.Name, s.Code, eo, s.JSON)
+		}
 		return e.Exec(ctx, s.Name, s.Code, eo, s.JSON)
 	}
 	if s.Unsent {
 		return again()
 	}
 	if s.Line == nil {
+		s.Screen.EndLine(true) // the error has a line of its own
 		return client.ErrHubGone
 	}
 	rep, err := client.ParseReply(s.Line)

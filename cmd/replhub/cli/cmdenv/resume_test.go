@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"testing"
 	"time"
 
@@ -67,6 +68,16 @@ func TestResumeAfterStreamedOutput(t *testing.T) {
 		assert.Equal(t, "partial\nOut[1]: 2\n", out.String())
 		assert.Empty(t, errb.String())
 	}
+	// The hub gone before its reply (a restart under a run): the error
+	// too.
+	var out, errb bytes.Buffer
+	s := &early.Sent{Call: early.Call{Op: wire.OpExec, Private: true, Name: "run-0123456789abcdef", Code: "1", Timeout: 30},
+		Screen: &lean.Screen{Out: &out, Err: &errb}}
+	s.Screen.Output("partial")
+	e := New(IO{Out: &out, Err: &errb}, func(string) string { return "" })
+	assert.Equal(t, ExitFailure, e.Finish(e.Resume(context.Background(), s)))
+	assert.Equal(t, "partial\n", out.String())
+	assert.Contains(t, errb.String(), "replhub: ")
 }
 
 // With --json, a hub's plain reply is the JSON to print; a whole result
@@ -193,24 +204,8 @@ func TestSecondsRoundTrip(t *testing.T) {
 // has the exec sent again the whole way with the flags early read:
 // --python, --host and --sudo with the rest.
 func TestResumeSendsTheFlagsAgain(t *testing.T) {
-	getenv, ln := hubtest.HubSocket(t)
-	got := make(chan wire.Request, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		line, err := bufio.NewReader(c).ReadBytes('\n')
-		if err != nil {
-			return
-		}
-		var req wire.Request
-		json.Unmarshal(line, &req)
-		got <- req
-		v := "2"
-		wire.Write(c, wire.Reply{V: wire.Version, Result: &wire.Result{Session: "ops", Cell: 1, Status: wire.StatusOK, Value: &v}})
-	}()
+	v := "2"
+	getenv, got := oneRequestHub(t, wire.Reply{V: wire.Version, Result: &wire.Result{Session: "ops", Cell: 1, Status: wire.StatusOK, Value: &v}})
 	var b, out, errb bytes.Buffer
 	require.NoError(t, wire.Write(&b, wire.Reply{V: wire.Version, Err: &wire.Error{Code: wire.CodeNeedPassword, Message: "a password", Prompt: "p"}}))
 	call := early.Call{Op: wire.OpExec, Name: "ops", Code: "1+1", Timeout: 30, MaxOutput: 9, Python: "/opt/py", Host: "lab-7", Sudo: true}
@@ -228,4 +223,53 @@ func TestResumeSendsTheFlagsAgain(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the exec was not sent again")
 	}
+}
+
+// A run that early could not finish (here a root session's password is
+// to be asked) goes again as a run: private, under the name early made,
+// with the caller's folder and environment at once; its result prints as
+// a run's, with the exit code of a cell the timeout stopped.
+func TestResumeRun(t *testing.T) {
+	getenv, got := oneRequestHub(t, wire.Reply{V: wire.Version, Result: &wire.Result{Session: "run-0123456789abcdef", Cell: 1, Status: wire.StatusTimeout, Output: "slow\n"}})
+	var b, out, errb bytes.Buffer
+	require.NoError(t, wire.Write(&b, wire.Reply{V: wire.Version, Err: &wire.Error{Code: wire.CodeNeedPassword, Message: "a password", Prompt: "p"}}))
+	call := early.Call{Op: wire.OpExec, Private: true, Name: "run-0123456789abcdef", Code: "1+1", Timeout: 30, Sudo: true}
+	e := New(IO{Out: &out, Err: &errb}, getenv)
+	assert.Equal(t, ExitRunning, e.Finish(e.Resume(context.Background(), &early.Sent{Call: call, Line: b.Bytes()})), "%s", errb.String())
+	assert.Contains(t, out.String(), "slow\n")
+	select {
+	case req := <-got:
+		assert.Equal(t, wire.OpExec, req.Op)
+		assert.True(t, req.Private)
+		assert.Equal(t, "run-0123456789abcdef", req.Name)
+		assert.True(t, req.Sudo)
+		wd, _ := os.Getwd()
+		assert.Equal(t, wd, req.Cwd)
+		assert.NotEmpty(t, req.Env)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run was not sent again")
+	}
+}
+
+// oneRequestHub plays a hub that reads one request, sends it on got, and
+// answers it with rep; getenv points a client at it.
+func oneRequestHub(t *testing.T, rep wire.Reply) (getenv func(string) string, got <-chan wire.Request) {
+	getenv, ln := hubtest.HubSocket(t)
+	reqs := make(chan wire.Request, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		line, err := bufio.NewReader(c).ReadBytes('\n')
+		if err != nil {
+			return
+		}
+		var req wire.Request
+		json.Unmarshal(line, &req)
+		reqs <- req
+		wire.Write(c, rep)
+	}()
+	return getenv, reqs
 }
