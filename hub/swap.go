@@ -401,9 +401,12 @@ func diskRoom(dir string, n int64) error {
 
 // -- swapping out ----------------------------------------------------------
 
-// swapOut swaps s to disk and ends it, unless it is busy, root, or (without
-// force) runs a background job. why says what made the hub do it.
-func (h *Hub) swapOut(ctx context.Context, s *Session, force bool, why string) wire.SwapOutcome {
+// swapOut swaps s to disk and ends it, unless it is busy, root, (without
+// force) runs a background job, or was used less than idleFor ago (the
+// sweep's swap_after_hours: the sweep chose s on what it saw a moment
+// before, and a session that has just started or ended a cell since is
+// not idle). why says what made the hub do it.
+func (h *Hub) swapOut(ctx context.Context, s *Session, force bool, why string, idleFor time.Duration) wire.SwapOutcome {
 	t0 := time.Now()
 	out := wire.SwapOutcome{Name: s.name, Host: s.host(), Status: wire.SwapKept}
 	select {
@@ -442,6 +445,8 @@ func (h *Hub) swapOut(ctx context.Context, s *Session, force bool, why string) w
 	default:
 		if busy := s.busyWithLocked(); busy != "" {
 			out.Why = "it is busy: " + busy
+		} else if d := time.Since(s.lastActive); d < idleFor {
+			out.Why = usedAgo(d, idleFor)
 		}
 	}
 	if out.Why != "" {
@@ -649,8 +654,8 @@ func (h *Hub) writeSwap(name, part string, rec *swapRecord) error {
 	return nil
 }
 
-// swapMany swaps list, swapsAtOnce at a time.
-func (h *Hub) swapMany(ctx context.Context, list []*Session, force bool, why func(*Session) string) []wire.SwapOutcome {
+// swapMany swaps list, swapsAtOnce at a time (swapOut).
+func (h *Hub) swapMany(ctx context.Context, list []*Session, force bool, why func(*Session) string, idleFor time.Duration) []wire.SwapOutcome {
 	out := make([]wire.SwapOutcome, len(list))
 	sem := make(chan struct{}, swapsAtOnce)
 	var wg sync.WaitGroup
@@ -660,7 +665,7 @@ func (h *Hub) swapMany(ctx context.Context, list []*Session, force bool, why fun
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			out[i] = h.swapOut(ctx, s, force, why(s))
+			out[i] = h.swapOut(ctx, s, force, why(s), idleFor)
 		}()
 	}
 	wg.Wait()
@@ -731,8 +736,7 @@ func (h *Hub) sweep(ctx context.Context) ([]wire.SwapOutcome, error) {
 		d, state := time.Since(s.lastActive), s.state
 		s.mu.Unlock()
 		if state == stateIdle && d < after {
-			kept = append(kept, wire.SwapOutcome{Name: s.name, Host: s.host(), Status: wire.SwapKept,
-				Why: fmt.Sprintf("used %s ago (swap_after_hours is %s)", wire.Duration(d.Seconds()), hours(after))})
+			kept = append(kept, wire.SwapOutcome{Name: s.name, Host: s.host(), Status: wire.SwapKept, Why: usedAgo(d, after)})
 			continue
 		}
 		idle[s] = d
@@ -742,10 +746,15 @@ func (h *Hub) sweep(ctx context.Context) ([]wire.SwapOutcome, error) {
 	// stop's own swaps wait for it (swapAtStop).
 	done := h.swapMany(context.WithoutCancel(ctx), due, false, func(s *Session) string {
 		return "nobody used it for " + wire.Duration(idle[s].Seconds())
-	})
+	}, after)
 	all := append(done, kept...)
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	return all, nil
+}
+
+// usedAgo is why the sweep keeps a session used d ago.
+func usedAgo(d, after time.Duration) string {
+	return fmt.Sprintf("used %s ago (swap_after_hours is %s)", wire.Duration(d.Seconds()), hours(after))
 }
 
 func hours(d time.Duration) string {
@@ -804,7 +813,7 @@ func (h *Hub) swapAtStop(list []*Session, why string) {
 			todo = append(todo, s)
 		}
 	}
-	outs := h.swapMany(ctx, todo, true, func(*Session) string { return why })
+	outs := h.swapMany(ctx, todo, true, func(*Session) string { return why }, 0)
 	// The swapped workers are ended, but only their exits remove their
 	// live records: wait for them, or the next hub would take each for a
 	// session lost with this one.
@@ -921,7 +930,7 @@ func (h *Hub) handleSwap(ctx context.Context, req wire.Request) wire.Reply {
 		}
 		return errReply(wire.CodeNoSession, "no session '%s'", req.Name)
 	}
-	o := h.swapOut(ctx, s, req.Force, "on request")
+	o := h.swapOut(ctx, s, req.Force, "on request", 0)
 	if o.Status == wire.SwapKept && strings.HasPrefix(o.Why, "a background job runs") {
 		o.Why += fmt.Sprintf("; `replhub swap %s --force` swaps it anyway, ending the job", req.Name)
 	}

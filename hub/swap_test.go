@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,3 +70,20 @@ func TestSwapNote(t *testing.T) {
 }
 
 func ptr(s string) *string { return &s }
+
+// The sweep picks the sessions to swap on what it saw a moment before:
+// one that was starting then, or running a cell, may have become idle
+// since with its first cell or a new one about to start. swapOut looks
+// again, and keeps a session used less than swap_after_hours ago, as the
+// sweep keeps one it saw idle.
+func TestSweepSwapLooksAgain(t *testing.T) {
+	h := testHub(t, testPaths(t))
+	s := startedSession(h, "fresh", os.Getpid())
+	close(s.ready)
+	s.lastActive = time.Now().Add(-2 * time.Second)
+	out := h.swapOut(context.Background(), s, false, "nobody used it for 5h", time.Hour)
+	assert.Equal(t, wire.SwapKept, out.Status)
+	assert.Regexp(t, `^used 2(\.\d+)?s ago \(swap_after_hours is 1\)$`, out.Why)
+	assert.Nil(t, s.serving, "no swap started")
+	assert.Equal(t, stateIdle, s.state)
+}
