@@ -87,3 +87,24 @@ func TestSweepSwapLooksAgain(t *testing.T) {
 	assert.Nil(t, s.serving, "no swap started")
 	assert.Equal(t, stateIdle, s.state)
 }
+
+// The sweep hands swapOut its swap_after_hours: a session it saw busy,
+// found idle and just used when its turn comes, is kept.
+func TestSweepPassesItsIdleTime(t *testing.T) {
+	p := testPaths(t)
+	h := testHub(t, p)
+	require.NoError(t, os.MkdirAll(filepath.Dir(p.ConfigFile()), 0o700))
+	require.NoError(t, os.WriteFile(p.ConfigFile(), []byte(`{"swap_after_hours": 1}`), 0o600))
+	s := startedSession(h, "seen-busy", os.Getpid())
+	close(s.ready)
+	s.state = stateRunning // as the sweep saw it: due, for swapOut to judge
+	h.mu.Lock()
+	h.sessions[s.name] = s
+	h.mu.Unlock()
+	outs, err := h.sweep(context.Background())
+	require.NoError(t, err)
+	require.Len(t, outs, 1)
+	assert.Equal(t, wire.SwapKept, outs[0].Status)
+	assert.Regexp(t, `^used \d+(\.\d+)?s ago \(swap_after_hours is 1\)$`, outs[0].Why)
+	assert.Nil(t, s.serving, "no swap started")
+}
