@@ -24,47 +24,6 @@ import (
 	"github.com/replhub/replhub/wire"
 )
 
-// fakeHub listens where send dials, under a runtime folder of its own,
-// and answers each request line with the next of replies, news (an event
-// or a progress) with the reply after it too (closing the connection when
-// they run out); it returns the getenv that points there and the requests
-// it read.
-func fakeHub(t *testing.T, replies ...wire.Reply) (func(string) string, <-chan []wire.Request) {
-	t.Helper()
-	getenv, ln := hubtest.HubSocket(t)
-	got := make(chan []wire.Request, 1)
-	go func() {
-		var reqs []wire.Request
-		defer func() { got <- reqs }()
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		r := bufio.NewReader(c)
-		news := false
-		for _, rep := range replies {
-			if !news {
-				line, err := r.ReadBytes('\n')
-				if err != nil {
-					return
-				}
-				var req wire.Request
-				if json.Unmarshal(line, &req) != nil {
-					return
-				}
-				reqs = append(reqs, req)
-			}
-			news = rep.Event != nil || rep.Progress != nil
-			rep.V = wire.Version
-			if wire.Write(c, rep) != nil {
-				return
-			}
-		}
-	}()
-	return getenv, got
-}
-
 func run(getenv func(string) string, code, stdin string) (*Sent, int, string, string) {
 	var out, errb bytes.Buffer
 	s, exit := send(Call{Op: opExec, Name: "s", Code: code, Timeout: 30}, stdio{strings.NewReader(stdin), &out, &errb, getenv, false, false})
@@ -72,7 +31,7 @@ func run(getenv func(string) string, code, stdin string) (*Sent, int, string, st
 }
 
 func TestExecPlain(t *testing.T) {
-	getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Exit: 1, Text: "Out[1]: <2>\n"}})
+	getenv, got := hubtest.PlayHub(t, wire.Reply{Plain: &wire.Plain{Exit: 1, Text: "Out[1]: <2>\n"}})
 	s, exit, out, errs := run(getenv, "1+1", "")
 	assert.Nil(t, s)
 	assert.Equal(t, 1, exit)
@@ -87,7 +46,7 @@ func TestExecPlain(t *testing.T) {
 // "json" would answer with a text), with the call's -t; its plain reply is
 // printed as it comes.
 func TestExecJSON(t *testing.T) {
-	getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Exit: 0, Text: "{\n  \"session\": \"s\"\n}\n"}})
+	getenv, got := hubtest.PlayHub(t, wire.Reply{Plain: &wire.Plain{Exit: 0, Text: "{\n  \"session\": \"s\"\n}\n"}})
 	var out, errb bytes.Buffer
 	s, exit := send(Call{Op: opExec, Name: "s", Code: "1+1", Timeout: 5, JSON: true}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
 	assert.Nil(t, s)
@@ -101,7 +60,7 @@ func TestExecJSON(t *testing.T) {
 // A new session: the exec goes again with this process's folder and
 // environment, on the same connection; code "-" is read from stdin once.
 func TestExecNeedEnv(t *testing.T) {
-	getenv, got := fakeHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv, Message: "new"}},
+	getenv, got := hubtest.PlayHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv, Message: "new"}},
 		wire.Reply{Plain: &wire.Plain{Text: "[created session 's']\n"}})
 	s, exit, out, _ := run(getenv, "-", "x = 1")
 	assert.Nil(t, s)
@@ -121,7 +80,7 @@ func TestExecNeedEnv(t *testing.T) {
 // the exec, and again with the caller's folder and environment for a new
 // session.
 func TestExecFlags(t *testing.T) {
-	getenv, got := fakeHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv, Message: "new"}},
+	getenv, got := hubtest.PlayHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv, Message: "new"}},
 		wire.Reply{Plain: &wire.Plain{Text: "[created session 's']\n"}})
 	var out, errb bytes.Buffer
 	call := Call{Op: opExec, Name: "s", Code: "1", Timeout: 30, MaxOutput: 40, NoWait: true, Queue: true, Python: "/opt/py", Host: "lab-7", Sudo: true}
@@ -146,7 +105,7 @@ func TestExecFlags(t *testing.T) {
 // environment at once (its session is always new); code "-" is read from
 // stdin. Its plain reply is printed with the hub's exit code.
 func TestExecRun(t *testing.T) {
-	getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Exit: 3, Text: "[cell still running]\n"}})
+	getenv, got := hubtest.PlayHub(t, wire.Reply{Plain: &wire.Plain{Exit: 3, Text: "[cell still running]\n"}})
 	var out, errb bytes.Buffer
 	call := Call{Op: opExec, Private: true, Code: "-", Timeout: 2, MaxOutput: 40, Python: "/opt/py", Host: "lab-7", Sudo: true}
 	s, exit := send(call, stdio{strings.NewReader("x = 1"), &out, &errb, getenv, false, false})
@@ -162,7 +121,7 @@ func TestExecRun(t *testing.T) {
 		Python: "/opt/py", Host: "lab-7", Sudo: true, Private: true, Cwd: wd, Env: os.Environ(), Plain: true}, req)
 
 	// Each run its own name.
-	getenv, got = fakeHub(t, wire.Reply{Plain: &wire.Plain{Text: ""}})
+	getenv, got = hubtest.PlayHub(t, wire.Reply{Plain: &wire.Plain{Text: ""}})
 	send(Call{Op: opExec, Private: true, Code: "1", Timeout: 30}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
 	again := <-got
 	require.Len(t, again, 1)
@@ -174,7 +133,7 @@ func TestExecRun(t *testing.T) {
 // printed with the hub's exit code. It is never sent again with the
 // caller's environment: a hub that asks for it is cli's to answer.
 func TestExecWait(t *testing.T) {
-	getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Exit: 3, Text: "[cell 4 queued]\n"}})
+	getenv, got := hubtest.PlayHub(t, wire.Reply{Plain: &wire.Plain{Exit: 3, Text: "[cell 4 queued]\n"}})
 	var out, errb bytes.Buffer
 	s, exit := send(Call{Op: opWait, Name: "s", Timeout: 5, Cell: 4, MaxOutput: 10}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
 	assert.Nil(t, s)
@@ -184,7 +143,7 @@ func TestExecWait(t *testing.T) {
 	require.Len(t, reqs, 1)
 	assert.Equal(t, wire.Request{V: wire.Version, Op: wire.OpWait, Name: "s", Timeout: 5, Cell: 4, MaxOutput: 10, Plain: true}, reqs[0])
 
-	getenv, got = fakeHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv}}, wire.Reply{Plain: &wire.Plain{}})
+	getenv, got = hubtest.PlayHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv}}, wire.Reply{Plain: &wire.Plain{}})
 	s, exit = send(Call{Op: opWait, Name: "s", Timeout: 30}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
 	require.NotNil(t, s)
 	assert.Equal(t, -1, exit)
@@ -195,7 +154,7 @@ func TestExecWait(t *testing.T) {
 // A list goes as the hub's sessions request, with the name it narrows to
 // and no timeout; its plain reply is printed.
 func TestExecSessions(t *testing.T) {
-	getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Text: "lab  idle\n"}})
+	getenv, got := hubtest.PlayHub(t, wire.Reply{Plain: &wire.Plain{Text: "lab  idle\n"}})
 	var out, errb bytes.Buffer
 	s, exit := send(Call{Op: opSessions, Name: "lab", JSON: true}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
 	assert.Nil(t, s)
@@ -210,7 +169,7 @@ func TestExecSessions(t *testing.T) {
 // at and no timeout, and their plain replies are printed; a need_env
 // (which no hub sends them) is cli's to say.
 func TestExecInterruptAndKill(t *testing.T) {
-	getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Text: "interrupted cell 3\n"}})
+	getenv, got := hubtest.PlayHub(t, wire.Reply{Plain: &wire.Plain{Text: "interrupted cell 3\n"}})
 	var out, errb bytes.Buffer
 	s, exit := send(Call{Op: opInterrupt, Name: "s", Cell: 3}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
 	assert.Nil(t, s)
@@ -221,14 +180,14 @@ func TestExecInterruptAndKill(t *testing.T) {
 	assert.Equal(t, wire.Request{V: wire.Version, Op: wire.OpInterrupt, Name: "s", Cell: 3, Plain: true}, reqs[0])
 
 	out.Reset()
-	getenv, got = fakeHub(t, wire.Reply{Plain: &wire.Plain{Text: "killed session 's'\n"}})
+	getenv, got = hubtest.PlayHub(t, wire.Reply{Plain: &wire.Plain{Text: "killed session 's'\n"}})
 	s, exit = send(Call{Op: opKill, Name: "s"}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
 	assert.Nil(t, s)
 	assert.Equal(t, 0, exit)
 	assert.Equal(t, "killed session 's'\n", out.String())
 	assert.Equal(t, []wire.Request{{V: wire.Version, Op: wire.OpKill, Name: "s", Plain: true}}, <-got)
 
-	getenv, got = fakeHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv}}, wire.Reply{Plain: &wire.Plain{}})
+	getenv, got = hubtest.PlayHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv}}, wire.Reply{Plain: &wire.Plain{}})
 	s, exit = send(Call{Op: opKill, Name: "s"}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
 	require.NotNil(t, s)
 	assert.Equal(t, -1, exit)
@@ -238,7 +197,7 @@ func TestExecInterruptAndKill(t *testing.T) {
 // What send cannot print goes to package cli: the reply line, or none
 // when the hub closed the connection first.
 func TestExecLeavesTheRestToCLI(t *testing.T) {
-	getenv, _ := fakeHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeBusy, Message: "busy"}})
+	getenv, _ := hubtest.PlayHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeBusy, Message: "busy"}})
 	s, exit, out, _ := run(getenv, "-", "y")
 	require.NotNil(t, s)
 	assert.Equal(t, -1, exit)
@@ -247,12 +206,12 @@ func TestExecLeavesTheRestToCLI(t *testing.T) {
 	assert.False(t, s.Unsent)
 	assert.Contains(t, string(s.Line), `"code":"busy"`)
 
-	getenv, _ = fakeHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv}}, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv}})
+	getenv, _ = hubtest.PlayHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv}}, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv}})
 	s, _, _, _ = run(getenv, "1", "")
 	require.NotNil(t, s, "need_env twice is cli's to say")
 	assert.Contains(t, string(s.Line), `"need_env"`)
 
-	getenv, _ = fakeHub(t) // closes at once
+	getenv, _ = hubtest.PlayHub(t) // closes at once
 	s, exit, _, _ = run(getenv, "1", "")
 	require.NotNil(t, s)
 	assert.Equal(t, -1, exit)
@@ -309,7 +268,7 @@ func TestQuerySentAsTheClientSends(t *testing.T) {
 	} {
 		call, ok := PlainCall(tc.args)
 		require.True(t, ok, "%q", tc.args)
-		getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Text: "T\n"}})
+		getenv, got := hubtest.PlayHub(t, wire.Reply{Plain: &wire.Plain{Text: "T\n"}})
 		var out, errb bytes.Buffer
 		s, exit := send(call, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
 		assert.Nil(t, s)
@@ -318,7 +277,7 @@ func TestQuerySentAsTheClientSends(t *testing.T) {
 		early := <-got
 		require.Len(t, early, 1, "%q", tc.args)
 
-		getenv, got = fakeHub(t, wire.Reply{Answer: &wire.Answer{Session: "s"}})
+		getenv, got = hubtest.PlayHub(t, wire.Reply{Answer: &wire.Answer{Session: "s"}})
 		paths, err := config.FromEnv(getenv)
 		require.NoError(t, err)
 		_, err = tc.ask(client.New(paths))
@@ -337,7 +296,7 @@ func cobraWait(secs float64) time.Duration { return time.Duration(secs * float64
 // A reply to a query that has no answer (a hub gone wrong) is an error,
 // not a crash of the command that prints it.
 func TestQueryReplyWithoutAnswer(t *testing.T) {
-	getenv, _ := fakeHub(t, wire.Reply{Message: "hello"})
+	getenv, _ := hubtest.PlayHub(t, wire.Reply{Message: "hello"})
 	paths, err := config.FromEnv(getenv)
 	require.NoError(t, err)
 	_, err = client.New(paths).Vars(context.Background(), "s", false, client.QueryOptions{})
@@ -348,7 +307,7 @@ func TestQueryReplyWithoutAnswer(t *testing.T) {
 // for a group's progress, and shows them as package cli does.
 func TestExecOnTerminal(t *testing.T) {
 	out := func(text string) wire.Reply { return wire.Reply{Event: &wire.Event{Kind: wire.EventOut, Text: text}} }
-	getenv, got := fakeHub(t, out("tick 0\n"), wire.Reply{Progress: &wire.Progress{Session: "s", Hosts: 3, Done: 1}},
+	getenv, got := hubtest.PlayHub(t, out("tick 0\n"), wire.Reply{Progress: &wire.Progress{Session: "s", Hosts: 3, Done: 1}},
 		out("ti"), wire.Reply{Event: &wire.Event{Kind: wire.EventCell, Code: "not shown"}}, out("ck 1"),
 		// News that lean cannot read (an event with parts) shows nothing.
 		wire.Reply{Event: &wire.Event{Kind: wire.EventOut, Text: "not shown", Info: &wire.SessionInfo{Name: "s"}}},
@@ -369,7 +328,7 @@ func TestExecOnTerminal(t *testing.T) {
 	assert.True(t, reqs[0].Plain)
 
 	// A reply for package cli: the output's open line goes with it.
-	getenv, _ = fakeHub(t, out("partial"), wire.Reply{Result: &wire.Result{Status: "ok", Display: []wire.Display{{MIME: "image/png"}}}})
+	getenv, _ = hubtest.PlayHub(t, out("partial"), wire.Reply{Result: &wire.Result{Status: "ok", Display: []wire.Display{{MIME: "image/png"}}}})
 	outb.Reset()
 	s, exit = send(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30}, stdio{strings.NewReader(""), &outb, &errb, getenv, true, false})
 	require.NotNil(t, s)
@@ -401,7 +360,7 @@ func TestTerminalAsksAsCLI(t *testing.T) {
 		{Call{Op: opExec, Private: true}, true, true, true, false},
 		{Call{Op: opExec, Private: true, JSON: true}, true, true, false, false},
 	} {
-		getenv, got := fakeHub(t, wire.Reply{Plain: &wire.Plain{Text: "x\n"}})
+		getenv, got := hubtest.PlayHub(t, wire.Reply{Plain: &wire.Plain{Text: "x\n"}})
 		tc.call.Code, tc.call.Timeout = "1", 30
 		if !tc.call.Private {
 			tc.call.Name = "s"

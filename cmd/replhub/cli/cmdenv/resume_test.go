@@ -1,10 +1,8 @@
 package cmdenv
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
 	"testing"
 	"time"
@@ -205,7 +203,7 @@ func TestSecondsRoundTrip(t *testing.T) {
 // --python, --host and --sudo with the rest.
 func TestResumeSendsTheFlagsAgain(t *testing.T) {
 	v := "2"
-	getenv, got := oneRequestHub(t, wire.Reply{V: wire.Version, Result: &wire.Result{Session: "ops", Cell: 1, Status: wire.StatusOK, Value: &v}})
+	getenv, got := hubtest.PlayHub(t, wire.Reply{Result: &wire.Result{Session: "ops", Cell: 1, Status: wire.StatusOK, Value: &v}})
 	var b, out, errb bytes.Buffer
 	require.NoError(t, wire.Write(&b, wire.Reply{V: wire.Version, Err: &wire.Error{Code: wire.CodeNeedPassword, Message: "a password", Prompt: "p"}}))
 	call := early.Call{Op: wire.OpExec, Name: "ops", Code: "1+1", Timeout: 30, MaxOutput: 9, Python: "/opt/py", Host: "lab-7", Sudo: true}
@@ -213,7 +211,9 @@ func TestResumeSendsTheFlagsAgain(t *testing.T) {
 	assert.Equal(t, ExitOK, e.Finish(e.Resume(context.Background(), &early.Sent{Call: call, Line: b.Bytes()})), "%s", errb.String())
 	assert.Equal(t, "Out[1]: 2\n", out.String())
 	select {
-	case req := <-got:
+	case reqs := <-got:
+		require.Len(t, reqs, 1)
+		req := reqs[0]
 		assert.Equal(t, wire.OpExec, req.Op)
 		assert.Equal(t, "1+1", req.Code)
 		assert.Equal(t, 9, req.MaxOutput)
@@ -230,7 +230,7 @@ func TestResumeSendsTheFlagsAgain(t *testing.T) {
 // with the caller's folder and environment at once; its result prints as
 // a run's, with the exit code of a cell the timeout stopped.
 func TestResumeRun(t *testing.T) {
-	getenv, got := oneRequestHub(t, wire.Reply{V: wire.Version, Result: &wire.Result{Session: "run-0123456789abcdef", Cell: 1, Status: wire.StatusTimeout, Output: "slow\n"}})
+	getenv, got := hubtest.PlayHub(t, wire.Reply{Result: &wire.Result{Session: "run-0123456789abcdef", Cell: 1, Status: wire.StatusTimeout, Output: "slow\n"}})
 	var b, out, errb bytes.Buffer
 	require.NoError(t, wire.Write(&b, wire.Reply{V: wire.Version, Err: &wire.Error{Code: wire.CodeNeedPassword, Message: "a password", Prompt: "p"}}))
 	call := early.Call{Op: wire.OpExec, Private: true, Name: "run-0123456789abcdef", Code: "1+1", Timeout: 30, Sudo: true}
@@ -238,7 +238,9 @@ func TestResumeRun(t *testing.T) {
 	assert.Equal(t, ExitRunning, e.Finish(e.Resume(context.Background(), &early.Sent{Call: call, Line: b.Bytes()})), "%s", errb.String())
 	assert.Contains(t, out.String(), "slow\n")
 	select {
-	case req := <-got:
+	case reqs := <-got:
+		require.Len(t, reqs, 1)
+		req := reqs[0]
 		assert.Equal(t, wire.OpExec, req.Op)
 		assert.True(t, req.Private)
 		assert.Equal(t, "run-0123456789abcdef", req.Name)
@@ -249,27 +251,4 @@ func TestResumeRun(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the run was not sent again")
 	}
-}
-
-// oneRequestHub plays a hub that reads one request, sends it on got, and
-// answers it with rep; getenv points a client at it.
-func oneRequestHub(t *testing.T, rep wire.Reply) (getenv func(string) string, got <-chan wire.Request) {
-	getenv, ln := hubtest.HubSocket(t)
-	reqs := make(chan wire.Request, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		line, err := bufio.NewReader(c).ReadBytes('\n')
-		if err != nil {
-			return
-		}
-		var req wire.Request
-		json.Unmarshal(line, &req)
-		reqs <- req
-		wire.Write(c, rep)
-	}()
-	return getenv, reqs
 }
