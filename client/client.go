@@ -257,24 +257,26 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*w
 	// session and asks for them (CodeNeedEnv): a warm exec spares their
 	// JSON and this process the stat calls of os.Getwd. A run's session
 	// is always new: they go at once.
-	if o.Private {
+	withOrigin := func() {
 		o.fillOrigin()
 		req.Cwd, req.Env = o.Cwd, o.Env
 	}
+	if o.Private {
+		withOrigin()
+	}
 	rep, err := c.do(ctx, req, o.OnProgress, onEvent)
 	if wire.IsCode(err, wire.CodeNeedEnv) {
-		o.fillOrigin()
-		req.Cwd, req.Env = o.Cwd, o.Env
+		withOrigin()
 		rep, err = c.do(ctx, req, o.OnProgress, onEvent)
 	}
 	var we *wire.Error
 	if errors.As(err, &we) && we.Code == wire.CodeNeedPassword {
-		o.fillOrigin()
+		withOrigin()
 		pw, aerr := sudo.Ask(ctx, config.Getenv(o.Env, "SUDO_ASKPASS"), we.Prompt, o.Env)
 		if aerr != nil {
 			return nil, fmt.Errorf("%s: %w", we.Message, aerr)
 		}
-		req.Cwd, req.Env, req.Password = o.Cwd, o.Env, pw
+		req.Password = pw
 		rep, err = c.do(ctx, req, o.OnProgress, onEvent)
 		sudo.Zero(pw)
 	}

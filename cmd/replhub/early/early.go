@@ -178,12 +178,16 @@ func send(call Call, std stdio) (*Sent, int) {
 		MaxOutput: call.MaxOutput, Limit: call.Limit, Wait: call.Wait, Plain: !call.JSON, JSON: call.JSON}
 	r.Stream = std.outTTY && call.Op == opExec && !call.JSON && !call.NoWait && !call.Queue
 	r.Progress = std.errTTY && (call.Op == opExec || call.Op == opWait) && !call.Private
-	note, stopped := lean.InterruptNote(name), "context canceled"
-	if call.Private {
-		// A run's session is new: the caller's folder and environment
-		// go at once.
+	// A new session is made in this process's folder and environment,
+	// which only that needs (as client.Exec): they go once the hub asks
+	// for them, or at once for a run, whose session is always new.
+	withOrigin := func() {
 		r.Cwd, _ = os.Getwd()
 		r.Env = os.Environ()
+	}
+	note, stopped := lean.InterruptNote(name), "context canceled"
+	if call.Private {
+		withOrigin()
 		note, stopped = lean.RunInterruptNote, lean.RunStopped
 	}
 	sent := &Sent{Call: call, Screen: &lean.Screen{Out: std.out, Err: std.err}}
@@ -193,7 +197,7 @@ func send(call Call, std stdio) (*Sent, int) {
 			disarm() // for package cli, when it goes on
 		}
 	}()
-	for withEnv := false; ; withEnv = true {
+	for withEnv := call.Private; ; withEnv = true {
 		req, ok := lean.AppendRequest(nil, r)
 		if !ok || len(req) > lean.MaxLine || c.Write(req) != nil {
 			// The hub takes a request only whole, and it did not take it.
@@ -201,7 +205,7 @@ func send(call Call, std stdio) (*Sent, int) {
 			return sent, -1
 		}
 		arm := time.Now().Add(armAfter)
-		if withEnv || call.Private {
+		if withEnv {
 			arm = time.Now().Add(armAfterNew)
 		}
 		var line []byte
@@ -233,10 +237,7 @@ func send(call Call, std stdio) (*Sent, int) {
 			return nil, exit
 		}
 		if !withEnv && call.Op == opExec && lean.IsNeedEnv(line) {
-			// A new session, made in this process's folder and
-			// environment, which only that needs (as client.Exec).
-			r.Cwd, _ = os.Getwd()
-			r.Env = os.Environ()
+			withOrigin()
 			if disarm != nil {
 				// Armed while the hub answered: the start waits
 				// armAfterNew again.
