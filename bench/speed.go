@@ -135,34 +135,36 @@ func speedRows(w *world, n int) (rows []row, err error) {
 	// init, and through cobra (`--` before the code, which early leaves
 	// to it).
 	var news, oneShot, cobraRuns, passes []time.Duration
+	timed := func(into *[]time.Duration, argv ...string) error {
+		d, err := timeOnce(w, argv...)
+		*into = append(*into, d)
+		return err
+	}
 	saved := w.env
 	w.env = withEnv(w.env, "REPLHUB_PYTHON="+sysPy)
-	for i := 0; i < n; i++ {
-		name := fmt.Sprintf("cli-new-%d", i)
-		d, err := timeOnce(w, w.bin, "exec", name, "pass")
-		if err != nil {
-			w.env = saved
-			return nil, err
+	loopErr := func() error {
+		for i := 0; i < n; i++ {
+			name := fmt.Sprintf("cli-new-%d", i)
+			if err := timed(&news, w.bin, "exec", name, "pass"); err != nil {
+				return err
+			}
+			w.c.Kill(ctx, name)
+			if err := timed(&passes, sysPy, "-c", "pass"); err != nil {
+				return err
+			}
+			if err := timed(&oneShot, w.bin, "run", "pass"); err != nil {
+				return err
+			}
+			if err := timed(&cobraRuns, w.bin, "run", "--", "pass"); err != nil {
+				return err
+			}
 		}
-		news = append(news, d)
-		w.c.Kill(ctx, name)
-		if d, err = timeOnce(w, sysPy, "-c", "pass"); err != nil {
-			w.env = saved
-			return nil, err
-		}
-		passes = append(passes, d)
-		if d, err = timeOnce(w, w.bin, "run", "pass"); err != nil {
-			w.env = saved
-			return nil, err
-		}
-		oneShot = append(oneShot, d)
-		if d, err = timeOnce(w, w.bin, "run", "--", "pass"); err != nil {
-			w.env = saved
-			return nil, err
-		}
-		cobraRuns = append(cobraRuns, d)
-	}
+		return nil
+	}()
 	w.env = saved
+	if loopErr != nil {
+		return nil, loopErr
+	}
 	pass := median(passes)
 	rows = append(rows, row{"new local session through the CLI", ms(median(news)), fmt.Sprintf("`%s -c pass` %s", sysPy, ms(pass)),
 		fmt.Sprintf("%.2fx", float64(median(news))/float64(pass)), "at most 2x"})
