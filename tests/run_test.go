@@ -136,8 +136,9 @@ type startedRun struct {
 
 // startRun starts `replhub run` (through cobra, with viaCobra) on a cell
 // that writes its pid, prints "started", then runs body, and returns once
-// the cell runs and Ctrl-C is armed. The command starts with SIGINT ignored, as a shell's background
-// job does, so that /proc shows when its handler is in place: a run from
+// the cell runs and Ctrl-C is armed. The command starts with SIGINT
+// ignored, as a shell's background job does (execCtrlC does the same for
+// an exec), so that /proc shows when its handler is in place: a run from
 // package early's init arms it only once the reply is slow to come
 // (armAfterNew), and a Ctrl-C before that ends the command and the run.
 func startRun(t *testing.T, e *hubtest.Env, body string, viaCobra bool) *startedRun {
