@@ -150,12 +150,12 @@ func (e *Env) printMessage(msg string) error {
 }
 
 // Resume finishes a plain exec, run, wait, sessions, interrupt, kill or
-// query that package early took
-// in its init: s Unsent, the hub did not get it (its Code is what standard input
-// held, for `-`); else s.Line is the hub's reply, nil when the hub closed
-// the connection before it. A reply that says nothing ran (the session is
-// to be made with the caller's folder and environment, or a password) has
-// the call sent again the whole way.
+// query that package early took in its init: s Unsent, the hub did not
+// get it (its Code is what standard input held, for `-`); else s.Line is
+// the hub's reply, nil when the hub closed the connection before it. A
+// reply that says nothing ran (the session is to be made with the
+// caller's folder and environment, or a password) has the call sent again
+// the whole way.
 func (e *Env) Resume(ctx context.Context, s *early.Sent) error {
 	timeout := seconds(s.Timeout)
 	again := func() error {
