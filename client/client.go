@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/replhub/replhub/config"
+	"github.com/replhub/replhub/internal/rawio"
 	"github.com/replhub/replhub/safesock"
 	"github.com/replhub/replhub/sudo"
 	"github.com/replhub/replhub/wire"
@@ -45,7 +46,7 @@ type Client struct {
 }
 
 type conn struct {
-	c    *net.UnixConn
+	c    net.Conn // read and written with rawio
 	r    *bufio.Reader
 	used bool // has carried a request before: the hub may have closed it since
 }
@@ -78,7 +79,8 @@ func (c *Client) get(ctx context.Context) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &conn{c: uc, r: bufio.NewReaderSize(uc, 1<<16)}, nil
+	hc := rawio.Conn(uc, "hub socket")
+	return &conn{c: hc, r: bufio.NewReaderSize(hc, 1<<16)}, nil
 }
 
 func (c *Client) put(k *conn) {

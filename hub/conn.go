@@ -3,12 +3,14 @@ package hub
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/replhub/replhub/internal/rawio"
 	"github.com/replhub/replhub/safesock"
 	"github.com/replhub/replhub/sudo"
 	"github.com/replhub/replhub/wire"
@@ -44,7 +46,8 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 			Message: "hub: refused: " + err.Error() + "; a hub serves only its own user"}})
 		return
 	}
-	k := &conn{h: h, c: c, r: wire.NewReader(c), reqs: make(chan incoming), gone: make(chan struct{}), turn: make(chan struct{}, 1)}
+	rw := rawio.Conn(c, "client")
+	k := &conn{h: h, c: c, w: rw, r: wire.NewReader(rw), reqs: make(chan incoming), gone: make(chan struct{}), turn: make(chan struct{}, 1)}
 	k.cctx, k.ccancel = context.WithCancel(ctx)
 	defer k.ccancel()
 	k.turn <- struct{}{}
@@ -65,6 +68,7 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 type conn struct {
 	h *Hub
 	c *net.UnixConn
+	w io.Writer // c's writes (see rawio)
 	r *wire.Reader
 	// reqs hands a request that came while another was answered to its
 	// next; gone is closed, and cctx cancelled, when the client went away.
@@ -156,7 +160,7 @@ func (k *conn) send(r wire.Reply) error {
 	k.wmu.Lock()
 	defer k.wmu.Unlock()
 	r.V = wire.Version
-	return wire.Write(k.c, r)
+	return wire.Write(k.w, r)
 }
 
 // answer answers one request; false means the connection is over.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/replhub/replhub/internal/atomicfile"
+	"github.com/replhub/replhub/internal/rawio"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -258,6 +259,6 @@ func (s *Session) openTranscriptLocked() error {
 		s.hub.log.Error("transcript", "session", s.name, "err", err)
 		return err
 	}
-	s.transcript = f
+	s.transcript = rawio.NewFile(f)
 	return nil
 }

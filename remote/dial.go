@@ -19,6 +19,7 @@ import (
 	"golang.org/x/crypto/ssh/agent"
 
 	"github.com/replhub/replhub/internal/atomicfile"
+	"github.com/replhub/replhub/internal/rawio"
 )
 
 // HostKeyError is a host key that was refused. Changed is false for an
@@ -135,6 +136,9 @@ func dialHop(ctx context.Context, h Hop, prev *ssh.Client, first bool, env Env) 
 	default:
 		var d net.Dialer
 		nc, err = d.DialContext(ctx, "tcp", h.Addr())
+		if err == nil {
+			nc = rawio.Conn(nc, h.Addr())
+		}
 	}
 	if err != nil {
 		if ctx.Err() == context.DeadlineExceeded {
