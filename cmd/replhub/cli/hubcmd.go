@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"syscall"
@@ -40,6 +41,14 @@ func runHub(ctx context.Context, e *env, supervisor string) error {
 	// Whatever fds the hub was handed beyond 0-2 (a caller's pipe that its
 	// client inherited) must not reach a worker, nor stay open here.
 	inherited := fds.CloseInherited()
+	// One P, unless GOMAXPROCS says otherwise. The hub waits on pipes and
+	// sockets, and forwards frames between them: with an idle P beside
+	// the one running, every goroutine it woke (a reply read, a request)
+	// also woke a thread to look for more work, which then found none.
+	// That cost a warm cell's round trip a third of the hub's CPU.
+	if e.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
 	paths, err := config.FromEnv(e.Getenv)
 	if err != nil {
 		return err
