@@ -2,6 +2,7 @@ package cli
 
 import (
 	"io"
+	"runtime/debug"
 
 	"github.com/spf13/cobra"
 
@@ -19,6 +20,7 @@ Register it with, for example:
   claude mcp add -s user replhub -- replhub mcp`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			tuneMCP(e.Getenv)
 			c, err := e.Client()
 			if err != nil {
 				return err
@@ -31,3 +33,16 @@ Register it with, for example:
 type nopWriteCloser struct{ io.Writer }
 
 func (nopWriteCloser) Close() error { return nil }
+
+// tuneMCP runs the collector a quarter as often, unless GOGC says
+// otherwise. The MCP SDK decodes a tool call seven times, each with a
+// 32 KiB buffer of its own: on the server's small heap that ran the
+// collector every few calls. (One P, as the hub has, would cost the
+// server more than it saves: its SDK reads standard input, a blocking
+// descriptor, and a goroutine made runnable meanwhile waits until the
+// runtime takes the P back from that read.)
+func tuneMCP(getenv func(string) string) {
+	if getenv("GOGC") == "" {
+		debug.SetGCPercent(400)
+	}
+}
