@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -45,6 +46,17 @@ func rttRows(w *world) ([]row, error) {
 		rows = append(rows, row{"in-process round trip of " + c.what, us(rt), "pipe ping to python " + us(floor),
 			fmt.Sprintf("%.2fx", float64(rt)/float64(floor)), "at most 150 µs"})
 	}
+	// A client program on one P: with an idle P beside the running one,
+	// every goroutine woken also wakes a thread to look for more work
+	// (the hub runs on one P for that reason).
+	prev := runtime.GOMAXPROCS(1)
+	one, err := cellRT(w, "rtt", "1", k, o)
+	runtime.GOMAXPROCS(prev)
+	if err != nil {
+		return nil, err
+	}
+	rows = append(rows, row{"in-process round trip of a trivial cell, the client's program on one P", us(one),
+		fmt.Sprintf("on %d Ps %s", prev, us(warm)), fmt.Sprintf("%.2fx", float64(one)/float64(warm)), "at most 150 µs"})
 	// A session that holds an hour's work: the names it lists go with a
 	// cell's done frame only when they change.
 	if _, err := w.c.Exec(context.Background(), "rtt-names", "for i in range(5000): globals()['v%d' % i] = i", o); err != nil {
