@@ -192,7 +192,7 @@ func (h *Hub) adopt(rec liveRecord) error {
 	if start == "" {
 		_, start, _ = procstat.Stat(rec.Pid) // pinned now, against the pid's reuse
 	}
-	p := &socketProc{conn: conn, rw: rawio.Conn(conn, "worker socket"), pid: rec.Pid, start: start, root: rec.Root, eof: make(chan struct{})}
+	p := &socketProc{conn: conn, rw: rawio.Conn(conn), pid: rec.Pid, start: start, root: rec.Root, eof: make(chan struct{})}
 	p.w = proto.NewWriter(p.rw)
 	frames := proto.NewReader(p.Stdout())
 

@@ -46,7 +46,7 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 			Message: "hub: refused: " + err.Error() + "; a hub serves only its own user"}})
 		return
 	}
-	rw := rawio.Conn(c, "client")
+	rw := rawio.Conn(c)
 	k := &conn{h: h, c: c, w: rw, r: wire.NewReader(rw), reqs: make(chan incoming), gone: make(chan struct{}), turn: make(chan struct{}, 1)}
 	k.cctx, k.ccancel = context.WithCancel(ctx)
 	defer k.ccancel()

@@ -15,7 +15,6 @@ import (
 
 	"github.com/replhub/replhub/internal/atomicfile"
 	"github.com/replhub/replhub/internal/procstat"
-	"github.com/replhub/replhub/internal/rawio"
 )
 
 // Live records: while a session runs, LiveDir/NAME.json says so. It is
@@ -77,8 +76,8 @@ type liveSet struct {
 // a predecessor whose waiter runs late must not remove its successor's.
 type liveFile struct {
 	s *Session
-	f *rawio.File // written at every cell: see rawio
-	n int         // bytes in the file
+	f *os.File
+	n int // bytes in the file
 }
 
 func (h *Hub) livePath(name string) string {
@@ -129,7 +128,7 @@ func (h *Hub) recordLive(s *Session) {
 	if old := h.live.files[s.name]; old != nil {
 		old.f.Close()
 	}
-	h.live.files[s.name] = &liveFile{s: s, f: rawio.NewFile(f), n: len(b)}
+	h.live.files[s.name] = &liveFile{s: s, f: f, n: len(b)}
 }
 
 // touchLiveLocked rewrites s's record with its cell count; s.mu is held.

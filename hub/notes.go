@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/replhub/replhub/internal/atomicfile"
-	"github.com/replhub/replhub/internal/rawio"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -259,6 +258,6 @@ func (s *Session) openTranscriptLocked() error {
 		s.hub.log.Error("transcript", "session", s.name, "err", err)
 		return err
 	}
-	s.transcript = rawio.NewFile(f)
+	s.transcript = f
 	return nil
 }

@@ -5,8 +5,6 @@ import (
 	"os"
 	"sync"
 	"syscall"
-
-	"github.com/replhub/replhub/internal/rawio"
 )
 
 // The buffers a worker's output is read into. A session borrows one for a
@@ -28,7 +26,7 @@ var (
 // outputReader reads a session's output stream.
 type outputReader struct {
 	r  io.Reader
-	rc syscall.RawConn // r's, where the runtime polls it (a local pipe): see rawio
+	rc syscall.RawConn // r's, where the runtime polls it (a local pipe)
 	// big says the last read brought a small buffer's worth or more (of
 	// a reader that is not polled: filled its buffer).
 	big bool
@@ -36,8 +34,8 @@ type outputReader struct {
 
 func newOutputReader(r io.Reader) *outputReader {
 	o := &outputReader{r: r}
-	if rc, ok := rawio.Polled(r); ok {
-		o.rc = rc
+	if f, ok := r.(*os.File); ok {
+		o.rc, _ = f.SyscallConn()
 	}
 	return o
 }
@@ -79,14 +77,19 @@ func (o *outputReader) read(take func([]byte)) error {
 		return err
 	}
 	var (
-		b     *[]byte
-		n     int
-		errno syscall.Errno
+		b    *[]byte
+		n    int
+		rerr error
 	)
 	err := o.rc.Read(func(fd uintptr) bool {
 		b = o.borrow()
-		n, errno = rawio.Read(fd, *b)
-		if errno == syscall.EAGAIN {
+		for {
+			n, rerr = syscall.Read(int(fd), *b)
+			if rerr != syscall.EINTR {
+				break
+			}
+		}
+		if rerr == syscall.EAGAIN {
 			giveBack(b)
 			b = nil
 			return false // wait until it is readable
@@ -100,8 +103,8 @@ func (o *outputReader) read(take func([]byte)) error {
 	switch {
 	case err != nil:
 		return err
-	case errno != 0:
-		return &os.PathError{Op: "read", Path: "worker output", Err: errno}
+	case rerr != nil:
+		return &os.PathError{Op: "read", Path: "worker output", Err: rerr}
 	case n == 0:
 		return io.EOF
 	}

@@ -8,8 +8,6 @@ import (
 	"os/exec"
 	"syscall"
 	"time"
-
-	"github.com/replhub/replhub/internal/rawio"
 )
 
 // A Proc is a running worker: a local child process here; later a root
@@ -54,9 +52,6 @@ type localProc struct {
 	stdin  *os.File
 	stdout *os.File
 	stderr *os.File
-	// in and out are stdin and stdout, written and read with rawio.
-	in  io.WriteCloser
-	out io.Reader
 	// root is set for a worker under sudo: the hub may signal sudo (its
 	// real uid is ours) but not the root worker.
 	root bool
@@ -105,12 +100,11 @@ func startLocal(argv []string, dir string, env []string) (*localProc, error) {
 	inR.Close()
 	outW.Close()
 	errW.Close()
-	return &localProc{cmd: cmd, stdin: inW, stdout: outR, stderr: errR,
-		in: rawio.WriteCloser(inW, "worker stdin"), out: rawio.Reader(outR, "worker stdout")}, nil
+	return &localProc{cmd: cmd, stdin: inW, stdout: outR, stderr: errR}, nil
 }
 
-func (p *localProc) Stdin() io.WriteCloser { return p.in }
-func (p *localProc) Stdout() io.Reader     { return p.out }
+func (p *localProc) Stdin() io.WriteCloser { return p.stdin }
+func (p *localProc) Stdout() io.Reader     { return p.stdout }
 func (p *localProc) Stderr() io.Reader     { return p.stderr }
 func (p *localProc) Pid() int              { return p.cmd.Process.Pid }
 

@@ -6,13 +6,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/replhub/replhub/config"
-	"github.com/replhub/replhub/internal/rawio"
 	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/sudo"
 	"github.com/replhub/replhub/wire"
@@ -97,7 +97,7 @@ type Session struct {
 	killed         bool // a deliberate kill: no death note
 	death          string
 	noise          bytes.Buffer                 // what came before ready
-	transcript     *rawio.File                  // opened at the first cell, closed at exit
+	transcript     *os.File                     // opened at the first cell, closed at exit
 	transcriptShut bool                         // the worker exited: a late write opens the file and closes it
 	serving        *serveOp                     // a put/get/call served for another session
 	waitingOn      map[int64]*relayLink         // this session's requests by id, to cancel them

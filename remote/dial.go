@@ -137,7 +137,7 @@ func dialHop(ctx context.Context, h Hop, prev *ssh.Client, first bool, env Env) 
 		var d net.Dialer
 		nc, err = d.DialContext(ctx, "tcp", h.Addr())
 		if err == nil {
-			nc = rawio.Conn(nc, h.Addr())
+			nc = rawio.Conn(nc)
 		}
 	}
 	if err != nil {

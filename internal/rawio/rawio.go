@@ -1,17 +1,23 @@
-// Package rawio reads and writes nonblocking descriptors with system calls
-// that the Go scheduler does not see, waiting for them through its poller
-// as os and net do.
+// Package rawio reads and writes sockets with system calls that the Go
+// scheduler does not hear of, waiting for them through its poller as net
+// does.
 //
 // Every system call that os and net make tells the scheduler first, and
 // that wakes the runtime's monitor thread when it sleeps because the
-// process was idle. The hub is idle between a cell's request and its
-// reply, so each read and write of a round trip paid that wake-up: the
-// monitor's switches in and out, about three a round trip, on a machine
-// where the worker and the client want the same cores. A read or write of
-// a nonblocking descriptor returns at once, so the scheduler need not hear
-// of it: here it is a raw system call, and a descriptor that has nothing
-// to read (or no room) waits in the poller (syscall.RawConn). Elsewhere
-// than on Linux the calls are ordinary ones.
+// process was idle. A program that waits for a reply is idle between its
+// request and the reply, so each read and write of a round trip paid that
+// wake-up: the monitor's switches in and out, two to three a round trip
+// in the client package, on a machine where the hub and the worker want
+// the same cores.
+//
+// Only sockets: a read or write of a nonblocking socket takes no lock that
+// its peer holds, so it returns at once. A pipe's read and write share a
+// lock, which the kernel holds while it copies to or from the peer's
+// memory; a peer whose memory faults slowly (swapped out, mapped from a
+// network file, a userfaultfd) would hold a raw call, and with it the
+// thread the scheduler counts on to run everything else. Pipes and files
+// are left to os. Elsewhere than on Linux, and under the race detector
+// (which sees only the calls syscall makes), the calls are ordinary ones.
 package rawio
 
 import (
@@ -23,73 +29,44 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A Stream reads and writes one descriptor.
-type Stream struct {
-	rc   syscall.RawConn
-	name string // for errors, as os names a file
-}
-
-// SyscallConner is what os.File and the net package's connections are.
-type SyscallConner interface {
-	SyscallConn() (syscall.RawConn, error)
-}
-
-// New returns a Stream on x's descriptor, or false when x has none that the
-// poller waits for: then x is read and written as it is. name is what an
-// error calls it.
-func New(x any, name string) (*Stream, bool) {
-	rc, ok := Polled(x)
-	if !ok {
-		return nil, false
+// Conn is c read and written with raw system calls, when it is a
+// nonblocking socket that the poller waits for (a TCP or Unix socket
+// connection); otherwise it is c.
+func Conn(c net.Conn) net.Conn {
+	switch c.(type) {
+	case *net.TCPConn, *net.UnixConn:
+	default:
+		return c
 	}
-	return &Stream{rc: rc, name: name}, true
-}
-
-// Polled returns x's descriptor when it is nonblocking and the poller
-// waits for it (an os.File from os.Pipe, a net.Conn): its reads and
-// writes may then be Read and Write.
-func Polled(x any) (syscall.RawConn, bool) {
-	sc, ok := x.(SyscallConner)
+	sc, ok := c.(syscall.Conn)
 	if !ok {
-		return nil, false
+		return c
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {
-		return nil, false
+		return c
 	}
 	var flags int
 	var ferr error
 	if err := rc.Control(func(fd uintptr) { flags, ferr = unix.FcntlInt(fd, unix.F_GETFL, 0) }); err != nil || ferr != nil {
-		return nil, false
+		return c
 	}
-	// A blocking descriptor would block a raw call, and with it a thread
-	// the scheduler counts on; os and net make theirs nonblocking when
-	// the poller takes them.
-	return rc, flags&unix.O_NONBLOCK != 0
+	// A blocking descriptor would block a raw call; net makes its own
+	// nonblocking, but one from a file (net.FileConn) may not be.
+	if flags&unix.O_NONBLOCK == 0 {
+		return c
+	}
+	return conn{Conn: c, rc: rc}
 }
 
-// Reader returns r as a Stream when it can be one, else r.
-func Reader(r io.Reader, name string) io.Reader {
-	if s, ok := New(r, name); ok {
-		return s
-	}
-	return r
+type conn struct {
+	net.Conn
+	rc syscall.RawConn
 }
 
-// WriteCloser returns w writing through a Stream when it can, else w.
-func WriteCloser(w io.WriteCloser, name string) io.WriteCloser {
-	if s, ok := New(w, name); ok {
-		return struct {
-			io.Writer
-			io.Closer
-		}{s, w}
-	}
-	return w
-}
-
-// Read reads once into p, waiting until the descriptor has bytes; it
-// returns io.EOF at the end.
-func (s *Stream) Read(p []byte) (int, error) {
+// Read reads once into p, waiting until the socket has bytes; it returns
+// io.EOF at the end.
+func (c conn) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
@@ -97,31 +74,31 @@ func (s *Stream) Read(p []byte) (int, error) {
 		n     int
 		errno syscall.Errno
 	)
-	err := s.rc.Read(func(fd uintptr) bool {
-		n, errno = Read(fd, p)
+	err := c.rc.Read(func(fd uintptr) bool {
+		n, errno = read(fd, p)
 		return errno != syscall.EAGAIN
 	})
 	switch {
 	case err != nil:
-		return 0, s.wrap("read", err)
+		return 0, c.wrap("read", err)
 	case errno != 0:
-		return 0, s.wrap("read", errno)
+		return 0, c.wrap("read", errno)
 	case n == 0:
 		return 0, io.EOF
 	}
 	return n, nil
 }
 
-// Write writes all of p, waiting while the descriptor has no room.
-func (s *Stream) Write(p []byte) (int, error) {
+// Write writes all of p, waiting while the socket has no room.
+func (c conn) Write(p []byte) (int, error) {
 	var (
 		done  int
 		errno syscall.Errno
 	)
-	err := s.rc.Write(func(fd uintptr) bool {
+	err := c.rc.Write(func(fd uintptr) bool {
 		for done < len(p) {
 			var n int
-			n, errno = Write(fd, p[done:])
+			n, errno = write(fd, p[done:])
 			if errno == syscall.EAGAIN {
 				errno = 0
 				return false
@@ -135,29 +112,17 @@ func (s *Stream) Write(p []byte) (int, error) {
 	})
 	switch {
 	case err != nil:
-		return done, s.wrap("write", err)
+		return done, c.wrap("write", err)
 	case errno != 0:
-		return done, s.wrap("write", errno)
+		return done, c.wrap("write", errno)
 	}
 	return done, nil
 }
 
-func (s *Stream) wrap(op string, err error) error {
-	return &os.PathError{Op: op, Path: s.name, Err: err}
-}
-
-// Conn is c read and written through a Stream, when it can be.
-func Conn(c net.Conn, name string) net.Conn {
-	if s, ok := New(c, name); ok {
-		return conn{c, s}
+// wrap says which call failed on what, as net does.
+func (c conn) wrap(op string, err error) error {
+	if errno, ok := err.(syscall.Errno); ok {
+		err = os.NewSyscallError(op, errno)
 	}
-	return c
+	return &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }
-
-type conn struct {
-	net.Conn
-	s *Stream
-}
-
-func (c conn) Read(b []byte) (int, error)  { return c.s.Read(b) }
-func (c conn) Write(b []byte) (int, error) { return c.s.Write(b) }

@@ -15,156 +15,137 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func pipe(t *testing.T) (*os.File, *os.File) {
+// pair is two connected Unix sockets, a through Conn.
+func pair(t *testing.T) (a net.Conn, b net.Conn) {
 	t.Helper()
-	r, w, err := os.Pipe()
+	ln, err := net.Listen("unix", filepath.Join(t.TempDir(), "s"))
 	require.NoError(t, err)
-	t.Cleanup(func() { r.Close(); w.Close() })
-	return r, w
+	defer ln.Close()
+	got := make(chan net.Conn, 1)
+	go func() {
+		c, _ := ln.Accept()
+		got <- c
+	}()
+	c, err := net.Dial("unix", ln.Addr().String())
+	require.NoError(t, err)
+	b = <-got
+	require.NotNil(t, b)
+	a = Conn(c)
+	_, raw := a.(conn)
+	require.True(t, raw, "a Unix socket goes raw")
+	t.Cleanup(func() { a.Close(); b.Close() })
+	return a, b
 }
 
-func TestStreamCarriesAPipeWhole(t *testing.T) {
-	r, w := pipe(t)
-	rs, ok := New(r, "r")
-	require.True(t, ok, "os.Pipe's ends are polled")
-	ws, ok := New(w, "w")
-	require.True(t, ok)
-	// Four times what a pipe holds: the writer waits for room.
-	want := bytes.Repeat([]byte("0123456789abcdef"), 1<<16)
+func TestConnCarriesAStreamWhole(t *testing.T) {
+	a, b := pair(t)
+	// Many times what a socket holds: the writer waits for room.
+	want := bytes.Repeat([]byte("0123456789abcdef"), 1<<18)
 	go func() {
-		n, err := ws.Write(want)
+		n, err := a.Write(want)
 		assert.NoError(t, err)
 		assert.Equal(t, len(want), n)
-		w.Close()
+		a.(conn).Conn.(*net.UnixConn).CloseWrite()
 	}()
-	got, err := io.ReadAll(rs)
+	got, err := io.ReadAll(b)
+	require.NoError(t, err)
+	assert.True(t, bytes.Equal(want, got), "got %d bytes of %d", len(got), len(want))
+
+	go func() {
+		b.Write(want)
+		b.Close()
+	}()
+	got, err = io.ReadAll(a)
 	require.NoError(t, err, "the end is io.EOF, which ReadAll takes")
 	assert.True(t, bytes.Equal(want, got), "got %d bytes of %d", len(got), len(want))
-	n, err := rs.Read(make([]byte, 8))
+	n, err := a.Read(make([]byte, 8))
 	assert.Equal(t, 0, n)
 	assert.Equal(t, io.EOF, err)
-	n, err = rs.Read(nil)
+	n, err = a.Read(nil)
 	assert.Equal(t, 0, n, "an empty read reads nothing")
+	assert.NoError(t, err)
+	n, err = a.Write(nil)
+	assert.Equal(t, 0, n, "an empty write writes nothing")
 	assert.NoError(t, err)
 }
 
-func TestStreamWaitsAsOsDoes(t *testing.T) {
-	r, w := pipe(t)
-	rs, _ := New(r, "worker stdout")
-	require.NoError(t, r.SetReadDeadline(time.Now().Add(50*time.Millisecond)))
-	_, err := rs.Read(make([]byte, 8))
-	assert.ErrorIs(t, err, os.ErrDeadlineExceeded, "a deadline ends a wait")
-	assert.Contains(t, err.Error(), "worker stdout", "an error names the stream")
-	require.NoError(t, r.SetReadDeadline(time.Time{}))
+func TestConnWaitsAsNetDoes(t *testing.T) {
+	a, b := pair(t)
+	require.NoError(t, a.SetReadDeadline(time.Now().Add(50*time.Millisecond)))
+	_, err := a.Read(make([]byte, 8))
+	assert.ErrorIs(t, err, os.ErrDeadlineExceeded, "a deadline ends a read's wait")
+	var ne net.Error
+	require.ErrorAs(t, err, &ne, "errors are net's")
+	assert.True(t, ne.Timeout())
+	require.NoError(t, a.SetReadDeadline(time.Time{}))
+
+	// A write that waits for room ends at its deadline, saying how much
+	// went: some, not all.
+	require.NoError(t, a.SetWriteDeadline(time.Now().Add(100*time.Millisecond)))
+	n, err := a.Write(make([]byte, 16<<20))
+	assert.ErrorIs(t, err, os.ErrDeadlineExceeded, "a deadline ends a write's wait")
+	assert.Less(t, n, 16<<20)
+	require.NoError(t, a.SetWriteDeadline(time.Time{}))
 
 	done := make(chan error, 1)
 	go func() {
-		_, err := rs.Read(make([]byte, 8))
+		_, err := a.Read(make([]byte, 8))
 		done <- err
 	}()
 	time.Sleep(20 * time.Millisecond)
-	r.Close()
+	a.Close()
 	select {
 	case err := <-done:
-		assert.ErrorContains(t, err, "closed file", "a close ends a wait")
+		assert.ErrorIs(t, err, net.ErrClosed, "a close ends a wait")
 	case <-time.After(5 * time.Second):
 		t.Fatal("a close did not end a read's wait")
 	}
-	w.Close()
-	ws, ok := New(w, "w")
-	if ok {
-		_, err = ws.Write([]byte("x"))
-		assert.ErrorContains(t, err, "closed file")
-	}
+	_, err = a.Write([]byte("x"))
+	assert.ErrorIs(t, err, net.ErrClosed, "a write after the close")
+	_ = b
 }
 
-func TestStreamWriteToAGoneReader(t *testing.T) {
-	r, w := pipe(t)
-	ws, _ := New(w, "w")
-	r.Close()
-	_, err := ws.Write([]byte("x"))
+func TestConnWriteToAGonePeer(t *testing.T) {
+	a, b := pair(t)
+	b.Close()
+	var err error
+	for i := 0; i < 100 && err == nil; i++ {
+		_, err = a.Write([]byte("x"))
+	}
 	assert.ErrorIs(t, err, syscall.EPIPE, "EPIPE, not a signal: Go ignores SIGPIPE on other fds than 1 and 2")
 }
 
-func TestBlockingIsLeftAlone(t *testing.T) {
-	f, err := os.CreateTemp(t.TempDir(), "x")
-	require.NoError(t, err)
-	defer f.Close()
-	_, ok := New(f, "f")
-	assert.False(t, ok, "a regular file blocks: no raw reads")
-	_, ok = New(bytes.NewReader(nil), "b")
-	assert.False(t, ok, "no descriptor")
-
-	// A pipe made blocking (as Fd makes it) is left to os.
-	r, _ := pipe(t)
-	r.Fd()
-	_, ok = New(r, "r")
-	assert.False(t, ok)
-	assert.Equal(t, io.Reader(r), Reader(r, "r"))
-}
-
-func TestConn(t *testing.T) {
+func TestConnLeavesOthersAlone(t *testing.T) {
 	a, b := net.Pipe()
 	defer a.Close()
 	defer b.Close()
-	assert.Equal(t, a, Conn(a, "a"), "net.Pipe has no descriptor")
+	assert.Equal(t, a, Conn(a), "net.Pipe has no descriptor")
 
-	dir := t.TempDir()
-	ln, err := net.Listen("unix", filepath.Join(dir, "s"))
+	// A socket made blocking (as File's descriptor is) is left to net.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer ln.Close()
 	go func() {
-		c, err := ln.Accept()
-		if err == nil {
-			io.Copy(c, c)
-			c.Close()
+		if c, err := ln.Accept(); err == nil {
+			defer c.Close()
+			io.Copy(io.Discard, c)
 		}
 	}()
-	c, err := net.Dial("unix", filepath.Join(dir, "s"))
+	c, err := net.Dial("tcp", ln.Addr().String())
 	require.NoError(t, err)
-	rc := Conn(c, "echo")
-	_, raw := rc.(conn)
-	require.True(t, raw)
-	_, err = rc.Write([]byte("ping\n"))
+	defer c.Close()
+	_, raw := Conn(c).(conn)
+	assert.True(t, raw, "a TCP connection goes raw")
+	rc, err := c.(*net.TCPConn).SyscallConn()
 	require.NoError(t, err)
-	buf := make([]byte, 5)
-	_, err = io.ReadFull(rc, buf)
-	require.NoError(t, err)
-	assert.Equal(t, "ping\n", string(buf))
-	require.NoError(t, rc.Close(), "Close is the conn's")
-	_, err = rc.Read(buf)
-	assert.True(t, errors.Is(err, net.ErrClosed), "%v", err)
+	rc.Control(func(fd uintptr) { syscall.SetNonblock(int(fd), false) })
+	assert.Equal(t, c, Conn(c), "a blocking socket is left to net")
 }
 
-func TestFile(t *testing.T) {
-	p := filepath.Join(t.TempDir(), "record")
-	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE, 0o600)
-	require.NoError(t, err)
-	rf := NewFile(f)
-	if localFS(uintptr(f.Fd())) {
-		assert.NotNil(t, rf.rc, "a temporary folder is on a local file system")
-	}
-	_, err = rf.WriteAt([]byte(`{"cells": 1}`), 0)
-	require.NoError(t, err)
-	_, err = rf.WriteAt([]byte(`2`), 10)
-	require.NoError(t, err)
-	n, err := rf.Write([]byte("!"))
-	require.NoError(t, err)
-	assert.Equal(t, 1, n)
-	b, _ := os.ReadFile(p)
-	assert.Equal(t, `!"cells": 2}`, string(b), "Write writes at the file's offset")
-	rf.Close()
-	_, err = rf.WriteAt([]byte("x"), 0)
-	assert.ErrorContains(t, err, "closed file")
-	_, err = rf.Write([]byte("x"))
-	assert.ErrorContains(t, err, "closed file")
-
-	f, err = os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0o600)
-	require.NoError(t, err)
-	rf = NewFile(f)
-	defer rf.Close()
-	_, err = rf.Write([]byte("\nmore"))
-	require.NoError(t, err)
-	b, _ = os.ReadFile(p)
-	assert.Equal(t, "!\"cells\": 2}\nmore", string(b), "O_APPEND holds")
+func TestConnIsTheRealConn(t *testing.T) {
+	a, _ := pair(t)
+	assert.NotNil(t, a.LocalAddr())
+	assert.NoError(t, a.SetDeadline(time.Time{}))
+	assert.NoError(t, a.Close())
+	assert.True(t, errors.Is(a.Close(), net.ErrClosed), "Close is the connection's")
 }
