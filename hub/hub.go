@@ -330,6 +330,12 @@ func (h *Hub) ensure(ctx context.Context, req wire.Request) (s *Session, created
 		h.log.Info("session started", "session", s.name, "pid", s.info.Pid, "python", s.info.Python, "host", s.info.Host, "root", s.info.Root)
 	} else {
 		<-s.ready
+		// Used from here, before the look for a swap: the sweep's swap
+		// looks again under s.mu (swapOut), so it either sees this use
+		// and keeps the session, or has its job in place to wait for.
+		s.mu.Lock()
+		s.lastActive = time.Now()
+		s.mu.Unlock()
 		if h.waitSwapOf(ctx, s) {
 			return h.ensure(ctx, req) // it went to disk meanwhile
 		}

@@ -88,6 +88,31 @@ func TestSweepSwapLooksAgain(t *testing.T) {
 	assert.Equal(t, stateIdle, s.state)
 }
 
+// A request for a session marks it used before it looks for a swap under
+// way: a sweep's swap that comes after the look keeps the session, and
+// does not take it from under the request (which would fail as busy).
+func TestEnsureMarksUseBeforeTheSweepLooks(t *testing.T) {
+	h := testHub(t, testPaths(t))
+	s := startedSession(h, "long-idle", os.Getpid())
+	close(s.ready)
+	s.lastActive = time.Now().Add(-5 * time.Hour)
+	h.mu.Lock()
+	h.sessions[s.name] = s
+	h.mu.Unlock()
+	got, created, _, err := h.ensure(context.Background(), wire.Request{Op: wire.OpExec, Name: s.name})
+	require.NoError(t, err)
+	require.Same(t, s, got)
+	assert.False(t, created)
+	s.mu.Lock()
+	idle := time.Since(s.lastActive)
+	s.mu.Unlock()
+	require.Less(t, idle, time.Minute, "the request marked the session used")
+	out := h.swapOut(context.Background(), s, false, "nobody used it for 5h", time.Hour)
+	assert.Equal(t, wire.SwapKept, out.Status)
+	assert.Regexp(t, `^used \d+(\.\d+)?s ago \(swap_after_hours is 1\)$`, out.Why)
+	assert.Nil(t, s.serving, "no swap started")
+}
+
 // The sweep hands swapOut its swap_after_hours: a session it saw busy,
 // found idle and just used when its turn comes, is kept.
 func TestSweepPassesItsIdleTime(t *testing.T) {
