@@ -79,7 +79,7 @@ func (c *Client) get(ctx context.Context) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	hc := rawio.Conn(uc)
+	hc := rawio.Trusted(uc)
 	return &conn{c: hc, r: bufio.NewReaderSize(hc, 1<<16)}, nil
 }
 

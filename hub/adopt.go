@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/replhub/replhub/internal/procstat"
-	"github.com/replhub/replhub/internal/rawio"
 	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/safesock"
 	"github.com/replhub/replhub/wire"
@@ -73,7 +72,6 @@ type handover struct {
 // not this hub's child, so its exit status is not known here.
 type socketProc struct {
 	conn  *net.UnixConn
-	rw    net.Conn // conn, read and written with rawio
 	w     *proto.Writer
 	pid   int
 	start string // the worker's start time (procstat.Stat), "" if unknown
@@ -86,7 +84,7 @@ type socketProc struct {
 type eofReader struct{ p *socketProc }
 
 func (r eofReader) Read(b []byte) (int, error) {
-	n, err := r.p.rw.Read(b)
+	n, err := r.p.conn.Read(b)
 	if err != nil {
 		r.p.once.Do(func() { close(r.p.eof) })
 	}
@@ -102,7 +100,7 @@ func (o outputEnd) Read([]byte) (int, error) {
 	return 0, io.EOF
 }
 
-func (p *socketProc) Stdin() io.WriteCloser { return p.rw }
+func (p *socketProc) Stdin() io.WriteCloser { return p.conn }
 func (p *socketProc) Stdout() io.Reader     { return eofReader{p} }
 func (p *socketProc) Stderr() io.Reader     { return outputEnd{p.eof} }
 func (p *socketProc) Pid() int              { return p.pid }
@@ -192,8 +190,8 @@ func (h *Hub) adopt(rec liveRecord) error {
 	if start == "" {
 		_, start, _ = procstat.Stat(rec.Pid) // pinned now, against the pid's reuse
 	}
-	p := &socketProc{conn: conn, rw: rawio.Conn(conn), pid: rec.Pid, start: start, root: rec.Root, eof: make(chan struct{})}
-	p.w = proto.NewWriter(p.rw)
+	p := &socketProc{conn: conn, pid: rec.Pid, start: start, root: rec.Root, eof: make(chan struct{})}
+	p.w = proto.NewWriter(conn)
 	frames := proto.NewReader(p.Stdout())
 
 	s := newSession(h, rec.Name)

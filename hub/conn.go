@@ -3,14 +3,12 @@ package hub
 import (
 	"context"
 	"errors"
-	"io"
 	"net"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/replhub/replhub/internal/rawio"
 	"github.com/replhub/replhub/safesock"
 	"github.com/replhub/replhub/sudo"
 	"github.com/replhub/replhub/wire"
@@ -46,8 +44,7 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 			Message: "hub: refused: " + err.Error() + "; a hub serves only its own user"}})
 		return
 	}
-	rw := rawio.Conn(c)
-	k := &conn{h: h, c: c, w: rw, r: wire.NewReader(rw), reqs: make(chan incoming), gone: make(chan struct{}), turn: make(chan struct{}, 1)}
+	k := &conn{h: h, c: c, r: wire.NewReader(c), reqs: make(chan incoming), gone: make(chan struct{}), turn: make(chan struct{}, 1)}
 	k.cctx, k.ccancel = context.WithCancel(ctx)
 	defer k.ccancel()
 	k.turn <- struct{}{}
@@ -68,7 +65,6 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 type conn struct {
 	h *Hub
 	c *net.UnixConn
-	w io.Writer // c's writes (see rawio)
 	r *wire.Reader
 	// reqs hands a request that came while another was answered to its
 	// next; gone is closed, and cctx cancelled, when the client went away.
@@ -160,7 +156,7 @@ func (k *conn) send(r wire.Reply) error {
 	k.wmu.Lock()
 	defer k.wmu.Unlock()
 	r.V = wire.Version
-	return wire.Write(k.w, r)
+	return wire.Write(k.c, r)
 }
 
 // answer answers one request; false means the connection is over.

@@ -10,14 +10,18 @@
 // in the client package, on a machine where the hub and the worker want
 // the same cores.
 //
-// Only sockets: a read or write of a nonblocking socket takes no lock that
-// its peer holds, so it returns at once. A pipe's read and write share a
-// lock, which the kernel holds while it copies to or from the peer's
-// memory; a peer whose memory faults slowly (swapped out, mapped from a
-// network file, a userfaultfd) would hold a raw call, and with it the
-// thread the scheduler counts on to run everything else. Pipes and files
-// are left to os. Elsewhere than on Linux, and under the race detector
-// (which sees only the calls syscall makes), the calls are ordinary ones.
+// Only sockets, and only where the peer cannot make a call sleep. A
+// pipe's read and write share a lock, which the kernel holds while it
+// copies to or from the peer's memory: a peer whose memory faults slowly
+// (swapped out, mapped from a network file, a userfaultfd) would hold a
+// raw call, and with it the thread the scheduler counts on to run
+// everything else. A Unix socket's peer may pass descriptors, which a read
+// that does not take them closes: the close of a TCP socket that lingers
+// sleeps, inside the read. So TCP connections (Conn), and Unix sockets
+// only to a peer the program trusts (Trusted: the client package's to its
+// own hub); pipes, files and the hub's own Unix sockets are left to os and
+// net. Elsewhere than on Linux, and under the race detector (which sees
+// only the calls syscall makes), the calls are ordinary ones.
 package rawio
 
 import (
@@ -29,20 +33,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Conn is c read and written with raw system calls, when it is a
-// nonblocking socket that the poller waits for (a TCP or Unix socket
-// connection); otherwise it is c.
+// Conn is c read and written with raw system calls when it is a TCP
+// connection the poller waits for; otherwise it is c.
 func Conn(c net.Conn) net.Conn {
-	switch c.(type) {
-	case *net.TCPConn, *net.UnixConn:
-	default:
-		return c
+	if tc, ok := c.(*net.TCPConn); ok {
+		return wrap(tc, "tcp")
 	}
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return c
-	}
-	rc, err := sc.SyscallConn()
+	return c
+}
+
+// Trusted is c read and written with raw system calls: c's peer must be
+// one that passes no descriptors (see the package's comment).
+func Trusted(c *net.UnixConn) net.Conn { return wrap(c, "unix") }
+
+func wrap(c interface {
+	net.Conn
+	syscall.Conn
+}, network string) net.Conn {
+	rc, err := c.SyscallConn()
 	if err != nil {
 		return c
 	}
@@ -56,12 +64,13 @@ func Conn(c net.Conn) net.Conn {
 	if flags&unix.O_NONBLOCK == 0 {
 		return c
 	}
-	return conn{Conn: c, rc: rc}
+	return conn{Conn: c, rc: rc, network: network}
 }
 
 type conn struct {
 	net.Conn
-	rc syscall.RawConn
+	rc      syscall.RawConn
+	network string
 }
 
 // Read reads once into p, waiting until the socket has bytes; it returns
@@ -119,10 +128,15 @@ func (c conn) Write(p []byte) (int, error) {
 	return done, nil
 }
 
-// wrap says which call failed on what, as net does.
+// wrap says which call failed on what, as net does; the poller's own
+// errors (a deadline, a close) come as net's already.
 func (c conn) wrap(op string, err error) error {
+	if oe, ok := err.(*net.OpError); ok {
+		oe.Op = op
+		return oe
+	}
 	if errno, ok := err.(syscall.Errno); ok {
 		err = os.NewSyscallError(op, errno)
 	}
-	return &net.OpError{Op: op, Net: c.LocalAddr().Network(), Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+	return &net.OpError{Op: op, Net: c.network, Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
 }

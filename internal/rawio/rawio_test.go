@@ -30,9 +30,10 @@ func pair(t *testing.T) (a net.Conn, b net.Conn) {
 	require.NoError(t, err)
 	b = <-got
 	require.NotNil(t, b)
-	a = Conn(c)
+	assert.Equal(t, c, Conn(c), "a Unix socket's peer may pass descriptors: Conn leaves it to net")
+	a = Trusted(c.(*net.UnixConn))
 	_, raw := a.(conn)
-	require.True(t, raw, "a Unix socket goes raw")
+	require.True(t, raw, "a trusted Unix socket goes raw")
 	t.Cleanup(func() { a.Close(); b.Close() })
 	return a, b
 }
@@ -77,6 +78,7 @@ func TestConnWaitsAsNetDoes(t *testing.T) {
 	var ne net.Error
 	require.ErrorAs(t, err, &ne, "errors are net's")
 	assert.True(t, ne.Timeout())
+	assert.Regexp(t, `^read unix [^:]*: i/o timeout$`, err.Error(), "said once")
 	require.NoError(t, a.SetReadDeadline(time.Time{}))
 
 	// A write that waits for room ends at its deadline, saying how much
