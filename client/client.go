@@ -49,6 +49,8 @@ type conn struct {
 	c    net.Conn // read and written with rawio
 	r    *bufio.Reader
 	used bool // has carried a request before: the hub may have closed it since
+	// spent says a cancel may have set the connection's deadline.
+	spent bool
 }
 
 // New returns a client for the hub at paths that starts it when needed.
@@ -141,7 +143,11 @@ func (c *Client) do(ctx context.Context, req wire.Request, onProgress func(*wire
 		}
 		rep, reused, err := c.roundTrip(ctx, k, req, onProgress, onEvent)
 		if err == nil {
-			c.put(k)
+			if k.spent {
+				k.c.Close()
+			} else {
+				c.put(k)
+			}
 			if rep.Err != nil {
 				return nil, rep.Err
 			}
@@ -161,7 +167,9 @@ func (c *Client) roundTrip(ctx context.Context, k *conn, req wire.Request, onPro
 	reused := k.used
 	k.used = true
 	stop := context.AfterFunc(ctx, func() { k.c.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
+	// A cancel that came after the reply may have set the deadline
+	// meanwhile: such a connection is not kept for the next request.
+	defer func() { k.spent = !stop() }()
 	if err := wire.WriteRequest(k.c, req); err != nil {
 		if ctx.Err() != nil {
 			return nil, reused, ctx.Err()
