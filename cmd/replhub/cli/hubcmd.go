@@ -44,8 +44,9 @@ func runHub(ctx context.Context, e *env, supervisor string) error {
 	// One P, unless GOMAXPROCS says otherwise. The hub waits on pipes and
 	// sockets, and forwards frames between them: with an idle P beside
 	// the one running, every goroutine it woke (a reply read, a request)
-	// also woke a thread to look for more work, which then found none.
-	// That cost a warm cell's round trip a third of the hub's CPU.
+	// also woke a thread to look for more work, which then found none:
+	// a quarter of the hub's CPU for a warm cell (README.md, "A cell's
+	// round trip").
 	if e.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}
