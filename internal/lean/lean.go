@@ -140,6 +140,21 @@ const (
 	RunStopped       = "stopped at the second Ctrl-C; the run's session ended with it"
 )
 
+// RunName is a run's session name, new and told to nobody: "run-" and 16
+// hex digits of 8 bytes read from random.
+func RunName(random io.Reader) (string, error) {
+	var b [8]byte
+	if _, err := io.ReadFull(random, b[:]); err != nil {
+		return "", err
+	}
+	const hex = "0123456789abcdef"
+	name := []byte("run-")
+	for _, x := range b {
+		name = append(name, hex[x>>4], hex[x&15])
+	}
+	return string(name), nil
+}
+
 // Request is the part of a request a plain call sets: wire.Request's
 // fields of these JSON names.
 type Request struct {

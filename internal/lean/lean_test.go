@@ -387,3 +387,14 @@ func TestScreen(t *testing.T) {
 	}
 	assert.Equal(t, fmt.Sprintf("\r%-60s", "s: 1/2 done")+clear, errb.String())
 }
+
+// A run's name is "run-" and the 16 hex digits of 8 bytes, as
+// encoding/hex writes them; a source that gives fewer fails it.
+func TestRunName(t *testing.T) {
+	b := []byte{0x00, 0x1f, 0xa0, 0xff, 0x12, 0x34, 0xab, 0xcd}
+	name, err := lean.RunName(bytes.NewReader(b))
+	require.NoError(t, err)
+	assert.Equal(t, "run-001fa0ff1234abcd", name)
+	_, err = lean.RunName(bytes.NewReader(b[:7]))
+	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
+}

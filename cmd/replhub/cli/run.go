@@ -3,9 +3,10 @@ package cli
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 
 	"github.com/spf13/cobra"
+
+	"github.com/replhub/replhub/internal/lean"
 )
 
 type runOptions struct {
@@ -45,13 +46,6 @@ the timeout, 4 the session died.`,
 	return cmd
 }
 
-// runName is a run's session name: new, and told to nobody.
-func runName() string {
-	var b [8]byte
-	rand.Read(b[:])
-	return "run-" + hex.EncodeToString(b[:])
-}
-
 func runRun(ctx context.Context, e *env, o *runOptions) error {
 	if err := checkMaxOutput(o.maxOutput); err != nil {
 		return err
@@ -61,5 +55,9 @@ func runRun(ctx context.Context, e *env, o *runOptions) error {
 	}
 	eo := o.execOptions.client()
 	eo.Transcript = o.transcript
-	return e.Run(ctx, runName(), o.code, eo, o.json)
+	name, err := lean.RunName(rand.Reader)
+	if err != nil {
+		return err
+	}
+	return e.Run(ctx, name, o.code, eo, o.json)
 }

@@ -289,25 +289,15 @@ const armAfter = 20 * time.Millisecond
 // it.
 const armAfterNew = 250 * time.Millisecond
 
-// runName is a run's session name, new and told to nobody, as package
-// cli makes it: "run-" and 16 hex digits of /dev/urandom (crypto/rand's
-// init is not cheap).
+// runName is a run's session name (lean.RunName) from /dev/urandom, as
+// package cli makes it from crypto/rand, whose init is not cheap.
 func runName() (string, error) {
 	f, err := os.Open("/dev/urandom")
 	if err != nil {
 		return "", err
 	}
 	defer f.Close()
-	var b [8]byte
-	if _, err := io.ReadFull(f, b[:]); err != nil {
-		return "", err
-	}
-	const hex = "0123456789abcdef"
-	name := []byte("run-")
-	for _, x := range b {
-		name = append(name, hex[x>>4], hex[x&15])
-	}
-	return string(name), nil
+	return lean.RunName(f)
 }
 
 // interrupt asks the hub to interrupt session name's cell.
