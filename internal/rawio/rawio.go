@@ -37,16 +37,18 @@ import (
 // connection the poller waits for; otherwise it is c.
 func Conn(c net.Conn) net.Conn {
 	if tc, ok := c.(*net.TCPConn); ok {
-		return wrap(tc, "tcp")
+		return raw(tc, "tcp")
 	}
 	return c
 }
 
 // Trusted is c read and written with raw system calls: c's peer must be
 // one that passes no descriptors (see the package's comment).
-func Trusted(c *net.UnixConn) net.Conn { return wrap(c, "unix") }
+func Trusted(c *net.UnixConn) net.Conn { return raw(c, "unix") }
 
-func wrap(c interface {
+// raw is c read and written with raw system calls, when its descriptor
+// is nonblocking.
+func raw(c interface {
 	net.Conn
 	syscall.Conn
 }, network string) net.Conn {
@@ -89,9 +91,9 @@ func (c conn) Read(p []byte) (int, error) {
 	})
 	switch {
 	case err != nil:
-		return 0, c.wrap("read", err)
+		return 0, c.opError("read", err)
 	case errno != 0:
-		return 0, c.wrap("read", errno)
+		return 0, c.opError("read", errno)
 	case n == 0:
 		return 0, io.EOF
 	}
@@ -121,16 +123,16 @@ func (c conn) Write(p []byte) (int, error) {
 	})
 	switch {
 	case err != nil:
-		return done, c.wrap("write", err)
+		return done, c.opError("write", err)
 	case errno != 0:
-		return done, c.wrap("write", errno)
+		return done, c.opError("write", errno)
 	}
 	return done, nil
 }
 
-// wrap says which call failed on what, as net does; the poller's own
+// opError says which call failed on what, as net does; the poller's own
 // errors (a deadline, a close) come as net's already.
-func (c conn) wrap(op string, err error) error {
+func (c conn) opError(op string, err error) error {
 	if oe, ok := err.(*net.OpError); ok {
 		oe.Op = op
 		return oe
