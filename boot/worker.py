@@ -2369,18 +2369,14 @@ def _start_reaper(drain=None, socks=()):
                 os._exit(0)
     os.close(r)
     _REAPER[0] = w
-    # The first child exits as soon as it has started the reaper: it is
-    # reaped on a thread, not waited for here, which cost a start some
-    # 2 ms (two forks and their scheduling) on a busy machine.
-    import threading
-    t = threading.Thread(target=_reap_child, args=(pid,), name="replhub-reaper-start")
-    t.daemon = True
-    t.start()
-    _REAPER_START[0] = t
     if hasattr(os, "register_at_fork"):
         # A fork of the worker that never execs (multiprocessing) must not
         # keep the reaper waiting after the worker dies.
         os.register_at_fork(after_in_child=lambda: (_close(w), _REAPER.__setitem__(0, None)))
+    # The first child exits as soon as it has started the reaper: it is
+    # reaped on a thread (_start_later), not waited for here, which cost a
+    # start some 2 ms (two forks and their scheduling) on a busy machine.
+    return pid
 
 
 # The reaper's sh: $1 the Python, $2 _REAPER_END, $3 the group, then the
@@ -2495,22 +2491,39 @@ def _open_fds():
 
 
 _REAPER = [None]  # the write end of the reaper's pipe
-_REAPER_START = [None]  # the thread that reaps the reaper's first child
+_REAPER_START = [None]  # a lock held until the reaper's first child is reaped
 
 
 def _reaper_settled():
     """Wait (briefly) until the reaper's first child is reaped: until
     then, a swap would count it as the user's background job."""
-    t = _REAPER_START[0]
-    if t is not None:
-        t.join(5)
+    started = _REAPER_START[0]
+    if started is not None and started.acquire(True, 5):
+        started.release()
 
 
-def _reap_child(pid):
+def _start_later(threads, reaper, started):
+    """Start the worker's threads, then reap the reaper's first child
+    (reaper: its pid, or None), then release started. Each is made
+    daemon here: a thread that threading does not know of must not ask it
+    for current_thread(), which would list it as the user's."""
+    import threading
     try:
-        os.waitpid(pid, 0)
+        for target, name, args in threads:
+            threading.Thread(target=target, name=name, args=args, daemon=True).start()
+    except BaseException:
+        # Without them the worker cannot serve: it ends as an exception
+        # in main would, its traceback on stderr.
+        import traceback
+        traceback.print_exc()
+        os._exit(1)
+    try:
+        if reaper is not None:
+            os.waitpid(reaper, 0)
     except OSError:
         pass
+    finally:
+        started.release()
 
 
 def _reaper_group(pgid, alive):
@@ -2715,7 +2728,7 @@ def main(argv):
     chan.send_raw(_ready_frame(has_cloudpickle, ready_extra))
     # After "ready", so that the hub does not wait for its ~2 ms; before
     # any thread, so that the forks copy no lock another thread holds.
-    _start_reaper(pump, [p for p in (sock, sock_alt) if p])
+    reaper = _start_reaper(pump, [p for p in (sock, sock_alt) if p])
     # A crash in C code then leaves its Python traceback as the session's
     # last words, which the hub keeps in the death note. It goes straight
     # to the first hub's output stream (as stderr: unmarked), not through
@@ -2727,23 +2740,26 @@ def main(argv):
     session = Session(chan, lambda: _load_tk(cloudpickle_dir), _load_toolkit("--no-tk" in argv))
     session.has_cloudpickle = has_cloudpickle
     session.pump, session.streams = pump, token
-    threads = [(pump.run, "replhub-output")]
+    # The threads are started by one that threading does not know of
+    # (_start_later), which the main thread does not wait for: a
+    # threading.Thread's start waits until the thread runs, 0.5-2 ms on a
+    # busy machine, and four of them came before the first cell. The frames
+    # and the output wait in their pipes until the reader and the pump run.
+    threads = [(session.read_loop, "replhub-reader", (chan._r, chan.gen)), (pump.run, "replhub-output", ())]
     if sock is not None:
         session.listener = listener
         session.sock, session.sock_alt, session.linger = sock, sock_alt, linger
-        threads.append((session.accept_loop, "replhub-accept"))
-    for target, name in threads:
-        t = threading.Thread(target=target, name=name)
-        t.daemon = True
-        t.start()
+        threads.append((session.accept_loop, "replhub-accept", ()))
     os._exit = pump.exit_after_drain(os._exit)
     signal.signal(signal.SIGINT, chan.sigint.handler)
     sys.meta_path.insert(0, _ImportHook())
     if "linecache" in sys.modules:  # imported before the hook could see it
         _sources_to(sys.modules["linecache"])
-    t = threading.Thread(target=session.read_loop, args=(chan._r, chan.gen), name="replhub-reader")
-    t.daemon = True
-    t.start()
+    started = threading.Lock()
+    started.acquire()
+    _REAPER_START[0] = started
+    import _thread
+    _thread.start_new_thread(_start_later, (threads, reaper, started))
     session.serve()
 
 
