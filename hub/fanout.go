@@ -169,8 +169,8 @@ func (h *Hub) groupOf(name string) []string {
 	if h.swappedError(name, wire.Advice{}) != nil {
 		return nil // a single session on disk
 	}
-	for _, s := range h.listSwapped() {
-		add(s.Name)
+	for _, name := range h.swappedNames() {
+		add(name)
 	}
 	for _, d := range h.deadNames("") {
 		add(d)

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -174,6 +176,14 @@ func TestFanOpenGroups(t *testing.T) {
 		_, ok := recorded("theirs")
 		assert.False(t, ok, "a request may not narrow a group it did not make")
 		assert.Equal(t, []string{"lab-7", "lab-8"}, h.groupOf("theirs"))
+	})
+	t.Run("found from swaps", func(t *testing.T) {
+		require.NoError(t, os.MkdirAll(h.paths.SwapDir(), 0o700))
+		for _, f := range []string{"theirs@lab-9.json", "theirs@lab-9.pickle", "theirs@lab-6.pickle", "theirs@.json", "other@lab-5.json"} {
+			require.NoError(t, os.WriteFile(filepath.Join(h.paths.SwapDir(), f), nil, 0o600))
+		}
+		assert.Equal(t, []string{"lab-7", "lab-8", "lab-9"}, h.groupOf("theirs"),
+			"a swap's record names a member, whatever it holds; a pickle alone does not")
 	})
 	t.Run("at most maxGroups", func(t *testing.T) {
 		h.mu.Lock()

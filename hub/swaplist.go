@@ -79,6 +79,21 @@ func (h *Hub) listSwapped() []wire.SwappedInfo {
 	return out
 }
 
+// swappedNames lists the names of the swaps on disk from the folder's
+// entries alone: which sessions a group's name stands for needs no record
+// read, where listSwapped stats both files of each and reads a record it
+// has not seen (every swap at a hub's first new session).
+func (h *Hub) swappedNames() []string {
+	ents, _ := os.ReadDir(h.paths.SwapDir())
+	var names []string
+	for _, e := range ents {
+		if name, ok := strings.CutSuffix(e.Name(), ".json"); ok && checkName(name) == nil {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
 // swapLineOf is name's line in the list: the one kept, when cached and
 // neither file changed since.
 func (h *Hub) swapLineOf(name string, cached bool) wire.SwappedInfo {
