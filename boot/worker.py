@@ -636,6 +636,7 @@ def _on_big_stack(fn, size):
             out.append((True, fn()))
         except BaseException as e:
             out.append((False, e))
+    _started()
     try:
         old = threading.stack_size()
         try:
@@ -870,6 +871,7 @@ class Pump(object):
     def run(self):
         import select
         import time
+        _untraced()
         live = self.live
         while live:
             try:
@@ -1494,6 +1496,7 @@ class Session(object):
         from the last one, even one that still looks alive (a link that
         died without a word). A worker with a linger gives up that long
         after its hub went away, and exits."""
+        _untraced()
         import select
         while True:
             if self.chan.down and self.linger is not None and _monotonic() - self.chan.down_at > self.linger:
@@ -2105,7 +2108,7 @@ class Session(object):
             late = False
             try:
                 if op == "swap":
-                    _reaper_settled()
+                    _started()
                     reply = sw.swap(self, header, self.chan, tk)
                 elif header.get("path"):
                     with sw.open_checked(header.get("path")) as f:
@@ -2491,39 +2494,52 @@ def _open_fds():
 
 
 _REAPER = [None]  # the write end of the reaper's pipe
-_REAPER_START = [None]  # a lock held until the reaper's first child is reaped
+_STARTED = [None]  # an Event, set by _start_later
 
 
-def _reaper_settled():
-    """Wait (briefly) until the reaper's first child is reaped: until
-    then, a swap would count it as the user's background job."""
-    started = _REAPER_START[0]
-    if started is not None and started.acquire(True, 5):
-        started.release()
+def _started():
+    """Wait (briefly) until the worker's threads are up and the reaper's
+    first child is reaped (_start_later): until then, a swap would count
+    that child as the user's background job, and a change of
+    threading.stack_size would reach the threads still to start."""
+    started = _STARTED[0]
+    if started is not None:
+        started.wait(5)
 
 
-def _start_later(threads, reaper, started):
-    """Start the worker's threads, then reap the reaper's first child
-    (reaper: its pid, or None), then release started. Each is made
-    daemon here: a thread that threading does not know of must not ask it
-    for current_thread(), which would list it as the user's."""
+def _start_later(threads, reaper, started, errfd):
+    """Start the worker's threads, the reader first: the first cell runs
+    while the others start. Then reap the reaper's first child (reaper:
+    its pid, or None), and set started. Each thread is made daemon here: a
+    thread that threading does not know of must not ask it for
+    current_thread(), which would list it as the user's."""
     import threading
     try:
         for target, name, args in threads:
             threading.Thread(target=target, name=name, args=args, daemon=True).start()
     except BaseException:
         # Without them the worker cannot serve: it ends as an exception
-        # in main would, its traceback on stderr.
+        # in main would, its traceback where a crash's goes (see main).
         import traceback
-        traceback.print_exc()
+        try:
+            os.write(errfd, traceback.format_exc().encode("utf-8", "replace"))
+        except (OSError, TypeError):
+            traceback.print_exc()
         os._exit(1)
     try:
         if reaper is not None:
             os.waitpid(reaper, 0)
     except OSError:
         pass
-    finally:
-        started.release()
+    started.set()
+
+
+def _untraced():
+    """Take off the trace and profile functions that threading gave the
+    calling thread: a first cell that set them (threading.settrace) may
+    run before the pump and the accept loop start (_start_later)."""
+    sys.settrace(None)
+    sys.setprofile(None)
 
 
 def _reaper_group(pgid, alive):
@@ -2755,11 +2771,9 @@ def main(argv):
     sys.meta_path.insert(0, _ImportHook())
     if "linecache" in sys.modules:  # imported before the hook could see it
         _sources_to(sys.modules["linecache"])
-    started = threading.Lock()
-    started.acquire()
-    _REAPER_START[0] = started
+    _STARTED[0] = threading.Event()
     import _thread
-    _thread.start_new_thread(_start_later, (threads, reaper, started))
+    _thread.start_new_thread(_start_later, (threads, reaper, _STARTED[0], pump.errfd))
     session.serve()
 
 

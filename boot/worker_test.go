@@ -798,6 +798,28 @@ func canSpawn(t *testing.T, py string) bool {
 
 // A worker that does not lead its process group (run by hand from a
 // script) starts no reaper, and so never kills a group not its own.
+// A worker's threads start beside its first cell, on a thread that
+// threading does not know of: none of them may show up as a thread of the
+// user's (a swap would wait for it), and the reaper's first child is
+// reaped once they are up.
+func TestWorkerThreadsStartBesideTheFirstCell(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorker(t, py)
+		done := w.run(`import sys, threading, os
+type(sys.stdout.buffer).write.__globals__["_started"]()  # the worker's, run as a script
+try:
+    kids = os.waitpid(-1, os.WNOHANG)
+except ChildProcessError:
+    kids = "no child"
+(sorted((t.name, t.daemon) for t in threading.enumerate() if t is not threading.main_thread()),
+ threading.active_count(), kids)`, 20*time.Second)
+		require.Equal(t, "ok", done.str("status"), "%s", done.line)
+		v := done.str("value")
+		assert.Equal(t, "([('replhub-output', True), ('replhub-reader', True)], 3, 'no child')", v,
+			"only the worker's named threads, daemons; the reaper's first child reaped")
+	})
+}
+
 func TestNoReaperOutsideItsGroup(t *testing.T) {
 	if _, err := os.Stat("/proc/self/stat"); err != nil {
 		t.Skip("needs /proc")
