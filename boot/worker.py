@@ -2317,35 +2317,35 @@ def _load_toolkit(no_tk):
         return None
 
 
+# Make the worker's death, however it comes (os._exit, a crash in C,
+# SIGKILL from the OOM killer), take its process group with it: children
+# a cell started (a subprocess, a background job) would otherwise run on.
+#
+# A reaper process blocks reading a pipe whose write end only the worker
+# holds (it is not inheritable, and a fork of the worker closes it); at
+# EOF the worker is gone, and the reaper ends it all (_REAPER_END): the
+# groups told on the pipe, then the group, itself included. It holds no
+# other fd than the Pump's read ends and the first hub's output stream,
+# so the hub still sees the worker's pipes close. It is started twice
+# removed, so that the worker has no child of its own for os.wait() to
+# find. It works the same where nobody else could signal the group: as
+# root under sudo, or on a remote host.
+#
+# The reaper is a /bin/sh that waits (_REAPER_SH), spawned without a
+# fork of the worker (os.posix_spawn, 3.8+): a fork write-protects all of
+# the worker's memory, and its next writes fault page by page, which
+# cost a session's first cell a quarter of its start on a virtual
+# machine; a forked reaper also holds ~5 MB of the worker's old pages.
+# Only at the worker's death does it run Python, to end it all. Where it
+# cannot be spawned (3.6, 3.7, no /bin/sh), it is a fork of the worker.
+#
+# Only a group the worker leads is killed, or sudo's when sudo started
+# the worker: locally the hub starts the worker (or sudo) as a group
+# leader, and on a host sshd makes the channel's shell a session leader
+# that the stub's exec turns into Python (or sudo). Run by hand from a
+# shell without job control, the worker is in the shell's group, which is
+# not its to end: then there is no reaper.
 def _start_reaper(drain=None, socks=()):
-    """Make the worker's death, however it comes (os._exit, a crash in C,
-    SIGKILL from the OOM killer), take its process group with it: children
-    a cell started (a subprocess, a background job) would otherwise run on.
-
-    A reaper process blocks reading a pipe whose write end only the worker
-    holds (it is not inheritable, and a fork of the worker closes it); at
-    EOF the worker is gone, and the reaper ends it all (_REAPER_END): the
-    groups told on the pipe, then the group, itself included. It holds no
-    other fd than the Pump's read ends and the first hub's output stream,
-    so the hub still sees the worker's pipes close. It is started twice
-    removed, so that the worker has no child of its own for os.wait() to
-    find. It works the same where nobody else could signal the group: as
-    root under sudo, or on a remote host.
-
-    The reaper is a /bin/sh that waits (_REAPER_SH), spawned without a
-    fork of the worker (os.posix_spawn, 3.8+): a fork write-protects all of
-    the worker's memory, and its next writes fault page by page, which
-    cost a session's first cell a quarter of its start on a virtual
-    machine; a forked reaper also holds ~5 MB of the worker's old pages.
-    Only at the worker's death does it run Python, to end it all. Where it
-    cannot be spawned (3.6, 3.7, no /bin/sh), it is a fork of the worker.
-
-    Only a group the worker leads is killed, or sudo's when sudo started
-    the worker: locally the hub starts the worker (or sudo) as a group
-    leader, and on a host sshd makes the channel's shell a session leader
-    that the stub's exec turns into Python (or sudo). Run by hand from a
-    shell without job control, the worker is in the shell's group, which is
-    not its to end: then there is no reaper."""
     try:
         pgid = os.getpgid(0)
         if pgid != os.getpid() and not (pgid == os.getppid() and _parent_is_sudo()):
@@ -2497,22 +2497,22 @@ _REAPER = [None]  # the write end of the reaper's pipe
 _STARTED = [None]  # an Event, set by _start_later
 
 
+# Wait (briefly) until the worker's threads are up and the reaper's
+# first child is reaped (_start_later): until then, a swap would count
+# that child as the user's background job, and a change of
+# threading.stack_size would reach the threads still to start.
 def _started():
-    """Wait (briefly) until the worker's threads are up and the reaper's
-    first child is reaped (_start_later): until then, a swap would count
-    that child as the user's background job, and a change of
-    threading.stack_size would reach the threads still to start."""
     started = _STARTED[0]
     if started is not None:
         started.wait(5)
 
 
+# Start the worker's threads, the reader first: the first cell runs
+# while the others start. Then reap the reaper's first child (reaper:
+# its pid, or None), and set started. Each thread is made daemon here: a
+# thread that threading does not know of must not ask it for
+# current_thread(), which would list it as the user's.
 def _start_later(threads, reaper, started, errfd):
-    """Start the worker's threads, the reader first: the first cell runs
-    while the others start. Then reap the reaper's first child (reaper:
-    its pid, or None), and set started. Each thread is made daemon here: a
-    thread that threading does not know of must not ask it for
-    current_thread(), which would list it as the user's."""
     import threading
     try:
         for target, name, args in threads:
@@ -2534,10 +2534,10 @@ def _start_later(threads, reaper, started, errfd):
     started.set()
 
 
+# Take off the trace and profile functions that threading gave the
+# calling thread: a first cell that set them (threading.settrace) may
+# run before the pump and the accept loop start (_start_later).
 def _untraced():
-    """Take off the trace and profile functions that threading gave the
-    calling thread: a first cell that set them (threading.settrace) may
-    run before the pump and the accept loop start (_start_later)."""
     sys.settrace(None)
     sys.setprofile(None)
 
