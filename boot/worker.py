@@ -1,71 +1,70 @@
-"""replhub worker: one session's Python process.
-
-This file owns the session loop and the frame protocol with the hub, as
-DESIGN.md lays them out:
-
-* frames travel on private duplicates of the original fds 0 (hub -> worker)
-  and 1 (worker -> hub), made before any user code runs;
-* fds 1 and 2 then point at two pipes that a pump thread forwards to the
-  original stderr, which the hub reads as the session's output: stdout and
-  stderr apart (stdout runs bracketed by markers built from a token the
-  ready frame tells, none written before it), print(), subprocesses and C
-  code in the order they were written (see Pump); fd 0 becomes /dev/null so
-  input() sees EOF;
-* a frame is one line of UTF-8 JSON, under 1 MiB, followed by exactly "len"
-  raw bytes when the header has that key;
-* after each cell the worker flushes, writes the cell's fence token to its
-  stdout and sends "done": the hub needs both before it calls the cell
-  finished. When nothing at all went out since the last fence, it writes
-  none, and says so in done's "quiet" (see Pump.fence).
-
-Frames, protocol 2 (hub -> worker):
-  exec {cell, code, fence, names?}  run a cell (names: list them in its
-                                    done frame, changed or not)
-  serve {sid, kind, from, py, ...}  put/get/call (blob in len), read/write a file
-  chunk {sid|id, seq, eof?, len}    ack {sid|id, seq}     a transfer's data
-  reply {id, ok, error?, ...}       the answer to one of our req frames
-  interrupt {cell}  -> interrupted {cell, how}: "delivered" (KeyboardInterrupt
-                    raised in the running cell), "parked" (the cell has not
-                    started its code: it ends with KeyboardInterrupt instead),
-                    "none" (the cell is not running)
-  cancel {sid}      stop what is served for sid (a transfer between chunks,
-                    put/get/call by KeyboardInterrupt, a queued one at once)
-  ping {id} -> pong {id}
-  exit              end now (a durable worker outlives its frame stream)
-  adopt             a new hub's first frame on a durable worker's socket
-                    -> ready {adopted, cell, running, fence, streams, names?},
-                    then the last done frame and the output that waited
-                    for a hub
-  detach {fence}    the hub hands us over: output to it ends with fence,
-                    then detached; the rest waits for the next hub
-  swap {sid, path?, force?} -> [chunk...] swapped {sid, ok, ...}     see replhub_toolkit/swap.py
-  restore {sid, path?} -> [ack -1, chunks in] restored {sid, ok, ...}
-  query {id, kind, expr?, text?, all?, keep_imports?, limit?, wait?}
-                    -> answer {id, ok, error?, busy?, cell?, waited?, ...}:
-                    vars, inspect, complete or reset (names: the list
-                    after it), between cells, on a thread of its own; see
-                    replhub_toolkit/query.py
-Worker -> hub: ready, done {cell, status, value, error, duration, names?
-(when they changed, or to a new hub: Names), rss?, display?: [{mime,
-size}], dropped?, quiet?, len?} (the display items' bytes, one after
-another, are its payload: replhub_toolkit/display.py), served
-{sid, ok, error?, py, ...}, req {id, kind, py, ...}, chunk, ack,
-interrupted, pong, answer, out (output, once adopted), detached, error
-{id?, error}.
-
-A cell that awaits at top level (3.8+) runs on the session's event loop,
-which the main thread also runs between cells (Session._await, _spin).
-
-SIGINT (see Sigint) is raised as KeyboardInterrupt only while user code runs,
-and never inside a frame write, so no frame is ever torn.  A session whose
-code replaces the SIGINT handler with its own gives that guarantee up; one
-that puts back signal.default_int_handler gets ours again at the next cell.
-
-If the worker leads its process group, a reaper process kills the group
-when the worker dies, however it dies (see _start_reaper).
-
-Standard library only; runs on Python 3.6 through 3.13.  Keep it small.
-"""
+# replhub worker: one session's Python process.
+#
+# This file owns the session loop and the frame protocol with the hub, as
+# DESIGN.md lays them out:
+#
+# * frames travel on private duplicates of the original fds 0 (hub -> worker)
+#   and 1 (worker -> hub), made before any user code runs;
+# * fds 1 and 2 then point at two pipes that a pump thread forwards to the
+#   original stderr, which the hub reads as the session's output: stdout and
+#   stderr apart (stdout runs bracketed by markers built from a token the
+#   ready frame tells, none written before it), print(), subprocesses and C
+#   code in the order they were written (see Pump); fd 0 becomes /dev/null so
+#   input() sees EOF;
+# * a frame is one line of UTF-8 JSON, under 1 MiB, followed by exactly "len"
+#   raw bytes when the header has that key;
+# * after each cell the worker flushes, writes the cell's fence token to its
+#   stdout and sends "done": the hub needs both before it calls the cell
+#   finished. When nothing at all went out since the last fence, it writes
+#   none, and says so in done's "quiet" (see Pump.fence).
+#
+# Frames, protocol 2 (hub -> worker):
+#   exec {cell, code, fence, names?}  run a cell (names: list them in its
+#                                     done frame, changed or not)
+#   serve {sid, kind, from, py, ...}  put/get/call (blob in len), read/write a file
+#   chunk {sid|id, seq, eof?, len}    ack {sid|id, seq}     a transfer's data
+#   reply {id, ok, error?, ...}       the answer to one of our req frames
+#   interrupt {cell}  -> interrupted {cell, how}: "delivered" (KeyboardInterrupt
+#                     raised in the running cell), "parked" (the cell has not
+#                     started its code: it ends with KeyboardInterrupt instead),
+#                     "none" (the cell is not running)
+#   cancel {sid}      stop what is served for sid (a transfer between chunks,
+#                     put/get/call by KeyboardInterrupt, a queued one at once)
+#   ping {id} -> pong {id}
+#   exit              end now (a durable worker outlives its frame stream)
+#   adopt             a new hub's first frame on a durable worker's socket
+#                     -> ready {adopted, cell, running, fence, streams, names?},
+#                     then the last done frame and the output that waited
+#                     for a hub
+#   detach {fence}    the hub hands us over: output to it ends with fence,
+#                     then detached; the rest waits for the next hub
+#   swap {sid, path?, force?} -> [chunk...] swapped {sid, ok, ...}     see replhub_toolkit/swap.py
+#   restore {sid, path?} -> [ack -1, chunks in] restored {sid, ok, ...}
+#   query {id, kind, expr?, text?, all?, keep_imports?, limit?, wait?}
+#                     -> answer {id, ok, error?, busy?, cell?, waited?, ...}:
+#                     vars, inspect, complete or reset (names: the list
+#                     after it), between cells, on a thread of its own; see
+#                     replhub_toolkit/query.py
+# Worker -> hub: ready, done {cell, status, value, error, duration, names?
+# (when they changed, or to a new hub: Names), rss?, display?: [{mime,
+# size}], dropped?, quiet?, len?} (the display items' bytes, one after
+# another, are its payload: replhub_toolkit/display.py), served
+# {sid, ok, error?, py, ...}, req {id, kind, py, ...}, chunk, ack,
+# interrupted, pong, answer, out (output, once adopted), detached, error
+# {id?, error}.
+#
+# A cell that awaits at top level (3.8+) runs on the session's event loop,
+# which the main thread also runs between cells (Session._await, _spin).
+#
+# SIGINT (see Sigint) is raised as KeyboardInterrupt only while user code runs,
+# and never inside a frame write, so no frame is ever torn.  A session whose
+# code replaces the SIGINT handler with its own gives that guarantee up; one
+# that puts back signal.default_int_handler gets ours again at the next cell.
+#
+# If the worker leads its process group, a reaper process kills the group
+# when the worker dies, however it dies (see _start_reaper).
+#
+# Standard library only; runs on Python 3.6 through 3.13.  Keep it small.
 
 import io
 import os
