@@ -1150,20 +1150,34 @@ def _listen(path):
     socket: the module socket (enum, selectors) costs a start 3 ms, and
     only a connection needs it (_accept)."""
     import _socket
+    # Bound beside path and renamed to it once it listens: a hub that finds
+    # the file (after a move, _keep_socket) and connects at once is not
+    # refused. A path too long for the extra byte is bound where it is.
+    at = path + "~" if len(os.fsencode(path)) < 107 else path
     try:
-        os.unlink(path)
+        os.unlink(at)
     except OSError:
         pass
     ln = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     old = os.umask(0o177)
     try:
-        ln.bind(path)
+        ln.bind(at)
     finally:
         os.umask(old)
-    if os.getuid() == 0 and os.environ.get("SUDO_UID", "").isdigit():
-        os.chown(path, int(os.environ["SUDO_UID"]), int(os.environ.get("SUDO_GID", "-1") or -1),
-                 follow_symlinks=False)
-    ln.listen(8)
+    try:
+        if os.getuid() == 0 and os.environ.get("SUDO_UID", "").isdigit():
+            os.chown(at, int(os.environ["SUDO_UID"]), int(os.environ.get("SUDO_GID", "-1") or -1),
+                     follow_symlinks=False)
+        ln.listen(8)
+        if at != path:
+            os.rename(at, path)
+    except BaseException:
+        ln.close()
+        try:
+            os.unlink(at)
+        except OSError:
+            pass
+        raise
     return ln
 
 
