@@ -54,8 +54,8 @@ func keyOf(path string) (fileKey, bool) {
 // or a swap folder that is not safe, is read again at every list, and says
 // why in its cwd.
 func (h *Hub) listSwapped() []wire.SwappedInfo {
-	ents, _ := os.ReadDir(h.paths.SwapDir())
-	if len(ents) == 0 {
+	names := h.swappedNames()
+	if len(names) == 0 {
 		h.swapList.forget(nil)
 		return nil
 	}
@@ -63,11 +63,7 @@ func (h *Hub) listSwapped() []wire.SwappedInfo {
 	_, dirErr := h.swapDir() // once for all: readSwap checks it for each
 	var out []wire.SwappedInfo
 	seen := map[string]bool{}
-	for _, e := range ents {
-		name, ok := strings.CutSuffix(e.Name(), ".json")
-		if !ok || checkName(name) != nil {
-			continue
-		}
+	for _, name := range names {
 		seen[name] = true
 		info := h.swapLineOf(name, dirErr == nil)
 		if cfg != nil && cfg.SwapKeep() > 0 && !info.When.IsZero() {
@@ -81,8 +77,8 @@ func (h *Hub) listSwapped() []wire.SwappedInfo {
 
 // swappedNames lists the names of the swaps on disk from the folder's
 // entries alone: which sessions a group's name stands for needs no record
-// read, where listSwapped stats both files of each and reads a record it
-// has not seen (every swap at a hub's first new session).
+// read, where listSwapped, which starts from these names, stats both
+// files of each and reads a record it has not seen.
 func (h *Hub) swappedNames() []string {
 	ents, _ := os.ReadDir(h.paths.SwapDir())
 	var names []string
