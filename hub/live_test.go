@@ -14,6 +14,7 @@ import (
 
 	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/internal/procstat"
+	"github.com/replhub/replhub/payload"
 )
 
 func testPaths(t *testing.T) config.Paths {
@@ -25,6 +26,10 @@ func testHub(t *testing.T, p config.Paths) *Hub {
 	t.Helper()
 	h, err := New(Options{Paths: p})
 	require.NoError(t, err)
+	// New asks for cloudpickle's folder in the background (once per
+	// process), and keeps the answer in p's state folder: the folder is
+	// removed only once that is done.
+	t.Cleanup(func() { payload.CloudpickleDir() })
 	return h
 }
 
