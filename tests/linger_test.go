@@ -87,7 +87,9 @@ func newSocketsOf(t *testing.T, pid int, before []string) []string {
 }
 
 // unixListeners are the unix sockets bound to a path, by path, with
-// their inodes (/proc/net/unix).
+// their inodes (/proc/net/unix). The table keeps the path a socket was
+// bound at: a worker binds its socket at PATH~ and renames it into place
+// once it listens, so PATH~ stands for PATH too.
 func unixListeners(t *testing.T) map[string]string {
 	t.Helper()
 	table, err := os.ReadFile("/proc/net/unix")
@@ -96,6 +98,9 @@ func unixListeners(t *testing.T) map[string]string {
 	for _, l := range strings.Split(string(table), "\n")[1:] {
 		if f := strings.Fields(l); len(f) >= 8 {
 			listening[f[7]] = f[6]
+			if p, ok := strings.CutSuffix(f[7], "~"); ok {
+				listening[p] = f[6]
+			}
 		}
 	}
 	return listening
