@@ -462,17 +462,10 @@ class Channel(object):
         line = r.readline()
         if not line:
             return None
-        try:
-            header = _loads(line.decode("utf-8"))
-        except ValueError as e:
-            raise ValueError("malformed frame (%s): %r" % (e, line[:80]))
-        if not isinstance(header, dict) or not isinstance(header.get("op"), str):
-            raise ValueError("malformed frame (no op): %r" % (line[:80],))
+        header = _header(line)
         data = None
         n = header.get("len")
         if n:
-            if not isinstance(n, int) or n < 0:
-                raise ValueError("malformed frame (bad len): %r" % (line[:80],))
             if header["op"] == "chunk" and n > (1 << 20) and not self._big_in:
                 self._big_in = True
                 _grow_pipe(r.fileno())
@@ -500,6 +493,87 @@ class Channel(object):
         """Give back a chunk's buffer once it is written."""
         if isinstance(data, memoryview) and type(data.obj) is _PoolBuffer and len(self._pool) < 8:
             self._pool.append(data.obj)
+
+
+# A frame's header line, parsed; ValueError if it is none.
+def _header(line):
+    try:
+        header = _loads(line.decode("utf-8"))
+    except ValueError as e:
+        raise ValueError("malformed frame (%s): %r" % (e, line[:80]))
+    if not isinstance(header, dict) or not isinstance(header.get("op"), str):
+        raise ValueError("malformed frame (no op): %r" % (line[:80],))
+    n = header.get("len")
+    if n and (not isinstance(n, int) or n < 0):
+        raise ValueError("malformed frame (bad len): %r" % (line[:80],))
+    return header
+
+
+class _CellPipe(object):
+    # A local worker's exec frames come on a pipe of their own (--cells),
+    # which the main thread reads itself while it has nothing to run: a
+    # cell's frame then wakes the thread that runs it, and not the reader
+    # first, which then had to wake the main thread (on a busy machine a
+    # fifth of a round trip). The hub sends it one exec frame at a time
+    # (it refuses an exec while the worker is busy), and everything else on
+    # the channel, which the reader reads as before. frame() keeps what it
+    # read in a buffer of its own and returns whole frames only, so that a
+    # wake (a frame the reader queued, a new hub) is seen even in the
+    # middle of one.
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.buf = bytearray()
+        self.scanned = 0   # bytes of buf known to hold no newline
+        self.head = None   # the parsed header of the frame under way
+        self.eof = False
+
+    # The next whole frame, (header, data); None when none came (a byte on
+    # fd wake, or nothing there and block unset). Raises EOFError at the
+    # end (a partial frame is dropped), ValueError for a bad header, which
+    # is dropped.
+    def frame(self, wake=None, block=True):
+        import select
+        while True:
+            if self.head is None:
+                i = self.buf.find(b"\n", self.scanned)
+                if i >= 0:
+                    line = bytes(self.buf[:i + 1])
+                    del self.buf[:i + 1]
+                    self.scanned = 0
+                    self.head = _header(line)
+                else:
+                    self.scanned = len(self.buf)
+            if self.head is not None:
+                n = self.head.get("len") or 0
+                if len(self.buf) >= n:
+                    header, data, self.head = self.head, None, None
+                    if n:
+                        data = bytes(self.buf[:n])
+                        del self.buf[:n]
+                    return header, data
+            if self.eof:
+                raise EOFError
+            fds = [self.fd] if wake is None else [self.fd, wake]
+            ready = select.select(fds, [], [], None if block else 0)[0]
+            if wake in ready:
+                try:
+                    os.read(wake, 512)
+                except OSError:
+                    pass
+            if self.fd not in ready:
+                return None
+            data = os.read(self.fd, 1 << 16)
+            if not data:
+                self.eof = True
+            self.buf += data
+
+    # Whether a frame may be whole in the buffer (frame() need not wait
+    # for the pipe).
+    def pending(self):
+        if self.head is None:
+            return self.buf.find(b"\n", self.scanned) >= 0
+        return len(self.buf) >= (self.head.get("len") or 0)
 
 
 def _ours(filename):
@@ -1373,6 +1447,14 @@ class Session(object):
         self.queries = 0  # query threads alive, bounded by QUERIES_MAX
         self.phase, self.key, self.stream = IDLE, None, None
         self.parked = set()  # keys interrupted or cancelled before they started
+        # A local worker's exec frames (_CellPipe), which the main thread
+        # reads while idle (selecting); a frame queued then writes a byte to
+        # wake[1]. seen_cell is the last cell whose exec frame was read: an
+        # interrupt may overtake a later one on the other pipe.
+        self.cells = None
+        self.wake = None
+        self.selecting = False
+        self.seen_cell = 0
         self.after_done = []  # cells whose interrupt is answered after their done frame
         self.listener = None  # a durable worker's socket
         self.sock = None      # its path, and where it moves (_keep_socket)
@@ -1653,10 +1735,66 @@ class Session(object):
             self._tk.route(header, data)
         elif op not in ("reply", "chunk", "ack"):
             with self.cond:
+                if op == "exec" and isinstance(header.get("cell"), int):
+                    self.seen_cell = max(self.seen_cell, header["cell"])
                 self.queue.append((header, data))
                 self.cond.notify()
                 if self.spinning:
                     self.aloop.call_soon_threadsafe(self._stop_spin)
+                if self.selecting:
+                    try:
+                        os.write(self.wake[1], b"!")
+                    except OSError:
+                        pass  # full: it wakes already
+
+    # Read exec frames from fd too (see _CellPipe).
+    def take_cells(self, fd):
+        cells = _CellPipe(fd)
+        self.wake = os.pipe()
+        _nonblocking(self.wake[0])
+        _nonblocking(self.wake[1])
+        self.cells = cells
+
+    # On the main thread: take the next frame off the cell pipe, if one
+    # comes before a wake.
+    def _read_cells(self, block):
+        cells = self.cells
+        try:
+            msg = cells.frame(self.wake[0], block)
+        except (EOFError, OSError):
+            self.cells = None  # its hub went; frames come on the channel
+            _close(cells.fd)
+            return
+        except ValueError as e:
+            self._send_quietly({"op": "error", "error": _cap(str(e), ERROR_CAP)[0]})
+            return
+        if msg is not None:
+            self.selecting = False  # no wake for the frame it queues itself
+            self.dispatch(*msg)
+
+    # Hand the cell pipe to a thread of its own, for good: a loop that
+    # cannot watch it runs between cells (_spin).
+    def _cells_by_thread(self):
+        import threading
+        cells, self.cells = self.cells, None
+
+        def run():
+            while True:
+                try:
+                    msg = cells.frame()
+                except (EOFError, OSError):
+                    _close(cells.fd)
+                    return
+                except ValueError as e:
+                    self._send_quietly({"op": "error", "error": _cap(str(e), ERROR_CAP)[0]})
+                    continue
+                try:
+                    self.dispatch(*msg)
+                except Exception:
+                    pass
+        t = threading.Thread(target=run, name="replhub-cells")
+        t.daemon = True
+        t.start()
 
     def query(self, header):
         """Answer a query frame on a thread of its own (a repr may hang,
@@ -1714,7 +1852,8 @@ class Session(object):
                 self._signal_main()
                 how = "delivered"
             elif (self.key == ("cell", cell) and self.phase == PARSING) or any(
-                    h.get("op") == "exec" and h.get("cell") == cell for h, _ in self.queue):
+                    h.get("op") == "exec" and h.get("cell") == cell for h, _ in self.queue) or (
+                    self.wake is not None and isinstance(cell, int) and cell > self.seen_cell):
                 self.parked.add(("cell", cell))
                 how = "parked"
             else:
@@ -1801,18 +1940,24 @@ class Session(object):
                     held = self.querying and _monotonic() < self.query_until
                     if self.queue and not held:
                         break
-                    if held or self.aloop is None:
+                    if held or (self.aloop is None and self.cells is None):
                         self.cond.wait(max(0.01, self.query_until - _monotonic()) if held else None)
                         continue
-                    # Tasks of cells that awaited run on while we wait.
-                    self.spinning = True
+                    # Tasks of cells that awaited run on while we wait, and
+                    # the cell pipe is read.
+                    self.spinning = self.aloop is not None
+                    self.selecting = self.cells is not None
                     self.cond.release()
                     try:
-                        self._spin()
+                        if self.aloop is not None:
+                            self._spin()
+                        if self.cells is not None:
+                            self._read_cells(self.aloop is None)
                     finally:
                         self.cond.acquire()
-                        self.spinning = False
-                        self.idle_cond.notify_all()  # a query waits for it (query.py)
+                        if self.spinning:
+                            self.idle_cond.notify_all()  # a query waits for it (query.py)
+                        self.spinning = self.selecting = False
                 header, data = self.queue.pop(0)
                 op = header.get("op")
                 # From here an interrupt or a cancel finds it taken.
@@ -2004,13 +2149,28 @@ class Session(object):
 
     def _spin(self):
         """Between cells, run the session's event loop until a frame comes
-        (dispatch stops it), so that tasks go on while no cell runs."""
-        loop = self.aloop
+        (dispatch stops it, or the cell pipe's), so that tasks go on while
+        no cell runs."""
+        loop, cells = self.aloop, self.cells
+        if cells is not None:
+            if cells.pending():
+                return
+            try:
+                loop.add_reader(cells.fd, self._stop_spin)
+            except Exception:
+                self._cells_by_thread()
+                cells = None
         try:
             loop.run_forever()
         except BaseException:
             if loop.is_closed():
                 self.aloop = None
+        finally:
+            if cells is not None:
+                try:
+                    loop.remove_reader(cells.fd)
+                except Exception:
+                    pass
 
     def finish(self, fence, done, data=None):
         """Flush, then the fence and the done frame. SIGINT is dropped from
@@ -2672,7 +2832,7 @@ def _ready_frame(has_cloudpickle, extra=()):
     except OSError:
         cwd = ""
     v = sys.version_info
-    more = "".join(',"%s":%s' % (k, js(val)) for k, val in extra if val)
+    more = "".join(',"%s":%s' % (k, "true" if val is True else js(val)) for k, val in extra if val)
     return ('{"op":"ready","proto":%d,"python":"%d.%d.%d","pid":%d,"cwd":%s,"executable":%s,'
             '"cloudpickle":%s%s}\n' % (PROTO, v[0], v[1], v[2], os.getpid(), js(cwd),
                                        js(sys.executable or ""),
@@ -2743,6 +2903,17 @@ def main(argv):
             ready_extra = (("linger_error", why),)
     token = _streams_token(argv)
     ready_extra += (("streams", token), ("bytecode", BYTECODE))
+    cells = None
+    if "--cells" in argv:
+        # The cell pipe (_CellPipe) moves out of the way of the frame fds
+        # (3 and 4, as without it), where no child inherits it; ready says
+        # that exec frames may come on it.
+        import fcntl
+        fd = int(argv[argv.index("--cells") + 1])
+        cells = fcntl.fcntl(fd, fcntl.F_DUPFD, 10)
+        os.set_inheritable(cells, False)
+        os.close(fd)
+        ready_extra += (("cells", True),)
     rfd, wfd, pump = _setup_fds(token)
     sys.argv = [""]
     # A REPL's sys.path[0] is the current directory, not the worker's folder.
@@ -2769,6 +2940,8 @@ def main(argv):
     session = Session(chan, lambda: _load_tk(cloudpickle_dir), _load_toolkit("--no-tk" in argv))
     session.has_cloudpickle = has_cloudpickle
     session.pump, session.streams = pump, token
+    if cells is not None:
+        session.take_cells(cells)
     # The threads are started by one that threading does not know of
     # (_start_later), which the main thread does not wait for: a
     # threading.Thread's start waits until the thread runs, 0.5-2 ms on a

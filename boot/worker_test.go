@@ -121,10 +121,13 @@ func (f frame) errType() string {
 // worker is a running worker.py, started as the hub starts it: the leader
 // of its own process group.
 type worker struct {
-	t      *testing.T
-	dir    string
-	cmd    *exec.Cmd
-	in     io.WriteCloser
+	t   *testing.T
+	dir string
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	// cells, when set, takes the exec frames (the worker's --cells pipe,
+	// as a local hub starts it); in takes all the others.
+	cells  io.WriteCloser
 	frames chan frame
 	wmu    sync.Mutex
 	out    hubtest.LockedBuffer
@@ -141,14 +144,49 @@ func startWorker(t *testing.T, py string, args ...string) *worker {
 // startWorkerEnv starts a worker with env added to the test's environment.
 func startWorkerEnv(t *testing.T, py string, env []string, args ...string) *worker {
 	t.Helper()
+	return startWorkerWith(t, py, env, false, args...)
+}
+
+// startWorkerCells starts a worker whose exec frames go on a pipe of their
+// own, as a local hub starts one.
+func startWorkerCells(t *testing.T, py string, args ...string) *worker {
+	t.Helper()
+	return startWorkerWith(t, py, nil, true, args...)
+}
+
+// eachMode runs f with a worker that takes its exec frames on stdin, as a
+// remote one does, and with one that takes them on their own pipe.
+func eachMode(t *testing.T, py string, f func(t *testing.T, w *worker)) {
+	for _, cells := range []bool{false, true} {
+		name := "stdin"
+		if cells {
+			name = "cells"
+		}
+		t.Run(name, func(t *testing.T) { f(t, startWorkerWith(t, py, nil, cells)) })
+	}
+}
+
+func startWorkerWith(t *testing.T, py string, env []string, cells bool, args ...string) *worker {
+	t.Helper()
 	dir := t.TempDir()
 	path, err := Install(dir)
 	require.NoError(t, err)
 	w := &worker{t: t, dir: dir, frames: make(chan frame, 256)}
+	if cells {
+		args = append([]string{"--cells", "3"}, args...)
+	}
 	w.cmd = exec.Command(py, append([]string{path, "--stdio"}, args...)...)
 	w.cmd.Dir = dir
 	if env != nil {
 		w.cmd.Env = append(os.Environ(), env...)
+	}
+	if cells {
+		r, cw, err := os.Pipe()
+		require.NoError(t, err)
+		w.cmd.ExtraFiles = []*os.File{r}
+		w.cells = cw
+		defer r.Close()
+		t.Cleanup(func() { cw.Close() })
 	}
 	w.cmd.Stderr = &w.out
 	w.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -276,7 +314,11 @@ func (w *worker) send(h map[string]any, data []byte) {
 	require.NoError(w.t, err)
 	w.wmu.Lock()
 	defer w.wmu.Unlock()
-	_, err = w.in.Write(append(append(b, '\n'), data...))
+	to := w.in
+	if h["op"] == "exec" && w.cells != nil {
+		to = w.cells
+	}
+	_, err = to.Write(append(append(b, '\n'), data...))
 	require.NoError(w.t, err)
 }
 
@@ -323,92 +365,99 @@ func pyStr(s string) string {
 }
 
 func TestInterruptAnswers(t *testing.T) {
-	eachPython(t, func(t *testing.T, py string) {
-		w := startWorker(t, py)
+	eachPython(t, func(t *testing.T, py string) { eachMode(t, py, interruptAnswers) })
+}
 
-		// Idle: nothing to interrupt.
-		w.send(map[string]any{"op": "interrupt", "cell": 7}, nil)
-		f := w.read(5 * time.Second)
-		assert.Equal(t, "interrupted", f.op())
-		assert.EqualValues(t, 7, f.num("cell"))
-		assert.Equal(t, "none", f.str("how"))
+func interruptAnswers(t *testing.T, w *worker) {
+	// Idle: nothing to interrupt. (A hub never interrupts a cell it
+	// has not sent; a worker with a cell pipe takes a later one for a
+	// frame still on its way, TestCellPipe.)
+	idle := 7
+	if w.cells != nil {
+		w.run("1", 10*time.Second)
+		idle = w.cell
+	}
+	w.send(map[string]any{"op": "interrupt", "cell": idle}, nil)
+	f := w.read(5 * time.Second)
+	assert.Equal(t, "interrupted", f.op())
+	assert.EqualValues(t, idle, f.num("cell"))
+	assert.Equal(t, "none", f.str("how"))
 
-		// Running: delivered, and the cell ends with KeyboardInterrupt.
-		started := filepath.Join(w.dir, "started")
-		cell := w.exec(fmt.Sprintf("import time\nopen(%s, 'w').close()\ntime.sleep(30)", pyStr(started)))
-		waitFile(t, started, 10*time.Second)
-		t0 := time.Now()
-		w.send(map[string]any{"op": "interrupt", "cell": cell}, nil)
-		f = w.read(5 * time.Second)
-		assert.Equal(t, "interrupted", f.op(), "the answer comes before the done frame")
-		assert.Equal(t, "delivered", f.str("how"))
-		done, _ := w.until("done", 5*time.Second, nil)
-		assert.EqualValues(t, cell, done.num("cell"))
-		assert.Equal(t, "error", done.str("status"))
-		assert.Equal(t, "KeyboardInterrupt", done.errType())
-		assert.Less(t, time.Since(t0), 5*time.Second)
+	// Running: delivered, and the cell ends with KeyboardInterrupt.
+	started := filepath.Join(w.dir, "started")
+	cell := w.exec(fmt.Sprintf("import time\nopen(%s, 'w').close()\ntime.sleep(30)", pyStr(started)))
+	waitFile(t, started, 10*time.Second)
+	t0 := time.Now()
+	w.send(map[string]any{"op": "interrupt", "cell": cell}, nil)
+	f = w.read(5 * time.Second)
+	assert.Equal(t, "interrupted", f.op(), "the answer comes before the done frame")
+	assert.Equal(t, "delivered", f.str("how"))
+	done, _ := w.until("done", 5*time.Second, nil)
+	assert.EqualValues(t, cell, done.num("cell"))
+	assert.Equal(t, "error", done.str("status"))
+	assert.Equal(t, "KeyboardInterrupt", done.errType())
+	assert.Less(t, time.Since(t0), 5*time.Second)
 
-		// Interrupting a cell that has finished: none.
-		w.send(map[string]any{"op": "interrupt", "cell": cell}, nil)
-		f = w.read(5 * time.Second)
-		assert.Equal(t, "none", f.str("how"))
+	// Interrupting a cell that has finished: none.
+	w.send(map[string]any{"op": "interrupt", "cell": cell}, nil)
+	f = w.read(5 * time.Second)
+	assert.Equal(t, "none", f.str("how"))
 
-		// A cell whose code has ended, while its done frame is made (here
-		// a flush of the user's that takes a while): none, after the done
-		// frame, which the hub takes first. Before, the answer went first,
-		// and the hub ended the cell as lost.
-		w.run(fmt.Sprintf("import sys, time\nclass Slow:\n    def __init__(s, o): s.o = o\n    def write(s, t): return s.o.write(t)\n"+
-			"    def flush(s):\n        open(%s, 'w').close(); time.sleep(0.5)\nsys.stdout = Slow(sys.stdout)", pyStr(started)), 20*time.Second)
-		require.NoError(t, os.Remove(started))
-		cell = w.exec("y = 2")
-		waitFile(t, started, 10*time.Second)
-		w.send(map[string]any{"op": "interrupt", "cell": cell}, nil)
-		f = w.read(5 * time.Second)
-		require.Equal(t, "done", f.op(), "%s", f.line)
-		assert.EqualValues(t, cell, f.num("cell"))
-		assert.Equal(t, "ok", f.str("status"), "%s", f.line)
-		f = w.read(5 * time.Second)
-		assert.Equal(t, "interrupted", f.op())
-		assert.EqualValues(t, cell, f.num("cell"))
-		assert.Equal(t, "none", f.str("how"))
-		w.run("sys.stdout = sys.stdout.o", 20*time.Second)
+	// A cell whose code has ended, while its done frame is made (here
+	// a flush of the user's that takes a while): none, after the done
+	// frame, which the hub takes first. Before, the answer went first,
+	// and the hub ended the cell as lost.
+	w.run(fmt.Sprintf("import sys, time\nclass Slow:\n    def __init__(s, o): s.o = o\n    def write(s, t): return s.o.write(t)\n"+
+		"    def flush(s):\n        open(%s, 'w').close(); time.sleep(0.5)\nsys.stdout = Slow(sys.stdout)", pyStr(started)), 20*time.Second)
+	require.NoError(t, os.Remove(started))
+	cell = w.exec("y = 2")
+	waitFile(t, started, 10*time.Second)
+	w.send(map[string]any{"op": "interrupt", "cell": cell}, nil)
+	f = w.read(5 * time.Second)
+	require.Equal(t, "done", f.op(), "%s", f.line)
+	assert.EqualValues(t, cell, f.num("cell"))
+	assert.Equal(t, "ok", f.str("status"), "%s", f.line)
+	f = w.read(5 * time.Second)
+	assert.Equal(t, "interrupted", f.op())
+	assert.EqualValues(t, cell, f.num("cell"))
+	assert.Equal(t, "none", f.str("how"))
+	w.run("sys.stdout = sys.stdout.o", 20*time.Second)
 
-		// Parsing: a cell of a few MB takes a while to parse; an interrupt
-		// sent right after it is parked, and the cell ends without running.
-		ran := filepath.Join(w.dir, "ran")
-		code := fmt.Sprintf("open(%s, 'w').close()\nx = [%s]\n", pyStr(ran), strings.Repeat("1,", 1_500_000))
-		cell = w.exec(code)
-		w.send(map[string]any{"op": "interrupt", "cell": cell}, nil)
-		f = w.read(30 * time.Second)
-		assert.Equal(t, "interrupted", f.op())
-		assert.Equal(t, "parked", f.str("how"))
-		done, _ = w.until("done", 60*time.Second, nil)
-		assert.EqualValues(t, cell, done.num("cell"))
-		assert.Equal(t, "KeyboardInterrupt", done.errType(), "%s", done.line)
-		assert.NoFileExists(t, ran, "the cell's code did not run")
+	// Parsing: a cell of a few MB takes a while to parse; an interrupt
+	// sent right after it is parked, and the cell ends without running.
+	ran := filepath.Join(w.dir, "ran")
+	code := fmt.Sprintf("open(%s, 'w').close()\nx = [%s]\n", pyStr(ran), strings.Repeat("1,", 1_500_000))
+	cell = w.exec(code)
+	w.send(map[string]any{"op": "interrupt", "cell": cell}, nil)
+	f = w.read(30 * time.Second)
+	assert.Equal(t, "interrupted", f.op())
+	assert.Equal(t, "parked", f.str("how"))
+	done, _ = w.until("done", 60*time.Second, nil)
+	assert.EqualValues(t, cell, done.num("cell"))
+	assert.Equal(t, "KeyboardInterrupt", done.errType(), "%s", done.line)
+	assert.NoFileExists(t, ran, "the cell's code did not run")
 
-		// Queued behind a running cell: parked too.
-		cell = w.exec(fmt.Sprintf("import time\nopen(%s, 'w').close()\ntime.sleep(0.3)", pyStr(started+"2")))
-		queued := w.exec(fmt.Sprintf("open(%s, 'w').close()", pyStr(ran)))
-		waitFile(t, started+"2", 10*time.Second)
-		w.send(map[string]any{"op": "interrupt", "cell": queued}, nil)
-		f = w.read(5 * time.Second)
-		assert.Equal(t, "parked", f.str("how"))
-		done, _ = w.until("done", 10*time.Second, func(f frame) bool { return f.num("cell") == int64(queued) })
-		assert.Equal(t, "KeyboardInterrupt", done.errType())
-		assert.NoFileExists(t, ran)
+	// Queued behind a running cell: parked too.
+	cell = w.exec(fmt.Sprintf("import time\nopen(%s, 'w').close()\ntime.sleep(0.3)", pyStr(started+"2")))
+	queued := w.exec(fmt.Sprintf("open(%s, 'w').close()", pyStr(ran)))
+	waitFile(t, started+"2", 10*time.Second)
+	w.send(map[string]any{"op": "interrupt", "cell": queued}, nil)
+	f = w.read(5 * time.Second)
+	assert.Equal(t, "parked", f.str("how"))
+	done, _ = w.until("done", 10*time.Second, func(f frame) bool { return f.num("cell") == int64(queued) })
+	assert.Equal(t, "KeyboardInterrupt", done.errType())
+	assert.NoFileExists(t, ran)
 
-		// Python's default handler, set by a cell, gives way to ours at the
-		// next cell; a handler of the user's own stays.
-		w.run("import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)", 10*time.Second)
-		done = w.run("signal.getsignal(signal.SIGINT) is signal.default_int_handler", 10*time.Second)
-		assert.Equal(t, "False", done.str("value"))
-		w.run("def mine(n, f): pass\nsignal.signal(signal.SIGINT, mine)", 10*time.Second)
-		done = w.run("signal.getsignal(signal.SIGINT) is mine", 10*time.Second)
-		assert.Equal(t, "True", done.str("value"))
+	// Python's default handler, set by a cell, gives way to ours at the
+	// next cell; a handler of the user's own stays.
+	w.run("import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)", 10*time.Second)
+	done = w.run("signal.getsignal(signal.SIGINT) is signal.default_int_handler", 10*time.Second)
+	assert.Equal(t, "False", done.str("value"))
+	w.run("def mine(n, f): pass\nsignal.signal(signal.SIGINT, mine)", 10*time.Second)
+	done = w.run("signal.getsignal(signal.SIGINT) is mine", 10*time.Second)
+	assert.Equal(t, "True", done.str("value"))
 
-		w.healthy()
-	})
+	w.healthy()
 }
 
 // Interrupts fired at random moments at cells that send big frames never
@@ -496,90 +545,92 @@ func TestFramesNeverTorn(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
-	eachPython(t, func(t *testing.T, py string) {
-		w := startWorker(t, py)
-		pyVersion := w.ready.str("python")
-		pyVersion = pyVersion[:strings.LastIndexByte(pyVersion, '.')]
+	eachPython(t, func(t *testing.T, py string) { eachMode(t, py, cancel) })
+}
 
-		// A pull of a big file, cancelled mid-way: no ack comes, so the
-		// worker waits with its window full, and cancel ends it there.
-		big := filepath.Join(w.dir, "big.bin")
-		f, err := os.Create(big)
-		require.NoError(t, err)
-		require.NoError(t, f.Truncate(200<<20))
-		f.Close()
-		w.send(map[string]any{"op": "serve", "sid": 1, "kind": "read", "from": "t", "path": big}, nil)
-		first := w.read(10 * time.Second)
-		require.Equal(t, "served", first.op(), "%s", first.line)
-		require.Equal(t, true, first.h["first"])
-		require.EqualValues(t, 200<<20, first.num("size"))
-		chunk := w.read(10 * time.Second)
-		require.Equal(t, "chunk", chunk.op())
-		w.send(map[string]any{"op": "cancel", "sid": 1}, nil)
-		last, before := w.until("served", 10*time.Second, nil)
-		for _, f := range before {
-			assert.Equal(t, "chunk", f.op())
-		}
-		assert.Less(t, len(before), 8, "it stopped between chunks")
-		assert.Equal(t, false, last.h["ok"])
-		assert.Equal(t, "cancelled", last.str("error"))
-		assert.EqualValues(t, 1, last.num("sid"))
-		assert.Equal(t, pyVersion, last.str("py"))
-		w.healthy()
+func cancel(t *testing.T, w *worker) {
+	py := w.cmd.Path
+	pyVersion := w.ready.str("python")
+	pyVersion = pyVersion[:strings.LastIndexByte(pyVersion, '.')]
 
-		// A push cancelled after its first chunk leaves no part file.
-		dest := filepath.Join(w.dir, "out.bin")
-		w.send(map[string]any{"op": "serve", "sid": 2, "kind": "write", "from": "t", "path": dest, "size": 3 << 20, "mode": 0o644}, nil)
-		first = w.read(10 * time.Second)
-		require.Equal(t, "served", first.op(), "%s", first.line)
-		require.Equal(t, true, first.h["ok"])
-		w.send(map[string]any{"op": "chunk", "sid": 2, "seq": 0}, bytes.Repeat([]byte("z"), 1<<20))
-		ack := w.read(10 * time.Second)
-		require.Equal(t, "ack", ack.op(), "%s", ack.line)
-		assert.FileExists(t, dest+".replhub-part")
-		w.send(map[string]any{"op": "cancel", "sid": 2}, nil)
-		last = w.read(10 * time.Second)
-		assert.Equal(t, "served", last.op())
-		assert.Equal(t, false, last.h["ok"])
-		assert.Equal(t, "cancelled", last.str("error"))
-		assert.NoFileExists(t, dest+".replhub-part")
-		assert.NoFileExists(t, dest)
-		w.healthy()
+	// A pull of a big file, cancelled mid-way: no ack comes, so the
+	// worker waits with its window full, and cancel ends it there.
+	big := filepath.Join(w.dir, "big.bin")
+	f, err := os.Create(big)
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(200<<20))
+	f.Close()
+	w.send(map[string]any{"op": "serve", "sid": 1, "kind": "read", "from": "t", "path": big}, nil)
+	first := w.read(10 * time.Second)
+	require.Equal(t, "served", first.op(), "%s", first.line)
+	require.Equal(t, true, first.h["first"])
+	require.EqualValues(t, 200<<20, first.num("size"))
+	chunk := w.read(10 * time.Second)
+	require.Equal(t, "chunk", chunk.op())
+	w.send(map[string]any{"op": "cancel", "sid": 1}, nil)
+	last, before := w.until("served", 10*time.Second, nil)
+	for _, f := range before {
+		assert.Equal(t, "chunk", f.op())
+	}
+	assert.Less(t, len(before), 8, "it stopped between chunks")
+	assert.Equal(t, false, last.h["ok"])
+	assert.Equal(t, "cancelled", last.str("error"))
+	assert.EqualValues(t, 1, last.num("sid"))
+	assert.Equal(t, pyVersion, last.str("py"))
+	w.healthy()
 
-		// A serve queued behind a running cell is dropped and answered at once.
-		started := filepath.Join(w.dir, "started")
-		cell := w.exec(fmt.Sprintf("import time\nopen(%s, 'w').close()\ntime.sleep(30)", pyStr(started)))
-		waitFile(t, started, 10*time.Second)
-		w.send(map[string]any{"op": "serve", "sid": 3, "kind": "get", "from": "t", "py": pyVersion, "names": []string{"x"}}, nil)
-		t0 := time.Now()
-		w.send(map[string]any{"op": "cancel", "sid": 3}, nil)
-		last = w.read(5 * time.Second)
-		assert.Equal(t, "served", last.op())
-		assert.EqualValues(t, 3, last.num("sid"))
-		assert.Equal(t, false, last.h["ok"])
-		assert.Equal(t, "cancelled", last.str("error"))
-		assert.Less(t, time.Since(t0), 2*time.Second)
-		w.send(map[string]any{"op": "interrupt", "cell": cell}, nil)
-		f2, _ := w.until("done", 10*time.Second, nil)
-		assert.Equal(t, "KeyboardInterrupt", f2.errType())
+	// A push cancelled after its first chunk leaves no part file.
+	dest := filepath.Join(w.dir, "out.bin")
+	w.send(map[string]any{"op": "serve", "sid": 2, "kind": "write", "from": "t", "path": dest, "size": 3 << 20, "mode": 0o644}, nil)
+	first = w.read(10 * time.Second)
+	require.Equal(t, "served", first.op(), "%s", first.line)
+	require.Equal(t, true, first.h["ok"])
+	w.send(map[string]any{"op": "chunk", "sid": 2, "seq": 0}, bytes.Repeat([]byte("z"), 1<<20))
+	ack := w.read(10 * time.Second)
+	require.Equal(t, "ack", ack.op(), "%s", ack.line)
+	assert.FileExists(t, dest+".replhub-part")
+	w.send(map[string]any{"op": "cancel", "sid": 2}, nil)
+	last = w.read(10 * time.Second)
+	assert.Equal(t, "served", last.op())
+	assert.Equal(t, false, last.h["ok"])
+	assert.Equal(t, "cancelled", last.str("error"))
+	assert.NoFileExists(t, dest+".replhub-part")
+	assert.NoFileExists(t, dest)
+	w.healthy()
 
-		// A call running time.sleep(30) ends at a cancel.
-		napping := filepath.Join(w.dir, "napping")
-		w.run(fmt.Sprintf("def nap():\n    import time\n    open(%s, 'w').close()\n    time.sleep(30)", pyStr(napping)), 10*time.Second)
-		blob, err := exec.Command(py, "-c", "import pickle, sys; sys.stdout.buffer.write(pickle.dumps(('name', 'nap', (), {}), 2))").Output()
-		require.NoError(t, err)
-		w.send(map[string]any{"op": "serve", "sid": 4, "kind": "call", "from": "t", "py": pyVersion}, blob)
-		waitFile(t, napping, 10*time.Second)
-		t0 = time.Now()
-		w.send(map[string]any{"op": "cancel", "sid": 4}, nil)
-		last = w.read(5 * time.Second)
-		assert.Equal(t, "served", last.op())
-		assert.EqualValues(t, 4, last.num("sid"))
-		assert.Equal(t, false, last.h["ok"])
-		assert.Contains(t, last.str("error"), "KeyboardInterrupt")
-		assert.Less(t, time.Since(t0), 3*time.Second)
-		w.healthy()
-	})
+	// A serve queued behind a running cell is dropped and answered at once.
+	started := filepath.Join(w.dir, "started")
+	cell := w.exec(fmt.Sprintf("import time\nopen(%s, 'w').close()\ntime.sleep(30)", pyStr(started)))
+	waitFile(t, started, 10*time.Second)
+	w.send(map[string]any{"op": "serve", "sid": 3, "kind": "get", "from": "t", "py": pyVersion, "names": []string{"x"}}, nil)
+	t0 := time.Now()
+	w.send(map[string]any{"op": "cancel", "sid": 3}, nil)
+	last = w.read(5 * time.Second)
+	assert.Equal(t, "served", last.op())
+	assert.EqualValues(t, 3, last.num("sid"))
+	assert.Equal(t, false, last.h["ok"])
+	assert.Equal(t, "cancelled", last.str("error"))
+	assert.Less(t, time.Since(t0), 2*time.Second)
+	w.send(map[string]any{"op": "interrupt", "cell": cell}, nil)
+	f2, _ := w.until("done", 10*time.Second, nil)
+	assert.Equal(t, "KeyboardInterrupt", f2.errType())
+
+	// A call running time.sleep(30) ends at a cancel.
+	napping := filepath.Join(w.dir, "napping")
+	w.run(fmt.Sprintf("def nap():\n    import time\n    open(%s, 'w').close()\n    time.sleep(30)", pyStr(napping)), 10*time.Second)
+	blob, err := exec.Command(py, "-c", "import pickle, sys; sys.stdout.buffer.write(pickle.dumps(('name', 'nap', (), {}), 2))").Output()
+	require.NoError(t, err)
+	w.send(map[string]any{"op": "serve", "sid": 4, "kind": "call", "from": "t", "py": pyVersion}, blob)
+	waitFile(t, napping, 10*time.Second)
+	t0 = time.Now()
+	w.send(map[string]any{"op": "cancel", "sid": 4}, nil)
+	last = w.read(5 * time.Second)
+	assert.Equal(t, "served", last.op())
+	assert.EqualValues(t, 4, last.num("sid"))
+	assert.Equal(t, false, last.h["ok"])
+	assert.Contains(t, last.str("error"), "KeyboardInterrupt")
+	assert.Less(t, time.Since(t0), 3*time.Second)
+	w.healthy()
 }
 
 // What kills a naive REPL loop (a recursion or memory error in the parser,

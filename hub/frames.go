@@ -163,8 +163,15 @@ func (s *Session) endForViolation(why string) {
 	s.proc.Kill()
 }
 
-// send writes one frame to the worker.
-func (s *Session) send(m proto.Msg) error { return s.w.Write(m) }
+// send writes one frame to the worker: an exec frame on the pipe of its
+// own that a local worker has (cw), which its main thread reads while
+// idle, any other on its stdin, which its reader thread reads.
+func (s *Session) send(m proto.Msg) error {
+	if _, ok := m.(*proto.Exec); ok && s.cw != nil {
+		return s.cw.Write(m)
+	}
+	return s.w.Write(m)
+}
 
 // maxRequestID bounds a request's id: the links of a group's parts
 // (fanLinkID) are then negative, and meet no request's own id nor the

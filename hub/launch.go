@@ -229,6 +229,13 @@ func (s *Session) awaitReady(onStub func() error) error {
 			s.sock = lp.sock
 			_, s.workerStart, _ = procstat.Stat(f.Pid)
 		}
+		if lp, ok := s.proc.(*localProc); ok && lp.cells != nil {
+			if f.Cells {
+				s.cw = proto.NewWriter(lp.cells)
+			} else {
+				lp.cells.Close() // a worker that does not know of it
+			}
+		}
 		if lp, ok := s.proc.(*linkProc); ok {
 			s.lingering = lp
 			lp.setSocket(f.Sock, f.SockAlt)

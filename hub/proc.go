@@ -57,10 +57,14 @@ type localProc struct {
 	root bool
 	// sock is the durable worker's socket, where a later hub adopts it.
 	sock string
+	// cells, when set, is the pipe of the worker's exec frames (its fd 3,
+	// see Session.send); its stdin has the other frames.
+	cells *os.File
 }
 
-// startLocal starts argv[0] with argv[1:] in dir with env.
-func startLocal(argv []string, dir string, env []string) (*localProc, error) {
+// startLocal starts argv[0] with argv[1:] in dir with env; with cells, a
+// fourth pipe is its fd 3 (localProc.cells).
+func startLocal(argv []string, dir string, env []string, cells bool) (*localProc, error) {
 	var files []*os.File
 	closeAll := func() {
 		for _, f := range files {
@@ -88,10 +92,20 @@ func startLocal(argv []string, dir string, env []string) (*localProc, error) {
 		closeAll()
 		return nil, err
 	}
+	var cellR, cellW *os.File
+	if cells {
+		if cellR, cellW, err = pipe(); err != nil {
+			closeAll()
+			return nil, err
+		}
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	if cells {
+		cmd.ExtraFiles = []*os.File{cellR}
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		closeAll()
@@ -100,7 +114,10 @@ func startLocal(argv []string, dir string, env []string) (*localProc, error) {
 	inR.Close()
 	outW.Close()
 	errW.Close()
-	return &localProc{cmd: cmd, stdin: inW, stdout: outR, stderr: errR}, nil
+	if cells {
+		cellR.Close()
+	}
+	return &localProc{cmd: cmd, stdin: inW, stdout: outR, stderr: errR, cells: cellW}, nil
 }
 
 func (p *localProc) Stdin() io.WriteCloser { return p.stdin }
@@ -112,6 +129,9 @@ func (p *localProc) Wait() Exit {
 	awaitExit(p.cmd.Process.Pid)
 	err := p.cmd.Wait()
 	p.stdin.Close()
+	if p.cells != nil {
+		p.cells.Close()
+	}
 	var ee *exec.ExitError
 	if err == nil {
 		return Exit{Code: 0}

@@ -60,6 +60,7 @@ type Session struct {
 	outClosed chan struct{} // closed when the output reader reached EOF
 
 	w      *proto.Writer // frames to the worker
+	cw     *proto.Writer // exec frames to a local worker, when it has their pipe (send)
 	frames *proto.Reader // frames from the worker
 	// interrupted receives the worker's answers to interrupts; imu, a
 	// lock an interrupt can give up on, keeps one interrupt at a time

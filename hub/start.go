@@ -124,6 +124,11 @@ func (h *Hub) launchLocal(req wire.Request, withPassword bool, prompt string) (P
 	if noToolkit(req) {
 		argv = append(argv, "--no-tk")
 	}
+	// A worker under sudo keeps fds 0 to 2 only: its exec frames come on
+	// stdin with the rest.
+	if !req.Sudo {
+		argv = append(argv, "--cells", "3")
+	}
 	root := false
 	if req.Sudo {
 		name := config.Getenv(req.Env, "REPLHUB_SUDO")
@@ -137,7 +142,7 @@ func (h *Hub) launchLocal(req wire.Request, withPassword bool, prompt string) (P
 		argv = append(sudo.Args(bin, withPassword, prompt), argv...)
 		root = true
 	}
-	p, err := startLocal(argv, dir, env)
+	p, err := startLocal(argv, dir, env, !req.Sudo)
 	if err != nil {
 		return nil, fmt.Errorf("cannot start %s: %w", argv[0], err)
 	}

@@ -125,6 +125,10 @@ type Ready struct {
 	// the payload: "cached", "compiled, cached (why it missed)" or
 	// "compiled: why it was not kept (why it missed)"; empty locally.
 	Bytecode string `json:"bytecode,omitempty"`
+	// Cells says that the worker reads exec frames on the pipe of their
+	// own that a local hub gives it (its fd 3, with --cells); without it
+	// they go on its stdin, as all other frames do.
+	Cells bool `json:"cells,omitempty"`
 }
 
 // Done ends a cell: its status ("ok" or "error"), the repr of its last

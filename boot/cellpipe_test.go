@@ -1,0 +1,180 @@
+package boot
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A worker started with --cells reads its exec frames off a pipe of
+// their own, on its main thread while idle, and the rest on stdin; what
+// can come between the two still comes out right.
+func TestCellPipe(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorkerCells(t, py)
+		assert.Equal(t, true, w.ready.h["cells"], "%s", w.ready.line)
+		w.healthy()
+
+		// A frame the reader queues (here one the worker does not know)
+		// wakes the main thread, which waits on the cell pipe.
+		unknown := func(id int) {
+			t.Helper()
+			w.send(map[string]any{"op": "bogus", "id": id}, nil)
+			f := w.read(5 * time.Second)
+			require.Equal(t, "error", f.op(), "%s", f.line)
+			assert.Contains(t, f.str("error"), "unknown op")
+			assert.EqualValues(t, id, f.num("id"))
+		}
+		unknown(1)
+		w.healthy()
+
+		// An interrupt that overtakes its cell's exec frame on the other
+		// pipe parks the cell: it ends with KeyboardInterrupt, unrun.
+		ran := filepath.Join(w.dir, "ran")
+		next := w.cell + 1
+		w.send(map[string]any{"op": "interrupt", "cell": next}, nil)
+		f := w.read(5 * time.Second)
+		require.Equal(t, "interrupted", f.op(), "%s", f.line)
+		assert.Equal(t, "parked", f.str("how"))
+		done := w.run(fmt.Sprintf("open(%s, 'w').close()", pyStr(ran)), 10*time.Second)
+		assert.EqualValues(t, next, done.num("cell"))
+		assert.Equal(t, "KeyboardInterrupt", done.errType(), "%s", done.line)
+		assert.NoFileExists(t, ran)
+		w.healthy()
+
+		// Half an exec frame, then a frame on stdin: that one is answered,
+		// and the cell runs once the rest of its frame comes.
+		w.cell++
+		line := fmt.Sprintf(`{"op":"exec","cell":%d,"code":"6*7","fence":"<F%d>"}`+"\n", w.cell, w.cell)
+		_, err := w.cells.Write([]byte(line[:20]))
+		require.NoError(t, err)
+		time.Sleep(50 * time.Millisecond)
+		unknown(2)
+		_, err = w.cells.Write([]byte(line[20:]))
+		require.NoError(t, err)
+		done, _ = w.until("done", 10*time.Second, nil)
+		assert.EqualValues(t, w.cell, done.num("cell"))
+		assert.Equal(t, "42", done.str("value"))
+
+		// A line that is no frame is answered with an error; the pipe
+		// goes on.
+		_, err = w.cells.Write([]byte("not a frame\n"))
+		require.NoError(t, err)
+		f = w.read(5 * time.Second)
+		require.Equal(t, "error", f.op(), "%s", f.line)
+		assert.Contains(t, f.str("error"), "malformed frame")
+		w.healthy()
+
+		// No child inherits the cell pipe: the worker holds it on a
+		// descriptor of its own, close-on-exec, and not on fd 3.
+		st, err := w.cells.(*os.File).Stat()
+		require.NoError(t, err)
+		ino := st.Sys().(*syscall.Stat_t).Ino
+		done = w.run(fmt.Sprintf("import os\ndef link(fd):\n    try:\n        return os.readlink('/proc/self/fd/' + fd)\n    except OSError:\n        pass\n"+
+			"fds = [int(fd) for fd in os.listdir('/proc/self/fd') if link(fd) == 'pipe:[%d]']\n"+
+			"(len(fds), 3 in fds, [os.get_inheritable(fd) for fd in fds])", ino), 10*time.Second)
+		assert.Equal(t, "(1, False, [False])", done.str("value"), "%s", done.line)
+
+		// The tasks of a cell that awaited run on between cells, and an
+		// exec frame stops the loop that runs them (3.8 on: top-level
+		// await).
+		if v := w.ready.str("python"); !strings.HasPrefix(v, "3.6.") && !strings.HasPrefix(v, "3.7.") {
+			w.run("import asyncio\nn = 0\nasync def tick():\n    global n\n    while True:\n        n += 1\n        await asyncio.sleep(0.01)\n"+
+				"t = asyncio.ensure_future(tick())\nawait asyncio.sleep(0)", 10*time.Second)
+			time.Sleep(300 * time.Millisecond)
+			t0 := time.Now()
+			done = w.run("n", 10*time.Second)
+			assert.Less(t, time.Since(t0), 2*time.Second)
+			n, err := strconv.Atoi(done.str("value"))
+			require.NoError(t, err, "%s", done.line)
+			assert.GreaterOrEqual(t, n, 5, "the task ran between cells")
+			unknown(3)
+			w.healthy()
+		}
+
+		// A loop that cannot watch a pipe (here one whose add_reader
+		// says so) gets the cell pipe read by a thread of its own.
+		if v := w.ready.str("python"); !strings.HasPrefix(v, "3.6.") && !strings.HasPrefix(v, "3.7.") {
+			w2 := startWorkerCells(t, py)
+			w2.run("import asyncio, threading\nclass L(asyncio.SelectorEventLoop):\n    def add_reader(self, *a):\n        raise NotImplementedError\n"+
+				"class P(asyncio.DefaultEventLoopPolicy):\n    def new_event_loop(self):\n        return L()\n"+
+				"asyncio.set_event_loop_policy(P())", 10*time.Second)
+			w2.run("await asyncio.sleep(0)", 10*time.Second)
+			done = w2.run("sorted(t.name for t in threading.enumerate() if t.name.startswith('replhub-cells'))", 10*time.Second)
+			assert.Equal(t, "['replhub-cells']", done.str("value"), "%s", done.line)
+			w2.healthy()
+		}
+
+		// Once the cell pipe ends (a hub that adopted the worker sends
+		// exec frames on its own link), stdin's exec frames run.
+		require.NoError(t, w.cells.Close())
+		w.cells = nil
+		w.healthy()
+		unknown(4)
+	})
+}
+
+// _CellPipe.frame gives back the frames written, however the pipe cuts
+// them, and drops a line that is no frame with a ValueError, whatever its
+// bytes: frames with payloads, lines of 200 KB, garbage, in random pieces.
+func TestCellPipeFrames(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		dir := t.TempDir()
+		path, err := Install(dir)
+		require.NoError(t, err)
+		code := `import importlib.util, json, os, random, sys, threading
+spec = importlib.util.spec_from_file_location("w", sys.argv[1])
+w = importlib.util.module_from_spec(spec); spec.loader.exec_module(w)
+for seed in range(40):
+    rnd = random.Random(seed)
+    want, stream = [], b""
+    for i in range(60):
+        k = rnd.random()
+        if k < 0.15:
+            stream += bytes(rnd.randrange(11, 256) for _ in range(rnd.randrange(0, 50))).replace(b"\n", b"") + b"\n"
+            want.append("bad")
+            continue
+        h = {"op": "exec", "cell": i, "code": "x" * rnd.choice([0] * 10 + [10] * 9 + [200000])}
+        data = None
+        if k < 0.4:
+            data = bytes(rnd.randrange(256) for _ in range(rnd.randrange(1, 3000)))
+            h["len"] = len(data)
+        stream += json.dumps(h).encode() + b"\n" + (data or b"")
+        want.append((h, data))
+    r, wr = os.pipe()
+    def feed():
+        i = 0
+        while i < len(stream):
+            n = rnd.choice([1, 7, 100, 4096, 70000])
+            os.write(wr, stream[i:i + n])
+            i += n
+        os.close(wr)
+    threading.Thread(target=feed).start()
+    cp, got = w._CellPipe(r), []
+    while True:
+        try:
+            got.append(cp.frame())
+        except EOFError:
+            break
+        except ValueError:
+            got.append("bad")
+    assert len(got) == len(want), (seed, len(got), len(want))
+    for g, x in zip(got, want):
+        assert g == x or (g == "bad" and x == "bad"), (seed, str(g)[:200], str(x)[:200])
+    os.close(r)
+print("ok")
+`
+		out, err := exec.Command(py, "-c", code, path).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		assert.Equal(t, "ok\n", string(out))
+	})
+}
