@@ -1,7 +1,9 @@
 package boot
 
 import (
+	"bufio"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -114,6 +116,16 @@ func TestCellPipe(t *testing.T) {
 			w2.healthy()
 		}
 
+		// A signal handler of the user's that raises while the main thread
+		// waits on the pipe (a timeout's alarm left set) ends no more than
+		// that wait: the pipe stays, and takes the next cells.
+		before := w.run(cellsRead, 10*time.Second).str("value")
+		w.run("import signal\ndef boom(*a):\n    raise TimeoutError()\nsignal.signal(signal.SIGALRM, boom)\nsignal.setitimer(signal.ITIMER_REAL, 0.2)", 10*time.Second)
+		time.Sleep(500 * time.Millisecond)
+		w.healthy()
+		after := w.run(cellsRead, 10*time.Second).str("value")
+		assert.NotEqual(t, before, after, "the cells still come on their pipe")
+
 		// Once the cell pipe ends (a hub that adopted the worker sends
 		// exec frames on its own link), stdin's exec frames run.
 		require.NoError(t, w.cells.Close())
@@ -123,15 +135,68 @@ func TestCellPipe(t *testing.T) {
 	})
 }
 
-// _CellPipe.frame gives back the frames written, however the pipe cuts
-// them, and drops a line that is no frame with a ValueError, whatever its
-// bytes: frames with payloads, lines of 200 KB, garbage, in random pieces.
+// cellsRead is a cell whose value counts the frames its worker took off
+// the cell pipe, and says whether it reads one.
+const cellsRead = `[(o.cells is not None, o.cells_read) for o in __import__("gc").get_objects() if type(o).__name__ == "Session" and hasattr(o, "cells_read")][0]`
+
+// What the cell pipe holds when a frame on stdin asks for the main thread's
+// state is taken first: an exec frame the hub sent before a query or an
+// adopt is the cell they wait for, or say runs, as on one pipe. Here the
+// main thread cannot read the pipe meanwhile: a task of a cell that
+// awaited holds it in a step that sleeps. (3.8 on: top-level await.)
+func TestCellPipeComesFirst(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		sock := filepath.Join(t.TempDir(), "w.sock")
+		w := startWorkerCells(t, py, "--durable", sock)
+		if v := w.ready.str("python"); strings.HasPrefix(v, "3.6.") || strings.HasPrefix(v, "3.7.") {
+			t.Skip("no top-level await before 3.8")
+		}
+		hog := "import asyncio, time\nasync def hog():\n    await asyncio.sleep(0.2)\n    time.sleep(1.5)\nt = asyncio.ensure_future(hog())\nawait asyncio.sleep(0)"
+
+		w.run(hog, 10*time.Second)
+		time.Sleep(500 * time.Millisecond) // the step sleeps
+		cell := w.exec("6 * 7")
+		a := w.ask(map[string]any{"kind": "vars", "wait": 0})
+		assert.Equal(t, true, a.h["busy"], "the query sees the cell: %s", a.line)
+		assert.EqualValues(t, cell, a.num("cell"))
+		done, _ := w.until("done", 10*time.Second, func(f frame) bool { return f.num("cell") == int64(cell) })
+		assert.Equal(t, "42", done.str("value"))
+
+		w.run(hog, 10*time.Second)
+		time.Sleep(500 * time.Millisecond)
+		cell = w.exec("7 * 6")
+		c, err := net.Dial("unix", sock)
+		require.NoError(t, err)
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(10 * time.Second))
+		next := &frameConn{t: t, br: bufio.NewReader(c), w: c}
+		next.send(map[string]any{"op": "adopt"})
+		h, _ := next.next()
+		require.Equal(t, "ready", h["op"])
+		assert.EqualValues(t, cell, h["cell"], "the new hub hears of the cell: %v", h)
+		assert.Equal(t, true, h["running"])
+		for i := 0; i < 100; i++ {
+			h, _ = next.next()
+			if n, _ := h["cell"].(float64); h["op"] == "done" && int(n) == cell {
+				break // the last done frame comes again first
+			}
+		}
+		assert.Equal(t, "done", h["op"], "%v", h)
+		assert.EqualValues(t, cell, h["cell"])
+		assert.Equal(t, "42", h["value"])
+	})
+}
+
+// _CellPipe gives back the frames written, however the pipe cuts them,
+// read without blocking as the worker reads it, and drops a line that is no
+// frame with a ValueError, whatever its bytes: frames with payloads, lines
+// of 200 KB, garbage, in random pieces.
 func TestCellPipeFrames(t *testing.T) {
 	eachPython(t, func(t *testing.T, py string) {
 		dir := t.TempDir()
 		path, err := Install(dir)
 		require.NoError(t, err)
-		code := `import importlib.util, json, os, random, sys, threading
+		code := `import importlib.util, json, os, random, select, sys, threading
 spec = importlib.util.spec_from_file_location("w", sys.argv[1])
 w = importlib.util.module_from_spec(spec); spec.loader.exec_module(w)
 for seed in range(40):
@@ -158,11 +223,17 @@ for seed in range(40):
             os.write(wr, stream[i:i + n])
             i += n
         os.close(wr)
-    threading.Thread(target=feed).start()
+    threading.Thread(target=feed, daemon=True).start()
     cp, got = w._CellPipe(r), []
     while True:
         try:
-            got.append(cp.frame())
+            f = cp.take()
+            if f is None:
+                if not cp.fill():
+                    assert not cp.pending(), seed
+                    select.select([r], [], [])
+                continue
+            got.append(f)
         except EOFError:
             break
         except ValueError:
@@ -176,5 +247,17 @@ print("ok")
 		out, err := exec.Command(py, "-c", code, path).CombinedOutput()
 		require.NoError(t, err, "%s", out)
 		assert.Equal(t, "ok\n", string(out))
+	})
+}
+
+// A worker told of a cell pipe that is not there (a wrapper of the user's
+// closed fd 3) starts all the same, and takes its exec frames on stdin.
+func TestCellPipeMissing(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorkerWith(t, py, nil, false, "--cells", "3")
+		assert.Nil(t, w.ready.h["cells"], "%s", w.ready.line)
+		w.healthy()
+		done := w.run(cellsRead, 10*time.Second)
+		assert.Equal(t, "(False, 0)", done.str("value"))
 	})
 }

@@ -516,10 +516,11 @@ class _CellPipe(object):
     # first, which then had to wake the main thread (on a busy machine a
     # fifth of a round trip). The hub sends it one exec frame at a time
     # (it refuses an exec while the worker is busy), and everything else on
-    # the channel, which the reader reads as before. frame() keeps what it
-    # read in a buffer of its own and returns whole frames only, so that a
-    # wake (a frame the reader queued, a new hub) is seen even in the
-    # middle of one.
+    # the channel, which the reader reads as before. The pipe is read
+    # without blocking (fill), under Session.cells_lock, into a buffer of
+    # its own, which take() cuts into whole frames: the main thread waits
+    # for it in select, and any thread may take what it holds now
+    # (Session.drain_cells).
 
     def __init__(self, fd):
         self.fd = fd
@@ -527,53 +528,55 @@ class _CellPipe(object):
         self.scanned = 0   # bytes of buf known to hold no newline
         self.head = None   # the parsed header of the frame under way
         self.eof = False
+        _nonblocking(fd)
 
-    # The next whole frame, (header, data); None when none came (a byte on
-    # fd wake, or nothing there and block unset). Raises EOFError at the
-    # end (a partial frame is dropped), ValueError for a bad header, which
-    # is dropped.
-    def frame(self, wake=None, block=True):
-        import select
-        while True:
-            if self.head is None:
-                i = self.buf.find(b"\n", self.scanned)
-                if i >= 0:
-                    line = bytes(self.buf[:i + 1])
-                    del self.buf[:i + 1]
-                    self.scanned = 0
-                    self.head = _header(line)
-                else:
-                    self.scanned = len(self.buf)
-            if self.head is not None:
-                n = self.head.get("len") or 0
-                if len(self.buf) >= n:
-                    header, data, self.head = self.head, None, None
-                    if n:
-                        data = bytes(self.buf[:n])
-                        del self.buf[:n]
-                    return header, data
+    # Read what the pipe holds; False if it held nothing.
+    def fill(self):
+        import errno
+        try:
+            data = os.read(self.fd, 1 << 16)
+        except BlockingIOError:
+            return False
+        except OSError as e:
+            if e.errno not in (errno.EBADF, errno.EIO):
+                raise
+            data = b""
+        if not data:
+            self.eof = True
+        self.buf += data
+        return True
+
+    # The next whole frame in the buffer, (header, data), or None; raises
+    # EOFError when none will come, ValueError for a bad header (dropped).
+    def take(self):
+        if self.head is None:
+            i = self.buf.find(b"\n", self.scanned)
+            if i < 0:
+                self.scanned = len(self.buf)
+                if self.eof:
+                    raise EOFError
+                return None
+            line = bytes(self.buf[:i + 1])
+            del self.buf[:i + 1]
+            self.scanned = 0
+            self.head = _header(line)
+        n = self.head.get("len") or 0
+        if len(self.buf) < n:
             if self.eof:
                 raise EOFError
-            fds = [self.fd] if wake is None else [self.fd, wake]
-            ready = select.select(fds, [], [], None if block else 0)[0]
-            if wake in ready:
-                try:
-                    os.read(wake, 512)
-                except OSError:
-                    pass
-            if self.fd not in ready:
-                return None
-            data = os.read(self.fd, 1 << 16)
-            if not data:
-                self.eof = True
-            self.buf += data
+            return None
+        header, data, self.head = self.head, None, None
+        if n:
+            data = bytes(self.buf[:n])
+            del self.buf[:n]
+        return header, data
 
-    # Whether a frame may be whole in the buffer (frame() need not wait
-    # for the pipe).
+    # Whether a frame may be whole in the buffer (take need not wait for
+    # the pipe).
     def pending(self):
         if self.head is None:
-            return self.buf.find(b"\n", self.scanned) >= 0
-        return len(self.buf) >= (self.head.get("len") or 0)
+            return self.eof or self.buf.find(b"\n", self.scanned) >= 0
+        return self.eof or len(self.buf) >= (self.head.get("len") or 0)
 
 
 def _ours(filename):
@@ -1455,6 +1458,9 @@ class Session(object):
         self.wake = None
         self.selecting = False
         self.seen_cell = 0
+        self.cells_read = 0       # frames taken off it
+        self.cells_thread = False  # read by a thread of its own, not main
+        self.cells_gone = None    # its fd, at its end, for the main thread to close
         self.after_done = []  # cells whose interrupt is answered after their done frame
         self.listener = None  # a durable worker's socket
         self.sock = None      # its path, and where it moves (_keep_socket)
@@ -1642,6 +1648,8 @@ class Session(object):
         import threading
         if not self.chan.down:
             self._hub_gone()  # the old hub's requests die with its link
+        if self.cells is not None:
+            self.drain_cells()  # an exec frame sent before the old hub went
         with self.cond:
             running = self.key is not None and self.key[0] == "cell" and self.phase != IDLE
             cell = self.key[1] if running else self.last_cell
@@ -1711,6 +1719,8 @@ class Session(object):
         op = header.get("op")
         if op == "error":
             return
+        if self.cells is not None and op in ("interrupt", "query", "detach"):
+            self.drain_cells()
         if op == "interrupt":
             self.interrupt(header.get("cell"))
         elif op == "cancel":
@@ -1734,64 +1744,93 @@ class Session(object):
         elif op in ("chunk", "ack") and self._tk is not None:
             self._tk.route(header, data)
         elif op not in ("reply", "chunk", "ack"):
-            with self.cond:
-                if op == "exec" and isinstance(header.get("cell"), int):
-                    self.seen_cell = max(self.seen_cell, header["cell"])
-                self.queue.append((header, data))
-                self.cond.notify()
-                if self.spinning:
-                    self.aloop.call_soon_threadsafe(self._stop_spin)
-                if self.selecting:
-                    try:
-                        os.write(self.wake[1], b"!")
-                    except OSError:
-                        pass  # full: it wakes already
+            self._enqueue(header, data)
+
+    # Queue a frame for the main thread, and wake it.
+    def _enqueue(self, header, data):
+        with self.cond:
+            if header.get("op") == "exec" and isinstance(header.get("cell"), int):
+                self.seen_cell = max(self.seen_cell, header["cell"])
+            self.queue.append((header, data))
+            self.cond.notify()
+            if self.spinning:
+                self.aloop.call_soon_threadsafe(self._stop_spin)
+            if self.selecting:
+                try:
+                    os.write(self.wake[1], b"!")
+                except OSError:
+                    pass  # full: it wakes already
 
     # Read exec frames from fd too (see _CellPipe).
     def take_cells(self, fd):
-        cells = _CellPipe(fd)
+        import threading
         self.wake = os.pipe()
         _nonblocking(self.wake[0])
         _nonblocking(self.wake[1])
-        self.cells = cells
+        self.cells_lock = threading.Lock()
+        self.cells = _CellPipe(fd)
 
-    # On the main thread: take the next frame off the cell pipe, if one
-    # comes before a wake.
-    def _read_cells(self, block):
-        cells = self.cells
-        try:
-            msg = cells.frame(self.wake[0], block)
-        except (EOFError, OSError):
-            self.cells = None  # its hub went; frames come on the channel
-            _close(cells.fd)
-            return
-        except ValueError as e:
-            self._send_quietly({"op": "error", "error": _cap(str(e), ERROR_CAP)[0]})
-            return
-        if msg is not None:
-            self.selecting = False  # no wake for the frame it queues itself
-            self.dispatch(*msg)
-
-    # Hand the cell pipe to a thread of its own, for good: a loop that
-    # cannot watch it runs between cells (_spin).
-    def _cells_by_thread(self):
-        import threading
-        cells, self.cells = self.cells, None
-
-        def run():
-            while True:
+    # Queue every whole frame the cell pipe holds now, from any thread: the
+    # main thread's, once select says it holds some; the reader's before an
+    # interrupt, a query or a detach, and the accept loop's before an adopt,
+    # so that an exec frame sent before those is queued before them, as on
+    # one pipe.
+    def drain_cells(self):
+        with self.cells_lock:
+            cells = self.cells
+            while cells is not None:
                 try:
-                    msg = cells.frame()
-                except (EOFError, OSError):
-                    _close(cells.fd)
+                    msg = cells.take()
+                    if msg is None:
+                        if not cells.fill():
+                            return
+                        continue
+                except EOFError:
+                    # Its hub went: frames come on the channel. The main
+                    # thread may be in select on it: it closes it.
+                    self.cells, self.cells_gone = None, cells.fd
                     return
                 except ValueError as e:
                     self._send_quietly({"op": "error", "error": _cap(str(e), ERROR_CAP)[0]})
                     continue
+                self.cells_read += 1
+                self._enqueue(*msg)
+
+    # On the main thread: wait until the cell pipe holds something, or a
+    # wake (a frame queued), and queue what it holds.
+    def _read_cells(self, block):
+        cells = self.cells
+        if block and not cells.pending():
+            import select
+            ready = select.select([cells.fd, self.wake[0]], [], [])[0]
+            if self.wake[0] in ready:
                 try:
-                    self.dispatch(*msg)
-                except Exception:
+                    os.read(self.wake[0], 512)
+                except OSError:
                     pass
+            if cells.fd not in ready:
+                return
+        self.selecting = False  # no wake for the frames it queues itself
+        self.drain_cells()
+
+    # Hand the cell pipe to a thread of its own, for good: a loop that
+    # cannot watch it runs between cells (_spin).
+    def _cells_by_thread(self):
+        import select
+        import threading
+        self.cells_thread = True
+
+        def run():
+            while True:
+                cells = self.cells
+                if cells is None:
+                    return
+                try:
+                    if not cells.pending():
+                        select.select([cells.fd], [], [])
+                    self.drain_cells()
+                except Exception:
+                    return
         t = threading.Thread(target=run, name="replhub-cells")
         t.daemon = True
         t.start()
@@ -1853,7 +1892,7 @@ class Session(object):
                 how = "delivered"
             elif (self.key == ("cell", cell) and self.phase == PARSING) or any(
                     h.get("op") == "exec" and h.get("cell") == cell for h, _ in self.queue) or (
-                    self.wake is not None and isinstance(cell, int) and cell > self.seen_cell):
+                    self.cells is not None and isinstance(cell, int) and cell > self.seen_cell):
                 self.parked.add(("cell", cell))
                 how = "parked"
             else:
@@ -1940,18 +1979,22 @@ class Session(object):
                     held = self.querying and _monotonic() < self.query_until
                     if self.queue and not held:
                         break
-                    if held or (self.aloop is None and self.cells is None):
+                    if self.cells_gone is not None:
+                        _close(self.cells_gone)
+                        self.cells_gone = None
+                    cells = self.cells is not None and not self.cells_thread
+                    if held or (self.aloop is None and not cells):
                         self.cond.wait(max(0.01, self.query_until - _monotonic()) if held else None)
                         continue
                     # Tasks of cells that awaited run on while we wait, and
                     # the cell pipe is read.
                     self.spinning = self.aloop is not None
-                    self.selecting = self.cells is not None
+                    self.selecting = cells
                     self.cond.release()
                     try:
                         if self.aloop is not None:
                             self._spin()
-                        if self.cells is not None:
+                        if self.cells is not None and not self.cells_thread:
                             self._read_cells(self.aloop is None)
                     finally:
                         self.cond.acquire()
@@ -2152,6 +2195,11 @@ class Session(object):
         (dispatch stops it, or the cell pipe's), so that tasks go on while
         no cell runs."""
         loop, cells = self.aloop, self.cells
+        if loop.is_closed():
+            self.aloop = None
+            return
+        if self.cells_thread:
+            cells = None
         if cells is not None:
             if cells.pending():
                 return
@@ -2909,11 +2957,16 @@ def main(argv):
         # (3 and 4, as without it), where no child inherits it; ready says
         # that exec frames may come on it.
         import fcntl
-        fd = int(argv[argv.index("--cells") + 1])
-        cells = fcntl.fcntl(fd, fcntl.F_DUPFD, 10)
-        os.set_inheritable(cells, False)
-        os.close(fd)
-        ready_extra += (("cells", True),)
+        import stat
+        try:
+            fd = int(argv[argv.index("--cells") + 1])
+            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                cells = fcntl.fcntl(fd, fcntl.F_DUPFD, 10)
+                os.set_inheritable(cells, False)
+                os.close(fd)
+                ready_extra += (("cells", True),)
+        except (OSError, ValueError, IndexError):
+            pass  # not given (a wrapper closed it): exec frames come on stdin
     rfd, wfd, pump = _setup_fds(token)
     sys.argv = [""]
     # A REPL's sys.path[0] is the current directory, not the worker's folder.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/replhub/replhub/proto"
@@ -168,7 +169,12 @@ func (s *Session) endForViolation(why string) {
 // idle, any other on its stdin, which its reader thread reads.
 func (s *Session) send(m proto.Msg) error {
 	if _, ok := m.(*proto.Exec); ok && s.cw != nil {
-		return s.cw.Write(m)
+		err := s.cw.Write(m)
+		if !errors.Is(err, syscall.EPIPE) {
+			return err
+		}
+		// The worker closed its end, as none does: the frame goes with the
+		// rest, which it reads too.
 	}
 	return s.w.Write(m)
 }

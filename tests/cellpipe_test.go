@@ -16,10 +16,14 @@ import (
 func TestLocalCellsComeOnTheirOwnPipe(t *testing.T) {
 	t.Parallel()
 	e := hubtest.Start(t)
-	probe := `import gc; [o for o in gc.get_objects() if type(o).__name__ == "Session" and hasattr(o, "seen_cell")][0].cells is not None`
+	// Whether the worker reads a cell pipe, and the frames it took off it.
+	probe := `[(o.cells is not None, o.cells_read) for o in __import__("gc").get_objects() if type(o).__name__ == "Session" and hasattr(o, "cells_read")][0]`
 	r := e.Run("exec", "c", probe)
 	require.Equal(t, 0, r.Code, "%s", r)
-	assert.Contains(t, r.Stdout, "Out[1]: True", "the worker reads its cell pipe")
+	assert.Contains(t, r.Stdout, "Out[1]: (True, 1)", "the hub sent the cell on the cell pipe")
+	r = e.Run("exec", "c", probe)
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "Out[2]: (True, 2)")
 
 	r = e.Run("exec", "c", "import time; time.sleep(30)", "--no-wait")
 	require.Equal(t, 0, r.Code, "%s", r)
@@ -35,7 +39,7 @@ func TestLocalCellsComeOnTheirOwnPipe(t *testing.T) {
 	assert.Contains(t, r.Stdout, "42")
 	r = e.Run("exec", "c", probe)
 	require.Equal(t, 0, r.Code, "%s", r)
-	assert.Contains(t, r.Stdout, "False", "the old hub's pipe ended with it: %s", r)
+	assert.Contains(t, r.Stdout, "(False, ", "the old hub's pipe ended with it: %s", r)
 	r = e.Run("vars", "c")
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "x")
