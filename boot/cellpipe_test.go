@@ -1,9 +1,7 @@
 package boot
 
 import (
-	"bufio"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -165,12 +163,7 @@ func TestCellPipeComesFirst(t *testing.T) {
 		w.run(hog, 10*time.Second)
 		time.Sleep(500 * time.Millisecond)
 		cell = w.exec("7 * 6")
-		c, err := net.Dial("unix", sock)
-		require.NoError(t, err)
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		next := &frameConn{t: t, br: bufio.NewReader(c), w: c}
-		next.send(map[string]any{"op": "adopt"})
+		next := adoptOn(t, sock)
 		h, _ := next.next()
 		require.Equal(t, "ready", h["op"])
 		assert.EqualValues(t, cell, h["cell"], "the new hub hears of the cell: %v", h)

@@ -28,6 +28,19 @@ type frameConn struct {
 	w  io.Writer
 }
 
+// adoptOn connects to a durable worker's socket as a new hub does, and
+// sends adopt; the ready frame is next.
+func adoptOn(t *testing.T, sock string) *frameConn {
+	t.Helper()
+	c, err := net.Dial("unix", sock)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	fc := &frameConn{t: t, br: bufio.NewReader(c), w: c}
+	fc.send(map[string]any{"op": "adopt"})
+	return fc
+}
+
 func (c *frameConn) send(h map[string]any) {
 	b, err := json.Marshal(h)
 	require.NoError(c.t, err)
@@ -132,12 +145,7 @@ func TestDurableWorkerIsAdopted(t *testing.T) {
 		time.Sleep(800 * time.Millisecond)
 		require.True(t, alive(pid), "the worker outlives its hub")
 
-		c, err := net.Dial("unix", sock)
-		require.NoError(t, err)
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		next := &frameConn{t: t, br: bufio.NewReader(c), w: c}
-		next.send(map[string]any{"op": "adopt"})
+		next := adoptOn(t, sock)
 		h, _ = next.next()
 		require.Equal(t, "ready", h["op"])
 		assert.Equal(t, true, h["adopted"])
