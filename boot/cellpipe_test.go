@@ -217,14 +217,15 @@ for seed in range(40):
             i += n
         os.close(wr)
     threading.Thread(target=feed, daemon=True).start()
-    cp, got = w._CellPipe(r), []
+    cp, got, more = w._CellPipe(r), [], True
     while True:
         try:
             f = cp.take()
             if f is None:
-                if not cp.fill():
-                    assert not cp.pending(), seed
+                assert not cp.pending(), seed
+                if not more:
                     select.select([r], [], [])
+                more = cp.fill()
                 continue
             got.append(f)
         except EOFError:

@@ -530,7 +530,8 @@ class _CellPipe(object):
         self.eof = False
         _nonblocking(fd)
 
-    # Read what the pipe holds; False if it held nothing.
+    # Read what the pipe holds; whether it may hold more (a read that
+    # filled its buffer: a pipe gives what it has, up to that).
     def fill(self):
         import errno
         try:
@@ -544,7 +545,7 @@ class _CellPipe(object):
         if not data:
             self.eof = True
         self.buf += data
-        return True
+        return len(data) == 1 << 16
 
     # The next whole frame in the buffer, (header, data), or None; raises
     # EOFError when none will come, ValueError for a bad header (dropped).
@@ -1777,13 +1778,14 @@ class Session(object):
     # one pipe.
     def drain_cells(self):
         with self.cells_lock:
-            cells = self.cells
+            cells, more = self.cells, True
             while cells is not None:
                 try:
                     msg = cells.take()
                     if msg is None:
-                        if not cells.fill():
+                        if not more:
                             return
+                        more = cells.fill()
                         continue
                 except EOFError:
                     # Its hub went: frames come on the channel. The main
