@@ -117,6 +117,9 @@ func build(extra map[string]Module, argv []string) ([]byte, error) {
 			mods[k] = Module{Pkg: m.Pkg, Late: true}
 		} else if _, theirs := extra[k]; !theirs {
 			m.Src = blankComments(m.Src)
+			if k == WorkerModule {
+				m.Src = blankDocstrings(m.Src)
+			}
 			mods[k] = m
 		}
 	}
@@ -135,7 +138,7 @@ func build(extra map[string]Module, argv []string) ([]byte, error) {
 	}
 	var z bytes.Buffer
 	w, _ := zlib.NewWriterLevel(&z, zlib.BestCompression)
-	w.Write([]byte(blankComments(string(boot.Boot))))
+	w.Write([]byte(blankDocstrings(blankComments(string(boot.Boot)))))
 	w.Write([]byte{0})
 	w.Write(table)
 	if err := w.Close(); err != nil {
@@ -231,4 +234,72 @@ func blankComments(src string) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// blankDocstrings empties the docstrings of functions and classes in src,
+// the worker's or boot.py's, which nothing reads at run time (the
+// toolkit's are its help, and travel whole): a fifth of the worker's
+// bytes. Each becomes "" on its first line, its other lines empty, so that
+// line numbers hold. Taken for a docstring: a string that opens with """
+// at the start of the line after a def or class header (its brackets
+// closed, ending with ":") and closes with """ at the end of a line, with
+// no backslash before. A test holds that it changes no syntax tree but
+// for the docstrings' text.
+func blankDocstrings(src string) string {
+	lines := strings.Split(src, "\n")
+	depth, inHeader, afterHeader := 0, false, false
+	for i := 0; i < len(lines); i++ {
+		t := strings.TrimSpace(lines[i])
+		if t == "" {
+			continue
+		}
+		if afterHeader && strings.HasPrefix(t, `"""`) {
+			if end := docstringEnd(lines, i); end >= 0 {
+				lines[i] = lines[i][:len(lines[i])-len(strings.TrimLeft(lines[i], " \t"))] + `""`
+				for j := i + 1; j <= end; j++ {
+					lines[j] = ""
+				}
+				i, afterHeader = end, false
+				continue
+			}
+		}
+		afterHeader = false
+		if !inHeader && (strings.HasPrefix(t, "def ") || strings.HasPrefix(t, "async def ") || strings.HasPrefix(t, "class ")) {
+			inHeader, depth = true, 0
+		}
+		if inHeader {
+			depth += strings.Count(t, "(") + strings.Count(t, "[") - strings.Count(t, ")") - strings.Count(t, "]")
+			if depth <= 0 {
+				inHeader, afterHeader = false, strings.HasSuffix(t, ":")
+			}
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// docstringEnd is the line at whose end the string opened at the start of
+// line i closes, or -1: none does, something follows the close, or a
+// backslash comes before it.
+func docstringEnd(lines []string, i int) int {
+	rest := strings.TrimSpace(lines[i])[3:]
+	for j := i; j < len(lines); j++ {
+		if j > i {
+			rest = lines[j]
+		}
+		k := strings.Index(rest, `"""`)
+		body := rest
+		if k >= 0 {
+			body = rest[:k]
+		}
+		if strings.Contains(body, "\\") {
+			return -1
+		}
+		if k >= 0 {
+			if strings.TrimSpace(rest[k+3:]) != "" {
+				return -1
+			}
+			return j
+		}
+	}
+	return -1
 }
