@@ -1483,6 +1483,8 @@ class Session(object):
         self.cells_thread = False  # read by a thread of its own, not main
         self.cells_gone = None    # its fd, at its end, for the main thread to close
         self.after_done = []  # cells whose interrupt is answered after their done frame
+        self.nudging = False  # a thread sends SIGINT again (_nudge)
+        self.nudged, self.nudges = None, 0  # to which frame, how often so far
         self.listener = None  # a durable worker's socket
         self.sock = None      # its path, and where it moves (_keep_socket)
         self.sock_alt = None
@@ -1895,10 +1897,47 @@ class Session(object):
                 self.queries -= 1
 
     def _signal_main(self):
-        """With cond held, in phase RUNNING: KeyboardInterrupt for the main thread."""
+        """With cond held, in phase RUNNING: KeyboardInterrupt for the main
+        thread. A SIGINT that lands after the main thread let go of the
+        interpreter lock for a blocking call but before the call began is
+        seen only once the call returns (time.sleep(3600) sleeps on; on a
+        busy machine, some interrupts in a thousand): while none was raised,
+        it is sent again (_nudge)."""
         import signal
         self.sigint.sent = True
         signal.pthread_kill(self.main_ident, signal.SIGINT)
+        self.nudged, self.nudges = self.key, 0
+        if not self.nudging:
+            import threading
+            self.nudging = True
+            t = threading.Thread(target=self._nudge, name="replhub-sigint")
+            t.daemon = True
+            t.start()
+
+    def _nudge(self):
+        """Send SIGINT again, at growing intervals (20 times, 15 s in all),
+        while the one sent was not raised and the frame it was sent to runs,
+        and our handler is SIGINT's (a handler of the user's hears one per
+        interrupt)."""
+        import _signal as signal
+        import time
+        go = True
+        try:
+            while go:
+                with self.cond:
+                    n = self.nudges
+                time.sleep(min(0.02 * 2 ** n, 1.0))
+                with self.cond:
+                    go = (self.nudges < 20 and self.sigint.sent and self.key == self.nudged
+                          and self.phase == RUNNING)
+                    if go:
+                        self.nudges += 1
+                        if signal.getsignal(signal.SIGINT) == self.sigint.handler:
+                            signal.pthread_kill(self.main_ident, signal.SIGINT)
+                    else:
+                        self.nudging = False
+        except BaseException:
+            self.nudging = False
 
     def interrupt(self, cell):
         """Answer interrupt: the answer is sent with cond held, so it goes

@@ -403,6 +403,25 @@ func interruptAnswers(t *testing.T, w *worker) {
 	f = w.read(5 * time.Second)
 	assert.Equal(t, "none", f.str("how"))
 
+	// A SIGINT that is lost (one that lands between the release of the
+	// interpreter lock and the start of a blocking call, on a busy
+	// machine; here a handler of the cell's takes it and puts the
+	// worker's back) is sent again: the cell ends at once, not after
+	// its sleep.
+	require.NoError(t, os.Remove(started))
+	cell = w.exec(fmt.Sprintf("import signal, time\nours = signal.getsignal(signal.SIGINT)\n"+
+		"def lost(*a):\n    signal.signal(signal.SIGINT, ours)\nsignal.signal(signal.SIGINT, lost)\n"+
+		"open(%s, 'w').close()\ntime.sleep(30)", pyStr(started)))
+	waitFile(t, started, 10*time.Second)
+	t0 = time.Now()
+	w.send(map[string]any{"op": "interrupt", "cell": cell}, nil)
+	f = w.read(5 * time.Second)
+	assert.Equal(t, "delivered", f.str("how"))
+	done, _ = w.until("done", 5*time.Second, nil)
+	assert.EqualValues(t, cell, done.num("cell"))
+	assert.Equal(t, "KeyboardInterrupt", done.errType())
+	assert.Less(t, time.Since(t0), 5*time.Second)
+
 	// A cell whose code has ended, while its done frame is made (here
 	// a flush of the user's that takes a while): none, after the done
 	// frame, which the hub takes first. Before, the answer went first,
