@@ -195,12 +195,18 @@ class Sigint(object):
         self.sent = False
         self.depth = 0
         self.pending = False
+        self.extra = 0  # SIGINTs sent again for the one sent (Session._nudge)
         # cancel() -> bool: a cell that awaits is interrupted by cancelling
         # its task (Session._cancel_await), not by raising in the loop.
         self.cancel = None
 
     def handler(self, signum, frame):
         if not self.live:
+            return
+        if self.extra and not self.sent:
+            # Sent again (Session._nudge) as the first was being raised:
+            # not a second interrupt.
+            self.extra = 0
             return
         if self.depth:
             self.pending = True
@@ -1485,6 +1491,7 @@ class Session(object):
         self.after_done = []  # cells whose interrupt is answered after their done frame
         self.nudging = False  # a thread sends SIGINT again (_nudge)
         self.nudged, self.nudges = None, 0  # to which frame, how often so far
+        self.nudge_cond = threading.Condition(lock)
         self.listener = None  # a durable worker's socket
         self.sock = None      # its path, and where it moves (_keep_socket)
         self.sock_alt = None
@@ -1904,38 +1911,41 @@ class Session(object):
         busy machine, some interrupts in a thousand): while none was raised,
         it is sent again (_nudge)."""
         import signal
-        self.sigint.sent = True
+        self.sigint.sent, self.sigint.extra = True, 0
         signal.pthread_kill(self.main_ident, signal.SIGINT)
         self.nudged, self.nudges = self.key, 0
-        if not self.nudging:
-            import threading
-            self.nudging = True
-            t = threading.Thread(target=self._nudge, name="replhub-sigint")
-            t.daemon = True
+        if self.nudging:
+            self.nudge_cond.notify()  # this frame's intervals, from the first
+            return
+        import threading
+        t = threading.Thread(target=self._nudge, name="replhub-sigint")
+        t.daemon = True
+        try:
             t.start()
+            self.nudging = True
+        except Exception:
+            pass  # no thread to spare (the cell took them all): one SIGINT it is
 
     def _nudge(self):
         """Send SIGINT again, at growing intervals (20 times, 15 s in all),
         while the one sent was not raised and the frame it was sent to runs,
         and our handler is SIGINT's (a handler of the user's hears one per
-        interrupt)."""
+        interrupt). Sigint drops one that comes after the raise."""
         import _signal as signal
-        import time
-        go = True
         try:
-            while go:
-                with self.cond:
-                    n = self.nudges
-                time.sleep(min(0.02 * 2 ** n, 1.0))
-                with self.cond:
-                    go = (self.nudges < 20 and self.sigint.sent and self.key == self.nudged
-                          and self.phase == RUNNING)
-                    if go:
-                        self.nudges += 1
-                        if signal.getsignal(signal.SIGINT) == self.sigint.handler:
-                            signal.pthread_kill(self.main_ident, signal.SIGINT)
-                    else:
+            with self.cond:
+                while True:
+                    key, n = self.nudged, self.nudges
+                    self.nudge_cond.wait(min(0.02 * 2 ** n, 1.0))
+                    if (key, n) != (self.nudged, self.nudges):
+                        continue  # another interrupt: its own intervals
+                    if n >= 20 or not self.sigint.sent or self.key != key or self.phase != RUNNING:
                         self.nudging = False
+                        return
+                    self.nudges = n + 1
+                    if signal.getsignal(signal.SIGINT) == self.sigint.handler:
+                        self.sigint.extra += 1
+                        signal.pthread_kill(self.main_ident, signal.SIGINT)
         except BaseException:
             self.nudging = False
 
@@ -2438,10 +2448,14 @@ _RICH_METHODS = ("_repr_mimebundle_", "_repr_png_", "_repr_jpeg_", "_repr_svg_",
 
 
 def _display(*objs, **kwargs):
-    """Show each object by its richest representation: an image, or
+    return _load_module("display").display(*objs, **kwargs)
+
+
+# The user's display(): its docstring is its help, which a remote start
+# would blank (payload.blankDocstrings) were it one.
+_display.__doc__ = """Show each object by its richest representation: an image, or
     Markdown, HTML or JSON text; else its repr. include= and exclude= (MIME
     types) choose among them; raw=True takes {mime: data} bundles."""
-    return _load_module("display").display(*objs, **kwargs)
 
 
 def _shown(v):

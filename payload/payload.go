@@ -268,7 +268,8 @@ func blankDocstrings(src string) string {
 			inHeader, depth = true, 0
 		}
 		if inHeader {
-			depth += strings.Count(t, "(") + strings.Count(t, "[") - strings.Count(t, ")") - strings.Count(t, "]")
+			depth += strings.Count(t, "(") + strings.Count(t, "[") + strings.Count(t, "{") -
+				strings.Count(t, ")") - strings.Count(t, "]") - strings.Count(t, "}")
 			if depth <= 0 {
 				inHeader, afterHeader = false, strings.HasSuffix(t, ":")
 			}
