@@ -114,3 +114,15 @@ func TestNamesKeptInStep(t *testing.T) {
 		}
 	})
 }
+
+// The worker's Sigint drops a SIGINT sent again for an interrupt that was
+// raised already, and only that one, on every Python
+// (testdata/sigint_extra.py).
+func TestSigintSentAgain(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		out, err := exec.Command(py, "testdata/sigint_extra.py", "worker.py").CombinedOutput()
+		if err != nil || strings.TrimSpace(string(out)) != "ok" {
+			t.Fatalf("%s: %v\n%s", py, err, out)
+		}
+	})
+}
