@@ -403,24 +403,46 @@ func interruptAnswers(t *testing.T, w *worker) {
 	f = w.read(5 * time.Second)
 	assert.Equal(t, "none", f.str("how"))
 
+	// interruptBy runs code, a cell that makes the file started and then
+	// sleeps, interrupts it, and asks for its end within 5 s.
+	interruptBy := func(what, code string) {
+		t.Helper()
+		require.NoError(t, os.Remove(started))
+		cell := w.exec(fmt.Sprintf(code, pyStr(started)))
+		waitFile(t, started, 10*time.Second)
+		t0 := time.Now()
+		w.send(map[string]any{"op": "interrupt", "cell": cell}, nil)
+		f := w.read(5 * time.Second)
+		assert.Equal(t, "delivered", f.str("how"), what)
+		done, _ := w.until("done", 5*time.Second, nil)
+		assert.EqualValues(t, cell, done.num("cell"), what)
+		assert.Equal(t, "KeyboardInterrupt", done.errType(), what)
+		assert.Less(t, time.Since(t0), 5*time.Second, what)
+	}
 	// A SIGINT that is lost (one that lands between the release of the
 	// interpreter lock and the start of a blocking call, on a busy
 	// machine; here a handler of the cell's takes it and puts the
 	// worker's back) is sent again: the cell ends at once, not after
 	// its sleep.
-	require.NoError(t, os.Remove(started))
-	cell = w.exec(fmt.Sprintf("import signal, time\nours = signal.getsignal(signal.SIGINT)\n"+
-		"def lost(*a):\n    signal.signal(signal.SIGINT, ours)\nsignal.signal(signal.SIGINT, lost)\n"+
-		"open(%s, 'w').close()\ntime.sleep(30)", pyStr(started)))
-	waitFile(t, started, 10*time.Second)
-	t0 = time.Now()
-	w.send(map[string]any{"op": "interrupt", "cell": cell}, nil)
-	f = w.read(5 * time.Second)
-	assert.Equal(t, "delivered", f.str("how"))
-	done, _ = w.until("done", 5*time.Second, nil)
-	assert.EqualValues(t, cell, done.num("cell"))
-	assert.Equal(t, "KeyboardInterrupt", done.errType())
-	assert.Less(t, time.Since(t0), 5*time.Second)
+	lost := "import signal, time\nours = signal.getsignal(signal.SIGINT)\n" +
+		"def lost(*a):\n    signal.signal(signal.SIGINT, ours)\nsignal.signal(signal.SIGINT, lost)\n" +
+		"open(%s, 'w').close()\ntime.sleep(30)"
+	interruptBy("a lost SIGINT", lost)
+
+	// No thread to spare for sending it again (here the cell makes every
+	// thread's start fail, once the last cell's sender is gone): the first
+	// SIGINT goes alone, and the worker still sends the next interrupt's
+	// again (a thread that did not start once left that undone for good).
+	interruptBy("no thread to spare", "import threading, time\n"+
+		"for _ in range(300):\n"+
+		"    if not any(t.name == 'replhub-sigint' for t in threading.enumerate()):\n        break\n"+
+		"    time.sleep(0.01)\n"+
+		"saved = {n: getattr(threading, n) for n in ('_start_new_thread', '_start_joinable_thread') if hasattr(threading, n)}\n"+
+		"def none_left(*a, **k):\n    raise RuntimeError(\"can't start new thread\")\n"+
+		"for n in saved:\n    setattr(threading, n, none_left)\n"+
+		"try:\n    open(%s, 'w').close()\n    time.sleep(30)\n"+
+		"finally:\n    for n, f in saved.items():\n        setattr(threading, n, f)")
+	interruptBy("a lost SIGINT after a thread that did not start", lost)
 
 	// A cell whose code has ended, while its done frame is made (here
 	// a flush of the user's that takes a while): none, after the done
