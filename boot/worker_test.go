@@ -433,6 +433,8 @@ func interruptAnswers(t *testing.T, w *worker) {
 	// thread's start fail, once the last cell's sender is gone): the first
 	// SIGINT goes alone, and the worker still sends the next interrupt's
 	// again (a thread that did not start once left that undone for good).
+	// The cell sleeps in short naps, which a SIGINT that lands before
+	// one begins ends all the same.
 	interruptBy("no thread to spare", "import threading, time\n"+
 		"for _ in range(300):\n"+
 		"    if not any(t.name == 'replhub-sigint' for t in threading.enumerate()):\n        break\n"+
@@ -440,7 +442,7 @@ func interruptAnswers(t *testing.T, w *worker) {
 		"saved = {n: getattr(threading, n) for n in ('_start_new_thread', '_start_joinable_thread') if hasattr(threading, n)}\n"+
 		"def none_left(*a, **k):\n    raise RuntimeError(\"can't start new thread\")\n"+
 		"for n in saved:\n    setattr(threading, n, none_left)\n"+
-		"try:\n    open(%s, 'w').close()\n    time.sleep(30)\n"+
+		"try:\n    open(%s, 'w').close()\n    for _ in range(3000):\n        time.sleep(0.01)\n"+
 		"finally:\n    for n, f in saved.items():\n        setattr(threading, n, f)")
 	interruptBy("a lost SIGINT after a thread that did not start", lost)
 
