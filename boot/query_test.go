@@ -2,6 +2,8 @@ package boot
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -265,5 +267,39 @@ func TestQueryCheck(t *testing.T) {
 		assert.Less(t, time.Since(start), 1500*time.Millisecond, "check does not wait for the running cell")
 		done, _ := w.until("done", 20*time.Second, func(f frame) bool { return true })
 		assert.Equal(t, "ok", done.str("status"), "nothing the check compiled ran")
+	})
+}
+
+// A query that finds no thread to answer on (here the cell makes every
+// thread's start fail, once the worker's own threads have started) is
+// answered so at once, and gives its place back:
+// more such queries than may run at once are each answered, and so is
+// the one after the cell.
+func TestQueryWithoutAThread(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorker(t, py)
+		started, release := filepath.Join(w.dir, "started"), filepath.Join(w.dir, "release")
+		cell := w.exec(fmt.Sprintf("import os, threading, time\n"+
+			"for _ in range(1000):  # the worker's own threads are up\n"+
+			"    if {'replhub-reader', 'replhub-output'} <= {t.name for t in threading.enumerate()}:\n        break\n"+
+			"    time.sleep(0.01)\n"+
+			"saved = {n: getattr(threading, n) for n in ('_start_new_thread', '_start_joinable_thread') if hasattr(threading, n)}\n"+
+			"def none_left(*a, **k):\n    raise RuntimeError(\"can't start new thread\")\n"+
+			"for n in saved:\n    setattr(threading, n, none_left)\n"+
+			"try:\n    open(%s, 'w').close()\n"+
+			"    for _ in range(3000):\n        if os.path.exists(%s):\n            break\n        time.sleep(0.01)\n"+
+			"finally:\n    for n, f in saved.items():\n        setattr(threading, n, f)", pyStr(started), pyStr(release)))
+		waitFile(t, started, 10*time.Second)
+		for i := 0; i < 6; i++ { // QUERIES_MAX is 4
+			a := w.ask(map[string]any{"kind": "vars"})
+			assert.Equal(t, false, a.h["ok"], "%s", a.line)
+			assert.Contains(t, a.str("error"), "no thread to answer on", "query %d", i)
+		}
+		require.NoError(t, os.WriteFile(release, nil, 0o600))
+		done, _ := w.until("done", 30*time.Second, nil)
+		assert.EqualValues(t, cell, done.num("cell"))
+		assert.Equal(t, "ok", done.str("status"), "%s", done.line)
+		a := w.ask(map[string]any{"kind": "vars"})
+		assert.Equal(t, true, a.h["ok"], "%s", a.line)
 	})
 }

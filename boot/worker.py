@@ -1879,7 +1879,16 @@ class Session(object):
             self.queries += 1
         t = threading.Thread(target=self._answer, args=(header,), name="replhub-query")
         t.daemon = True
-        t.start()
+        try:
+            t.start()
+        except Exception as e:
+            # No thread to spare (a cell took every one the limit allows):
+            # say so, and give the query's place back.
+            with self.cond:
+                self.queries -= 1
+            self._send_quietly({"op": "answer", "id": header.get("id"), "ok": False, "error": _cap(
+                "replhub: no thread to answer on (%s: %s); try again once the cell ends"
+                % (type(e).__name__, e), ERROR_CAP)[0]})
 
     def _answer(self, header):
         reply = None

@@ -436,9 +436,10 @@ func interruptAnswers(t *testing.T, w *worker) {
 	// The cell sleeps in short naps, which a SIGINT that lands before
 	// one begins ends all the same.
 	interruptBy("no thread to spare", "import threading, time\n"+
-		"for _ in range(300):\n"+
+		"for _ in range(1000):\n"+
 		"    if not any(t.name == 'replhub-sigint' for t in threading.enumerate()):\n        break\n"+
 		"    time.sleep(0.01)\n"+
+		"else:\n    raise RuntimeError('the last cell\\'s sender is still there')\n"+
 		"saved = {n: getattr(threading, n) for n in ('_start_new_thread', '_start_joinable_thread') if hasattr(threading, n)}\n"+
 		"def none_left(*a, **k):\n    raise RuntimeError(\"can't start new thread\")\n"+
 		"for n in saved:\n    setattr(threading, n, none_left)\n"+
