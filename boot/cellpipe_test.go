@@ -114,6 +114,24 @@ func TestCellPipe(t *testing.T) {
 			w2.healthy()
 		}
 
+		// Nor a thread to spare for it (here thread starts fail once the
+		// worker's own threads are up): the loop looks at the pipe itself,
+		// and the next cells run.
+		if v := w.ready.str("python"); !strings.HasPrefix(v, "3.6.") && !strings.HasPrefix(v, "3.7.") {
+			w3 := startWorkerCells(t, py)
+			w3.run("import asyncio\nclass L(asyncio.SelectorEventLoop):\n    def add_reader(self, *a):\n        raise NotImplementedError\n"+
+				"class P(asyncio.DefaultEventLoopPolicy):\n    def new_event_loop(self):\n        return L()\n"+
+				"asyncio.set_event_loop_policy(P())\n"+noThreadsLeft, 10*time.Second)
+			w3.run("await asyncio.sleep(0)", 10*time.Second)
+			for i := 0; i < 3; i++ {
+				t0 := time.Now()
+				done = w3.run("sorted(t.name for t in threading.enumerate() if t.name.startswith('replhub-cells'))", 10*time.Second)
+				assert.Equal(t, "[]", done.str("value"), "%s", done.line)
+				assert.Less(t, time.Since(t0), 2*time.Second)
+			}
+			w3.healthy()
+		}
+
 		// A signal handler of the user's that raises while the main thread
 		// waits on the pipe (a timeout's alarm left set) ends no more than
 		// that wait: the pipe stays, and takes the next cells.

@@ -279,16 +279,10 @@ func TestQueryWithoutAThread(t *testing.T) {
 	eachPython(t, func(t *testing.T, py string) {
 		w := startWorker(t, py)
 		started, release := filepath.Join(w.dir, "started"), filepath.Join(w.dir, "release")
-		cell := w.exec(fmt.Sprintf("import os, threading, time\n"+
-			"for _ in range(1000):  # the worker's own threads are up\n"+
-			"    if {'replhub-reader', 'replhub-output'} <= {t.name for t in threading.enumerate()}:\n        break\n"+
-			"    time.sleep(0.01)\n"+
-			"saved = {n: getattr(threading, n) for n in ('_start_new_thread', '_start_joinable_thread') if hasattr(threading, n)}\n"+
-			"def none_left(*a, **k):\n    raise RuntimeError(\"can't start new thread\")\n"+
-			"for n in saved:\n    setattr(threading, n, none_left)\n"+
+		cell := w.exec(fmt.Sprintf("import os\n"+noThreadsLeft+
 			"try:\n    open(%s, 'w').close()\n"+
 			"    for _ in range(3000):\n        if os.path.exists(%s):\n            break\n        time.sleep(0.01)\n"+
-			"finally:\n    for n, f in saved.items():\n        setattr(threading, n, f)", pyStr(started), pyStr(release)))
+			"finally:\n"+threadsBack, pyStr(started), pyStr(release)))
 		waitFile(t, started, 10*time.Second)
 		for i := 0; i < 6; i++ { // QUERIES_MAX is 4
 			a := w.ask(map[string]any{"kind": "vars"})

@@ -1487,6 +1487,7 @@ class Session(object):
         self.seen_cell = 0
         self.cells_read = 0       # frames taken off it
         self.cells_thread = False  # read by a thread of its own, not main
+        self.cells_look = None    # the loop's next look at it (_look_at_cells)
         self.cells_gone = None    # its fd, at its end, for the main thread to close
         self.after_done = []  # cells whose interrupt is answered after their done frame
         self.nudging = False  # a thread sends SIGINT again (_nudge)
@@ -1845,7 +1846,8 @@ class Session(object):
         self.drain_cells()
 
     # Hand the cell pipe to a thread of its own, for good: a loop that
-    # cannot watch it runs between cells (_spin).
+    # cannot watch it runs between cells (_spin). False when no thread
+    # could be started (a cell took every one the limit allows).
     def _cells_by_thread(self):
         import select
         import threading
@@ -1864,7 +1866,29 @@ class Session(object):
                     return
         t = threading.Thread(target=run, name="replhub-cells")
         t.daemon = True
-        t.start()
+        try:
+            t.start()
+        except Exception:
+            self.cells_thread = False  # no thread to spare: _spin looks itself
+            return False
+        return True
+
+    def _look_at_cells(self, cells):
+        """On the loop, every 10 ms while it spins: stop it once the cell
+        pipe has a frame (_spin, where the loop can watch no pipe and no
+        thread could be started to read it)."""
+        import select
+        self.cells_look = None
+        if not self.spinning or self.cells is not cells:
+            return
+        try:
+            ready = cells.pending() or select.select([cells.fd], [], [], 0)[0]
+        except (OSError, ValueError):
+            ready = True
+        if ready:
+            self.aloop.stop()
+        else:
+            self.cells_look = self.aloop.call_later(0.01, self._look_at_cells, cells)
 
     def query(self, header):
         """Answer a query frame on a thread of its own (a repr may hang,
@@ -2286,7 +2310,8 @@ class Session(object):
             try:
                 loop.add_reader(cells.fd, self._stop_spin)
             except Exception:
-                self._cells_by_thread()
+                if not self._cells_by_thread():
+                    self._look_at_cells(cells)
                 cells = None
         try:
             loop.run_forever()
@@ -2294,6 +2319,9 @@ class Session(object):
             if loop.is_closed():
                 self.aloop = None
         finally:
+            if self.cells_look is not None:
+                self.cells_look.cancel()
+                self.cells_look = None
             if cells is not None:
                 try:
                     loop.remove_reader(cells.fd)

@@ -345,6 +345,20 @@ func (w *worker) healthy() {
 	assert.Equal(w.t, "2", done.str("value"))
 }
 
+// noThreadsLeft is Python that makes every thread's start fail, as in a
+// cell that took every thread the limit allows, once the worker's own
+// threads are up; threadsBack (indented, for a finally clause) undoes it.
+const (
+	noThreadsLeft = "import threading, time\n" +
+		"for _ in range(1000):\n" +
+		"    if {'replhub-reader', 'replhub-output'} <= {t.name for t in threading.enumerate()}:\n        break\n" +
+		"    time.sleep(0.01)\n" +
+		"saved = {n: getattr(threading, n) for n in ('_start_new_thread', '_start_joinable_thread') if hasattr(threading, n)}\n" +
+		"def none_left(*a, **k):\n    raise RuntimeError(\"can't start new thread\")\n" +
+		"for n in saved:\n    setattr(threading, n, none_left)\n"
+	threadsBack = "    for n, f in saved.items():\n        setattr(threading, n, f)\n"
+)
+
 // waitFile waits until path exists.
 func waitFile(t *testing.T, path string, d time.Duration) {
 	t.Helper()
@@ -440,11 +454,9 @@ func interruptAnswers(t *testing.T, w *worker) {
 		"    if not any(t.name == 'replhub-sigint' for t in threading.enumerate()):\n        break\n"+
 		"    time.sleep(0.01)\n"+
 		"else:\n    raise RuntimeError('the last cell\\'s sender is still there')\n"+
-		"saved = {n: getattr(threading, n) for n in ('_start_new_thread', '_start_joinable_thread') if hasattr(threading, n)}\n"+
-		"def none_left(*a, **k):\n    raise RuntimeError(\"can't start new thread\")\n"+
-		"for n in saved:\n    setattr(threading, n, none_left)\n"+
+		noThreadsLeft+
 		"try:\n    open(%s, 'w').close()\n    for _ in range(3000):\n        time.sleep(0.01)\n"+
-		"finally:\n    for n, f in saved.items():\n        setattr(threading, n, f)")
+		"finally:\n"+threadsBack)
 	interruptBy("a lost SIGINT after a thread that did not start", lost)
 
 	// A cell whose code has ended, while its done frame is made (here
