@@ -281,3 +281,56 @@ print([w._private_dir(p) for p in (%q, %q, %q, %q, %q)], w._private_dir(%q, crea
 		assert.Equal(t, "[True, False, False, False, False] True 0o700", strings.TrimSpace(string(out)))
 	})
 }
+
+// A hub that adopts the worker while a cell holds every thread (here
+// thread starts fail) has its frames read all the same, by the thread
+// that took it; once that hub's link ends, the next hub is taken.
+func TestAdoptedWithoutAThread(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		sock := filepath.Join(t.TempDir(), "w.sock")
+		w := startWorker(t, py, "--durable", sock)
+		started, release := filepath.Join(w.dir, "started"), filepath.Join(w.dir, "release")
+		cell := w.exec(fmt.Sprintf("import os, threading, time\n"+
+			"for _ in range(1000):  # the socket's own thread is up too\n"+
+			"    if 'replhub-accept' in {t.name for t in threading.enumerate()}:\n        break\n"+
+			"    time.sleep(0.01)\n"+noThreadsLeft+
+			"try:\n    open(%s, 'w').close()\n"+
+			"    for _ in range(3000):\n        if os.path.exists(%s):\n            break\n        time.sleep(0.01)\n"+
+			"finally:\n"+threadsBack+"6 * 7", pyStr(started), pyStr(release)))
+		waitFile(t, started, 10*time.Second)
+
+		// pong reads frames until the answer to a ping.
+		pong := func(c *frameConn, id int) {
+			t.Helper()
+			c.send(map[string]any{"op": "ping", "id": id})
+			for i := 0; i < 100; i++ {
+				if h, _ := c.next(); h["op"] == "pong" {
+					assert.EqualValues(t, id, h["id"])
+					return
+				}
+			}
+			t.Fatalf("no pong for ping %d", id)
+		}
+		next := adoptOn(t, sock)
+		h, _ := next.next()
+		require.Equal(t, "ready", h["op"])
+		assert.Equal(t, true, h["running"], "%v", h)
+		pong(next, 1)
+		require.NoError(t, os.WriteFile(release, nil, 0o600))
+		done, _ := next.cell(cell, "")
+		require.NotNil(t, done, "the cell's done frame reaches the new hub")
+		assert.Equal(t, "42", done["value"])
+		next.send(map[string]any{"op": "exec", "cell": cell + 1, "code": "1 + 1", "fence": "<F>"})
+		done, _ = next.cell(cell+1, "")
+		require.NotNil(t, done)
+		assert.Equal(t, "2", done["value"])
+
+		// That hub goes; the next one is taken, and read by a thread of
+		// its own now that threads start again.
+		next.w.(net.Conn).Close()
+		third := adoptOn(t, sock)
+		h, _ = third.next()
+		require.Equal(t, "ready", h["op"])
+		pong(third, 2)
+	})
+}

@@ -1715,7 +1715,13 @@ class Session(object):
         self.pump.attach(self.chan)
         t = threading.Thread(target=self.read_loop, args=(r, gen), name="replhub-reader")
         t.daemon = True
-        t.start()
+        try:
+            t.start()
+        except Exception:
+            # No thread to spare (a cell took every one the limit allows):
+            # this one reads the new hub's frames, and takes the next hub
+            # once this one's link ends.
+            self.read_loop(r, gen)
 
     @property
     def sock_fields(self):
