@@ -287,27 +287,41 @@ var knownHostsMu sync.Mutex
 // refused unless StrictHostKeyChecking is accept-new or no (then it is
 // recorded); a changed key is always refused.
 func hostKeyCallback(h Hop) (ssh.HostKeyCallback, []string, error) {
+	// The library reads the files whole, by name: a FIFO would block the
+	// dial for good, /dev/zero fill the memory. Each is opened here, and
+	// checked as what it is, not as what its name was a moment before;
+	// the library is given the open file's own name where the system has
+	// one, so that a file swapped meanwhile is not what it reads.
 	var files []string
+	real := map[string]string{} // a name given to the library: the file's
 	for _, f := range h.KnownHosts {
-		fi, err := os.Stat(f)
-		if err != nil || atomicfile.IsDevNull(f) {
-			continue // /dev/null: no hosts known, and the new ones forgotten
+		if atomicfile.IsDevNull(f) {
+			continue // no hosts known, and the new ones forgotten
 		}
-		// The library reads the files whole: a FIFO would block the dial
-		// for good, /dev/zero fill the memory.
-		if !fi.Mode().IsRegular() {
+		file, fi, err := atomicfile.OpenUserFile(f)
+		if atomicfile.IsNotRegular(err) {
 			return nil, nil, fmt.Errorf("remote: known_hosts %s is not a regular file", f)
 		}
+		if err != nil {
+			continue // missing or unreadable, as ssh takes it
+		}
+		defer file.Close()
 		if fi.Size() > maxKnownHosts {
 			return nil, nil, fmt.Errorf("remote: known_hosts %s is %d bytes, more than %d", f, fi.Size(), maxKnownHosts)
 		}
-		files = append(files, f)
+		name := openName(file, fi, f)
+		real[name] = f
+		files = append(files, name)
 	}
 	var db *knownhosts.HostKeyDB
 	if len(files) > 0 {
 		var err error
 		if db, err = knownhosts.NewDB(files...); err != nil {
-			return nil, nil, fmt.Errorf("remote: known_hosts: %w", err)
+			msg := err.Error()
+			for name, f := range real {
+				msg = strings.ReplaceAll(msg, name, f)
+			}
+			return nil, nil, fmt.Errorf("remote: known_hosts: %s", msg)
 		}
 	}
 	record := h.KnownHosts[0]
@@ -353,6 +367,19 @@ func hostKeyCallback(h Hop) (ssh.HostKeyCallback, []string, error) {
 		return err
 	}
 	return cb, algos, nil
+}
+
+// openName is a name that opens the same file as f (opened from path,
+// with fi its FileInfo), even after path names another: its descriptor's
+// entry in /proc/self/fd or /dev/fd; path where there is none.
+func openName(f *os.File, fi os.FileInfo, path string) string {
+	for _, dir := range []string{"/proc/self/fd", "/dev/fd"} {
+		name := fmt.Sprintf("%s/%d", dir, f.Fd())
+		if other, err := os.Stat(name); err == nil && os.SameFile(fi, other) {
+			return name
+		}
+	}
+	return path
 }
 
 // proxyConn is a ProxyCommand's stdio used as a net.Conn.

@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skeema/knownhosts"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/replhub/replhub/internal/atomicfile"
 	"github.com/replhub/replhub/internal/testbound"
 )
 
@@ -69,4 +71,34 @@ func TestUserFilesThatAreNotFiles(t *testing.T) {
 		assert.ErrorContains(t, err, "keeps no key: set StrictHostKeyChecking accept-new")
 		assert.NotContains(t, err.Error(), ">> /dev/null")
 	})
+}
+
+// A known_hosts file is read as it was when it was opened and checked: a
+// name swapped for a FIFO afterwards is not what the library reads, and
+// the library's errors name the file by its path.
+func TestKnownHostsAreReadAsOpened(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "known_hosts")
+	pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, []byte(knownhosts.Line([]string{"lab"}, pub)+"\n"), 0o600))
+	f, fi, err := atomicfile.OpenUserFile(path)
+	require.NoError(t, err)
+	defer f.Close()
+	name := openName(f, fi, path)
+	require.NotEqual(t, path, name, "this system names an open file")
+	require.NoError(t, os.Remove(path))
+	require.NoError(t, syscall.Mkfifo(path, 0o600))
+	testbound.Within(t, 10*time.Second, "reading the file as opened", func() {
+		db, err := knownhosts.NewDB(name)
+		require.NoError(t, err)
+		assert.NoError(t, db.HostKeyCallback()("lab:22", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 22}, pub))
+	})
+
+	bad := filepath.Join(dir, "bad_known_hosts")
+	require.NoError(t, os.WriteFile(bad, []byte("lab ssh-ed25519 not-base64\n"), 0o600))
+	_, _, err = hostKeyCallback(Hop{KnownHosts: []string{bad}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), bad)
+	assert.NotContains(t, err.Error(), "/fd/")
 }

@@ -116,6 +116,17 @@ func OpenAppend(path string) (*os.File, error) {
 
 var errNotRegular = errors.New("not a regular file")
 
+// OpenUserFile opens a user's file for reading as ReadUserFile reads it:
+// following a link, without blocking on a FIFO, and refusing what is not
+// a regular file or /dev/null (IsNotRegular); with its FileInfo.
+func OpenUserFile(path string) (*os.File, fs.FileInfo, error) {
+	return openRegular(path, os.O_RDONLY, true)
+}
+
+// IsNotRegular says whether err is a refusal of something that is not a
+// regular file (a FIFO, a device, a folder).
+func IsNotRegular(err error) bool { return errors.Is(err, errNotRegular) }
+
 // openRegular opens path with flags, without blocking on a FIFO nor
 // taking a terminal as the process's own, and returns it with its
 // FileInfo when it is a regular file, or, for a user's file, /dev/null.
