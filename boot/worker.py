@@ -1576,12 +1576,16 @@ class Session(object):
         return call
 
     # -- reader thread -------------------------------------------------
-    def read_loop(self, r, gen):
+    def read_loop(self, r, gen, inline=False):
         """Read the frames of one hub connection (generation gen) until it
         ends. A durable worker then waits for the next hub (see accept);
-        any other exits: nobody can see it now."""
+        any other exits: nobody can see it now. inline: on the thread that
+        takes hubs, for want of one of its own (_adopt); after each frame
+        it tries again to start one, and hands the reading over."""
         seen_frame = False
         while True:
+            if inline and seen_frame and self._read_on_a_thread(r, gen):
+                return
             try:
                 msg = self.chan.recv(r)
             except ValueError as e:
@@ -1676,7 +1680,6 @@ class Session(object):
         """Make the hub on fd ours: a ready frame that says where we are,
         what waited for a hub, then frames and output (as out frames)."""
         import json
-        import threading
         if not self.chan.down:
             self._hub_gone()  # the old hub's requests die with its link
         if self.cells is not None:
@@ -1713,15 +1716,24 @@ class Session(object):
         # Output goes to the new hub before any of its cells runs; a pump
         # stuck on the old link gives up at once (Pump.attach).
         self.pump.attach(self.chan)
+        if not self._read_on_a_thread(r, gen):
+            # No thread to spare (a cell took every one the limit allows):
+            # this one reads the new hub's frames until one can be started,
+            # or the link ends. Meanwhile no other hub is taken, and a link
+            # that freezes without a word holds it.
+            self.read_loop(r, gen, inline=True)
+
+    def _read_on_a_thread(self, r, gen):
+        """Start the reader of hub connection gen; False if no thread
+        could be started."""
+        import threading
         t = threading.Thread(target=self.read_loop, args=(r, gen), name="replhub-reader")
         t.daemon = True
         try:
             t.start()
         except Exception:
-            # No thread to spare (a cell took every one the limit allows):
-            # this one reads the new hub's frames, and takes the next hub
-            # once this one's link ends.
-            self.read_loop(r, gen)
+            return False
+        return True
 
     @property
     def sock_fields(self):
@@ -2304,7 +2316,7 @@ class Session(object):
         """Between cells, run the session's event loop until a frame comes
         (dispatch stops it, or the cell pipe's), so that tasks go on while
         no cell runs."""
-        loop, cells = self.aloop, self.cells
+        loop, cells, look = self.aloop, self.cells, False
         if loop.is_closed():
             self.aloop = None
             return
@@ -2316,10 +2328,11 @@ class Session(object):
             try:
                 loop.add_reader(cells.fd, self._stop_spin)
             except Exception:
-                if not self._cells_by_thread():
-                    self._look_at_cells(cells)
+                look = not self._cells_by_thread()
                 cells = None
         try:
+            if look:
+                self._look_at_cells(self.cells)
             loop.run_forever()
         except BaseException:
             if loop.is_closed():
