@@ -737,6 +737,19 @@ def _on_big_stack(fn, size):
     return result
 
 
+def _start_thread(target, name, args=()):
+    """Start a daemon thread that runs target(*args); the exception when
+    none could be started (a cell took every thread the limit allows)."""
+    import threading
+    t = threading.Thread(target=target, name=name, args=args)
+    t.daemon = True
+    try:
+        t.start()
+    except Exception as e:
+        return e
+    return None
+
+
 def _rss():
     """Resident memory of the worker and of the processes its cells started
     (Linux /proc; at most 1000 processes), else the worker's peak."""
@@ -1726,14 +1739,7 @@ class Session(object):
     def _read_on_a_thread(self, r, gen):
         """Start the reader of hub connection gen; False if no thread
         could be started."""
-        import threading
-        t = threading.Thread(target=self.read_loop, args=(r, gen), name="replhub-reader")
-        t.daemon = True
-        try:
-            t.start()
-        except Exception:
-            return False
-        return True
+        return _start_thread(self.read_loop, "replhub-reader", (r, gen)) is None
 
     @property
     def sock_fields(self):
@@ -1868,8 +1874,6 @@ class Session(object):
     # could be started (a cell took every one the limit allows).
     def _cells_by_thread(self):
         import select
-        import threading
-        self.cells_thread = True
 
         def run():
             while True:
@@ -1882,14 +1886,9 @@ class Session(object):
                     self.drain_cells()
                 except Exception:
                     return
-        t = threading.Thread(target=run, name="replhub-cells")
-        t.daemon = True
-        try:
-            t.start()
-        except Exception:
-            self.cells_thread = False  # no thread to spare: _spin looks itself
-            return False
-        return True
+        # Set once the thread runs: only this (the main) thread reads it.
+        self.cells_thread = _start_thread(run, "replhub-cells") is None
+        return self.cells_thread
 
     def _look_at_cells(self, cells):
         """On the loop, every 10 ms while it spins: stop it once the cell
@@ -1912,20 +1911,15 @@ class Session(object):
         """Answer a query frame on a thread of its own (a repr may hang,
         and the reader must go on reading interrupts); the query module says
         when it may run and how it is bounded."""
-        import threading
         with self.cond:
             if self.queries >= QUERIES_MAX:
                 self._send_quietly({"op": "answer", "id": header.get("id"), "ok": False,
                                     "error": "%d queries are under way already" % QUERIES_MAX})
                 return
             self.queries += 1
-        t = threading.Thread(target=self._answer, args=(header,), name="replhub-query")
-        t.daemon = True
-        try:
-            t.start()
-        except Exception as e:
-            # No thread to spare (a cell took every one the limit allows):
-            # say so, and give the query's place back.
+        e = _start_thread(self._answer, "replhub-query", (header,))
+        if e is not None:
+            # No thread to spare: say so, and give the query's place back.
             with self.cond:
                 self.queries -= 1
             self._send_quietly({"op": "answer", "id": header.get("id"), "ok": False, "error": _cap(
@@ -1968,14 +1962,8 @@ class Session(object):
         if self.nudging:
             self.nudge_cond.notify()  # this frame's intervals, from the first
             return
-        import threading
-        t = threading.Thread(target=self._nudge, name="replhub-sigint")
-        t.daemon = True
-        try:
-            t.start()
-            self.nudging = True
-        except Exception:
-            pass  # no thread to spare (the cell took them all): one SIGINT it is
+        # Without a thread to spare, one SIGINT it is.
+        self.nudging = _start_thread(self._nudge, "replhub-sigint") is None
 
     def _nudge(self):
         """Send SIGINT again, at growing intervals (20 times, 15 s in all),
