@@ -21,6 +21,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Name is fd's entry in the folder of the process's open fds
+// (/proc/self/fd on Linux, /dev/fd elsewhere): a name that opens the file
+// fd has open, whatever its path names by then.
+func Name(fd uintptr) string { return fdDir + "/" + strconv.FormatUint(uint64(fd), 10) }
+
 // probeMax is the highest fd probed when the fd folder cannot be listed.
 const probeMax = 1023
 

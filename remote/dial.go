@@ -18,6 +18,7 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 
+	"github.com/replhub/replhub/fds"
 	"github.com/replhub/replhub/internal/atomicfile"
 	"github.com/replhub/replhub/internal/rawio"
 )
@@ -370,14 +371,12 @@ func hostKeyCallback(h Hop) (ssh.HostKeyCallback, []string, error) {
 }
 
 // openName is a name that opens the same file as f (opened from path,
-// with fi its FileInfo), even after path names another: its descriptor's
-// entry in /proc/self/fd or /dev/fd; path where there is none.
+// with fi its FileInfo), even after path names another (fds.Name); path
+// where the system has none.
 func openName(f *os.File, fi os.FileInfo, path string) string {
-	for _, dir := range []string{"/proc/self/fd", "/dev/fd"} {
-		name := fmt.Sprintf("%s/%d", dir, f.Fd())
-		if other, err := os.Stat(name); err == nil && os.SameFile(fi, other) {
-			return name
-		}
+	name := fds.Name(f.Fd())
+	if other, err := os.Stat(name); err == nil && os.SameFile(fi, other) {
+		return name
 	}
 	return path
 }
