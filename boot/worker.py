@@ -1506,6 +1506,7 @@ class Session(object):
         self.nudging = False  # a thread sends SIGINT again (_nudge)
         self.nudged, self.nudges = None, 0  # to which frame, how often so far
         self.nudge_cond = threading.Condition(lock)
+        self.cancelled = None  # the sid of the serve a cancel interrupted
         self.listener = None  # a durable worker's socket
         self.sock = None      # its path, and where it moves (_keep_socket)
         self.sock_alt = None
@@ -2019,7 +2020,12 @@ class Session(object):
                     self.parked.add(self.key)
                 elif self.phase == TRANSFER and self.stream is not None:
                     self.stream.cancel()
-                elif self.phase == RUNNING:
+                elif self.phase == RUNNING and self.cancelled != sid:
+                    # Once: the hub cancels a serve whose link failed, and
+                    # again when asked to interrupt it; a second
+                    # KeyboardInterrupt would land in the first one's
+                    # unwinding.
+                    self.cancelled = sid
                     self._signal_main()
                 return
             for i, (h, _) in enumerate(self.queue):
@@ -2036,30 +2042,40 @@ class Session(object):
             self.phase, self.stream = phase, stream
             return self.key not in self.parked
 
+    # _run and _stop take cond inside sigint's critical section: a
+    # KeyboardInterrupt raised while cond is taken or let go (in
+    # threading's own code, between the lock's call and the with block)
+    # would keep it taken for good, and the reader, which takes it for
+    # every interrupt, cancel and query, would wait for ever. A SIGINT
+    # that lands there waits until cond is let go.
+
     def _run(self):
         """Enter user code: SIGINT raises from here on; False if it was
         interrupted or cancelled before this."""
-        with self.cond:
-            if self.key in self.parked:
-                return False
-            self.phase = RUNNING
-            self.sigint.live = True
+        with self.sigint:
+            with self.cond:
+                if self.key in self.parked:
+                    return False
+                self.phase = RUNNING
+                self.sigint.live = True
         return True
 
     def _stop(self):
         """Leave user code (any phase, idempotent). True if an interrupt was
         sent that has not been raised: then it ends the cell."""
-        with self.cond:
-            late = self.sigint.live and self.sigint.sent
-            self.sigint.live = self.sigint.sent = self.sigint.pending = False
-            self.phase = FINISHING
-            self.parked.discard(self.key)
-            self.stream = None
+        with self.sigint:
+            with self.cond:
+                late = self.sigint.live and self.sigint.sent
+                self.sigint.live = self.sigint.sent = self.sigint.pending = False
+                self.phase = FINISHING
+                self.parked.discard(self.key)
+                self.stream = None
         return late
 
     def _idle(self):
         with self.cond:
             self.phase, self.key, self.stream = IDLE, None, None
+            self.cancelled = None
             self.idle_cond.notify_all()
             for cell in self.after_done:
                 self._send_quietly({"op": "interrupted", "cell": cell, "how": "none"})
@@ -3092,6 +3108,11 @@ def main(argv):
     if sys.path and sys.path[0] == os.path.dirname(os.path.abspath(_WORKER_FILE)):
         sys.path[0] = ""
     chan = Channel(rfd, wfd)
+    # Before ready: a SIGINT from then on (kill -INT, while the start goes
+    # on) is dropped between cells, not Python's KeyboardInterrupt that
+    # would end the worker.
+    import _signal as signal  # not signal's enums: a start pays for them
+    signal.signal(signal.SIGINT, chan.sigint.handler)
     listener = None
     if sock is not None:
         chan.durable = True
@@ -3107,7 +3128,6 @@ def main(argv):
     # the pump, which dies with the process.
     import faulthandler
     faulthandler.enable(file=pump.errfd)
-    import _signal as signal  # not signal's enums: a start pays for them
     import threading
     session = Session(chan, lambda: _load_tk(cloudpickle_dir), _load_toolkit("--no-tk" in argv))
     session.has_cloudpickle = has_cloudpickle
@@ -3125,7 +3145,6 @@ def main(argv):
         session.sock, session.sock_alt, session.linger = sock, sock_alt, linger
         threads.append((session.accept_loop, "replhub-accept", ()))
     os._exit = pump.exit_after_drain(os._exit)
-    signal.signal(signal.SIGINT, chan.sigint.handler)
     sys.meta_path.insert(0, _ImportHook())
     if "linecache" in sys.modules:  # imported before the hook could see it
         _sources_to(sys.modules["linecache"])
