@@ -26,6 +26,40 @@ func TestSigintFlood(t *testing.T) {
 }
 
 func sigintFlood(t *testing.T, w *worker) {
+	cells, interrupted := flood(t, w, func(cell int) {}, func(w *worker) int {
+		return w.exec("x = 1\nfor _ in range(3):\n    x += 1")
+	})
+	require.NotZero(t, interrupted, "the flood reached none of %d cells", cells)
+	interruptedAtOnce(t, w)
+}
+
+// The same while each cell waits for the replies to requests of its own
+// (sessions(); a put, a get or a call waits the same way): the reader,
+// which sets each reply, never waits for a lock that a KeyboardInterrupt
+// left taken.
+func TestSigintFloodRequests(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorker(t, py)
+		w.exec("sessions()") // the toolkit loads before the flood
+		req, _ := w.until("req", 10*time.Second, nil)
+		w.send(map[string]any{"op": "reply", "id": req.num("id"), "ok": true, "sessions": []any{}}, nil)
+		w.until("done", 10*time.Second, nil)
+		reqs := 0
+		cells, interrupted := flood(t, w, func(int) { reqs++ }, func(w *worker) int {
+			return w.exec("for i in range(50):\n    sessions()")
+		})
+		require.NotZero(t, reqs, "no request was made")
+		require.NotZero(t, interrupted, "the flood reached none of %d cells", cells)
+		interruptedAtOnce(t, w)
+	})
+}
+
+// flood sends w's worker SIGINTs without a pause while cells that start
+// runs, for 3 s; it answers every request a cell makes (req counts them),
+// and returns how many cells ran and how many ended with
+// KeyboardInterrupt. A cell that ends otherwise than ok or so, or a
+// worker that stops answering, fails t.
+func flood(t *testing.T, w *worker, req func(int), start func(w *worker) int) (cells, interrupted int) {
 	pid := w.cmd.Process.Pid
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -44,24 +78,37 @@ func sigintFlood(t *testing.T, w *worker) {
 			}
 		}
 	}()
-	deadline := time.Now().Add(4 * time.Second)
-	cells, interrupted := 0, 0
+	defer wg.Wait()
+	defer close(stop)
+	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) && cells < 2000 {
-		done := w.run("x = 1\nfor _ in range(3):\n    x += 1", 10*time.Second)
-		if s := done.str("status"); s != "ok" {
-			require.Equal(t, "KeyboardInterrupt", done.errType(), "%s", done.line)
-			interrupted++
+		cell := start(w)
+		for {
+			f := w.read(10 * time.Second)
+			if f.op() == "req" {
+				req(cell)
+				w.send(map[string]any{"op": "reply", "id": f.num("id"), "ok": true, "sessions": []any{}}, nil)
+				continue
+			}
+			if f.op() != "done" || f.num("cell") != int64(cell) {
+				continue
+			}
+			if f.str("status") != "ok" {
+				require.Equal(t, "KeyboardInterrupt", f.errType(), "%s", f.line)
+				interrupted++
+			}
+			break
 		}
 		cells++
 	}
-	close(stop)
-	wg.Wait()
 	t.Logf("%d cells under the flood, %d of them interrupted", cells, interrupted)
-	require.NotZero(t, interrupted, "the flood reached no cell")
+	return cells, interrupted
+}
 
-	// A cell that sleeps is interrupted at once: the reader takes the
-	// lock the main thread let go of (a cell pipe's main thread waits
-	// for cells in select, with the lock let go).
+// interruptedAtOnce checks that an interrupt of a cell that sleeps is
+// answered, and ends it, at once: the reader takes the session's lock,
+// which the main thread let go of.
+func interruptedAtOnce(t *testing.T, w *worker) {
 	started := filepath.Join(w.dir, "started")
 	cell := w.exec(fmt.Sprintf("import time\nopen(%s, 'w').close()\ntime.sleep(30)", pyStr(started)))
 	waitFile(t, started, 10*time.Second)

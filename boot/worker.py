@@ -182,6 +182,9 @@ class Sigint(object):
     write: a write is a critical section (this object is its context
     manager, entered before the channel's lock is taken), and a SIGINT that
     lands in one is kept pending and raised when the outermost one ends.
+    So is every taking of a lock that the reader thread takes too, on the
+    main thread while live (Session._run and _stop, relay.held): raised
+    there, it could keep the lock taken for good.
     At any other time (between cells, while a cell parses or finishes, while
     a file is served) it is dropped. sent says that the reader thread sent
     one that has not been raised yet: the cell then ends with
@@ -1956,7 +1959,7 @@ class Session(object):
         seen only once the call returns (time.sleep(3600) sleeps on; on a
         busy machine, some interrupts in a thousand): while none was raised,
         it is sent again (_nudge)."""
-        import signal
+        import _signal as signal
         self.sigint.sent, self.sigint.extra = True, 0
         signal.pthread_kill(self.main_ident, signal.SIGINT)
         self.nudged, self.nudges = self.key, 0

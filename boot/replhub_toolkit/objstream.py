@@ -194,7 +194,7 @@ class Prefault(object):
             self._views = self._objs = None
 
     def stop(self):
-        with self._cond:
+        with relay.held(), self._cond:
             self._stopped = True
             self._cond.notify()
         if threading.current_thread() is not self.thread:
@@ -603,7 +603,7 @@ class Part(object):
         """Take the next frame, or send the next chunk the window has room
         for; returns whether it did either."""
         st = self.stream
-        with st.cond:
+        with relay.held(), st.cond:
             if st.cancelled:
                 raise relay.Cancelled()
             item = st.items.pop(0) if st.items else None
@@ -681,7 +681,7 @@ def fan(link, kind, blob, bufs, oob, n, fields):
             # The hub tells every part its last word before the request's
             # reply: once that has come, what a part still waits for
             # (a request refused as a whole) never will.
-            replied = slot[0].is_set()
+            replied = slot.is_set()
             moved = False
             for p in live:
                 moved = p.step(link.chan, bufs) or moved
@@ -691,9 +691,9 @@ def fan(link, kind, blob, bufs, oob, n, fields):
                     p.error, p.done = "no answer", True
                 break
             if not moved:
-                with cond:
+                with relay.held(), cond:
                     if not any(p.can_move() for p in live):
-                        cond.wait(1.0)
+                        cond.wait(relay.POLL)
         return link.finish(rid, slot), parts
     except relay.Cancelled:  # the hub went away (hub_gone)
         raise relay.HubError("the %s was cut off: the hub went away; try again" % kind)

@@ -14,6 +14,7 @@ This module also serves the other side: Server runs put/get/call on the
 session's main thread, like a cell.  Standard library only, Python 3.6+.
 """
 
+import _thread
 import copyreg
 import io
 import os
@@ -316,6 +317,33 @@ def _start_writeback(fd):
         _writeback[0](fd, 0, 0, 2)  # SYNC_FILE_RANGE_WRITE, to the end of the file
 
 
+class _Unguarded(object):
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_UNGUARDED = _Unguarded()
+
+# How long a wait on the main thread, in held(), keeps a SIGINT back.
+POLL = 0.05
+
+
+def held():
+    """The worker's SIGINT critical section (its channel's Sigint), to take
+    a lock in on the main thread that the reader thread takes too: a
+    KeyboardInterrupt raised as a with statement takes or lets go of a
+    lock can keep it taken for good (inside threading.Condition's own
+    code; before 3.10, between a with block's end and its lock's release),
+    and the reader would wait for it for ever, with every frame after. A
+    SIGINT that lands inside is raised as the section ends; a wait inside
+    it waits POLL at a time, so that the SIGINT is not held back longer."""
+    link = _link
+    return getattr(link, "sigint", None) or _UNGUARDED
+
+
 class Stream(object):
     """Chunks of one transfer, put by the reader thread and taken by the
     main thread, with the acknowledgements that keep a window of at most
@@ -415,12 +443,13 @@ class Stream(object):
             self.cond.notify_all()
 
     def get(self):
-        with self.cond:
-            while not self.items and not self.cancelled:
-                self.cond.wait(1.0)
-            if self.cancelled:
-                raise Cancelled()
-            return self.items.pop(0)
+        while True:
+            with held(), self.cond:
+                if self.cancelled:
+                    raise Cancelled()
+                if self.items:
+                    return self.items.pop(0)
+                self.cond.wait(POLL)
 
     def ack(self, seq):
         with self.cond:
@@ -429,13 +458,15 @@ class Stream(object):
             self.cond.notify_all()
 
     def wait_window(self, seq):
-        with self.cond:
-            while seq - self.acked > WINDOW and not self.cancelled and self.reply is None:
-                self.cond.wait(1.0)
-            if self.cancelled:
-                raise Cancelled()
-            if self.reply is not None:
-                raise HubError(self.reply.get("error") or "the transfer ended before its end")
+        while True:
+            with held(), self.cond:
+                if self.cancelled:
+                    raise Cancelled()
+                if self.reply is not None:
+                    raise HubError(self.reply.get("error") or "the transfer ended before its end")
+                if seq - self.acked <= WINDOW:
+                    return
+                self.cond.wait(POLL)
 
 
 streams = {}
@@ -445,13 +476,13 @@ _streams_lock = threading.Lock()
 def open_stream(key, cond=None):
     """A Stream for transfer key; streams that share cond (a group's
     parts) can be waited on together."""
-    with _streams_lock:
+    with held(), _streams_lock:
         st = streams[key] = Stream(cond)
     return st
 
 
 def close_stream(key):
-    with _streams_lock:
+    with held(), _streams_lock:
         st = streams.pop(key, None)
     if st is not None:
         st.stop_prefault()
@@ -459,7 +490,7 @@ def close_stream(key):
 
 def _stream_of(header):
     key = ("sid", header["sid"]) if "sid" in header else ("id", header.get("id"))
-    with _streams_lock:
+    with held(), _streams_lock:
         return streams.get(key)
 
 
@@ -500,11 +531,45 @@ def cancel_frame(rid):
     return {"op": "req", "id": rid, "kind": "cancel", "py": PY}
 
 
+class Reply(object):
+    """The slot a request's reply lands in: set once, by the reader thread,
+    and waited for by the thread that sent the request.
+
+    Not a threading.Event: a KeyboardInterrupt raised inside Event.wait's
+    own code (on the main thread, between its lock's acquire and the with
+    block, or before its release) keeps the Event's lock taken for good,
+    and the reader, setting the reply, waits for ever, with every frame
+    after it. Here setting takes nothing that waiting holds: it releases
+    a lock that the waiter only acquires."""
+
+    __slots__ = ("_done", "header", "data")
+
+    def __init__(self):
+        self._done = _thread.allocate_lock()
+        self._done.acquire()
+        self.header = self.data = None
+
+    def set(self, header, data):
+        """Reader thread, with the link's lock held: the reply, once."""
+        if self.header is None:
+            self.header, self.data = header, data
+            self._done.release()
+
+    def is_set(self):
+        return self.header is not None
+
+    def wait(self):
+        """Wait for the reply; SIGINT interrupts it (the acquire)."""
+        if self.header is None:
+            self._done.acquire()
+
+
 class Link(object):
     """Requests from this session to the hub, answered on the reader thread."""
 
     def __init__(self, chan):
         self.chan = chan
+        self.sigint = getattr(chan, "sigint", None)  # see held()
         self.lock = threading.Lock()
         self.next = 0
         self.waiting = {}
@@ -520,19 +585,21 @@ class Link(object):
         """Send a request; return its id and the slot its reply lands in,
         for finish. opens(id), when given, opens the streams of its
         transfer before it goes."""
-        with self.lock:
-            self.next += 1
-            rid = self.next
-            slot = [threading.Event(), None, None]
-            self.waiting[rid] = slot
+        rid = None
         try:
+            with held(), self.lock:
+                self.next += 1
+                rid = self.next
+                slot = Reply()
+                self.waiting[rid] = slot
             if opens is not None:
                 opens(rid)
             header = dict((k, v) for k, v in fields.items() if v is not None)
             header.update(op="req", id=rid, kind=kind, py=PY)
             self.chan.send(header, blob)
         except BaseException:
-            self.drop(rid)
+            if rid is not None:
+                self.drop(rid)
             raise
         return rid, slot
 
@@ -545,38 +612,35 @@ class Link(object):
         """Wait for the reply of request rid (start); it must be ok."""
         try:
             try:
-                slot[0].wait()
+                slot.wait()
             except KeyboardInterrupt:
                 # Interrupting a caller interrupts what it waits for.
                 self.cancel(rid)
                 raise
         finally:
             self.drop(rid)
-        header, data = slot[1], slot[2]
+        header, data = slot.header, slot.data
         if not header.get("ok"):
             raise HubError(header.get("error") or "refused")
         return header, data
 
     def drop(self, rid):
         """Stop waiting for request rid's reply."""
-        with self.lock:
+        with held(), self.lock:
             self.waiting.pop(rid, None)
 
     def fail(self, error):
         """Answer every waiting request with error."""
         with self.lock:
-            slots = list(self.waiting.values())
-        for slot in slots:
-            slot[1], slot[2] = {"ok": False, "error": error}, None
-            slot[0].set()
+            for slot in self.waiting.values():
+                slot.set({"ok": False, "error": error}, None)
 
     def dispatch(self, header, data):
         with self.lock:
             slot = self.waiting.get(header.get("id"))
-            if slot is not None and not slot[0].is_set():
+            if slot is not None and not slot.is_set():
                 _expect_bufs(header)
-                slot[1], slot[2] = header, data
-                slot[0].set()
+                slot.set(header, data)
                 return
         route(header, data)  # a streamed request's later replies
 
