@@ -314,6 +314,8 @@ func (s *Session) cancelRequest(id int64) {
 	}
 	if stop := s.running[id]; stop != nil {
 		stop()
+	} else if _, ok := s.taken[id]; ok {
+		s.taken[id] = true // it has not run yet: runningAs cancels it
 	}
 	s.mu.Unlock()
 	for _, link := range links {
@@ -334,8 +336,8 @@ func (s *Session) runningAs(id int64) (ctx context.Context, stop func(), err err
 		return nil, nil, fmt.Errorf("request id %d is in use: a worker numbers its requests 1, 2, … and never reuses one while it runs", id)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if s.state == stateDead {
-		cancel() // its death has stopped what ran before
+	if s.state == stateDead || s.taken[id] {
+		cancel() // its death has stopped what ran before, or a cancel came first
 	}
 	if s.running == nil {
 		s.running = map[int64]context.CancelFunc{}

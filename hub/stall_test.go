@@ -938,3 +938,31 @@ func TestFrameWriterByProc(t *testing.T) {
 	assert.Equal(t, pipe, frameWriter(&localProc{}).Piece(), "local")
 	assert.Equal(t, pipe, frameWriter(&socketProc{}).Piece(), "local, adopted")
 }
+
+// A cancel that comes right behind its request, before the goroutine
+// that serves the request has run as far as runningAs, cancels it there;
+// the frame reader takes both, the request first (takeRequest). It was
+// lost: the target served on, and its caller, interrupted, had left.
+func TestCancelBeforeItsRequestRuns(t *testing.T) {
+	_, from, _, _ := relayHub(t, "t%d", 1)
+	from.mu.Lock()
+	from.taken = map[int64]bool{7: false, 8: false} // as takeRequest leaves them
+	from.mu.Unlock()
+	from.cancelRequest(7)
+	ctx, stop, err := from.runningAs(7)
+	require.NoError(t, err)
+	defer stop()
+	assert.Error(t, ctx.Err(), "the cancel that came first was lost")
+
+	ctx, stop8, err := from.runningAs(8)
+	require.NoError(t, err)
+	defer stop8()
+	assert.NoError(t, ctx.Err(), "a request not cancelled runs")
+
+	from.forgetTaken(7)
+	from.cancelRequest(7) // a late cancel of an ended request is dropped
+	from.mu.Lock()
+	_, kept := from.taken[7]
+	from.mu.Unlock()
+	assert.False(t, kept, "nothing is kept for a request that ended")
+}
