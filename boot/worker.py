@@ -2158,7 +2158,18 @@ class Session(object):
                 except KeyboardInterrupt:
                     continue  # raised before SIGINT was off: once more
         finally:
+            self._sweep()
             self._idle()
+
+    def _sweep(self):
+        """Cancel the requests the frame's code left without an end
+        (relay.Link.sweep): SIGINT no longer raises here."""
+        tk = self._tk
+        if tk is not None and tk._link.open:
+            try:
+                tk._link.sweep(self.main_ident)
+            except Exception:
+                pass  # OSError: the hub went, and its requests with it
 
     def _last_word(self, header, exc):
         self.sigint.live = False

@@ -48,8 +48,8 @@ def streams_with(py):
 def _ensure_cloudpickle():
     global _cp_tried
     if not _cp_tried:
-        _cp_tried = True
         load_cloudpickle(CLOUDPICKLE_DIR)
+        _cp_tried = True  # after: a load cut by KeyboardInterrupt is tried again
 
 
 def load_cloudpickle(path=None):
@@ -71,8 +71,10 @@ def load_cloudpickle(path=None):
             sys.modules["cloudpickle"] = cp
             try:
                 spec.loader.exec_module(cp)
-            except Exception:
-                del sys.modules["cloudpickle"]
+            except BaseException as e:
+                sys.modules.pop("cloudpickle", None)  # never half loaded
+                if not isinstance(e, Exception):
+                    raise  # KeyboardInterrupt: the next copy tries again
                 cp = None
     cloudpickle = cp
     return cp is not None
@@ -573,6 +575,9 @@ class Link(object):
         self.lock = threading.Lock()
         self.next = 0
         self.waiting = {}
+        # Requests not ended yet (no last reply, no cancel sent): id ->
+        # the thread that made it (see sweep).
+        self.open = {}
 
     def request(self, kind, blob=None, stream=None, **fields):
         """Send a request and wait for its reply. With stream (a list), a
@@ -592,6 +597,7 @@ class Link(object):
                 rid = self.next
                 slot = Reply()
                 self.waiting[rid] = slot
+                self.open[rid] = threading.get_ident()
             if opens is not None:
                 opens(rid)
             header = dict((k, v) for k, v in fields.items() if v is not None)
@@ -607,6 +613,23 @@ class Link(object):
         """Ask the hub to cancel request rid (the targets it reached are
         interrupted; its reply still comes)."""
         self.chan.send(cancel_frame(rid))
+        with held(), self.lock:
+            self.open.pop(rid, None)
+
+    def sweep(self, ident):
+        """Cancel the requests that thread ident made and that have not
+        ended: the worker's, for its main thread, once a cell or a serve
+        is over, where no SIGINT raises. A synchronous request's caller
+        has stopped waiting by then; its cancel, sent as a KeyboardInterrupt
+        unwound the wait, can be lost to a second one (a second interrupt,
+        a flood of SIGINTs) that lands first, and the target would wait for
+        the rest of a transfer for ever."""
+        with self.lock:
+            rids = sorted(rid for rid, who in self.open.items() if who == ident)
+            for rid in rids:
+                del self.open[rid]
+        for rid in rids:
+            self.chan.send(cancel_frame(rid))
 
     def finish(self, rid, slot):
         """Wait for the reply of request rid (start); it must be ok."""
@@ -632,11 +655,14 @@ class Link(object):
     def fail(self, error):
         """Answer every waiting request with error."""
         with self.lock:
+            self.open.clear()
             for slot in self.waiting.values():
                 slot.set({"ok": False, "error": error}, None)
 
     def dispatch(self, header, data):
         with self.lock:
+            if not header.get("first"):
+                self.open.pop(header.get("id"), None)  # its last reply
             slot = self.waiting.get(header.get("id"))
             if slot is not None and not slot.is_set():
                 _expect_bufs(header)
