@@ -2,10 +2,7 @@ package boot
 
 import (
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -34,9 +31,9 @@ func sigintFlood(t *testing.T, w *worker) {
 }
 
 // The same while each cell waits for the replies to requests of its own
-// (sessions(); a put, a get or a call waits the same way): the reader,
-// which sets each reply, never waits for a lock that a KeyboardInterrupt
-// left taken.
+// (up to 50 calls of sessions(), most cut at the first or second; a put,
+// a get or a call waits the same way): the reader, which sets each reply,
+// never waits for a lock that a KeyboardInterrupt left taken.
 func TestSigintFloodRequests(t *testing.T) {
 	eachPython(t, func(t *testing.T, py string) {
 		w := startWorker(t, py)
@@ -74,6 +71,7 @@ func flood(t *testing.T, w *worker, req func(int), start func(w *worker) int) (c
 				w.send(map[string]any{"op": "reply", "id": f.num("id"), "ok": true, "sessions": []any{}}, nil)
 				continue
 			}
+			require.NotEqual(t, "error", f.op(), "the worker's reader failed: %s", f.line)
 			if f.op() != "done" || f.num("cell") != int64(cell) {
 				continue
 			}
@@ -117,51 +115,11 @@ func interruptedAtOnce(t *testing.T, w *worker) {
 	w.healthy()
 }
 
-// A serve is cancelled once: the hub cancels a serve whose link failed,
-// and again when it is asked to interrupt it. A second KeyboardInterrupt
-// would land in the first one's unwinding (here, the called function's
-// handler of the first).
-func TestCancelTwice(t *testing.T) {
-	eachPython(t, func(t *testing.T, py string) {
-		w := startWorker(t, py)
-		pyVersion := w.ready.str("python")
-		pyVersion = pyVersion[:strings.LastIndexByte(pyVersion, '.')]
-		napping := filepath.Join(w.dir, "napping")
-		w.run(fmt.Sprintf(`def nap():
-    import time
-    try:
-        open(%s, 'w').close()
-        time.sleep(30)
-    except KeyboardInterrupt:
-        time.sleep(1)
-        return "cancelled once"`, pyStr(napping)), 10*time.Second)
-		blob, err := exec.Command(py, "-c", "import pickle, sys; sys.stdout.buffer.write(pickle.dumps(('name', 'nap', (), {}), 2))").Output()
-		require.NoError(t, err)
-		w.send(map[string]any{"op": "serve", "sid": 1, "kind": "call", "from": "t", "py": pyVersion}, blob)
-		waitFile(t, napping, 10*time.Second)
-		w.send(map[string]any{"op": "cancel", "sid": 1}, nil)
-		time.Sleep(100 * time.Millisecond)
-		w.send(map[string]any{"op": "cancel", "sid": 1}, nil)
-		last := w.read(10 * time.Second)
-		require.Equal(t, "served", last.op(), "%s", last.line)
-		assert.Equal(t, true, last.h["ok"], "%s", last.line)
-		w.healthy()
-
-		// The next serve's cancel interrupts it.
-		require.NoError(t, os.Remove(napping))
-		w.send(map[string]any{"op": "serve", "sid": 2, "kind": "call", "from": "t", "py": pyVersion}, blob)
-		waitFile(t, napping, 10*time.Second)
-		w.send(map[string]any{"op": "cancel", "sid": 2}, nil)
-		last = w.read(10 * time.Second)
-		require.Equal(t, "served", last.op(), "%s", last.line)
-		assert.Equal(t, true, last.h["ok"], "%s", last.line)
-	})
-}
-
 // A request that a cell's code left without an end (here on purpose; a
 // second KeyboardInterrupt can make its cancel lost as the first one
-// unwinds the wait) is cancelled once the cell is over, after its done
-// frame; a request that ended is not.
+// unwinds the wait) is cancelled once the cell's code is over, before its
+// done frame, so that the next cell finds the target free; a request
+// that ended is not.
 func TestRequestLeftOpenIsCancelled(t *testing.T) {
 	eachPython(t, func(t *testing.T, py string) {
 		w := startWorker(t, py)
@@ -176,13 +134,30 @@ func TestRequestLeftOpenIsCancelled(t *testing.T) {
 		w.exec("import replhub_toolkit.relay as _t\nrid, _ = _t._link.start('sessions')")
 		req, _ = w.until("req", 10*time.Second, nil)
 		require.Equal(t, "sessions", req.str("kind"), "%s", req.line)
-		done, _ := w.until("done", 10*time.Second, nil)
+		done, before := w.until("done", 10*time.Second, nil)
 		require.Equal(t, "ok", done.str("status"), "%s", done.line)
-		cancel := w.read(5 * time.Second)
-		assert.Equal(t, "req", cancel.op(), "%s", cancel.line)
-		assert.Equal(t, "cancel", cancel.str("kind"), "%s", cancel.line)
-		assert.Equal(t, req.num("id"), cancel.num("id"), "%s", cancel.line)
+		var cancels []frame
+		for _, f := range before {
+			if f.op() == "req" {
+				cancels = append(cancels, f)
+			}
+		}
+		require.Len(t, cancels, 1, "one cancel before the done frame: %v", before)
+		assert.Equal(t, "cancel", cancels[0].str("kind"), "%s", cancels[0].line)
+		assert.Equal(t, req.num("id"), cancels[0].num("id"), "%s", cancels[0].line)
 		reply(req) // its reply still comes, and is dropped
+
+		// A pull's transfer lasts past its reply: a pull left after it is
+		// cancelled too.
+		w.exec("rid, slot = _t._link.start('pull', target='t', path='/p')\nslot.wait()")
+		req, _ = w.until("req", 10*time.Second, nil)
+		require.Equal(t, "pull", req.str("kind"), "%s", req.line)
+		w.send(map[string]any{"op": "reply", "id": req.num("id"), "ok": true, "size": 1}, nil)
+		done, before = w.until("done", 10*time.Second, nil)
+		require.Equal(t, "ok", done.str("status"), "%s", done.line)
+		require.Len(t, before, 1, "one cancel before the done frame: %v", before)
+		assert.Equal(t, "cancel", before[0].str("kind"), "%s", before[0].line)
+		assert.Equal(t, req.num("id"), before[0].num("id"), "%s", before[0].line)
 
 		w.exec("sessions()")
 		req, _ = w.until("req", 10*time.Second, nil)

@@ -1509,7 +1509,6 @@ class Session(object):
         self.nudging = False  # a thread sends SIGINT again (_nudge)
         self.nudged, self.nudges = None, 0  # to which frame, how often so far
         self.nudge_cond = threading.Condition(lock)
-        self.cancelled = None  # the sid of the serve a cancel interrupted
         self.listener = None  # a durable worker's socket
         self.sock = None      # its path, and where it moves (_keep_socket)
         self.sock_alt = None
@@ -2023,12 +2022,7 @@ class Session(object):
                     self.parked.add(self.key)
                 elif self.phase == TRANSFER and self.stream is not None:
                     self.stream.cancel()
-                elif self.phase == RUNNING and self.cancelled != sid:
-                    # Once: the hub cancels a serve whose link failed, and
-                    # again when asked to interrupt it; a second
-                    # KeyboardInterrupt would land in the first one's
-                    # unwinding.
-                    self.cancelled = sid
+                elif self.phase == RUNNING:
                     self._signal_main()
                 return
             for i, (h, _) in enumerate(self.queue):
@@ -2078,7 +2072,6 @@ class Session(object):
     def _idle(self):
         with self.cond:
             self.phase, self.key, self.stream = IDLE, None, None
-            self.cancelled = None
             self.idle_cond.notify_all()
             for cell in self.after_done:
                 self._send_quietly({"op": "interrupted", "cell": cell, "how": "none"})
@@ -2163,7 +2156,9 @@ class Session(object):
 
     def _sweep(self):
         """Cancel the requests the frame's code left without an end
-        (relay.Link.sweep): SIGINT no longer raises here."""
+        (relay.Link.sweep), once SIGINT no longer raises (after _stop): at
+        its end, before its answer, and again once it is over, for the
+        paths where something failed before that."""
         tk = self._tk
         if tk is not None and tk._link.open:
             try:
@@ -2246,6 +2241,7 @@ class Session(object):
             status, value = "error", None
             error = _error_dict(*sys.exc_info())
         self._stop()
+        self._sweep()  # before the done frame: the next cell finds the targets free
         done = {"op": "done", "cell": cell, "status": status, "value": value,
                 "error": error, "duration": time.time() - t0}
         self.finish(header.get("fence", ""), done, self.display_items(done))
@@ -2453,6 +2449,7 @@ class Session(object):
                 info = _error_dict(etype, e, sys.exc_info()[2])
                 reply = {"ok": False, "error": info["traceback"] or info["message"]}
         self._stop()
+        self._sweep()
         _flush()
         if isinstance(reply.get("error"), str):
             reply["error"] = _cap(reply["error"], TRACEBACK_CAP)[0]

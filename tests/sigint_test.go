@@ -16,8 +16,10 @@ import (
 // is flooded with SIGINTs: each cell ends (with its result, an error or
 // KeyboardInterrupt) within a bound, and once the flood stops both
 // sessions are free again and the next put goes through whole.
+//
+// Not parallel: the flood takes a core, which would stretch other tests'
+// bounds.
 func TestTransfersUnderSigintFlood(t *testing.T) {
-	t.Parallel()
 	needCloudpickle(t)
 	e := hubtest.Start(t)
 	e.Setenv("REPLHUB_PYTHON", py(t, "3.12"))
@@ -25,6 +27,7 @@ func TestTransfersUnderSigintFlood(t *testing.T) {
 	ok(t, e.Run("exec", "a", `b = session("b")`))
 	for _, who := range []string{"a", "b"} {
 		stop := sigflood.Start(workerPid(t, e, who))
+		defer stop() // on a failure; stop is idempotent
 		cells, ended := 0, map[string]int{}
 		for t0 := time.Now(); time.Since(t0) < 3*time.Second && cells < 50; cells++ {
 			r := e.Run("exec", "a", `try:

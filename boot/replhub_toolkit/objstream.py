@@ -702,7 +702,8 @@ def fan(link, kind, blob, bufs, oob, n, fields):
             _cancel(link, [rid])
         raise
     finally:
-        if rid is not None:
-            link.drop(rid)
-        for p in parts:
-            relay.close_stream(("id", p.id))
+        with relay.held():  # a SIGINT does not cut the cleanup short
+            if rid is not None:
+                link.drop(rid)
+            for p in parts:
+                relay.close_stream(("id", p.id))

@@ -484,10 +484,11 @@ def open_stream(key, cond=None):
 
 
 def close_stream(key):
-    with held(), _streams_lock:
-        st = streams.pop(key, None)
-    if st is not None:
-        st.stop_prefault()
+    with held():  # a SIGINT does not cut it short
+        with _streams_lock:
+            st = streams.pop(key, None)
+        if st is not None:
+            st.stop_prefault()
 
 
 def _stream_of(header):
@@ -554,7 +555,8 @@ class Reply(object):
     def set(self, header, data):
         """Reader thread, with the link's lock held: the reply, once."""
         if self.header is None:
-            self.header, self.data = header, data
+            self.data = data
+            self.header = header  # last: it says the reply is whole
             self._done.release()
 
     def is_set(self):
@@ -576,7 +578,8 @@ class Link(object):
         self.next = 0
         self.waiting = {}
         # Requests not ended yet (no last reply, no cancel sent): id ->
-        # the thread that made it (see sweep).
+        # (the thread that made it, whether its transfer lasts past its
+        # reply: a pull's or push's; ended says when it is over). See sweep.
         self.open = {}
 
     def request(self, kind, blob=None, stream=None, **fields):
@@ -597,7 +600,7 @@ class Link(object):
                 rid = self.next
                 slot = Reply()
                 self.waiting[rid] = slot
-                self.open[rid] = threading.get_ident()
+                self.open[rid] = (threading.get_ident(), kind in ("pull", "push"))
             if opens is not None:
                 opens(rid)
             header = dict((k, v) for k, v in fields.items() if v is not None)
@@ -606,8 +609,21 @@ class Link(object):
         except BaseException:
             if rid is not None:
                 self.drop(rid)
+                if threading.get_ident() != self.sigint_ident():
+                    self.ended(rid)  # not sent: a sweep is for the main thread's
             raise
         return rid, slot
+
+    def sigint_ident(self):
+        """The main thread's id (where a KeyboardInterrupt can cut a
+        request short), or None."""
+        return getattr(self.sigint, "main", None)
+
+    def ended(self, rid):
+        """Request rid's transfer is over (a pull's or a push's last chunk):
+        nothing is left to cancel."""
+        with held(), self.lock:
+            self.open.pop(rid, None)
 
     def cancel(self, rid):
         """Ask the hub to cancel request rid (the targets it reached are
@@ -625,9 +641,10 @@ class Link(object):
         a flood of SIGINTs) that lands first, and the target would wait for
         the rest of a transfer for ever."""
         with self.lock:
-            rids = sorted(rid for rid, who in self.open.items() if who == ident)
+            rids = sorted(rid for rid, (who, _) in self.open.items() if who == ident)
             for rid in rids:
                 del self.open[rid]
+                self.waiting.pop(rid, None)  # its late reply is dropped
         for rid in rids:
             self.chan.send(cancel_frame(rid))
 
@@ -661,8 +678,9 @@ class Link(object):
 
     def dispatch(self, header, data):
         with self.lock:
-            if not header.get("first"):
-                self.open.pop(header.get("id"), None)  # its last reply
+            rid = header.get("id")
+            if not header.get("first") and not self.open.get(rid, (None, False))[1]:
+                self.open.pop(rid, None)  # its last reply
             slot = self.waiting.get(header.get("id"))
             if slot is not None and not slot.is_set():
                 _expect_bufs(header)
@@ -741,6 +759,7 @@ class SessionHandle(object):
             while True:
                 h, data = stream.get()
                 if h.get("eof"):
+                    link.ended(rid)
                     if h.get("error"):
                         raise HubError(h["error"])
                     break
@@ -795,6 +814,7 @@ class SessionHandle(object):
             while True:
                 h, _ = stream.get()
                 if h.get("done"):
+                    link.ended(rid)
                     if not h.get("ok"):
                         raise HubError(h.get("error") or "push failed")
                     return None

@@ -10,7 +10,8 @@ import (
 )
 
 // Start floods pid with SIGINTs, eight at a time with a 20 µs pause
-// between, until the returned stop is called (or ten million went).
+// between, until the returned stop is first called (or ten million
+// went); stop returns once the flood has ended.
 func Start(pid int) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -29,5 +30,6 @@ func Start(pid int) (stop func()) {
 			}
 		}
 	}()
-	return func() { close(done); wg.Wait() }
+	var once sync.Once
+	return func() { once.Do(func() { close(done) }); wg.Wait() }
 }
