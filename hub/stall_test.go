@@ -944,25 +944,34 @@ func TestFrameWriterByProc(t *testing.T) {
 // the frame reader takes both, the request first (takeRequest). It was
 // lost: the target served on, and its caller, interrupted, had left.
 func TestCancelBeforeItsRequestRuns(t *testing.T) {
-	_, from, _, _ := relayHub(t, "t%d", 1)
-	from.mu.Lock()
-	from.taken = map[int64]bool{7: false, 8: false} // as takeRequest leaves them
-	from.mu.Unlock()
-	from.cancelRequest(7)
-	ctx, stop, err := from.runningAs(7)
-	require.NoError(t, err)
-	defer stop()
-	assert.Error(t, ctx.Err(), "the cancel that came first was lost")
-
-	ctx, stop8, err := from.runningAs(8)
-	require.NoError(t, err)
-	defer stop8()
-	assert.NoError(t, ctx.Err(), "a request not cancelled runs")
-
-	from.forgetTaken(7)
-	from.cancelRequest(7) // a late cancel of an ended request is dropped
-	from.mu.Lock()
-	_, kept := from.taken[7]
-	from.mu.Unlock()
-	assert.False(t, kept, "nothing is kept for a request that ended")
+	h, from, replies, targets := relayHub(t, "t%d", 1)
+	target := h.sessions[targets[0]]
+	frames := framesTo(t, target)
+	go func() { // a target that ends a serve only when it is cancelled
+		for f := range frames {
+			if f.op == "cancel" {
+				var c proto.Cancel
+				if json.Unmarshal(f.line, &c) == nil {
+					target.onServed(&proto.Served{Sid: c.Sid, Error: "cancelled"})
+				}
+			}
+		}
+	}()
+	const n = 50
+	for id := int64(1); id <= n; id++ {
+		from.takeRequest(&proto.Req{ID: id, Kind: "get", Target: targets[0], Names: []string{"x"}})
+		from.takeRequest(&proto.Req{ID: id, Kind: "cancel"})
+		select {
+		case r := <-replies:
+			assert.Equal(t, id, r.ID)
+			assert.Contains(t, r.Error, "cancelled", "request %d", id)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("request %d, cancelled right behind it, is not over after 10 s", id)
+		}
+	}
+	assert.Eventually(t, func() bool {
+		from.mu.Lock()
+		defer from.mu.Unlock()
+		return len(from.taken) == 0
+	}, 10*time.Second, time.Millisecond, "nothing is kept for requests that ended")
 }
