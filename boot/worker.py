@@ -2049,24 +2049,22 @@ class Session(object):
     def _run(self):
         """Enter user code: SIGINT raises from here on; False if it was
         interrupted or cancelled before this."""
-        with self.sigint:
-            with self.cond:
-                if self.key in self.parked:
-                    return False
-                self.phase = RUNNING
-                self.sigint.live = True
+        with self.sigint, self.cond:
+            if self.key in self.parked:
+                return False
+            self.phase = RUNNING
+            self.sigint.live = True
         return True
 
     def _stop(self):
         """Leave user code (any phase, idempotent). True if an interrupt was
         sent that has not been raised: then it ends the cell."""
-        with self.sigint:
-            with self.cond:
-                late = self.sigint.live and self.sigint.sent
-                self.sigint.live = self.sigint.sent = self.sigint.pending = False
-                self.phase = FINISHING
-                self.parked.discard(self.key)
-                self.stream = None
+        with self.sigint, self.cond:
+            late = self.sigint.live and self.sigint.sent
+            self.sigint.live = self.sigint.sent = self.sigint.pending = False
+            self.phase = FINISHING
+            self.parked.discard(self.key)
+            self.stream = None
         return late
 
     def _idle(self):

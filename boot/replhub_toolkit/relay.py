@@ -609,19 +609,14 @@ class Link(object):
         except BaseException:
             if rid is not None:
                 self.drop(rid)
-                if threading.get_ident() != self.sigint_ident():
+                if threading.get_ident() != getattr(self.sigint, "main", None):
                     self.ended(rid)  # not sent: a sweep is for the main thread's
             raise
         return rid, slot
 
-    def sigint_ident(self):
-        """The main thread's id (where a KeyboardInterrupt can cut a
-        request short), or None."""
-        return getattr(self.sigint, "main", None)
-
     def ended(self, rid):
-        """Request rid's transfer is over (a pull's or a push's last chunk):
-        nothing is left to cancel."""
+        """Request rid is over (a pull's or a push's last chunk, or its
+        cancel went): nothing is left to cancel."""
         with held(), self.lock:
             self.open.pop(rid, None)
 
@@ -629,8 +624,7 @@ class Link(object):
         """Ask the hub to cancel request rid (the targets it reached are
         interrupted; its reply still comes)."""
         self.chan.send(cancel_frame(rid))
-        with held(), self.lock:
-            self.open.pop(rid, None)
+        self.ended(rid)
 
     def sweep(self, ident):
         """Cancel the requests that thread ident made and that have not
