@@ -32,13 +32,13 @@ func fanLinkOf(link int64) (id int64, ok bool) {
 }
 
 // serveFan answers a req frame with Targets or Hosts.
-func (h *Hub) serveFan(from *Session, f *proto.Req) {
+func (h *Hub) serveFan(cancelled context.Context, from *Session, f *proto.Req) {
 	reply := &proto.Reply{ID: f.ID}
 	switch {
 	case f.Kind == "open" && len(f.Hosts) > 0 && len(f.Targets) == 0:
 		h.fanOpen(from, f, reply)
 	case (f.Kind == "put" || f.Kind == "get" || f.Kind == "call") && len(f.Targets) > 0 && len(f.Hosts) == 0:
-		h.fanServe(from, f, reply)
+		h.fanServe(cancelled, from, f, reply)
 	default:
 		reply.Error = fmt.Sprintf("a %s request takes no list of hosts or targets", f.Kind)
 	}
@@ -126,19 +126,13 @@ const fanStreams = 8
 // answer and the part's last word (a reply without First) all under that
 // id; the reply to f then only gathers the parts' outcomes. A part that
 // fails ends alone; at most fanStreams of them run at once.
-func (h *Hub) fanServe(from *Session, f *proto.Req, reply *proto.Reply) {
+func (h *Hub) fanServe(cancelled context.Context, from *Session, f *proto.Req, reply *proto.Reply) {
 	if len(f.Targets) > maxHosts {
 		reply.Error = fmt.Sprintf("at most %d sessions in one request", maxHosts)
 		return
 	}
 	streamed := len(f.Bufs) > 0 || f.Oob
 	slots := make(chan struct{}, fanStreams)
-	cancelled, stop, err := from.runningAs(f.ID)
-	if err != nil {
-		reply.Error = err.Error()
-		return
-	}
-	defer stop()
 	reply.Fan = make([]proto.FanItem, len(f.Targets))
 	blobs := make([][]byte, len(f.Targets))
 	budget := newBlobBudget(from.maxBlob())

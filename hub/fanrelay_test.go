@@ -96,6 +96,17 @@ func fakeWorker(t *testing.T, s *Session, answer func(*proto.Serve) *proto.Serve
 
 // relayHub is a hub with session "web" on lab-7, whose worker passes its
 // replies to the returned channel, and n sessions named by format on
+// serveRequest serves f as takeRequest does, on the calling goroutine.
+func (h *Hub) serveRequest(from *Session, f *proto.Req) {
+	ctx, stop, err := from.runningAs(f.ID)
+	if err != nil {
+		from.send(&proto.Reply{ID: f.ID, Error: err.Error()})
+		return
+	}
+	defer stop()
+	h.serve(ctx, from, f)
+}
+
 // lab-7 too, whose workers are left to the caller.
 func relayHub(t *testing.T, format string, n int) (h *Hub, from *Session, replies chan *proto.Reply, targets []string) {
 	t.Helper()
@@ -210,7 +221,7 @@ func TestFanServeReplyBound(t *testing.T) {
 			return &proto.Served{Sid: f.Sid, OK: true, Py: "3.12", Data: make([]byte, 100)}
 		}, nil)
 	}
-	h.serveFan(from, &proto.Req{ID: 1, Kind: "get", Names: []string{"x"}, Targets: targets})
+	h.serveRequest(from, &proto.Req{ID: 1, Kind: "get", Names: []string{"x"}, Targets: targets})
 	reply := <-replies
 	require.True(t, reply.OK, reply.Error)
 	var ok, tooLarge int
@@ -286,7 +297,7 @@ func TestFanServeStreamed(t *testing.T) {
 			return nil // answered below
 		}, nil)
 	}
-	go h.serveFan(from, &proto.Req{ID: 7, Kind: "get", Names: []string{"x"}, Oob: true, Targets: targets})
+	go h.serveRequest(from, &proto.Req{ID: 7, Kind: "get", Names: []string{"x"}, Oob: true, Targets: targets})
 
 	var busy []serving
 	for range fanStreams {

@@ -213,26 +213,20 @@ func (s *Session) takeRequest(f *proto.Req) {
 			"too many requests at once: session '%s' has %d waiting on the hub; wait for one to end", s.name, maxRequests))
 		return
 	}
-	// A cancel may come right behind its request, before the request's
-	// goroutine has run as far as runningAs: taken keeps it till then.
-	s.mu.Lock()
-	if s.taken == nil {
-		s.taken = map[int64]bool{}
+	// Recorded as running here, before its goroutine starts, so that a
+	// cancel right behind it (taken by this reader before that goroutine
+	// runs) finds it and cancels it.
+	ctx, stop, err := s.runningAs(f.ID)
+	if err != nil {
+		s.requests.Add(-1)
+		s.refuse(f.ID, err.Error())
+		return
 	}
-	s.taken[f.ID] = false
-	s.mu.Unlock()
 	go func() {
 		defer s.requests.Add(-1)
-		defer s.forgetTaken(f.ID)
-		s.hub.serveRequest(s, f)
+		defer stop()
+		s.hub.serve(ctx, s, f)
 	}()
-}
-
-// forgetTaken ends what takeRequest recorded of request id.
-func (s *Session) forgetTaken(id int64) {
-	s.mu.Lock()
-	delete(s.taken, id)
-	s.mu.Unlock()
 }
 
 // refuse answers request id with an error, on a goroutine (the worker may

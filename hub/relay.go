@@ -78,19 +78,17 @@ func (s *Session) busyWithLocked() string {
 	return ""
 }
 
-// serveRequest answers one req frame from session from. It runs on its own
-// goroutine, so that the session's frame reader is never blocked.
-func (h *Hub) serveRequest(from *Session, f *proto.Req) {
-	if f.Kind == "cancel" {
-		from.cancelRequest(f.ID)
-		return
-	}
+// serve answers one req frame from session from, which takeRequest
+// recorded as running (runningAs): ctx is done once it is cancelled or
+// from dies. It runs on its own goroutine, so that the session's frame
+// reader is never blocked.
+func (h *Hub) serve(ctx context.Context, from *Session, f *proto.Req) {
 	reply := &proto.Reply{ID: f.ID}
 	fail := func(format string, args ...any) {
 		reply.Error = fmt.Sprintf(format, args...)
 	}
 	if len(f.Targets) > 0 || len(f.Hosts) > 0 {
-		h.serveFan(from, f) // reach is checked for each of its sessions
+		h.serveFan(ctx, from, f) // reach is checked for each of its sessions
 		return
 	}
 	if err := h.checkReach(from, f); err != nil {
@@ -100,7 +98,7 @@ func (h *Hub) serveRequest(from *Session, f *proto.Req) {
 	}
 	switch f.Kind {
 	case "pull", "push":
-		h.sessionTransfer(from, f)
+		h.sessionTransfer(ctx, from, f)
 		return
 	case "sessions":
 		l := h.listFor(from)
@@ -124,7 +122,7 @@ func (h *Hub) serveRequest(from *Session, f *proto.Req) {
 			reply.OK, reply.Message = true, msg
 		}
 	case "sh":
-		h.runSh(from, f, reply)
+		h.runSh(ctx, from, f, reply)
 	case "module":
 		h.serveModule(f, reply)
 	case "modules":
@@ -133,12 +131,7 @@ func (h *Hub) serveRequest(from *Session, f *proto.Req) {
 		reply.OK, reply.Message = true, modules.Text(list, h.paths.Modules())
 		reply.Data, _ = json.Marshal(list)
 	case "put", "get", "call":
-		cancelled, stop, err := from.runningAs(f.ID)
-		var served *proto.Served
-		if err == nil {
-			served, err = h.relayServe(cancelled, from, f)
-			stop()
-		}
+		served, err := h.relayServe(ctx, from, f)
 		if err != nil {
 			fail("%s", errorMessage(err))
 			break
@@ -314,8 +307,6 @@ func (s *Session) cancelRequest(id int64) {
 	}
 	if stop := s.running[id]; stop != nil {
 		stop()
-	} else if _, ok := s.taken[id]; ok {
-		s.taken[id] = true // it has not run yet: runningAs cancels it
 	}
 	s.mu.Unlock()
 	for _, link := range links {
@@ -336,8 +327,8 @@ func (s *Session) runningAs(id int64) (ctx context.Context, stop func(), err err
 		return nil, nil, fmt.Errorf("request id %d is in use: a worker numbers its requests 1, 2, … and never reuses one while it runs", id)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if s.state == stateDead || s.taken[id] {
-		cancel() // its death has stopped what ran before, or a cancel came first
+	if s.state == stateDead {
+		cancel() // its death has stopped what ran before
 	}
 	if s.running == nil {
 		s.running = map[int64]context.CancelFunc{}

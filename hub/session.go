@@ -103,11 +103,8 @@ type Session struct {
 	serving        *serveOp                     // a put/get/call served for another session
 	waitingOn      map[int64]*relayLink         // this session's requests by id, to cancel them
 	running        map[int64]context.CancelFunc // its sh, put/get/call, push/pull and group requests, by id
-	// Its requests taken whose goroutine has not ended, by id: true once
-	// a cancel came before the request ran (runningAs then cancels it).
-	taken  map[int64]bool
-	origin wire.Request  // the creator's cwd and environment
-	watch  *sudo.Watcher // sudo's stderr while a root worker starts
+	origin         wire.Request                 // the creator's cwd and environment
+	watch          *sudo.Watcher                // sudo's stderr while a root worker starts
 	// private is a run's session (private.go): never listed nor named in
 	// another reply, no death note, a transcript only with transcribe.
 	private, transcribe bool

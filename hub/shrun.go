@@ -24,7 +24,7 @@ const shMaxTimeout = 24 * time.Hour
 var validEnvName = lazyre.New(`^[A-Za-z_][A-Za-z0-9_]{0,254}$`)
 
 // runSh answers an sh request into reply.
-func (h *Hub) runSh(from *Session, f *proto.Req, reply *proto.Reply) {
+func (h *Hub) runSh(ctx context.Context, from *Session, f *proto.Req, reply *proto.Reply) {
 	if f.Host == "" || len(f.Argv) == 0 {
 		reply.Error = "sh: a host and a command are needed"
 		return
@@ -39,12 +39,6 @@ func (h *Hub) runSh(from *Session, f *proto.Req, reply *proto.Reply) {
 	if timeout <= 0 || timeout > shMaxTimeout {
 		timeout = shMaxTimeout
 	}
-	ctx, stop, err := from.runningAs(f.ID)
-	if err != nil {
-		reply.Error = err.Error()
-		return
-	}
-	defer stop()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	from.mu.Lock()

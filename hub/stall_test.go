@@ -389,7 +389,7 @@ func TestRequestIDInUse(t *testing.T) {
 	_, _, err = from.runningAs(7)
 	assert.ErrorContains(t, err, "request id 7 is in use")
 
-	from.hub.serveRequest(from, &proto.Req{ID: 7, Kind: "get", Target: targets[0], Names: []string{"x"}})
+	from.takeRequest(&proto.Req{ID: 7, Kind: "get", Target: targets[0], Names: []string{"x"}})
 	r := relayedReply(t, replies)
 	assert.Equal(t, int64(7), r.ID)
 	assert.Contains(t, r.Error, "request id 7 is in use")
@@ -632,7 +632,7 @@ func partServing(t *testing.T, group, first bool) (target *Session, sv *proto.Se
 	frames, g := gatedWorker(t, from)
 	g.let.Store(1 << 30)
 	if group {
-		go h.serveFan(from, &proto.Req{ID: 7, Kind: "get", Names: []string{"x"}, Oob: true, Targets: targets})
+		go h.serveRequest(from, &proto.Req{ID: 7, Kind: "get", Names: []string{"x"}, Oob: true, Targets: targets})
 	} else {
 		go h.serveRequest(from, &proto.Req{ID: 7, Kind: "get", Names: []string{"x"}, Oob: true, Target: targets[0]})
 	}
@@ -940,9 +940,9 @@ func TestFrameWriterByProc(t *testing.T) {
 }
 
 // A cancel that comes right behind its request, before the goroutine
-// that serves the request has run as far as runningAs, cancels it there;
-// the frame reader takes both, the request first (takeRequest). It was
-// lost: the target served on, and its caller, interrupted, had left.
+// that serves the request has started, cancels it: the frame reader takes
+// both, the request first (takeRequest), which records it as running. It
+// was lost: the target served on, and its caller, interrupted, had left.
 func TestCancelBeforeItsRequestRuns(t *testing.T) {
 	h, from, replies, targets := relayHub(t, "t%d", 1)
 	target := h.sessions[targets[0]]
@@ -972,6 +972,6 @@ func TestCancelBeforeItsRequestRuns(t *testing.T) {
 	assert.Eventually(t, func() bool {
 		from.mu.Lock()
 		defer from.mu.Unlock()
-		return len(from.taken) == 0
+		return len(from.running) == 0
 	}, 10*time.Second, time.Millisecond, "nothing is kept for requests that ended")
 }

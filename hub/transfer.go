@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -105,7 +106,7 @@ func readAhead(f *os.File, stop <-chan struct{}) <-chan readChunk {
 
 // sessionTransfer serves a pull or push that code in session from asked
 // for, with a session named f.Target on the other end.
-func (h *Hub) sessionTransfer(from *Session, f *proto.Req) {
+func (h *Hub) sessionTransfer(cancelled context.Context, from *Session, f *proto.Req) {
 	fail := func(err error) {
 		from.send(&proto.Reply{ID: f.ID, Error: errorMessage(err)})
 	}
@@ -122,12 +123,6 @@ func (h *Hub) sessionTransfer(from *Session, f *proto.Req) {
 	if f.Kind == "push" {
 		kind, title = "write", fmt.Sprintf("push from '%s': %s (%d bytes)", from.name, f.Path, f.Size)
 	}
-	cancelled, stop, err := from.runningAs(f.ID)
-	if err != nil {
-		fail(err)
-		return
-	}
-	defer stop()
 	op, err := h.beginServe(target, kind, from.name)
 	if err != nil {
 		fail(err)
