@@ -17,6 +17,7 @@ import (
 	"github.com/replhub/replhub/client"
 	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/hub"
+	"github.com/replhub/replhub/payload"
 	"github.com/replhub/replhub/safesock"
 	"github.com/replhub/replhub/wire"
 )
@@ -45,7 +46,10 @@ func startHub(t testing.TB) config.Paths {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { h.Run(ctx, ln); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	// New asks for cloudpickle's folder in the background (once per
+	// process) and keeps the answer in p's state folder: the folder is
+	// removed only once that is done.
+	t.Cleanup(func() { cancel(); <-done; payload.CloudpickleDir() })
 	return p
 }
 
