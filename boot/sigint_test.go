@@ -51,6 +51,26 @@ func TestSigintFloodRequests(t *testing.T) {
 	})
 }
 
+// The same while each cell takes the toolkit's own locks, which the
+// worker takes again at a cell's end: bg()'s table of jobs, whose ended
+// ones each cell's end reports, the items a display() queues for the
+// done frame, and the lock of the toolkit's load, which each display()
+// took. Up to 3.10, a KeyboardInterrupt between a with block's end and
+// its lock's release kept the lock, and the cell's end waited for it for
+// ever.
+func TestSigintFloodToolkitLocks(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorker(t, py)
+		w.exec("bg()\ndisplay('x')")
+		w.until("done", 10*time.Second, nil)
+		cells, interrupted := flood(t, w, func(int) {}, func(w *worker) int {
+			return w.exec("for _ in range(100):\n    bg()\n    display('x')")
+		})
+		require.NotZero(t, interrupted, "the flood reached none of %d cells", cells)
+		interruptedAtOnce(t, w)
+	})
+}
+
 // flood sends w's worker SIGINTs without a pause while cells that start
 // runs, for 3 s; it answers every request a cell makes (req counts them),
 // and returns how many cells ran and how many ended with

@@ -1535,7 +1535,7 @@ class Session(object):
             self.ns[helper] = self._lazy(helper)
         self.ns["display"] = _display
         if toolkit is not None:
-            toolkit.preload(self.ns, self._sh_on_host, _reaper_group, self._hub_request)
+            toolkit.preload(self.ns, self._sh_on_host, _reaper_group, self._hub_request, self.sigint)
         if IMPORTER is not None:
             IMPORTER.fetch = self._fetch_module
         sys.meta_path.insert(0, ReplhubFinder(self._hub_request))
@@ -2641,6 +2641,12 @@ def _package(at_start=False):
     starts with. Beside this file and at_start, before any user code runs,
     its __init__'s bytecode is kept in __pycache__ there, as the worker's
     (see the hub's workerLauncher), whatever PYTHONDONTWRITEBYTECODE says."""
+    pkg = sys.modules.get("replhub_toolkit")
+    if pkg is not None:
+        # Without the lock, which user code takes through display() and
+        # the helpers: a KeyboardInterrupt as its with block ends can keep
+        # it taken, which then only a second load would wait for.
+        return pkg
     with _LOAD_LOCK:
         pkg = sys.modules.get("replhub_toolkit")
         if pkg is not None:

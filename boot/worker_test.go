@@ -285,6 +285,10 @@ func (w *worker) read(d time.Duration) frame {
 		require.NoError(w.t, f.err, "frame stream")
 		return f
 	case <-time.After(d):
+		// A worker that stops answering leaves its threads' stacks in its
+		// output, which the test prints: faulthandler dumps them at SIGABRT.
+		w.cmd.Process.Signal(syscall.SIGABRT)
+		time.Sleep(time.Second)
 		w.t.Fatalf("no frame from the worker in %s", d)
 	}
 	return frame{}

@@ -97,10 +97,35 @@ class _Stand(object):
         return "<replhub toolkit: %s>" % self._name
 
 
-def preload(ns, host_runner=None, group_hook=None, hub_request=None):
-    """Bind every helper's stand-in, tkhelp and CommandError in ns."""
+class _Unguarded(object):
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_UNGUARDED = _Unguarded()
+_SIGINT = [None]  # the worker's SIGINT critical section (preload)
+
+
+def held():
+    """The worker's SIGINT critical section, to take a lock in that user
+    code on the main thread takes and something else takes too (another
+    thread, or the worker at the cell's end): a KeyboardInterrupt raised as
+    a with statement lets go of a lock can keep it taken for good, and the
+    next taker waits for ever. A SIGINT that lands inside is raised once
+    the section (and the with statement that holds it) ends; off the main
+    thread, or outside a worker, it is a no-op."""
+    return _SIGINT[0] or _UNGUARDED
+
+
+def preload(ns, host_runner=None, group_hook=None, hub_request=None, sigint=None):
+    """Bind every helper's stand-in, tkhelp and CommandError in ns; sigint
+    is the worker's SIGINT critical section (held)."""
     global HOST_RUNNER, GROUP_HOOK, HUB_REQUEST
     HOST_RUNNER, GROUP_HOOK, HUB_REQUEST = host_runner, group_hook, hub_request
+    _SIGINT[0] = sigint
     for name in HELPERS:
         ns[name] = _Stand(name, ns)
     ns["tkhelp"] = tkhelp

@@ -63,6 +63,8 @@ TEXT_CAP = 1 << 20      # one text item (HTML before the hub reduces it)
 
 import threading as _threading  # noqa: E402
 
+from replhub_toolkit import held as _held  # noqa: E402
+
 _lock = _threading.Lock()
 _items = []          # (mime, bytes) shown since the last take()
 _size = [0, 0]       # their bytes, and how many were left out
@@ -182,7 +184,7 @@ def add(mime, data):
     """Queue one item for the cell's done frame, within the bounds."""
     if mime not in IMAGES and len(data) > TEXT_CAP:
         data = data[:TEXT_CAP]
-    with _lock:
+    with _held(), _lock:  # user code's: see held
         if len(_items) >= MAX_ITEMS or _size[0] + len(data) > MAX_BYTES:
             _size[1] += 1
             return False
@@ -193,7 +195,7 @@ def add(mime, data):
 
 def take():
     """The items queued since the last take, and how many were left out."""
-    with _lock:
+    with _held(), _lock:
         items, dropped = list(_items), _size[1]
         del _items[:]
         _size[0] = _size[1] = 0

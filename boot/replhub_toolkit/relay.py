@@ -24,6 +24,8 @@ import sys
 import threading
 import types
 
+from replhub_toolkit import held as _toolkit_held
+
 PROTOCOL = 4
 PY = "%d.%d" % sys.version_info[:2]
 
@@ -319,16 +321,6 @@ def _start_writeback(fd):
         _writeback[0](fd, 0, 0, 2)  # SYNC_FILE_RANGE_WRITE, to the end of the file
 
 
-class _Unguarded(object):
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-_UNGUARDED = _Unguarded()
-
 # How long a wait on the main thread, in held(), keeps a SIGINT back.
 POLL = 0.05
 
@@ -343,7 +335,7 @@ def held():
     SIGINT that lands inside is raised as the section ends; a wait inside
     it waits POLL at a time, so that the SIGINT is not held back longer."""
     link = _link
-    return getattr(link, "sigint", None) or _UNGUARDED
+    return getattr(link, "sigint", None) or _toolkit_held()
 
 
 class Stream(object):

@@ -69,7 +69,7 @@ from replhub_toolkit.display import Text  # noqa: E402  (a str shown as itself)
 
 # A command that failed; .result holds what it wrote and its exit code.
 # The package's, which every session has as CommandError from the start.
-from replhub_toolkit import CommandError  # noqa: E402
+from replhub_toolkit import CommandError, held  # noqa: E402
 
 
 class CommandTimeout(CommandError):
@@ -470,7 +470,7 @@ class Job(object):
         """The exit code, or None while it runs; notes the end once."""
         code = self._proc.poll()
         if code is not None and self._ended is None:
-            with _lock:
+            with held(), _lock:
                 if self._ended is None:
                     self._ended = time.monotonic()
                     _unreported.append(self)
@@ -541,12 +541,12 @@ def bg(cmd=None, cwd=None, env=None):
     """Start cmd (bash, as in sh()) in the background and return its Job;
     with no cmd, list the session's jobs."""
     if cmd is None:
-        with _lock:
+        with held(), _lock:
             return Jobs(_jobs)
     argv = _argv(cmd, "bg")
     cwd = _cwd(cwd, "bg")
     full_env = _env(env, "bg")
-    with _lock:
+    with held(), _lock:
         n = len(_jobs) + 1
         log = _log_path(n)
         with open(log, "wb") as f:
@@ -560,11 +560,11 @@ def bg(cmd=None, cwd=None, env=None):
 def finished_jobs():
     """One line for each job that ended since the last call, e.g.
     "job 2 (sleep 1; echo hi) ended: exit 0"; each is told of once."""
-    with _lock:
+    with held(), _lock:
         jobs = list(_jobs)
     for j in jobs:
         j._poll()
-    with _lock:
+    with held(), _lock:
         ended = sorted(_unreported, key=lambda j: j.id)
         del _unreported[:]
     return ["job %d (%s) ended: %s" % (j.id, _short(j.cmd), _status(j._proc.returncode)) for j in ended]
@@ -574,7 +574,7 @@ def kill_all(grace=GRACE):
     """End every running job (SIGTERM, then SIGKILL after grace) and remove
     the logs: for the session's end."""
     global _logdir
-    with _lock:
+    with held(), _lock:
         jobs = list(_jobs)
     live = [j for j in jobs if j._proc.poll() is None]
     for j in live:
