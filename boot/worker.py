@@ -188,7 +188,16 @@ class Sigint(object):
     At any other time (between cells, while a cell parses or finishes, while
     a file is served) it is dropped. sent says that the reader thread sent
     one that has not been raised yet: the cell then ends with
-    KeyboardInterrupt even if its code finished first."""
+    KeyboardInterrupt even if its code finished first.
+
+    Nor is it raised in the worker's own code around user code (guarded:
+    the code of the functions that enter and leave it, and this object's
+    own, a handler included that a second SIGINT interrupts), where user
+    code is not running: raised as a cell's end goes into that
+    bookkeeping, or as a section is entered, it would escape the cell and
+    end the worker. It is kept pending there, as in a
+    section; an interrupt the reader sent is sent again until raised
+    (Session._nudge)."""
 
     def __init__(self):
         import threading
@@ -199,6 +208,8 @@ class Sigint(object):
         self.depth = 0
         self.pending = False
         self.extra = 0  # SIGINTs sent again for the one sent (Session._nudge)
+        self.guarded = frozenset(f.__code__ for f in (
+            Sigint.__enter__, Sigint.__exit__, Sigint.handler, Sigint._fire))
         # cancel() -> bool: a cell that awaits is interrupted by cancelling
         # its task (Session._cancel_await), not by raising in the loop.
         self.cancel = None
@@ -211,7 +222,7 @@ class Sigint(object):
             # not a second interrupt.
             self.extra = 0
             return
-        if self.depth:
+        if self.depth or (frame is not None and frame.f_code in self.guarded):
             self.pending = True
             return
         self._fire()
@@ -1476,6 +1487,8 @@ class Session(object):
         import types
         self.chan = chan
         self.sigint = chan.sigint
+        self.sigint.guarded |= frozenset(f.__code__ for f in (
+            Session._run, Session._stop, Session.run_cell, Session.run_serve, Session.run_swap))
         self._load_tk = load_tk
         self._tk = None
         self._tk_lock = threading.Lock()

@@ -39,6 +39,8 @@ import stat
 import subprocess
 import tempfile
 
+from . import held
+from .guard import reap
 from .display import Lines, Text
 
 BINARY_PEEK = 8192  # bytes looked at for a NUL to call a file binary
@@ -684,9 +686,11 @@ def _run(argv, cwd, files_only, sink):
     """Run a search program and feed (path, line, text) to sink until it
     says stop; a program that refuses the pattern raises _Refused."""
     with tempfile.TemporaryFile() as err:
-        p = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=err, env=_env())
+        p = None
         try:
+            with held():  # a KeyboardInterrupt comes once p is known, and ends it below
+                p = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=err, env=_env())
             if files_only:
                 names = _split_nul(p.stdout)
                 found = ((os.fsdecode(name), 0, None) for name in names)
@@ -697,10 +701,7 @@ def _run(argv, cwd, files_only, sink):
                     return
             _refusal(p, err)
         finally:
-            if p.poll() is None:
-                p.kill()
-            p.stdout.close()
-            p.wait()
+            _end(p)
 
 
 def _split_nul(f):
@@ -975,16 +976,32 @@ def _refusal(p, err):
             raise _Refused(why.splitlines()[-1])
 
 
+def _end(p):
+    """End search program p, if it was started: killed, its pipe closed,
+    reaped, whatever KeyboardInterrupt comes meanwhile (held)."""
+    if p is None:
+        return
+    with held():
+        if p.poll() is None:
+            p.kill()
+        p.stdout.close()
+        reap(p, 2.0)
+
+
 def _output(argv):
     """A search program's whole stdout; _Refused when it refused the
     pattern."""
     with tempfile.TemporaryFile() as err:
-        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, env=_env())
+        p = None
         try:
+            with held():  # as in _run
+                p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, env=_env())
             data = p.stdout.read()
-        finally:
-            p.stdout.close()
-            _refusal(p, err)
+        except BaseException:
+            _end(p)
+            raise
+        p.stdout.close()
+        _refusal(p, err)
     return data
 
 

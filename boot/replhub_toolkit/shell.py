@@ -70,6 +70,7 @@ from replhub_toolkit.display import Text  # noqa: E402  (a str shown as itself)
 # A command that failed; .result holds what it wrote and its exit code.
 # The package's, which every session has as CommandError from the start.
 from replhub_toolkit import CommandError, held  # noqa: E402
+from replhub_toolkit.guard import reap  # noqa: E402
 
 
 class CommandTimeout(CommandError):
@@ -241,7 +242,7 @@ def _kill_group(proc, grace=GRACE):
         os.killpg(proc.pid, signal.SIGKILL)
     except OSError:
         pass
-    proc.wait()
+    reap(proc, grace)
 
 
 # -- sh ------------------------------------------------------------------
@@ -281,17 +282,17 @@ def _collect(proc, data, deadline):
     close, the deadline passes (returns "timeout") or, once proc has ended,
     LINGER seconds go by (returns "linger": something it left running still
     holds the output).  Returns (state, stdout _Capped, stderr _Capped)."""
-    sel = selectors.DefaultSelector()
     out, err = _Capped(CAP), _Capped(CAP)
-    for f, buf in ((proc.stdout, out), (proc.stderr, err)):
-        if f is not None:
-            sel.register(f.fileno(), selectors.EVENT_READ, (f, buf))
-    pos = 0
-    if proc.stdin is not None:
-        os.set_blocking(proc.stdin.fileno(), False)
-        sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE, (proc.stdin, None))
-    ended = None
+    pos, ended, sel = 0, None, None
     try:
+        with held():
+            sel = selectors.DefaultSelector()
+        for f, buf in ((proc.stdout, out), (proc.stderr, err)):
+            if f is not None:
+                sel.register(f.fileno(), selectors.EVENT_READ, (f, buf))
+        if proc.stdin is not None:
+            os.set_blocking(proc.stdin.fileno(), False)
+            sel.register(proc.stdin.fileno(), selectors.EVENT_WRITE, (proc.stdin, None))
         while sel.get_map():
             now = time.monotonic()
             if deadline is not None and now >= deadline:
@@ -322,10 +323,19 @@ def _collect(proc, data, deadline):
                     f.close()
         return "done", out, err
     finally:
-        sel.close()
-        for f in (proc.stdin, proc.stdout, proc.stderr):
-            if f is not None and not f.closed:
+        with held():
+            if sel is not None:
+                sel.close()
+            _close_pipes(proc)
+
+
+def _close_pipes(proc):
+    for f in (proc.stdin, proc.stdout, proc.stderr):
+        if f is not None and not f.closed:
+            try:
                 f.close()
+            except OSError:
+                pass  # a stdin whose reader went: the data is not wanted
 
 
 _NOT_FOUND = re.compile(r"^bash: (?:line \d+: )?(.+?): command not found$", re.M)
@@ -382,11 +392,15 @@ def _run(who, cmd, argv, input, cwd, env, timeout, merge, host):
         return _run_host(who, cmd, argv, data, cwd, env, timeout, merge, host)
     cwd = _cwd(cwd, who)
     full_env = _env(env, who)
-    proc = _spawn(argv, who, cwd=cwd, env=full_env,
-                  stdin=subprocess.PIPE if data else subprocess.DEVNULL,
-                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge else subprocess.PIPE)
     deadline = None if timeout is None else time.monotonic() + timeout
+    proc = None
     try:
+        # A KeyboardInterrupt comes once proc is known (held), and ends it
+        # below; the ending is not cut short by another.
+        with held():
+            proc = _spawn(argv, who, cwd=cwd, env=full_env,
+                          stdin=subprocess.PIPE if data else subprocess.DEVNULL,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge else subprocess.PIPE)
         state, out, err = _collect(proc, data, deadline)
         if state != "timeout":
             try:
@@ -394,8 +408,11 @@ def _run(who, cmd, argv, input, cwd, env, timeout, merge, host):
             except subprocess.TimeoutExpired:
                 state = "timeout"
     except BaseException:
-        _kill_group(proc)
-        _group(proc.pid, False)
+        if proc is not None:
+            with held():
+                _close_pipes(proc)
+                _kill_group(proc)
+                _group(proc.pid, False)
         raise
     if state == "timeout":
         _kill_group(proc)
