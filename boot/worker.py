@@ -195,7 +195,8 @@ class Sigint(object):
     own, a handler included that a second SIGINT interrupts), where user
     code is not running: raised as a cell's end goes into that
     bookkeeping, or as a section is entered, it would escape the cell and
-    end the worker. It is kept pending there, as in a
+    end the worker. The toolkit adds the code of its helpers whose
+    cleanups must run whole (replhub_toolkit.guard). It is kept pending there, as in a
     section; an interrupt the reader sent is sent again until raised
     (Session._nudge)."""
 

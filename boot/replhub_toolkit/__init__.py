@@ -120,12 +120,24 @@ def held():
     return _SIGINT[0] or _UNGUARDED
 
 
+def guard(*fns):
+    """Have the worker keep a SIGINT pending, as inside held(), while the
+    innermost frame runs one of fns' own code: their except and finally
+    clauses, where a cleanup begins, then run whole. The KeyboardInterrupt
+    comes as the next held() section ends (an interrupt is sent again
+    until it is raised); the code fns call is not covered."""
+    sigint = _SIGINT[0]
+    if sigint is not None:
+        sigint.guarded = sigint.guarded | frozenset(fn.__code__ for fn in fns)
+
+
 def preload(ns, host_runner=None, group_hook=None, hub_request=None, sigint=None):
     """Bind every helper's stand-in, tkhelp and CommandError in ns; sigint
     is the worker's SIGINT critical section (held)."""
     global HOST_RUNNER, GROUP_HOOK, HUB_REQUEST
     HOST_RUNNER, GROUP_HOOK, HUB_REQUEST = host_runner, group_hook, hub_request
     _SIGINT[0] = sigint
+    guard(held)  # a finally clause's `with held():` must not fail at its call
     for name in HELPERS:
         ns[name] = _Stand(name, ns)
     ns["tkhelp"] = tkhelp

@@ -24,7 +24,7 @@ import sys
 import threading
 import types
 
-from replhub_toolkit import held as _toolkit_held
+from replhub_toolkit import guard as _toolkit_guard, held as _toolkit_held
 
 PROTOCOL = 4
 PY = "%d.%d" % sys.version_info[:2]
@@ -336,6 +336,9 @@ def held():
     it waits POLL at a time, so that the SIGINT is not held back longer."""
     link = _link
     return getattr(link, "sigint", None) or _toolkit_held()
+
+
+_toolkit_guard(held)  # as the package's held (see guard)
 
 
 class Stream(object):

@@ -69,8 +69,8 @@ from replhub_toolkit.display import Text  # noqa: E402  (a str shown as itself)
 
 # A command that failed; .result holds what it wrote and its exit code.
 # The package's, which every session has as CommandError from the start.
-from replhub_toolkit import CommandError, held  # noqa: E402
-from replhub_toolkit.guard import reap  # noqa: E402
+from replhub_toolkit import CommandError, guard, held  # noqa: E402
+from replhub_toolkit.children import reap  # noqa: E402
 
 
 class CommandTimeout(CommandError):
@@ -732,3 +732,8 @@ def cd(path=None):
     except PermissionError:
         raise PermissionError("cd: permission denied: %s" % target) from None
     return Text("cwd: " + os.getcwd())
+
+
+# A KeyboardInterrupt is raised in these at a held() section's end only:
+# the command's pipes are closed and its group ended (see guard).
+guard(_run, _collect)
