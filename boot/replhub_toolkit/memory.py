@@ -55,6 +55,7 @@ _INDEX_LINE = re.compile(
     "(?:(?:\u2014|\u2013|-|:)[ \t]*)?(.*)$")
 
 
+from replhub_toolkit import guard, held  # noqa: E402
 from replhub_toolkit.display import Text  # noqa: E402  (a str shown as itself)
 
 
@@ -277,25 +278,37 @@ def _encode(text):
 
 
 def _write_atomic(path, data):
+    """data over path, whole or not at all; under Ctrl-C too: the
+    temporary file and its fd are known and let go in the SIGINT section,
+    and a KeyboardInterrupt comes at its ends only (guard)."""
     try:
         mode = stat.S_IMODE(os.stat(path).st_mode)
     except FileNotFoundError:
         mode = 0o600
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path),
-                               prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+    fd = tmp = None
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            os.fchmod(f.fileno(), mode)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        with held():
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path),
+                                       prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fchmod(fd, mode)
+        os.fsync(fd)
+        with held():
+            os.close(fd)
+            fd = None
+        with held():
+            os.replace(tmp, path)
+            tmp = None
+    finally:
+        with held():
+            for fn, arg in ((os.close, fd), (os.unlink, tmp)):
+                if arg is not None:
+                    try:
+                        fn(arg)
+                    except OSError:
+                        pass
 
 
 # --- the store ----------------------------------------------------------
@@ -460,3 +473,6 @@ class Memory(object):
 
 
 memory = Memory()
+
+
+guard(_write_atomic)  # see _write_atomic
