@@ -723,6 +723,19 @@ def _noop():
     pass
 
 
+def _guard_loops(sigint, asyncio):
+    """Keep a SIGINT pending (Sigint.guarded) in an event loop's own start
+    and end of a run: raised there, as a cell's run began or ended, it
+    left the loop marked as running, and every later cell that awaited
+    failed ("This event loop is already running"). Raised in the loop's
+    select or in a task's step, it ends the run as before."""
+    base = asyncio.base_events.BaseEventLoop
+    sigint.guarded = sigint.guarded | frozenset(
+        getattr(base, name).__code__ for name in
+        ("run_forever", "run_until_complete", "_run_forever_setup", "_run_forever_cleanup")
+        if hasattr(base, name))
+
+
 def _on_big_stack(fn, size):
     """fn() on a thread with a stack of size bytes (only the pages it uses
     cost memory); on this thread where no such thread can start."""
@@ -2297,6 +2310,7 @@ class Session(object):
         import asyncio
         loop = self.aloop
         if loop is None or loop.is_closed():
+            _guard_loops(self.sigint, asyncio)
             loop = self.aloop = asyncio.new_event_loop()
             asyncio.set_event_loop(loop)
         task = loop.create_task(coro)
