@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -164,6 +165,28 @@ func TestSigintFloodAwait(t *testing.T) {
 		w.exec("await asyncio.sleep(0.01)\n1")
 		done, _ := w.until("done", 10*time.Second, nil)
 		assert.Equal(t, "ok", done.str("status"), "%s", done.line)
+	})
+}
+
+// grep's search program runs in a function where a SIGINT is kept
+// pending, so that its end runs whole (_output): an interrupt still stops
+// a search at once, for the program's output is read in another frame.
+// Here the program reads a FIFO that nobody writes to.
+func TestInterruptStopsGrep(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorker(t, py)
+		fifo, started := filepath.Join(w.dir, "fifo"), filepath.Join(w.dir, "started")
+		require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+		cell := w.exec(fmt.Sprintf("open(%s, 'w').close()\ngrep('x', %s)", pyStr(started), pyStr(fifo)))
+		waitFile(t, started, 10*time.Second)
+		time.Sleep(300 * time.Millisecond) // the program reads by now
+		t0 := time.Now()
+		w.send(map[string]any{"op": "interrupt", "cell": cell}, nil)
+		done, _ := w.until("done", 10*time.Second, nil)
+		assert.Equal(t, "KeyboardInterrupt", done.errType(), "%s", done.line)
+		assert.Less(t, time.Since(t0), 5*time.Second)
+		assert.Eventually(t, func() bool { return len(children(w.cmd.Process.Pid)) == 0 },
+			5*time.Second, 20*time.Millisecond, "processes left: %v", children(w.cmd.Process.Pid))
 	})
 }
 

@@ -209,7 +209,9 @@ class Sigint(object):
         self.depth = 0
         self.pending = False
         self.extra = 0  # SIGINTs sent again for the one sent (Session._nudge)
-        self.guarded = frozenset(f.__code__ for f in (
+        # A set that guard() and _guard_loops update in one call (update
+        # with a tuple), which neither another thread nor a signal cuts.
+        self.guarded = set(f.__code__ for f in (
             Sigint.__enter__, Sigint.__exit__, Sigint.handler, Sigint._fire))
         # cancel() -> bool: a cell that awaits is interrupted by cancelling
         # its task (Session._cancel_await), not by raising in the loop.
@@ -229,7 +231,9 @@ class Sigint(object):
         self._fire()
 
     def _fire(self):
-        self.sent = False
+        # One interrupt, one KeyboardInterrupt: a SIGINT kept pending (in a
+        # guarded frame) and the one sent again that raises are the same.
+        self.sent = self.pending = False
         if self.cancel is not None and self.cancel():
             return
         raise KeyboardInterrupt
@@ -730,10 +734,10 @@ def _guard_loops(sigint, asyncio):
     failed ("This event loop is already running"). Raised in the loop's
     select or in a task's step, it ends the run as before."""
     base = asyncio.base_events.BaseEventLoop
-    sigint.guarded = sigint.guarded | frozenset(
+    sigint.guarded.update(tuple(
         getattr(base, name).__code__ for name in
         ("run_forever", "run_until_complete", "_run_forever_setup", "_run_forever_cleanup")
-        if hasattr(base, name))
+        if hasattr(base, name)))
 
 
 def _on_big_stack(fn, size):
@@ -1501,8 +1505,8 @@ class Session(object):
         import types
         self.chan = chan
         self.sigint = chan.sigint
-        self.sigint.guarded |= frozenset(f.__code__ for f in (
-            Session._run, Session._stop, Session.run_cell, Session.run_serve, Session.run_swap))
+        self.sigint.guarded.update(tuple(f.__code__ for f in (
+            Session._run, Session._stop, Session.run_cell, Session.run_serve, Session.run_swap)))
         self._load_tk = load_tk
         self._tk = None
         self._tk_lock = threading.Lock()
@@ -2661,6 +2665,7 @@ def _job_notes():
 
 
 _LOAD_LOCK = __import__("threading").Lock()  # one thread loads the package
+_LOADED = [None]  # the package, once its load ended
 
 
 def _package(at_start=False):
@@ -2669,8 +2674,8 @@ def _package(at_start=False):
     starts with. Beside this file and at_start, before any user code runs,
     its __init__'s bytecode is kept in __pycache__ there, as the worker's
     (see the hub's workerLauncher), whatever PYTHONDONTWRITEBYTECODE says."""
-    pkg = sys.modules.get("replhub_toolkit")
-    if pkg is not None:
+    pkg = _LOADED[0]
+    if pkg is not None and sys.modules.get("replhub_toolkit") is pkg:
         # Without the lock, which user code takes through display() and
         # the helpers: a KeyboardInterrupt as its with block ends can keep
         # it taken, which then only a second load would wait for.
@@ -2678,6 +2683,7 @@ def _package(at_start=False):
     with _LOAD_LOCK:
         pkg = sys.modules.get("replhub_toolkit")
         if pkg is not None:
+            _LOADED[0] = pkg
             return pkg
         here = os.path.join(os.path.dirname(os.path.abspath(_WORKER_FILE)), "replhub_toolkit")
         init = os.path.join(here, "__init__.py")
@@ -2700,8 +2706,10 @@ def _package(at_start=False):
                 raise
             finally:
                 sys.dont_write_bytecode = keep
+            _LOADED[0] = pkg
             return pkg
         import replhub_toolkit
+        _LOADED[0] = replhub_toolkit
         return replhub_toolkit
 
 

@@ -94,8 +94,6 @@ func fakeWorker(t *testing.T, s *Session, answer func(*proto.Serve) *proto.Serve
 	}()
 }
 
-// relayHub is a hub with session "web" on lab-7, whose worker passes its
-// replies to the returned channel, and n sessions named by format on
 // serveRequest serves f as takeRequest does, on the calling goroutine.
 func (h *Hub) serveRequest(from *Session, f *proto.Req) {
 	ctx, stop, err := from.runningAs(f.ID)
@@ -107,6 +105,8 @@ func (h *Hub) serveRequest(from *Session, f *proto.Req) {
 	h.serve(ctx, from, f)
 }
 
+// relayHub is a hub with session "web" on lab-7, whose worker passes its
+// replies to the returned channel, and n sessions named by format on
 // lab-7 too, whose workers are left to the caller.
 func relayHub(t *testing.T, format string, n int) (h *Hub, from *Session, replies chan *proto.Reply, targets []string) {
 	t.Helper()

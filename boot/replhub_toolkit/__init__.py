@@ -125,10 +125,12 @@ def guard(*fns):
     innermost frame runs one of fns' own code: their except and finally
     clauses, where a cleanup begins, then run whole. The KeyboardInterrupt
     comes as the next held() section ends (an interrupt is sent again
-    until it is raised); the code fns call is not covered."""
+    until it is raised); the code fns call is not covered, and fns must
+    not block in their own frame (a read, a wait), which a SIGINT could then
+    not cut short."""
     sigint = _SIGINT[0]
     if sigint is not None:
-        sigint.guarded = sigint.guarded | frozenset(fn.__code__ for fn in fns)
+        sigint.guarded.update(tuple(fn.__code__ for fn in fns))  # one call: see Sigint
 
 
 def preload(ns, host_runner=None, group_hook=None, hub_request=None, sigint=None):

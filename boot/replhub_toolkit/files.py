@@ -232,8 +232,8 @@ def _write_atomic(name, path, data):
             view = view[os.write(fd, view):]
         os.fsync(fd)
         with held():
-            os.close(fd)
-            fd = None
+            fd, closing = None, fd  # never closed twice, even when close fails
+            os.close(closing)
         if st:
             os.chmod(tmp, mode)  # the umask may have taken bits away
             if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -1009,6 +1009,10 @@ def _end(p):
         reap(p, 2.0)
 
 
+def _read_all(f):
+    return f.read()
+
+
 def _output(argv):
     """A search program's whole stdout; _Refused when it refused the
     pattern."""
@@ -1017,7 +1021,7 @@ def _output(argv):
         try:
             with held():  # as in _run
                 p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, env=_env())
-            data = p.stdout.read()
+            data = _read_all(p.stdout)  # not in _output's (guarded) frame: a SIGINT stops it
         except BaseException:
             _end(p)
             raise

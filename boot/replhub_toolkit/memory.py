@@ -296,8 +296,8 @@ def _write_atomic(path, data):
         os.fchmod(fd, mode)
         os.fsync(fd)
         with held():
-            os.close(fd)
-            fd = None
+            fd, closing = None, fd  # never closed twice, even when close fails
+            os.close(closing)
         with held():
             os.replace(tmp, path)
             tmp = None

@@ -412,13 +412,14 @@ def _run(who, cmd, argv, input, cwd, env, timeout, merge, host):
             with held():
                 _close_pipes(proc)
                 _kill_group(proc)
-                _group(proc.pid, False)
+                if proc.returncode is not None:
+                    _group(proc.pid, False)  # else it stays the reaper's (reap)
         raise
     if state == "timeout":
         _kill_group(proc)
-    if state != "linger":
+    if state != "linger" and proc.returncode is not None:
         # What the command left running still holds its output: it goes
-        # with the worker.
+        # with the worker (so does a group whose leader reap gave up on).
         _group(proc.pid, False)
     errtext = err.text("stderr")
     if state == "linger":
