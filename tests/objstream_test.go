@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -252,12 +254,13 @@ got = g.get("big")`, "-t", "0.2")
 	// The member goes on until the hub's window to the stopped caller is
 	// full, and then waits: an interrupt before that ends its serve as
 	// any other, which is not what this test is about. On a loaded
-	// machine that can take a while: wait until it spends no CPU.
+	// machine that can take a while: wait until it spends no CPU, and
+	// none of its threads waits for one (a starved process spends none).
 	gpid := workerPid(t, e, "g@local")
 	last, still := cpuTicks(t, gpid), 0
 	require.Eventually(t, func() bool {
 		now := cpuTicks(t, gpid)
-		if now == last {
+		if now == last && noThreadRunnable(gpid) {
 			still++
 		} else {
 			last, still = now, 0
@@ -338,6 +341,19 @@ func TestObjectStreamLinkDrop(t *testing.T) {
 }
 
 // cpuTicks is the CPU time pid has used, user and system, in clock ticks.
+// noThreadRunnable says whether no thread of pid is running or waits for
+// a CPU (state R).
+func noThreadRunnable(pid int) bool {
+	stats, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/stat", pid))
+	for _, p := range stats {
+		b, err := os.ReadFile(p)
+		if i := bytes.LastIndexByte(b, ')'); err != nil || i < 0 || i+2 >= len(b) || b[i+2] == 'R' {
+			return false
+		}
+	}
+	return len(stats) > 0
+}
+
 func cpuTicks(t *testing.T, pid int) string {
 	t.Helper()
 	f, ok := procstat.Fields(pid)
