@@ -506,10 +506,16 @@ class Job(object):
 
     def wait(self, timeout=None):
         """Wait for the end and return the exit status; TimeoutError after timeout seconds."""
-        try:
-            self._proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise TimeoutError("bg: job %d still running after %gs" % (self.id, timeout)) from None
+        # Polls rather than Popen.wait: poll is guarded (below), wait's loop
+        # is not, and a KeyboardInterrupt there can keep Popen's lock, after
+        # which no poll ever sees the job end (see reap).
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.001
+        while self._poll() is None:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError("bg: job %d still running after %gs" % (self.id, timeout))
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
         return self._poll()
 
     def kill(self, grace=GRACE):
@@ -738,3 +744,7 @@ def cd(path=None):
 # A KeyboardInterrupt is raised in these at a held() section's end only:
 # the command's pipes are closed and its group ended (see guard).
 guard(_run, _collect)
+# Popen.poll's own step between its lock's acquire and its try: a
+# KeyboardInterrupt there keeps the lock, and the job or command is never
+# seen to end.
+guard(*[f for f in (getattr(subprocess.Popen, "_internal_poll", None),) if f is not None])
