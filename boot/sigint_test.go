@@ -28,11 +28,24 @@ func TestSigintFlood(t *testing.T) {
 }
 
 func sigintFlood(t *testing.T, w *worker) {
-	cells, interrupted := flood(t, w, func(cell int) {}, func(w *worker) int {
-		return w.exec("x = 1\nfor _ in range(3):\n    x += 1")
-	})
+	floodWith(t, w, "x = 1\nfor _ in range(3):\n    x += 1")
+}
+
+// floodWith floods w with cells of code (flood), which the flood must
+// reach, and checks that an interrupt is answered at once after it; it
+// returns how many cells ran.
+func floodWith(t *testing.T, w *worker, code string) int {
+	cells, interrupted := flood(t, w, func(int) {}, func(w *worker) int { return w.exec(code) })
 	require.NotZero(t, interrupted, "the flood reached none of %d cells", cells)
 	interruptedAtOnce(t, w)
+	return cells
+}
+
+// runOK runs code in a cell, which must end ok.
+func runOK(t *testing.T, w *worker, code string) {
+	w.exec(code)
+	done, _ := w.until("done", 10*time.Second, nil)
+	require.Equal(t, "ok", done.str("status"), "%s", done.line)
 }
 
 // The same while each cell waits for the replies to requests of its own
@@ -66,13 +79,8 @@ func TestSigintFloodRequests(t *testing.T) {
 func TestSigintFloodToolkitLocks(t *testing.T) {
 	eachPython(t, func(t *testing.T, py string) {
 		w := startWorker(t, py)
-		w.exec("bg()\ndisplay('x')")
-		w.until("done", 10*time.Second, nil)
-		cells, interrupted := flood(t, w, func(int) {}, func(w *worker) int {
-			return w.exec("for _ in range(100):\n    bg()\n    display('x')")
-		})
-		require.NotZero(t, interrupted, "the flood reached none of %d cells", cells)
-		interruptedAtOnce(t, w)
+		runOK(t, w, "bg()\ndisplay('x')")
+		floodWith(t, w, "for _ in range(100):\n    bg()\n    display('x')")
 	})
 }
 
@@ -86,20 +94,14 @@ func TestSigintFloodToolkitLocks(t *testing.T) {
 func TestSigintFloodCommands(t *testing.T) {
 	eachPython(t, func(t *testing.T, py string) {
 		w := startWorker(t, py)
-		w.exec("sh('true')\ngrep('root', '/etc/passwd')")
-		w.until("done", 10*time.Second, nil)
+		runOK(t, w, "sh('true')\ngrep('root', '/etc/passwd')")
 		before := openFds(t, w.cmd.Process.Pid)
-		cells, interrupted := flood(t, w, func(int) {}, func(w *worker) int {
-			return w.exec("for _ in range(20):\n    sh('true')\n    grep('root', '/etc/passwd')\n    read('/etc/hostname')")
-		})
-		require.NotZero(t, interrupted, "the flood reached none of %d cells", cells)
-		interruptedAtOnce(t, w)
+		cells := floodWith(t, w, "for _ in range(20):\n    sh('true')\n    grep('root', '/etc/passwd')\n    read('/etc/hostname')")
 		assert.LessOrEqual(t, openFds(t, w.cmd.Process.Pid), before+10, "open files after %d cells", cells)
 		// Python reaps a command whose Popen was dropped unreaped at the
 		// next command's start (subprocess._cleanup): 3.6 and 3.7 drop one
 		// now and then under the flood.
-		w.exec("sh('true')")
-		w.until("done", 10*time.Second, nil)
+		runOK(t, w, "sh('true')")
 		assert.Eventually(t, func() bool { return len(children(w.cmd.Process.Pid)) == 0 },
 			5*time.Second, 20*time.Millisecond, "processes left: %v", children(w.cmd.Process.Pid))
 	})
@@ -115,16 +117,10 @@ func TestSigintFloodFiles(t *testing.T) {
 		w := startWorker(t, py)
 		dir := t.TempDir()
 		f := filepath.Join(dir, "f.txt")
-		w.exec(fmt.Sprintf("F = %s\nwrite(F, 'a\\nb0\\n')\nbg('true').wait()", pyStr(f)))
-		done, _ := w.until("done", 10*time.Second, nil)
-		require.Equal(t, "ok", done.str("status"), "%s", done.line)
+		runOK(t, w, fmt.Sprintf("F = %s\nwrite(F, 'a\\nb0\\n')\nbg('true').wait()", pyStr(f)))
 		before := openFds(t, w.cmd.Process.Pid)
-		cells, interrupted := flood(t, w, func(int) {}, func(w *worker) int {
-			return w.exec("for i in range(20):\n    write(F, 'a\\nb%d\\n' % i)\n    edit(F, 'b%d' % i, 'c%d' % i)\n" +
-				"    print('line', i)\n    bg('true').wait()\n    readn(F)")
-		})
-		require.NotZero(t, interrupted, "the flood reached none of %d cells", cells)
-		interruptedAtOnce(t, w)
+		cells := floodWith(t, w, "for i in range(20):\n    write(F, 'a\\nb%d\\n' % i)\n    edit(F, 'b%d' % i, 'c%d' % i)\n"+
+			"    print('line', i)\n    bg('true').wait()\n    readn(F)")
 		assert.LessOrEqual(t, openFds(t, w.cmd.Process.Pid), before, "open files after %d cells", cells)
 		ents, err := os.ReadDir(dir)
 		require.NoError(t, err)
