@@ -38,6 +38,11 @@ import types
 import zlib
 from collections import namedtuple
 
+if __name__.startswith("replhub."):
+    from replhub import _programs
+else:  # imported from its folder, as its tests do
+    import _programs
+
 __all__ = ["repo", "run", "status", "log", "show", "cat", "blame", "branches",
            "refs", "diff", "commit", "add", "config", "rev_parse",
            "GitError", "BadRevision", "CorruptObject", "NotARepository"]
@@ -516,43 +521,79 @@ class _BatchDB(object):
         self.lock = threading.Lock()
 
     def close(self):
-        with self.lock:
+        with _programs.held(), self.lock:
             _end(self.proc)
             self.proc = None
 
     def read(self, oid, hops=0):
-        with self.lock:
-            for attempt in (0, 1):
-                p = self.proc
-                if p is None or p.poll() is not None:
-                    import subprocess
-                    import weakref
-                    _end(p)
-                    p = self.proc = subprocess.Popen(
-                        self.repo._argv(["cat-file", "--batch"]), stdin=subprocess.PIPE, cwd=self.repo._cwd(),
-                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_env(self.repo))
-                    weakref.finalize(self, _end, p)
-                try:
-                    p.stdin.write(oid.encode("ascii") + b"\n")
-                    p.stdin.flush()
-                    head = p.stdout.readline(200).split()
-                    if len(head) == 2 and head[1] == b"missing":
-                        raise BadRevision("object %s not found" % oid)
-                    if len(head) != 3 or not head[2].isdigit():
-                        raise GitError("git cat-file: unexpected answer %r" % b" ".join(head))
-                    size = int(head[2])
-                    data = p.stdout.read(size + 1)
-                    if len(data) != size + 1:
-                        raise GitError("git cat-file: short read")
-                    return head[1].decode(), data[:-1]
-                except (OSError, ValueError):
+        # Guarded (below): the lock is let go of whatever KeyboardInterrupt
+        # lands, or the next read would wait for it for ever.
+        with _programs.held():
+            self.lock.acquire()
+        try:
+            return self._read(oid)
+        finally:
+            self.lock.release()
+
+    def _read(self, oid):
+        for attempt in (0, 1):
+            p = self.proc
+            if p is None or p.poll() is not None:
+                with _programs.held():
                     _end(p)
                     self.proc = None
-                    if attempt:
-                        raise GitError("git cat-file --batch ended")
+                    p = self.proc = self._start()
+            try:
+                return _ask(p, oid)
+            except (OSError, ValueError):
+                self._drop()
+                if attempt:
+                    raise GitError("git cat-file --batch ended")
+            except BadRevision:
+                raise  # a whole answer: the process goes on
+            except BaseException:
+                # Cut short (a KeyboardInterrupt), its answer may be half
+                # read: the next read would take it for its own.
+                self._drop()
+                raise
+
+    def _start(self):
+        import subprocess
+        import weakref
+        p = subprocess.Popen(
+            self.repo._argv(["cat-file", "--batch"]), stdin=subprocess.PIPE, cwd=self.repo._cwd(),
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_env(self.repo))
+        weakref.finalize(self, _end, p)
+        return p
+
+    def _drop(self):
+        with _programs.held():
+            _end(self.proc)
+            self.proc = None
 
     def prefix(self, hexp, limit=2):
         return []
+
+
+def _ask(p, oid):
+    """oid's (kind, data) from cat-file process p."""
+    p.stdin.write(oid.encode("ascii") + b"\n")
+    p.stdin.flush()
+    head = p.stdout.readline(200).split()
+    if len(head) == 2 and head[1] == b"missing":
+        raise BadRevision("object %s not found" % oid)
+    if len(head) != 3 or not head[2].isdigit():
+        raise GitError("git cat-file: unexpected answer %r" % b" ".join(head))
+    size = int(head[2])
+    data = p.stdout.read(size + 1)
+    if len(data) != size + 1:
+        raise GitError("git cat-file: short read")
+    return head[1].decode(), data[:-1]
+
+
+# A KeyboardInterrupt waits while these run their own code (not what they
+# call): the lock is let go of, a half-read process dropped.
+_programs.guard(_BatchDB.read, _BatchDB._read)
 
 
 def _end(p):
@@ -1138,20 +1179,17 @@ class Repo(object):
         return here if inside else self.workdir
 
     def _git(self, args, input=None, check=True, show_stderr=False):
-        import subprocess
-        feed = {"input": input} if input is not None else {"stdin": subprocess.DEVNULL}
         try:
-            p = subprocess.run(self._argv(args), cwd=self._cwd(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               env=_env(self), **feed)
+            code, out, err = _programs.run(self._argv(args), input=input, cwd=self._cwd(), env=_env(self))
         except FileNotFoundError:
             raise GitError("git is not installed here (no git on PATH); reads of this repository need it")
-        err = p.stderr.decode("utf-8", "replace")
-        if p.returncode and check:
+        err = err.decode("utf-8", "replace")
+        if code and check:
             first = " ".join(a for a in args[:2] if not a.startswith("-"))
-            raise GitError("git %s: %s" % (first, err.strip() or "exit status %d" % p.returncode))
+            raise GitError("git %s: %s" % (first, err.strip() or "exit status %d" % code))
         if show_stderr and err:
             sys.stderr.write(err)
-        return p.stdout
+        return out
 
     def run(self, args="", *more):
         """Runs git with args (a string split as a shell would, without one, or

@@ -36,9 +36,10 @@ __all__ = ["status", "units", "props", "start", "stop", "restart", "reload", "en
 
 
 if __name__.startswith("replhub."):
-    from replhub import _libsystemd as sd
+    from replhub import _libsystemd as sd, _programs
 else:  # imported from its folder, as its tests do
     import _libsystemd as sd
+    import _programs
 
 SystemdError, BusCallError, Bus = sd.SystemdError, sd.BusCallError, sd.Bus
 libsystemd, libsystemd_error, split_signature = sd.libsystemd, sd.libsystemd_error, sd.split_signature
@@ -507,14 +508,14 @@ def _command(prog, argv, user, both=False, timeout=120):
         raise SystemdError("systemd: neither libsystemd's bus (%s) nor %s is here" % (why, prog))
     full = [exe] + (["--user"] if user else []) + argv
     try:
-        p = subprocess.run(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           timeout=timeout, env=dict(os.environ, SYSTEMD_PAGER="", SYSTEMD_COLORS="0", LC_ALL="C.UTF-8"))
+        code, out, err = _programs.run(full, timeout=timeout, env=dict(
+            os.environ, SYSTEMD_PAGER="", SYSTEMD_COLORS="0", LC_ALL="C.UTF-8"))
     except subprocess.TimeoutExpired:
         raise SystemdError("systemd: %s %s took over %d s" % (prog, " ".join(argv[:2]), timeout)) from None
-    out = p.stdout.decode("utf-8", "replace")
-    err = p.stderr.decode("utf-8", "replace")
-    if p.returncode != 0:
-        why = "; ".join(line.strip() for line in err.splitlines() if line.strip()) or "exit status %d" % p.returncode
+    out = out.decode("utf-8", "replace")
+    err = err.decode("utf-8", "replace")
+    if code != 0:
+        why = "; ".join(line.strip() for line in err.splitlines() if line.strip()) or "exit status %d" % code
         if "not been booted with systemd" in err or "Failed to connect to bus" in err:
             raise SystemdError("systemd: no systemd manager runs here: PID 1 is %s (%s: %s)" % (_pid1(), prog, why))
         raise SystemdError("systemd: %s: %s" % (prog, why))

@@ -214,17 +214,21 @@ def _timeout(timeout, who):
 
 
 def _spawn(argv, who, **kw):
-    """Popen in a new session; a missing program is a one-line error."""
+    """Popen in a new session, its group told to the reaper; a missing
+    program is a one-line CommandError (the OSError itself where who is
+    None)."""
     try:
         proc = subprocess.Popen(argv, start_new_session=True, **kw)
-        _group(proc.pid, True)
-        return proc
-    except FileNotFoundError:
-        raise CommandError("%s: no such command: %s" % (who, argv[0])) from None
-    except PermissionError:
-        raise CommandError("%s: cannot run %s: permission denied" % (who, argv[0])) from None
     except OSError as e:
+        if who is None:
+            raise
+        if isinstance(e, FileNotFoundError):
+            raise CommandError("%s: no such command: %s" % (who, argv[0])) from None
+        if isinstance(e, PermissionError):
+            raise CommandError("%s: cannot run %s: permission denied" % (who, argv[0])) from None
         raise CommandError("%s: cannot run %s: %s" % (who, argv[0], e.strerror or e)) from None
+    _group(proc.pid, True)
+    return proc
 
 
 def _kill_group(proc, grace=GRACE):
@@ -248,7 +252,8 @@ def _kill_group(proc, grace=GRACE):
 # -- sh ------------------------------------------------------------------
 
 class _Capped(object):
-    """Keeps the first and the last `cap` bytes of a stream, counting the rest."""
+    """Keeps the first and the last `cap` bytes of a stream, counting the
+    rest; all of it in head where cap is None."""
 
     def __init__(self, cap):
         self.cap = cap
@@ -258,6 +263,9 @@ class _Capped(object):
 
     def add(self, data):
         self.total += len(data)
+        if self.cap is None:
+            self.head += data
+            return
         room = self.cap - len(self.head)
         if room > 0:
             self.head += data[:room]
@@ -277,12 +285,12 @@ class _Capped(object):
         return head + note + tail.decode("utf-8", "replace")
 
 
-def _collect(proc, data, deadline):
+def _collect(proc, data, deadline, cap=CAP):
     """Feed data to proc's stdin and read its stdout and stderr until they
     close, the deadline passes (returns "timeout") or, once proc has ended,
     LINGER seconds go by (returns "linger": something it left running still
     holds the output).  Returns (state, stdout _Capped, stderr _Capped)."""
-    out, err = _Capped(CAP), _Capped(CAP)
+    out, err = _Capped(cap), _Capped(cap)
     pos, ended, sel = 0, None, None
     try:
         with held():
@@ -390,18 +398,30 @@ def _run(who, cmd, argv, input, cwd, env, timeout, merge, host):
     timeout = _timeout(timeout, who)
     if host is not None:
         return _run_host(who, cmd, argv, data, cwd, env, timeout, merge, host)
-    cwd = _cwd(cwd, who)
-    full_env = _env(env, who)
+    state, code, out, err = _execute(who, argv, data, _cwd(cwd, who), _env(env, who), timeout, merge, CAP)
+    errtext = err.text("stderr")
+    if state == "linger":
+        errtext += "[%s: processes the command left running still hold its output; start those with bg()]\n" % who
+    result = Result(out.text("stdout"), errtext, code, cmd)
+    if state == "timeout":
+        raise CommandTimeout("%s: no end within %gs; its processes were stopped" % (who, timeout), result)
+    return result
+
+
+def _execute(who, argv, data, cwd, env, timeout, merge, cap):
+    """Runs argv (env whole) to its end, and ends its process group
+    however it ends: (state as _collect's or "timeout", the exit status,
+    stdout and stderr kept as _Capped(cap) keeps them)."""
     deadline = None if timeout is None else time.monotonic() + timeout
     proc = None
     try:
         # A KeyboardInterrupt comes once proc is known (held), and ends it
         # below; the ending is not cut short by another.
         with held():
-            proc = _spawn(argv, who, cwd=cwd, env=full_env,
+            proc = _spawn(argv, who, cwd=cwd, env=env,
                           stdin=subprocess.PIPE if data else subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merge else subprocess.PIPE)
-        state, out, err = _collect(proc, data, deadline)
+        state, out, err = _collect(proc, data, deadline, cap)
         if state != "timeout":
             try:
                 proc.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
@@ -421,13 +441,23 @@ def _run(who, cmd, argv, input, cwd, env, timeout, merge, host):
         # What the command left running still holds its output: it goes
         # with the worker (so does a group whose leader reap gave up on).
         _group(proc.pid, False)
-    errtext = err.text("stderr")
-    if state == "linger":
-        errtext += "[%s: processes the command left running still hold its output; start those with bg()]\n" % who
-    result = Result(out.text("stdout"), errtext, proc.returncode, cmd)
+    return state, proc.returncode, out, err
+
+
+def run_program(argv, input=None, cwd=None, env=None, timeout=None):
+    """subprocess.run(argv, input=input, cwd=cwd, env=env, timeout=timeout)
+    with stdout and stderr captured whole, for the shipped modules that run
+    programs (git, systemd): the program runs as sh() runs a command, in a
+    process group of its own that a timeout or a KeyboardInterrupt ends,
+    its pipes closed and it reaped however many KeyboardInterrupts land.
+    env is the whole environment (None: the session's). Returns (exit
+    status, stdout bytes, stderr bytes); raises the OSError where argv
+    cannot start (FileNotFoundError: no such program) and
+    subprocess.TimeoutExpired past timeout, as subprocess.run does."""
+    state, code, out, err = _execute(None, list(argv), input, cwd, env, timeout, False, None)
     if state == "timeout":
-        raise CommandTimeout("%s: no end within %gs; its processes were stopped" % (who, timeout), result)
-    return result
+        raise subprocess.TimeoutExpired(argv, timeout, bytes(out.head), bytes(err.head))
+    return code, bytes(out.head), bytes(err.head)
 
 
 def _run_host(who, cmd, argv, data, cwd, env, timeout, merge, host):
@@ -743,7 +773,7 @@ def cd(path=None):
 
 # A KeyboardInterrupt is raised in these at a held() section's end only:
 # the command's pipes are closed and its group ended (see guard).
-guard(_run, _collect)
+guard(_execute, _collect)
 # Popen.poll's own step between its lock's acquire and its try: a
 # KeyboardInterrupt there keeps the lock, and the job or command is never
 # seen to end.

@@ -219,6 +219,34 @@ class ReadsMatchGit(unittest.TestCase):
         self.assertEqual(len(r.rev_parse("HEAD")), 64)
         self.assertEqual(r.cat("HEAD~1:f.txt"), g(fx("sha256"), "cat-file", "-p", "HEAD~1:f.txt").decode())
 
+    def test_an_interrupted_read_leaves_no_answer_behind(self):
+        # A KeyboardInterrupt (a Ctrl-C) between a request to cat-file and
+        # its answer: the next read must not take that answer for its own.
+        r = git.Repo(fx("sha256"))
+        self.addCleanup(r.close)
+        commit, tree, blob = g(fx("sha256"), "rev-parse", "HEAD", "HEAD^{tree}", "HEAD:f.txt").decode().split()
+        db = r._odb
+        self.assertEqual(db.read(commit)[0], "commit")
+
+        class Cut(object):
+            def __init__(self, f):
+                self.f, self.cut = f, False
+
+            def readline(self, n):
+                if not self.cut:
+                    self.cut = True
+                    raise KeyboardInterrupt
+                return self.f.readline(n)
+
+            def __getattr__(self, name):
+                return getattr(self.f, name)
+
+        db.proc.stdout = Cut(db.proc.stdout)
+        with self.assertRaises(KeyboardInterrupt):
+            db.read(tree)
+        self.assertEqual(db.read(blob)[0], "blob")
+        self.assertEqual(db.read(tree)[0], "tree")
+
     def test_reftable_is_detected_and_read_through_git(self):
         d = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, d)

@@ -216,6 +216,34 @@ class ShTest(Tmp):
         self.assertEqual(str(cm.exception), "sh: exit 2: remote err")
 
 
+class RunProgramTest(Tmp):
+    """run_program: subprocess.run's contract, for the shipped modules."""
+
+    def test_output_whole_and_exit_status(self):
+        big = shell.CAP * 3  # past what sh() keeps
+        code, out, err = shell.run_program(["bash", "-c", "head -c %d /dev/zero; echo oops >&2; exit 3" % big])
+        self.assertEqual((code, len(out), out.count(b"\0"), err), (3, big, big, b"oops\n"))
+        code, out, _ = shell.run_program(["cat"], input=b"fed\n")
+        self.assertEqual((code, out), (0, b"fed\n"))
+        code, out, _ = shell.run_program(["cat"])  # stdin is /dev/null
+        self.assertEqual((code, out), (0, b""))
+
+    def test_cwd_and_env_whole(self):
+        code, out, _ = shell.run_program(["bash", "-c", "pwd; echo ${A-unset} ${HOME-unset}"], cwd=self.tmp,
+                                         env={"A": "a", "PATH": os.environ["PATH"]})
+        self.assertEqual(out.decode().split(), [os.path.realpath(self.tmp), "a", "unset"])
+
+    def test_errors_are_subprocess_run_s(self):
+        with self.assertRaises(FileNotFoundError):
+            shell.run_program(["no-such-program-here"])
+        t0 = time.monotonic()
+        with self.assertRaises(subprocess.TimeoutExpired) as cm:
+            shell.run_program(["bash", "-c", "echo part; echo $$ > %s/pid; exec sleep 30" % self.tmp], timeout=0.5)
+        self.assertLess(time.monotonic() - t0, 5)
+        self.assertEqual(cm.exception.output, b"part\n")
+        self.assertTrue(gone(self.read_pid()), "the program outlived its timeout")
+
+
 class BgTest(Tmp):
     def setUp(self):
         Tmp.setUp(self)

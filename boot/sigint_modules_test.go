@@ -1,0 +1,60 @@
+package boot
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The SIGINT flood (sigint_test.go) while cells read two repositories
+// with the git module, one through git's binary and one (SHA-256) through
+// a long-lived `git cat-file --batch`, and ask systemctl: no fd and no
+// process is left behind, and each read gets its own object. Through
+// subprocess.run, one flood left a zombie git for nearly every cell (on
+// every Python) and 50 to 220 more open fds.
+func TestSigintFloodModules(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git here")
+	}
+	sha1, sha256 := gitRepo(t), gitRepo(t, "--object-format=sha256")
+	mods, err := filepath.Abs("modules")
+	require.NoError(t, err)
+	eachPython(t, func(t *testing.T, py string) {
+		// The modules from their folder, as their tests take them: a
+		// session's import of them asks the hub, which this test is not.
+		w := startWorkerEnv(t, py, []string{"PYTHONPATH=" + mods})
+		runOK(t, w, fmt.Sprintf("import git, systemd\nA, B = git.repo(%s), git.repo(%s)\n"+
+			"HA, HB = A.run('rev-parse HEAD').strip(), B.run('rev-parse HEAD').strip()\n"+
+			"assert B.log(1)[0].id == HB and A.log(1)[0].id == HA", pyStr(sha1), pyStr(sha256)))
+		before := openFds(t, w.cmd.Process.Pid)
+		cells := floodWith(t, w, "for _ in range(10):\n    A.status()\n    assert A.run('rev-parse HEAD').strip() == HA\n"+
+			"    C = git.repo(B.workdir)\n    assert C.log(1)[0].id == HB\n    assert C.cat('HEAD:f.txt') == 'one\\n'\n"+
+			"    try:\n        systemd._systemctl(['is-system-running'], False)\n    except systemd.SystemdError:\n        pass")
+		assert.LessOrEqual(t, openFds(t, w.cmd.Process.Pid), before+10, "open files after %d cells", cells)
+		runOK(t, w, "A.status()\nassert B.log(1)[0].id == HB and B.cat('HEAD:f.txt') == 'one\\n'")
+		assert.Eventually(t, func() bool { return len(children(w.cmd.Process.Pid)) <= 1 }, // B's cat-file
+			5*time.Second, 20*time.Millisecond, "processes left: %v", children(w.cmd.Process.Pid))
+	})
+}
+
+// gitRepo makes a repository of one commit (f.txt) with git init's args.
+func gitRepo(t *testing.T, args ...string) string {
+	dir := t.TempDir()
+	for _, argv := range [][]string{append([]string{"init", "-q"}, args...), {"add", "f.txt"},
+		{"-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "-m", "one"}} {
+		if argv[0] == "add" {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "f.txt"), []byte("one\n"), 0o600))
+		}
+		cmd := exec.Command("git", argv...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %v: %s", argv, out)
+	}
+	return dir
+}
