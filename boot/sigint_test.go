@@ -107,27 +107,42 @@ func TestSigintFloodCommands(t *testing.T) {
 	})
 }
 
-// The same while each cell writes and edits a file, prints, and waits for
-// a background job: no temporary file and no fd is left behind, and the
-// file is always one whole version of it. The temporary files of writes
-// cut short by a KeyboardInterrupt were left in the file's folder by the
-// hundred, with their fds open.
+// The same while each cell writes and edits a file and a memory entry,
+// prints, and waits for a background job: no temporary file and no fd is
+// left behind, and the file is always one whole version of it. The
+// temporary files of writes cut short by a KeyboardInterrupt were left in
+// the file's folder by the hundred, with their fds open.
 func TestSigintFloodFiles(t *testing.T) {
 	eachPython(t, func(t *testing.T, py string) {
-		w := startWorker(t, py)
+		mem := t.TempDir()
+		w := startWorkerEnv(t, py, []string{"REPLHUB_MEMORY_DIR=" + mem})
 		dir := t.TempDir()
 		f := filepath.Join(dir, "f.txt")
-		runOK(t, w, fmt.Sprintf("F = %s\nwrite(F, 'a\\nb0\\n')\nbg('true').wait()", pyStr(f)))
+		runOK(t, w, fmt.Sprintf("F, N = %s, 0\nwrite(F, 'a\\nb0\\n')\nbg('true').wait()\nmemory.write('e', 'one', index='hook')", pyStr(f)))
 		before := openFds(t, w.cmd.Process.Pid)
-		cells := floodWith(t, w, "for i in range(20):\n    write(F, 'a\\nb%d\\n' % i)\n    edit(F, 'b%d' % i, 'c%d' % i)\n"+
-			"    print('line', i)\n    bg('true').wait()\n    readn(F)")
+		// Every other cell writes the memory entry: nearly every cell is
+		// cut short within its first steps.
+		cells := floodWith(t, w, "N += 1\nfor i in range(20):\n"+
+			"    if N % 2:\n        memory.write('e', 'one %d' % i, index='hook %d' % i)\n        memory.edit('e', 'one', 'two')\n"+
+			"        memory.read('e')\n        continue\n"+
+			"    write(F, 'a\\nb%d\\n' % i)\n    edit(F, 'b%d' % i, 'c%d' % i)\n"+
+			"    sed(F, '[bc]', 'd')\n    print('line', i)\n    bg('true').wait()\n    readn(F)")
 		assert.LessOrEqual(t, openFds(t, w.cmd.Process.Pid), before, "open files after %d cells", cells)
-		ents, err := os.ReadDir(dir)
-		require.NoError(t, err)
-		require.Len(t, ents, 1, "files left: %v", ents)
+		for _, d := range []string{dir, mem} {
+			ents, err := os.ReadDir(d)
+			require.NoError(t, err)
+			var names []string
+			for _, e := range ents {
+				names = append(names, e.Name())
+			}
+			require.Subset(t, []string{"f.txt", "e.md", "MEMORY.md"}, names, "files left")
+		}
 		b, err := os.ReadFile(f)
 		require.NoError(t, err)
-		assert.Regexp(t, `^a\n[bc]\d+\n$`, string(b))
+		assert.Regexp(t, `^a\n[bcd]\d+\n$`, string(b))
+		b, err = os.ReadFile(filepath.Join(mem, "MEMORY.md"))
+		require.NoError(t, err)
+		assert.Regexp(t, `^- \[e\]\(e\.md\) — hook( \d+)?\n$`, string(b))
 		assert.Eventually(t, func() bool { return len(children(w.cmd.Process.Pid)) == 0 },
 			5*time.Second, 20*time.Millisecond, "processes left: %v", children(w.cmd.Process.Pid))
 	})
@@ -246,9 +261,10 @@ func flood(t *testing.T, w *worker, req func(int), start func(w *worker) int) (c
 }
 
 // interruptedError says whether f, a done frame, ended with a
-// KeyboardInterrupt, or with the SystemError that Python 3.6 raises for
-// one raised inside some of its calls (os.lstat): "returned a result with
-// an error set", of which the KeyboardInterrupt is the direct cause.
+// KeyboardInterrupt, or with the SystemError that Python 3.6 and 3.7
+// raise for one raised inside some of their calls (os.lstat, os.stat):
+// "returned a result with an error set", of which the KeyboardInterrupt
+// is the direct cause.
 func interruptedError(f frame) bool {
 	if f.errType() == "KeyboardInterrupt" {
 		return true
@@ -256,8 +272,9 @@ func interruptedError(f frame) bool {
 	e, _ := f.h["error"].(map[string]any)
 	tb, _ := e["traceback"].(string)
 	msg, _ := e["message"].(string)
+	cause := "KeyboardInterrupt\n\nThe above exception was the direct cause of the following exception:\n\n"
 	return f.errType() == "SystemError" && strings.Contains(msg, "returned a result with an error set") &&
-		strings.HasPrefix(tb, "KeyboardInterrupt\n")
+		(strings.HasPrefix(tb, cause) || strings.Contains(tb, "\n"+cause))
 }
 
 // interruptedAtOnce checks that an interrupt of a cell that sleeps is

@@ -101,9 +101,12 @@ def _read_bytes(path, limit):
     would block the read for good, /dev/zero never end.  The errors say
     what the Go package's do (internal/atomicfile)."""
     name = os.path.basename(path)
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(fd)
+    # A KeyboardInterrupt between the open and the file object that closes
+    # the fd would leave the fd open for good: it waits (held).
+    with held():
+        f = os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY), "rb")
+    with f:
+        st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
             if os.path.samestat(st, os.stat(os.devnull)):
                 return b""  # where a user points a file to empty it
