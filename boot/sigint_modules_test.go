@@ -13,11 +13,12 @@ import (
 )
 
 // The SIGINT flood (sigint_test.go) while cells read two repositories
-// with the git module, one through git's binary and one (SHA-256) through
-// a long-lived `git cat-file --batch`, and ask systemctl: no fd and no
-// process is left behind, and each read gets its own object. Through
-// subprocess.run, one flood left a zombie git for nearly every cell (on
-// every Python) and 50 to 220 more open fds.
+// with the git module, one through git's binary and the module's own
+// reader of packs, and one (SHA-256) through a long-lived `git cat-file
+// --batch`, and ask systemctl: no fd and no process is left behind, and
+// each read gets its own object. Through subprocess.run, one flood left a
+// zombie git for nearly every cell (on every Python) and 50 to 220 more
+// open fds.
 func TestSigintFloodModules(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip("no git here")
@@ -34,6 +35,7 @@ func TestSigintFloodModules(t *testing.T) {
 			"assert B.log(1)[0].id == HB and A.log(1)[0].id == HA", pyStr(sha1), pyStr(sha256)))
 		before := openFds(t, w.cmd.Process.Pid)
 		cells := floodWith(t, w, "for _ in range(10):\n    A.status()\n    assert A.run('rev-parse HEAD').strip() == HA\n"+
+			"    D = git.repo(A.workdir)\n    assert D.log(1)[0].id == HA and D.cat('HEAD:f.txt') == 'one\\n'\n"+
 			"    C = git.repo(B.workdir)\n    assert C.log(1)[0].id == HB\n    assert C.cat('HEAD:f.txt') == 'one\\n'\n"+
 			"    try:\n        systemd._systemctl(['is-system-running'], False)\n    except systemd.SystemdError:\n        pass")
 		assert.LessOrEqual(t, openFds(t, w.cmd.Process.Pid), before+10, "open files after %d cells", cells)
@@ -43,11 +45,12 @@ func TestSigintFloodModules(t *testing.T) {
 	})
 }
 
-// gitRepo makes a repository of one commit (f.txt) with git init's args.
+// gitRepo makes a repository of one commit (f.txt), packed, with git
+// init's args.
 func gitRepo(t *testing.T, args ...string) string {
 	dir := t.TempDir()
 	for _, argv := range [][]string{append([]string{"init", "-q"}, args...), {"add", "f.txt"},
-		{"-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "-m", "one"}} {
+		{"-c", "user.name=a", "-c", "user.email=a@b", "commit", "-q", "-m", "one"}, {"repack", "-adq"}} {
 		if argv[0] == "add" {
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "f.txt"), []byte("one\n"), 0o600))
 		}
