@@ -27,8 +27,10 @@ func modulesRows(w *world, n int) ([]row, error) {
 		return nil, err
 	}
 	// What it imports, imported from the cwd too outside replhub.
-	if err := os.WriteFile(filepath.Join(w.cwd, "_libsystemd.py"), boot.Shipped()["_libsystemd"], 0o600); err != nil {
-		return nil, err
+	for _, name := range []string{"_libsystemd", "_programs"} {
+		if err := os.WriteFile(filepath.Join(w.cwd, name+".py"), boot.Shipped()[name], 0o600); err != nil {
+			return nil, err
+		}
 	}
 	o := client.ExecOptions{Cwd: w.cwd, Env: w.env}
 	cell := func(name, code string) (time.Duration, error) {

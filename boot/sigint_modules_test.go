@@ -32,14 +32,20 @@ func TestSigintFloodModules(t *testing.T) {
 		w := startWorkerEnv(t, py, []string{"PYTHONPATH=" + mods})
 		runOK(t, w, fmt.Sprintf("import git, systemd\nA, B = git.repo(%s), git.repo(%s)\n"+
 			"HA, HB = A.run('rev-parse HEAD').strip(), B.run('rev-parse HEAD').strip()\n"+
+			"FB = B.run('rev-parse HEAD:f.txt').strip()\nN, S = 0, [0] * 5\n"+
 			"assert B.log(1)[0].id == HB and A.log(1)[0].id == HA", pyStr(sha1), pyStr(sha256)))
 		before := openFds(t, w.cmd.Process.Pid)
-		cells := floodWith(t, w, "for _ in range(10):\n    A.status()\n    assert A.run('rev-parse HEAD').strip() == HA\n"+
-			"    D = git.repo(A.workdir)\n    assert D.log(1)[0].id == HA and D.cat('HEAD:f.txt') == 'one\\n'\n"+
-			"    C = git.repo(B.workdir)\n    assert C.log(1)[0].id == HB\n    assert C.cat('HEAD:f.txt') == 'one\\n'\n"+
-			"    try:\n        systemd._systemctl(['is-system-running'], False)\n    except systemd.SystemdError:\n        pass")
+		// One kind of read a cell, in turn: nearly every cell is cut short
+		// within its first read. B's reads go to its cat-file whole
+		// (B._odb, under the module's cache of objects), one at a time.
+		cells := floodWith(t, w, "N += 1\nfor _ in range(10):\n    S[N % 5] += 1\n"+
+			"    if N % 5 == 0:\n        A.status()\n        assert A.run('rev-parse HEAD').strip() == HA\n"+
+			"    elif N % 5 == 1:\n        D = git.repo(A.workdir)\n        assert D.log(1)[0].id == HA and D.cat('HEAD:f.txt') == 'one\\n'\n"+
+			"    elif N % 5 == 2:\n        assert B._odb.read(HB)[0] == 'commit' and B._odb.read(FB) == ('blob', b'one\\n')\n"+
+			"    elif N % 5 == 3:\n        C = git.repo(B.workdir)\n        assert C.log(1)[0].id == HB and C.cat('HEAD:f.txt') == 'one\\n'\n"+
+			"    else:\n        try:\n            systemd._systemctl(['is-system-running'], False)\n        except systemd.SystemdError:\n            pass")
 		assert.LessOrEqual(t, openFds(t, w.cmd.Process.Pid), before+10, "open files after %d cells", cells)
-		runOK(t, w, "A.status()\nassert B.log(1)[0].id == HB and B.cat('HEAD:f.txt') == 'one\\n'")
+		runOK(t, w, "assert all(S), S\nC = D = None\nimport gc; gc.collect()\nA.status()\nassert B._odb.read(HB)[0] == 'commit' and B._odb.read(FB) == ('blob', b'one\\n')")
 		assert.Eventually(t, func() bool { return len(children(w.cmd.Process.Pid)) <= 1 }, // B's cat-file
 			5*time.Second, 20*time.Millisecond, "processes left: %v", children(w.cmd.Process.Pid))
 	})
@@ -57,6 +63,9 @@ func gitRepo(t *testing.T, args ...string) string {
 		cmd := exec.Command("git", argv...)
 		cmd.Dir = dir
 		out, err := cmd.CombinedOutput()
+		if err != nil && argv[0] == "init" && len(args) > 0 {
+			t.Skipf("this git cannot init %v (SHA-256 came in git 2.29): %s", args, out)
+		}
 		require.NoError(t, err, "git %v: %s", argv, out)
 	}
 	return dir

@@ -4,9 +4,10 @@ In a session a program runs as the toolkit's sh() runs a command: in a
 process group of its own that a timeout or a KeyboardInterrupt ends, its
 pipes closed and it reaped however many KeyboardInterrupts land (a held
 Ctrl-C, a script's kill -INT in a loop). Through subprocess.run, each call
-that one cut short left a zombie and two open pipes. Imported from its
-folder, as the modules' tests do, it is plain subprocess. Importing it
-imports nothing: git's import stays cheap.
+that one cut short left a zombie and two open pipes. Where the toolkit
+cannot be imported (the modules' tests take them from their folder), it is
+plain subprocess. Importing it imports nothing more than the toolkit's
+package (loaded in every session): git's import stays cheap.
 """
 
 
@@ -34,21 +35,27 @@ class _Unguarded(object):
         return False
 
 
+# Taken once: an import in held() would run importlib's own code, where a
+# KeyboardInterrupt is raised, in the steps of a cleanup's `with held():`.
+try:
+    from replhub_toolkit import held as _held, guard as _guard
+except ImportError:
+    _held = _guard = None
+
+
 def held():
     """The session's SIGINT critical section (the toolkit's held()); none
     outside a session."""
-    try:
-        from replhub_toolkit import held
-    except ImportError:
-        return _Unguarded()
-    return held()
+    return _held() if _held is not None else _Unguarded()
 
 
 def guard(*fns):
     """The toolkit's guard(fns): a SIGINT waits while fns' own code runs;
     nothing outside a session."""
-    try:
-        from replhub_toolkit import guard
-    except ImportError:
-        return
-    guard(*fns)
+    if _guard is not None:
+        _guard(*fns)
+
+
+# A finally or except clause's `with held():` must not be cut short in
+# held's own steps.
+guard(held)

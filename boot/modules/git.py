@@ -511,37 +511,46 @@ def _alternates(objdir, seen=None):
     return seen
 
 
+_POLL = 0.05  # seconds a wait in the SIGINT section lasts at most
+
+
 class _BatchDB(object):
     """Objects through one long-lived `git cat-file --batch`: SHA-256 and
     reftable repositories."""
 
     def __init__(self, repo):
-        self.repo, self.proc = repo, None
+        self.repo, self.proc, self.finalizer = repo, None, None
         import threading
         self.lock = threading.Lock()
 
     def close(self):
-        with _programs.held(), self.lock:
-            _end(self.proc)
-            self.proc = None
+        self._locked(self._drop)
 
     def read(self, oid, hops=0):
-        # Guarded (below): the lock is let go of whatever KeyboardInterrupt
-        # lands, or the next read would wait for it for ever.
-        with _programs.held():
-            self.lock.acquire()
+        return self._locked(self._read, oid)
+
+    def _locked(self, fn, *args):
+        """fn(*args) with the lock taken. It is taken _POLL at a time in the
+        SIGINT section and let go of in a finally clause already entered,
+        and the function is guarded (below): whatever KeyboardInterrupt
+        lands, the lock is let go of, and a read that waits for another
+        thread's is still interrupted."""
+        taken = False
         try:
-            return self._read(oid)
+            while not taken:
+                with _programs.held():
+                    taken = self.lock.acquire(True, _POLL)
+            return fn(*args)
         finally:
-            self.lock.release()
+            if taken:
+                self.lock.release()
 
     def _read(self, oid):
         for attempt in (0, 1):
             p = self.proc
             if p is None or p.poll() is not None:
                 with _programs.held():
-                    _end(p)
-                    self.proc = None
+                    self._drop()
                     p = self.proc = self._start()
             try:
                 return _ask(p, oid)
@@ -563,13 +572,15 @@ class _BatchDB(object):
         p = subprocess.Popen(
             self.repo._argv(["cat-file", "--batch"]), stdin=subprocess.PIPE, cwd=self.repo._cwd(),
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_env(self.repo))
-        weakref.finalize(self, _end, p)
+        self.finalizer = weakref.finalize(self, _end, p)
         return p
 
     def _drop(self):
         with _programs.held():
+            if self.finalizer is not None:
+                self.finalizer.detach()
             _end(self.proc)
-            self.proc = None
+            self.proc = self.finalizer = None
 
     def prefix(self, hexp, limit=2):
         return []
@@ -593,7 +604,7 @@ def _ask(p, oid):
 
 # A KeyboardInterrupt waits while these run their own code (not what they
 # call): the lock is let go of, a half-read process dropped.
-_programs.guard(_BatchDB.read, _BatchDB._read)
+_programs.guard(_BatchDB._locked, _BatchDB._read, _BatchDB._drop)
 
 
 def _end(p):

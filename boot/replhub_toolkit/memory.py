@@ -103,9 +103,10 @@ def _read_bytes(path, limit):
     name = os.path.basename(path)
     # A KeyboardInterrupt between the open and the file object that closes
     # the fd would leave the fd open for good: it waits (held).
-    with held():
-        f = os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY), "rb")
-    with f:
+    f = None
+    try:
+        with held():
+            f = os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY), "rb")
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
             if os.path.samestat(st, os.stat(os.devnull)):
@@ -114,6 +115,9 @@ def _read_bytes(path, limit):
         if st.st_size > limit:
             raise OSError("memory: %s: %d bytes, more than %d" % (name, st.st_size, limit))
         b = f.read(limit + 1)
+    finally:
+        if f is not None:
+            f.close()
     if len(b) > limit:
         raise OSError("memory: %s: more than %d bytes" % (name, limit))
     return b
