@@ -27,6 +27,19 @@ def run(argv, input=None, cwd=None, env=None, timeout=None):
     return run_program(argv, input=input, cwd=cwd, env=env, timeout=timeout)
 
 
+def start(argv, **kw):
+    """subprocess.Popen(argv, **kw) for a program that lives on (git's
+    cat-file): in a session, Popen's poll step is guarded as the toolkit's
+    are (shell), or a KeyboardInterrupt there could keep Popen's lock and
+    the process's end wait for it for ever. Call it in held()."""
+    try:
+        import replhub_toolkit.shell  # noqa: F401  (it guards Popen's poll step)
+    except ImportError:
+        pass
+    import subprocess
+    return subprocess.Popen(argv, **kw)
+
+
 class _Unguarded(object):
     def __enter__(self):
         return self

@@ -569,7 +569,7 @@ class _BatchDB(object):
     def _start(self):
         import subprocess
         import weakref
-        p = subprocess.Popen(
+        p = _programs.start(
             self.repo._argv(["cat-file", "--batch"]), stdin=subprocess.PIPE, cwd=self.repo._cwd(),
             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_env(self.repo))
         self.finalizer = weakref.finalize(self, _end, p)
