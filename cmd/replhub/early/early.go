@@ -124,17 +124,20 @@ func init() {
 	if !ok || !lean.Supported {
 		return
 	}
-	// One P while the call waits for its reply, unless GOMAXPROCS says
+	// One P once the reply is slow (slowAfter), unless GOMAXPROCS says
 	// otherwise. The wait is a blocking system call (ppoll, read), and
 	// the runtime's monitor thread leaves a P in one for 10 ms while
 	// another P is idle, waking every 20 µs to look: some 95 times for a
 	// new session's wait. With one P it takes that P back at once and
-	// sleeps. Fifty calls at once on two cores each paid for that.
+	// sleeps. Fifty calls at once on two cores each paid for that. But
+	// the change stops the world and empties the other P's caches, which
+	// cost a warm call more than its short wait does.
 	ps := 0
+	var slow func()
 	if os.Getenv("GOMAXPROCS") == "" {
-		ps = runtime.GOMAXPROCS(1)
+		slow = func() { ps = runtime.GOMAXPROCS(1) }
 	}
-	sent, exit := send(call, stdio{os.Stdin, os.Stdout, os.Stderr, os.Getenv, lean.IsTerminal(1), lean.IsTerminal(2)})
+	sent, exit := send(call, stdio{os.Stdin, os.Stdout, os.Stderr, os.Getenv, lean.IsTerminal(1), lean.IsTerminal(2), slow})
 	if exit >= 0 {
 		os.Exit(exit)
 	}
@@ -153,7 +156,14 @@ type stdio struct {
 	// sees an exec's output as it is written, and a group's progress, as
 	// package cli shows them (cmdenv's Exec and Wait).
 	outTTY, errTTY bool
+	// slow, when not nil, is called once a reply has not come within
+	// slowAfter.
+	slow func()
 }
+
+// slowAfter is how long send waits for a reply before it calls slow: a
+// warm call's reply comes well within it, a new session's does not.
+const slowAfter = 2 * time.Millisecond
 
 // send sends the call (an exec again with the caller's folder and
 // environment for a new session) and, when the reply is plain, prints it
@@ -217,6 +227,10 @@ func send(call Call, std stdio) (*Sent, int) {
 			// The hub takes a request only whole, and it did not take it.
 			sent.Unsent = true
 			return sent, -1
+		}
+		if std.slow != nil && !c.Readable(slowAfter) {
+			std.slow()
+			std.slow = nil
 		}
 		arm := time.Now().Add(armAfter)
 		if withEnv {

@@ -26,7 +26,7 @@ import (
 
 func run(getenv func(string) string, code, stdin string) (*Sent, int, string, string) {
 	var out, errb bytes.Buffer
-	s, exit := send(Call{Op: opExec, Name: "s", Code: code, Timeout: 30}, stdio{strings.NewReader(stdin), &out, &errb, getenv, false, false})
+	s, exit := send(Call{Op: opExec, Name: "s", Code: code, Timeout: 30}, stdio{strings.NewReader(stdin), &out, &errb, getenv, false, false, nil})
 	return s, exit, out.String(), errb.String()
 }
 
@@ -48,7 +48,7 @@ func TestExecPlain(t *testing.T) {
 func TestExecJSON(t *testing.T) {
 	getenv, got := hubtest.PlayHub(t, wire.Reply{Plain: &wire.Plain{Exit: 0, Text: "{\n  \"session\": \"s\"\n}\n"}})
 	var out, errb bytes.Buffer
-	s, exit := send(Call{Op: opExec, Name: "s", Code: "1+1", Timeout: 5, JSON: true}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
+	s, exit := send(Call{Op: opExec, Name: "s", Code: "1+1", Timeout: 5, JSON: true}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false, nil})
 	assert.Nil(t, s)
 	assert.Equal(t, 0, exit)
 	assert.Equal(t, "{\n  \"session\": \"s\"\n}\n", out.String())
@@ -76,6 +76,40 @@ func TestExecNeedEnv(t *testing.T) {
 	assert.Equal(t, "x = 1", reqs[1].Code)
 }
 
+// A reply slower than slowAfter calls slow, once, before the wait goes
+// on (init then leaves one P to the wait): here a new session's, whose
+// two replies each take 50 ms.
+func TestSlowReplyCallsSlowOnce(t *testing.T) {
+	getenv, ln := hubtest.HubSocket(t)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		r := bufio.NewReader(c)
+		for _, rep := range []wire.Reply{{Err: &wire.Error{Code: wire.CodeNeedEnv, Message: "new"}},
+			{Plain: &wire.Plain{Text: "[created session 's']\n"}}} {
+			if _, err := r.ReadBytes('\n'); err != nil {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+			rep.V = wire.Version
+			if wire.Write(c, rep) != nil {
+				return
+			}
+		}
+	}()
+	var out, errb bytes.Buffer
+	slow := 0
+	s, exit := send(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30},
+		stdio{strings.NewReader(""), &out, &errb, getenv, false, false, func() { slow++ }})
+	assert.Nil(t, s)
+	assert.Equal(t, 0, exit)
+	assert.Equal(t, "[created session 's']\n", out.String())
+	assert.Equal(t, 1, slow)
+}
+
 // --max-output, --no-wait, --queue, --python, --host and --sudo go with
 // the exec, and again with the caller's folder and environment for a new
 // session.
@@ -84,7 +118,7 @@ func TestExecFlags(t *testing.T) {
 		wire.Reply{Plain: &wire.Plain{Text: "[created session 's']\n"}})
 	var out, errb bytes.Buffer
 	call := Call{Op: opExec, Name: "s", Code: "1", Timeout: 30, MaxOutput: 40, NoWait: true, Queue: true, Python: "/opt/py", Host: "lab-7", Sudo: true}
-	s, exit := send(call, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
+	s, exit := send(call, stdio{strings.NewReader(""), &out, &errb, getenv, false, false, nil})
 	assert.Nil(t, s)
 	assert.Equal(t, 0, exit)
 	reqs := <-got
@@ -108,7 +142,7 @@ func TestExecRun(t *testing.T) {
 	getenv, got := hubtest.PlayHub(t, wire.Reply{Plain: &wire.Plain{Exit: 3, Text: "[cell still running]\n"}})
 	var out, errb bytes.Buffer
 	call := Call{Op: opExec, Private: true, Code: "-", Timeout: 2, MaxOutput: 40, Python: "/opt/py", Host: "lab-7", Sudo: true}
-	s, exit := send(call, stdio{strings.NewReader("x = 1"), &out, &errb, getenv, false, false})
+	s, exit := send(call, stdio{strings.NewReader("x = 1"), &out, &errb, getenv, false, false, nil})
 	assert.Nil(t, s)
 	assert.Equal(t, 3, exit)
 	assert.Equal(t, "[cell still running]\n", out.String())
@@ -122,7 +156,7 @@ func TestExecRun(t *testing.T) {
 
 	// Each run its own name.
 	getenv, got = hubtest.PlayHub(t, wire.Reply{Plain: &wire.Plain{Text: ""}})
-	send(Call{Op: opExec, Private: true, Code: "1", Timeout: 30}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
+	send(Call{Op: opExec, Private: true, Code: "1", Timeout: 30}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false, nil})
 	again := <-got
 	require.Len(t, again, 1)
 	assert.Regexp(t, `^run-[0-9a-f]{16}$`, again[0].Name)
@@ -135,7 +169,7 @@ func TestExecRun(t *testing.T) {
 func TestExecWait(t *testing.T) {
 	getenv, got := hubtest.PlayHub(t, wire.Reply{Plain: &wire.Plain{Exit: 3, Text: "[cell 4 queued]\n"}})
 	var out, errb bytes.Buffer
-	s, exit := send(Call{Op: opWait, Name: "s", Timeout: 5, Cell: 4, MaxOutput: 10}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
+	s, exit := send(Call{Op: opWait, Name: "s", Timeout: 5, Cell: 4, MaxOutput: 10}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false, nil})
 	assert.Nil(t, s)
 	assert.Equal(t, 3, exit)
 	assert.Equal(t, "[cell 4 queued]\n", out.String())
@@ -144,7 +178,7 @@ func TestExecWait(t *testing.T) {
 	assert.Equal(t, wire.Request{V: wire.Version, Op: wire.OpWait, Name: "s", Timeout: 5, Cell: 4, MaxOutput: 10, Plain: true}, reqs[0])
 
 	getenv, got = hubtest.PlayHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv}}, wire.Reply{Plain: &wire.Plain{}})
-	s, exit = send(Call{Op: opWait, Name: "s", Timeout: 30}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
+	s, exit = send(Call{Op: opWait, Name: "s", Timeout: 30}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false, nil})
 	require.NotNil(t, s)
 	assert.Equal(t, -1, exit)
 	assert.Contains(t, string(s.Line), `"need_env"`)
@@ -156,7 +190,7 @@ func TestExecWait(t *testing.T) {
 func TestExecSessions(t *testing.T) {
 	getenv, got := hubtest.PlayHub(t, wire.Reply{Plain: &wire.Plain{Text: "lab  idle\n"}})
 	var out, errb bytes.Buffer
-	s, exit := send(Call{Op: opSessions, Name: "lab", JSON: true}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
+	s, exit := send(Call{Op: opSessions, Name: "lab", JSON: true}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false, nil})
 	assert.Nil(t, s)
 	assert.Equal(t, 0, exit)
 	assert.Equal(t, "lab  idle\n", out.String())
@@ -171,7 +205,7 @@ func TestExecSessions(t *testing.T) {
 func TestExecInterruptAndKill(t *testing.T) {
 	getenv, got := hubtest.PlayHub(t, wire.Reply{Plain: &wire.Plain{Text: "interrupted cell 3\n"}})
 	var out, errb bytes.Buffer
-	s, exit := send(Call{Op: opInterrupt, Name: "s", Cell: 3}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
+	s, exit := send(Call{Op: opInterrupt, Name: "s", Cell: 3}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false, nil})
 	assert.Nil(t, s)
 	assert.Equal(t, 0, exit)
 	assert.Equal(t, "interrupted cell 3\n", out.String())
@@ -181,14 +215,14 @@ func TestExecInterruptAndKill(t *testing.T) {
 
 	out.Reset()
 	getenv, got = hubtest.PlayHub(t, wire.Reply{Plain: &wire.Plain{Text: "killed session 's'\n"}})
-	s, exit = send(Call{Op: opKill, Name: "s"}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
+	s, exit = send(Call{Op: opKill, Name: "s"}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false, nil})
 	assert.Nil(t, s)
 	assert.Equal(t, 0, exit)
 	assert.Equal(t, "killed session 's'\n", out.String())
 	assert.Equal(t, []wire.Request{{V: wire.Version, Op: wire.OpKill, Name: "s", Plain: true}}, <-got)
 
 	getenv, got = hubtest.PlayHub(t, wire.Reply{Err: &wire.Error{Code: wire.CodeNeedEnv}}, wire.Reply{Plain: &wire.Plain{}})
-	s, exit = send(Call{Op: opKill, Name: "s"}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
+	s, exit = send(Call{Op: opKill, Name: "s"}, stdio{strings.NewReader(""), &out, &errb, getenv, false, false, nil})
 	require.NotNil(t, s)
 	assert.Equal(t, -1, exit)
 	assert.Len(t, <-got, 1)
@@ -230,13 +264,13 @@ func TestExecLeavesItAllToCLI(t *testing.T) {
 	}
 	in := strings.NewReader("code")
 	var out, errb bytes.Buffer
-	s, exit := send(Call{Op: opExec, Name: "s", Code: "-", Timeout: 30}, stdio{in, &out, &errb, getenv, false, false})
+	s, exit := send(Call{Op: opExec, Name: "s", Code: "-", Timeout: 30}, stdio{in, &out, &errb, getenv, false, false, nil})
 	assert.Nil(t, s)
 	assert.Equal(t, -1, exit)
 	assert.Equal(t, 4, in.Len(), "stdin untouched")
 
 	require.NoError(t, os.Mkdir(filepath.Join(rt, "replhub"), 0o755))
-	s, exit = send(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30}, stdio{in, &out, &errb, getenv, false, false})
+	s, exit = send(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30}, stdio{in, &out, &errb, getenv, false, false, nil})
 	assert.Nil(t, s)
 	assert.Equal(t, -1, exit)
 	assert.Empty(t, out.String()+errb.String())
@@ -270,7 +304,7 @@ func TestQuerySentAsTheClientSends(t *testing.T) {
 		require.True(t, ok, "%q", tc.args)
 		getenv, got := hubtest.PlayHub(t, wire.Reply{Plain: &wire.Plain{Text: "T\n"}})
 		var out, errb bytes.Buffer
-		s, exit := send(call, stdio{strings.NewReader(""), &out, &errb, getenv, false, false})
+		s, exit := send(call, stdio{strings.NewReader(""), &out, &errb, getenv, false, false, nil})
 		assert.Nil(t, s)
 		assert.Equal(t, 0, exit)
 		assert.Equal(t, "T\n", out.String())
@@ -315,7 +349,7 @@ func TestExecOnTerminal(t *testing.T) {
 		wire.Reply{Progress: &wire.Progress{Session: "s", Hosts: 3, Done: 2, Failed: 1}},
 		wire.Reply{Plain: &wire.Plain{Exit: 1, Text: "Out[1]: 2\n"}})
 	var outb, errb bytes.Buffer
-	s, exit := send(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30}, stdio{strings.NewReader(""), &outb, &errb, getenv, true, true})
+	s, exit := send(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30}, stdio{strings.NewReader(""), &outb, &errb, getenv, true, true, nil})
 	assert.Nil(t, s)
 	assert.Equal(t, 1, exit)
 	assert.Equal(t, "tick 0\ntick 1\nOut[1]: 2\n", outb.String())
@@ -330,7 +364,7 @@ func TestExecOnTerminal(t *testing.T) {
 	// A reply for package cli: the output's open line goes with it.
 	getenv, _ = hubtest.PlayHub(t, out("partial"), wire.Reply{Result: &wire.Result{Status: "ok", Display: []wire.Display{{MIME: "image/png"}}}})
 	outb.Reset()
-	s, exit = send(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30}, stdio{strings.NewReader(""), &outb, &errb, getenv, true, false})
+	s, exit = send(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30}, stdio{strings.NewReader(""), &outb, &errb, getenv, true, false, nil})
 	require.NotNil(t, s)
 	assert.Equal(t, -1, exit)
 	assert.Equal(t, "partial", outb.String())
@@ -366,7 +400,7 @@ func TestTerminalAsksAsCLI(t *testing.T) {
 			tc.call.Name = "s"
 		}
 		var outb, errb bytes.Buffer
-		_, exit := send(tc.call, stdio{strings.NewReader(""), &outb, &errb, getenv, tc.outTTY, tc.errTTY})
+		_, exit := send(tc.call, stdio{strings.NewReader(""), &outb, &errb, getenv, tc.outTTY, tc.errTTY, nil})
 		assert.Equal(t, 0, exit)
 		reqs := <-got
 		require.Len(t, reqs, 1)
@@ -426,7 +460,7 @@ func TestCtrlCArmedWhileOutputPours(t *testing.T) {
 	}()
 	time.AfterFunc(300*time.Millisecond, func() { syscall.Kill(os.Getpid(), syscall.SIGINT) })
 	var errb hubtest.LockedBuffer
-	_, exit := send(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30}, stdio{strings.NewReader(""), slowTerminal{}, &errb, getenv, true, true})
+	_, exit := send(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30}, stdio{strings.NewReader(""), slowTerminal{}, &errb, getenv, true, true, nil})
 	assert.Equal(t, 0, exit)
 	assert.Contains(t, errb.String(), lean.InterruptNote("s"))
 	select {
