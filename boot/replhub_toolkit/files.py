@@ -643,17 +643,19 @@ def _fit(name, globs):
 
 def _is_binary(path):
     # os.open and os.read, not open(): this runs once per file with a match,
-    # and a buffered file object costs several times the read.
+    # and a buffered file object costs several times the read. The fd is
+    # known before a KeyboardInterrupt can come (held), and a FIFO does not
+    # block the open (O_NONBLOCK).
+    fd = None
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
-        return True
-    try:
+        with held():
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         return b"\0" in os.read(fd, BINARY_PEEK)
     except OSError:
         return True
     finally:
-        os.close(fd)
+        if fd is not None:
+            os.close(fd)
 
 
 def _is_hidden(rel):
