@@ -70,3 +70,33 @@ func gitRepo(t *testing.T, args ...string) string {
 	}
 	return dir
 }
+
+// The same while cells call a D-Bus method through the systemd module's
+// libsystemd binding (a private dbus-daemon as the user bus): no bus
+// connection is left open, and the binding still answers. One flood left
+// 410 to 445 connections open (a bus opened but not yet in its with
+// block has no finalizer), and the library's lock, kept by a
+// KeyboardInterrupt as it was let go of, wedged the worker in 2 runs of 3.
+func TestSigintFloodSystemdBus(t *testing.T) {
+	daemon, err := exec.LookPath("dbus-daemon")
+	if err != nil {
+		t.Skip("no dbus-daemon here")
+	}
+	sock := filepath.Join(t.TempDir(), "bus")
+	d := exec.Command(daemon, "--session", "--nofork", "--nopidfile", "--address=unix:path="+sock)
+	require.NoError(t, d.Start())
+	t.Cleanup(func() { d.Process.Kill(); d.Wait() })
+	require.Eventually(t, func() bool { _, err := os.Stat(sock); return err == nil }, 10*time.Second, 20*time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // the file comes before listen()
+	mods, err := filepath.Abs("modules")
+	require.NoError(t, err)
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorkerEnv(t, py, []string{"PYTHONPATH=" + mods, "DBUS_SESSION_BUS_ADDRESS=unix:path=" + sock})
+		runOK(t, w, "import systemd\nsystemd.BACKEND = 'bus'\nD = ('org.freedesktop.DBus', '/org/freedesktop/DBus', 'org.freedesktop.DBus')\n"+
+			"assert 'org.freedesktop.DBus' in systemd.call(*D, 'ListNames', user=True)")
+		before := openFds(t, w.cmd.Process.Pid)
+		cells := floodWith(t, w, "for _ in range(10):\n    systemd.call(*D, 'ListNames', user=True)")
+		assert.LessOrEqual(t, openFds(t, w.cmd.Process.Pid), before, "open files after %d cells", cells)
+		runOK(t, w, "assert 'org.freedesktop.DBus' in systemd.call(*D, 'ListNames', user=True)")
+	})
+}

@@ -8,6 +8,12 @@ import ctypes
 import ctypes.util
 import os
 import threading
+import weakref
+
+if __name__.startswith("replhub."):
+    from replhub import _programs
+else:  # imported from its folder, as its tests do
+    import _programs
 
 
 class SystemdError(Exception):
@@ -61,7 +67,11 @@ def libsystemd():
     """The machine's libsystemd with every function of SIGNATURES bound,
     or None (libsystemd_error() says why)."""
     global _LIB, _LIB_ERROR
-    with _LIB_LOCK:
+    if _LIB is not None or _LIB_ERROR is not None:
+        return _LIB
+    # In the SIGINT section: a KeyboardInterrupt as the lock is let go of
+    # would keep it for good, and the next call wait for ever.
+    with _programs.held(), _LIB_LOCK:
         if _LIB is None and _LIB_ERROR is None:
             try:
                 lib = ctypes.CDLL(ctypes.util.find_library("systemd") or "libsystemd.so.0")
@@ -143,14 +153,22 @@ class Bus(object):
             raise SystemdError("systemd: %s" % _LIB_ERROR)
         self.ptr = ctypes.c_void_p()
         opener = self.lib.sd_bus_open_user if user else self.lib.sd_bus_open_system
-        r = opener(ctypes.byref(self.ptr))
+        # A bus dropped unclosed (a KeyboardInterrupt before the with block
+        # that closes it) is closed as it is collected, not left open for
+        # good: the finalizer is set as the bus opens (held).
+        with _programs.held():
+            r = opener(ctypes.byref(self.ptr))
+            if r >= 0:
+                self._closer = weakref.finalize(self, self.lib.sd_bus_flush_close_unref,
+                                                ctypes.c_void_p(self.ptr.value))
         if r < 0:
             raise SystemdError("systemd: no %s bus: %s" % ("user" if user else "system", _errno(r)))
 
     def close(self):
-        if self.ptr:
-            self.lib.sd_bus_flush_close_unref(self.ptr)
-            self.ptr = ctypes.c_void_p()
+        with _programs.held():
+            if self.ptr:
+                self._closer()  # once: detached as it runs
+                self.ptr = ctypes.c_void_p()
 
     def __enter__(self):
         return self
@@ -163,12 +181,13 @@ class Bus(object):
         types = arity(sig, args)
         lib = self.lib
         m = ctypes.c_void_p()
-        _check(lib.sd_bus_message_new_method_call(self.ptr, ctypes.byref(m), _b(dest), _b(path),
-                                                  _b(iface) if iface else None, _b(member)),
-               "%s.%s" % (iface, member))
         reply = ctypes.c_void_p()
         err = _BusError()
         try:
+            with _programs.held():
+                r = lib.sd_bus_message_new_method_call(self.ptr, ctypes.byref(m), _b(dest), _b(path),
+                                                       _b(iface) if iface else None, _b(member))
+            _check(r, "%s.%s" % (iface, member))
             for t, v in zip(types, args):
                 self._append(m, t, v)
             r = lib.sd_bus_call(self.ptr, m, int(timeout * 1e6), ctypes.byref(err), ctypes.byref(reply))
@@ -183,10 +202,12 @@ class Bus(object):
                     return tuple(out)
                 out.append(v)
         finally:
-            lib.sd_bus_error_free(ctypes.byref(err))
-            lib.sd_bus_message_unref(m)
-            if reply:
-                lib.sd_bus_message_unref(reply)
+            with _programs.held():
+                lib.sd_bus_error_free(ctypes.byref(err))
+                if m:
+                    lib.sd_bus_message_unref(m)
+                if reply:
+                    lib.sd_bus_message_unref(reply)
 
     def _append(self, m, t, v):
         lib = self.lib
@@ -324,12 +345,13 @@ def read_journal(matches, fields, t0=None, user=False, directory=None):
     if lib is None:
         raise SystemdError("systemd: %s" % _LIB_ERROR)
     j = ctypes.c_void_p()
-    if directory is not None:
-        r = lib.sd_journal_open_directory(ctypes.byref(j), _b(directory), 0)
-    else:
-        r = lib.sd_journal_open(ctypes.byref(j), SD_JOURNAL_LOCAL_ONLY | (SD_JOURNAL_CURRENT_USER if user else 0))
-    _check(r, "opening the journal")
     try:
+        with _programs.held():  # j is known before a KeyboardInterrupt comes
+            if directory is not None:
+                r = lib.sd_journal_open_directory(ctypes.byref(j), _b(directory), 0)
+            else:
+                r = lib.sd_journal_open(ctypes.byref(j), SD_JOURNAL_LOCAL_ONLY | (SD_JOURNAL_CURRENT_USER if user else 0))
+        _check(r, "opening the journal")
         lib.sd_journal_set_data_threshold(j, 64 << 10)
         for i, group in enumerate(matches):
             if i:
@@ -346,7 +368,10 @@ def read_journal(matches, fields, t0=None, user=False, directory=None):
                 continue
             yield usec.value / 1e6, dict((k, _field(lib, j, k)) for k in fields)
     finally:
-        lib.sd_journal_close(j)
+        if j:
+            with _programs.held():
+                lib.sd_journal_close(j)
+                j = ctypes.c_void_p()
 
 
 def _field(lib, j, name):
