@@ -30,10 +30,10 @@ def run(argv, input=None, cwd=None, env=None, timeout=None):
 def start(argv, **kw):
     """subprocess.Popen(argv, **kw) for a program that lives on (git's
     cat-file): in a session, Popen's poll step is guarded as the toolkit's
-    are (shell), or a KeyboardInterrupt there could keep Popen's lock and
-    the process's end wait for it for ever. Call it in held()."""
+    are (children), or a KeyboardInterrupt there could keep Popen's lock
+    and the process's end wait for it for ever. Call it in held()."""
     try:
-        import replhub_toolkit.shell  # noqa: F401  (it guards Popen's poll step)
+        import replhub_toolkit.children  # noqa: F401  (it guards Popen's poll step)
     except ImportError:
         pass
     import subprocess

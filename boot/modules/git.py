@@ -578,8 +578,7 @@ class _BatchDB(object):
     def _drop(self):
         with _programs.held():
             if self.finalizer is not None:
-                self.finalizer.detach()
-            _end(self.proc)
+                self.finalizer()  # _end(self.proc), once: detached as it runs
             self.proc = self.finalizer = None
 
     def prefix(self, hexp, limit=2):

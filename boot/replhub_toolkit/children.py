@@ -7,6 +7,8 @@ import os
 import subprocess
 import time
 
+from replhub_toolkit import guard
+
 
 def reap(proc, grace):
     """Wait for proc, killed, grace seconds at most. Popen's own wait waits
@@ -29,3 +31,9 @@ def reap(proc, grace):
             return  # left to the reaper, with its group
         else:
             time.sleep(0.01)
+
+
+# Popen.poll's own step between its lock's acquire and its try: a
+# KeyboardInterrupt there keeps the lock, and the job or command is never
+# seen to end. Every helper that runs programs imports this module.
+guard(*[f for f in (getattr(subprocess.Popen, "_internal_poll", None),) if f is not None])

@@ -774,7 +774,3 @@ def cd(path=None):
 # A KeyboardInterrupt is raised in these at a held() section's end only:
 # the command's pipes are closed and its group ended (see guard).
 guard(_execute, _collect)
-# Popen.poll's own step between its lock's acquire and its try: a
-# KeyboardInterrupt there keeps the lock, and the job or command is never
-# seen to end.
-guard(*[f for f in (getattr(subprocess.Popen, "_internal_poll", None),) if f is not None])
