@@ -157,7 +157,7 @@ type stdio struct {
 	// package cli shows them (cmdenv's Exec and Wait).
 	outTTY, errTTY bool
 	// slow, when not nil, is called once a reply has not come within
-	// slowAfter.
+	// slowAfter, or once the hub says the session is new.
 	slow func()
 }
 
@@ -265,6 +265,12 @@ func send(call Call, std stdio) (*Sent, int) {
 			return nil, exit
 		}
 		if !withEnv && call.Op == opExec && lean.IsNeedEnv(line) {
+			// A new session: its start is a long wait, however fast
+			// this answer came.
+			if std.slow != nil {
+				std.slow()
+				std.slow = nil
+			}
 			withOrigin()
 			if disarm != nil {
 				// Armed while the hub answered: the start waits

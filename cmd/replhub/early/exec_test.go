@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -76,10 +77,10 @@ func TestExecNeedEnv(t *testing.T) {
 	assert.Equal(t, "x = 1", reqs[1].Code)
 }
 
-// A reply slower than slowAfter calls slow, once, before the wait goes
-// on (init then leaves one P to the wait): here a new session's, whose
-// two replies each take 50 ms.
-func TestSlowReplyCallsSlowOnce(t *testing.T) {
+// newSessionHub is a hub that answers an exec as for a new session: it
+// asks for the folder and environment, then says the session was made.
+// It calls before(i) as request i has come, before it answers it.
+func newSessionHub(t *testing.T, before func(i int)) func(string) string {
 	getenv, ln := hubtest.HubSocket(t)
 	go func() {
 		c, err := ln.Accept()
@@ -88,18 +89,26 @@ func TestSlowReplyCallsSlowOnce(t *testing.T) {
 		}
 		defer c.Close()
 		r := bufio.NewReader(c)
-		for _, rep := range []wire.Reply{{Err: &wire.Error{Code: wire.CodeNeedEnv, Message: "new"}},
+		for i, rep := range []wire.Reply{{Err: &wire.Error{Code: wire.CodeNeedEnv, Message: "new"}},
 			{Plain: &wire.Plain{Text: "[created session 's']\n"}}} {
 			if _, err := r.ReadBytes('\n'); err != nil {
 				return
 			}
-			time.Sleep(50 * time.Millisecond)
+			before(i)
 			rep.V = wire.Version
 			if wire.Write(c, rep) != nil {
 				return
 			}
 		}
 	}()
+	return getenv
+}
+
+// A reply slower than slowAfter calls slow, once, before the wait goes
+// on (init then leaves one P to the wait): here a new session's, whose
+// two replies each take 50 ms.
+func TestSlowReplyCallsSlowOnce(t *testing.T) {
+	getenv := newSessionHub(t, func(int) { time.Sleep(50 * time.Millisecond) })
 	var out, errb bytes.Buffer
 	slow := 0
 	s, exit := send(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30},
@@ -108,6 +117,26 @@ func TestSlowReplyCallsSlowOnce(t *testing.T) {
 	assert.Equal(t, 0, exit)
 	assert.Equal(t, "[created session 's']\n", out.String())
 	assert.Equal(t, 1, slow)
+}
+
+// A new session's start is a long wait: slow is called as the hub asks
+// for the folder and environment, before the exec goes again, however
+// soon the hub asked.
+func TestNewSessionCallsSlowAtOnce(t *testing.T) {
+	var slow atomic.Int32
+	slowBefore := make(chan int32, 1)
+	getenv := newSessionHub(t, func(i int) {
+		if i == 1 {
+			slowBefore <- slow.Load()
+		}
+	})
+	var out, errb bytes.Buffer
+	s, exit := send(Call{Op: opExec, Name: "s", Code: "1", Timeout: 30},
+		stdio{strings.NewReader(""), &out, &errb, getenv, false, false, func() { slow.Add(1) }})
+	assert.Nil(t, s)
+	assert.Equal(t, 0, exit)
+	assert.Equal(t, int32(1), <-slowBefore, "slow was not called before the exec went again")
+	assert.Equal(t, int32(1), slow.Load())
 }
 
 // --max-output, --no-wait, --queue, --python, --host and --sudo go with
