@@ -2,6 +2,7 @@ import os
 import shutil
 import stat
 import tempfile
+import threading
 import time
 import unittest
 from unittest import mock
@@ -429,6 +430,37 @@ class GrepTest(Base):
             with self.subTest(backend=backend):
                 msg = self.assertRefused(ValueError, "grep", files.grep, "(unclosed", backend=backend)
                 self.assertIn("bad pattern", msg)
+
+    def test_a_fifo_with_a_match_does_not_block(self):
+        # The search program reads the FIFO's one writer to its end; the
+        # look for a NUL that follows must not wait for another writer.
+        fifo = self.p("pipe")
+        os.mkfifo(fifo)
+        for backend in files.backends():
+            with self.subTest(backend=backend):
+                def write():
+                    with open(fifo, "w") as f:
+                        f.write("foo in a pipe\n")
+
+                writer = threading.Thread(target=write, daemon=True)
+                writer.start()
+                got = []
+                search = threading.Thread(target=lambda: got.append(files.grep("foo", fifo, backend=backend)), daemon=True)
+                search.start()
+                search.join(10)
+                blocked = search.is_alive()
+                # Whatever is still waiting for the other end gets it.
+                for flags in (os.O_RDONLY, os.O_WRONLY):
+                    try:
+                        os.close(os.open(fifo, flags | os.O_NONBLOCK))
+                    except OSError:
+                        pass
+                search.join(10)
+                writer.join(10)
+                self.assertFalse(blocked, "grep waited on the FIFO")
+                self.assertEqual(len(got), 1)
+                if backend != "grep":  # GNU grep skips FIFOs (-D skip)
+                    self.assertIn("foo in a pipe", "\n".join(got[0]))
 
 
 class HelpTest(unittest.TestCase):
