@@ -39,7 +39,7 @@ import stat
 import subprocess
 import tempfile
 
-from . import guard, held
+from . import atomic, guard, held
 from .children import reap
 from .display import Lines, Text
 
@@ -210,73 +210,13 @@ def _write_atomic(name, path, data):
         raise _open_error(name, path, e) from None
     if st and not os.access(path, os.W_OK):
         raise FileError("%s: %s is read-only; chmod it first if it should change" % (name, path))
-    mode = stat.S_IMODE(st.st_mode) if st else 0o666
-    # The temporary file and its fd are known, and let go, in the SIGINT
-    # section (held): a KeyboardInterrupt (a held Ctrl-C sends many) never
-    # leaves either behind.
-    tmp = fd = None
     try:
-        with held():
-            for _ in range(100):
-                try_name = os.path.join(folder, ".%s.%s.replhub-tmp" % (os.path.basename(path), os.urandom(4).hex()))
-                try:
-                    fd = os.open(try_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-                    tmp = try_name
-                    break
-                except FileExistsError:
-                    continue
-            else:
-                raise FileError("%s: could not make a temporary file in %s" % (name, folder))
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-        with held():
-            fd, closing = None, fd  # never closed twice, even when close fails
-            os.close(closing)
-        if st:
-            os.chmod(tmp, mode)  # the umask may have taken bits away
-            if hasattr(os, "geteuid") and os.geteuid() == 0:
-                os.chown(tmp, st.st_uid, st.st_gid)
-        with held():
-            os.replace(tmp, path)
-            tmp = None
+        atomic.replace(os.path.join(folder, os.path.basename(path)), data, keep=st)
     except PermissionError:
         raise FileError("%s: permission denied: cannot write in %s" % (name, folder)) from None
     except OSError as e:
-        if isinstance(e, ToolError):
-            raise
         raise FileError("%s: %s: %s" % (name, path, e.strerror or e)) from None
-    finally:
-        with held():
-            if fd is not None:
-                _quietly(os.close, fd)
-            if tmp is not None:
-                _quietly(os.unlink, tmp)
-    _sync_folder(folder)
     return path
-
-
-def _quietly(fn, arg):
-    try:
-        fn(arg)
-    except OSError:
-        pass
-
-
-def _sync_folder(folder):
-    """fsync folder, where a rename in it is made lasting."""
-    dfd = None
-    try:
-        with held():
-            dfd = os.open(folder, os.O_RDONLY)
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        if dfd is not None:
-            with held():
-                _quietly(os.close, dfd)
 
 
 def _count_lines(text):
@@ -1141,4 +1081,4 @@ def _grep_result(hits, stopped, files_only, context, max_count, limit, more=0, s
 
 # A KeyboardInterrupt is raised in these at a held() section's end only:
 # the temporary file, the fds and the search program are always let go.
-guard(_write_atomic, _sync_folder, _run, _output, _end)
+guard(_write_atomic, _run, _output, _end)

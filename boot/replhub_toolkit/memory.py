@@ -30,7 +30,6 @@ import json
 import os
 import re
 import stat
-import tempfile
 
 __all__ = ["memory", "Memory", "HELP"]
 
@@ -55,7 +54,7 @@ _INDEX_LINE = re.compile(
     "(?:(?:\u2014|\u2013|-|:)[ \t]*)?(.*)$")
 
 
-from replhub_toolkit import guard, held  # noqa: E402
+from replhub_toolkit import atomic, guard, held  # noqa: E402
 from replhub_toolkit.display import Text  # noqa: E402  (a str shown as itself)
 
 
@@ -285,37 +284,13 @@ def _encode(text):
 
 
 def _write_atomic(path, data):
-    """data over path, whole or not at all; under Ctrl-C too: the
-    temporary file and its fd are known and let go in the SIGINT section,
-    and a KeyboardInterrupt comes at its ends only (guard)."""
+    """data over path, whole or not at all, under Ctrl-C too (atomic); a
+    new entry only its owner reads."""
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
+        keep = os.stat(path)
     except FileNotFoundError:
-        mode = 0o600
-    fd = tmp = None
-    try:
-        with held():
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path),
-                                       prefix="." + os.path.basename(path) + ".", suffix=".tmp")
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fchmod(fd, mode)
-        os.fsync(fd)
-        with held():
-            fd, closing = None, fd  # never closed twice, even when close fails
-            os.close(closing)
-        with held():
-            os.replace(tmp, path)
-            tmp = None
-    finally:
-        with held():
-            for fn, arg in ((os.close, fd), (os.unlink, tmp)):
-                if arg is not None:
-                    try:
-                        fn(arg)
-                    except OSError:
-                        pass
+        keep = None
+    atomic.replace(path, data, mode=0o600, keep=keep)
 
 
 # --- the store ----------------------------------------------------------
@@ -482,4 +457,3 @@ class Memory(object):
 memory = Memory()
 
 
-guard(_write_atomic)  # see _write_atomic

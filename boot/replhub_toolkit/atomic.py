@@ -1,0 +1,83 @@
+"""Writing a file whole or not at all, under Ctrl-C too: what the file
+tools' write() and edit() and the memory tool share."""
+
+import os
+
+from replhub_toolkit import guard, held
+
+
+def replace(path, data, mode=0o666, keep=None):
+    """Writes data (bytes) over path: into a new file in its folder, synced,
+    then renamed over path, and the folder synced. A reader sees the old
+    file or the new one, never a part. A new file is made with mode (less
+    the umask); keep, the old file's os.stat_result, gives it the old mode,
+    and the old owner where this process may set it (root). Raises the
+    OSError of the step that failed, with nothing left behind.
+
+    The temporary file and its fd are known, and let go of, in the SIGINT
+    section (held), and a KeyboardInterrupt (a held Ctrl-C sends many)
+    comes at this function's ends only (guard, below): never between a
+    write and the rename, never leaving the file or the fd behind."""
+    folder = os.path.dirname(path) or "."
+    fd = tmp = None
+    try:
+        with held():
+            fd, tmp = _create(folder, os.path.basename(path), mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if keep is not None:
+            os.fchmod(fd, keep.st_mode & 0o7777)  # the umask may have taken bits away
+            if hasattr(os, "geteuid") and os.geteuid() == 0:
+                os.fchown(fd, keep.st_uid, keep.st_gid)
+        os.fsync(fd)
+        with held():
+            fd, closing = None, fd  # never closed twice, even when close fails
+            os.close(closing)
+        with held():
+            os.replace(tmp, path)
+            tmp = None
+    finally:
+        with held():
+            for fn, arg in ((os.close, fd), (os.unlink, tmp)):
+                if arg is not None:
+                    _quietly(fn, arg)
+    sync_folder(folder)
+
+
+def _create(folder, base, mode):
+    """(fd, path) of a new file in folder, named after base, that no one
+    else made (O_EXCL)."""
+    for _ in range(100):
+        name = os.path.join(folder, ".%s.%s.replhub-tmp" % (base, os.urandom(4).hex()))
+        try:
+            return os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode), name
+        except FileExistsError:
+            continue
+    raise FileExistsError("no free name for a temporary file in %s" % folder)
+
+
+def sync_folder(folder):
+    """Syncs folder, where a rename in it is made lasting; quietly: the
+    rename is made already."""
+    dfd = None
+    try:
+        with held():
+            dfd = os.open(folder, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        if dfd is not None:
+            with held():
+                _quietly(os.close, dfd)
+
+
+def _quietly(fn, arg):
+    try:
+        fn(arg)
+    except OSError:
+        pass
+
+
+guard(replace, sync_folder)

@@ -1,0 +1,55 @@
+import os
+import shutil
+import stat
+import tempfile
+import unittest
+
+from replhub_toolkit import atomic
+
+
+class ReplaceTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="tkatomic-")
+        self.addCleanup(shutil.rmtree, self.dir)
+        self.path = os.path.join(self.dir, "f")
+
+    def read(self):
+        with open(self.path, "rb") as f:
+            return f.read()
+
+    def test_a_new_file_has_mode_less_the_umask(self):
+        old = os.umask(0o027)
+        self.addCleanup(os.umask, old)
+        atomic.replace(self.path, b"one")
+        self.assertEqual(self.read(), b"one")
+        self.assertEqual(stat.S_IMODE(os.stat(self.path).st_mode), 0o640)
+        os.unlink(self.path)
+        atomic.replace(self.path, b"two", mode=0o600)
+        self.assertEqual(stat.S_IMODE(os.stat(self.path).st_mode), 0o600)
+
+    def test_keep_gives_the_old_mode(self):
+        with open(self.path, "wb") as f:
+            f.write(b"old")
+        os.chmod(self.path, 0o751)
+        atomic.replace(self.path, bytearray(b"new" * 100000), keep=os.stat(self.path))
+        self.assertEqual(self.read(), b"new" * 100000)
+        self.assertEqual(stat.S_IMODE(os.stat(self.path).st_mode), 0o751)
+
+    def test_a_failure_leaves_the_old_file_and_nothing_else(self):
+        with open(self.path, "wb") as f:
+            f.write(b"old")
+        with self.assertRaises(TypeError):
+            atomic.replace(self.path, "not bytes")
+        self.assertEqual(self.read(), b"old")
+        self.assertEqual(os.listdir(self.dir), ["f"])
+        with self.assertRaises(OSError):
+            atomic.replace(os.path.join(self.dir, "no", "f"), b"x")
+        os.mkdir(os.path.join(self.dir, "d"))
+        with self.assertRaises(OSError):  # a folder is not replaced
+            atomic.replace(os.path.join(self.dir, "d"), b"x")
+        self.assertEqual(sorted(os.listdir(self.dir)), ["d", "f"])
+        self.assertEqual(os.listdir(os.path.join(self.dir, "d")), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
