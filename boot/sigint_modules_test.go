@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,5 +99,47 @@ func TestSigintFloodSystemdBus(t *testing.T) {
 		cells := floodWith(t, w, "for _ in range(10):\n    systemd.call(*D, 'ListNames', user=True)")
 		assert.LessOrEqual(t, openFds(t, w.cmd.Process.Pid), before, "open files after %d cells", cells)
 		runOK(t, w, "assert 'org.freedesktop.DBus' in systemd.call(*D, 'ListNames', user=True)")
+	})
+}
+
+// The same while cells read a journal folder (systemd-journal-remote
+// makes its file) through the systemd module's libsystemd binding, whole
+// and cut short after its first entry: every journal opened is closed.
+func TestSigintFloodSystemdJournal(t *testing.T) {
+	var remote string
+	for _, p := range []string{"systemd-journal-remote", "/lib/systemd/systemd-journal-remote", "/usr/lib/systemd/systemd-journal-remote"} {
+		if path, err := exec.LookPath(p); err == nil {
+			remote = path
+			break
+		}
+	}
+	if remote == "" {
+		t.Skip("no systemd-journal-remote here")
+	}
+	dir := t.TempDir()
+	var export strings.Builder
+	now := time.Now().Unix()
+	for i := 1; i <= 50; i++ {
+		fmt.Fprintf(&export, "__CURSOR=s=1;i=%d\n__REALTIME_TIMESTAMP=%d\n__MONOTONIC_TIMESTAMP=%d\n"+
+			"_BOOT_ID=0123456789abcdef0123456789abcdef\n_HOSTNAME=t\nMESSAGE=entry %d\n_SYSTEMD_UNIT=demo.service\nPRIORITY=6\n_PID=%d\n\n",
+			i, (now-100+int64(i))*1000000, i, i, 40+i)
+	}
+	cmd := exec.Command(remote, "-o", filepath.Join(dir, "t.journal"), "-")
+	cmd.Stdin = strings.NewReader(export.String())
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	mods, err := filepath.Abs("modules")
+	require.NoError(t, err)
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorkerEnv(t, py, []string{"PYTHONPATH=" + mods})
+		runOK(t, w, fmt.Sprintf("import systemd, _libsystemd\nassert _libsystemd.libsystemd() is not None\n"+
+			"systemd.BACKEND = 'bus'\nJ = %s\nN = 0\nassert len(systemd.journal('demo', since=None, directory=J)) == 50", pyStr(dir)))
+		before := openFds(t, w.cmd.Process.Pid)
+		cells := floodWith(t, w, "N += 1\nfor _ in range(10):\n    if N % 2:\n"+
+			"        assert len(systemd.journal('demo', since=None, directory=J)) == 50\n    else:\n"+
+			"        G = _libsystemd.read_journal([], ['MESSAGE'], None, False, J)\n        next(G)\n        G = None")
+		runOK(t, w, "G = None\nimport gc; gc.collect()")
+		assert.LessOrEqual(t, openFds(t, w.cmd.Process.Pid), before, "open files after %d cells", cells)
+		runOK(t, w, "assert len(systemd.journal('demo', since=None, directory=J)) == 50")
 	})
 }

@@ -8,7 +8,6 @@ import ctypes
 import ctypes.util
 import os
 import threading
-import weakref
 
 if __name__.startswith("replhub."):
     from replhub import _programs
@@ -148,27 +147,28 @@ class Bus(object):
     it in a with block); it belongs to the thread and process that made it."""
 
     def __init__(self, user=False):
+        self.ptr = ctypes.c_void_p()
         self.lib = libsystemd()
         if self.lib is None:
             raise SystemdError("systemd: %s" % _LIB_ERROR)
-        self.ptr = ctypes.c_void_p()
         opener = self.lib.sd_bus_open_user if user else self.lib.sd_bus_open_system
         # A bus dropped unclosed (a KeyboardInterrupt before the with block
-        # that closes it) is closed as it is collected, not left open for
-        # good: the finalizer is set as the bus opens (held).
+        # that closes it) is closed as it is collected (__del__), not left
+        # open for good: its pointer is known before a KeyboardInterrupt
+        # comes (held).
         with _programs.held():
             r = opener(ctypes.byref(self.ptr))
-            if r >= 0:
-                self._closer = weakref.finalize(self, self.lib.sd_bus_flush_close_unref,
-                                                ctypes.c_void_p(self.ptr.value))
         if r < 0:
             raise SystemdError("systemd: no %s bus: %s" % ("user" if user else "system", _errno(r)))
 
     def close(self):
-        with _programs.held():
-            if self.ptr:
-                self._closer()  # once: detached as it runs
-                self.ptr = ctypes.c_void_p()
+        """Closes the bus, once; guarded (below), so that a KeyboardInterrupt
+        cannot land between the pointer's drop and the close."""
+        ptr, self.ptr = getattr(self, "ptr", None), None
+        if ptr:
+            self.lib.sd_bus_flush_close_unref(ptr)
+
+    __del__ = close
 
     def __enter__(self):
         return self
@@ -344,9 +344,12 @@ def read_journal(matches, fields, t0=None, user=False, directory=None):
     lib = libsystemd()
     if lib is None:
         raise SystemdError("systemd: %s" % _LIB_ERROR)
-    j = ctypes.c_void_p()
+    # Closed in the finally clause, or, where a KeyboardInterrupt cut that
+    # short, as the generator's frame lets go of it (_Journal.__del__).
+    journal = _Journal(lib)
+    j = journal.ptr
     try:
-        with _programs.held():  # j is known before a KeyboardInterrupt comes
+        with _programs.held():  # the pointer is known before a KeyboardInterrupt comes
             if directory is not None:
                 r = lib.sd_journal_open_directory(ctypes.byref(j), _b(directory), 0)
             else:
@@ -368,10 +371,28 @@ def read_journal(matches, fields, t0=None, user=False, directory=None):
                 continue
             yield usec.value / 1e6, dict((k, _field(lib, j, k)) for k in fields)
     finally:
-        if j:
-            with _programs.held():
-                lib.sd_journal_close(j)
-                j = ctypes.c_void_p()
+        journal.close()
+
+
+class _Journal(object):
+    """An sd_journal pointer, closed once: by close() or as it is
+    collected."""
+
+    def __init__(self, lib):
+        self.lib, self.ptr = lib, ctypes.c_void_p()
+
+    def close(self):
+        """Guarded (below), as Bus.close."""
+        ptr, self.ptr = self.ptr, None
+        if ptr:
+            self.lib.sd_journal_close(ptr)
+
+    __del__ = close
+
+
+# A KeyboardInterrupt waits while these run their own code: a bus or a
+# journal is closed whole, even from a finally clause it landed in.
+_programs.guard(Bus.close, _Journal.close)
 
 
 def _field(lib, j, name):
