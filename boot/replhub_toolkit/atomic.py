@@ -11,7 +11,8 @@ def replace(path, data, mode=0o666, keep=None):
     then renamed over path, and the folder synced. A reader sees the old
     file or the new one, never a part. A new file is made with mode (less
     the umask); keep, the old file's os.stat_result, gives it the old mode,
-    and the old owner where this process may set it (root). Raises the
+    and the old owner where this process may set it (root), before a byte
+    is written. Raises the
     OSError of the step that failed, with nothing left behind.
 
     The temporary file and its fd are known, and let go of, in the SIGINT
@@ -22,14 +23,16 @@ def replace(path, data, mode=0o666, keep=None):
     fd = tmp = None
     try:
         with held():
-            fd, tmp = _create(folder, os.path.basename(path), mode)
+            # Only its owner reads what takes the place of a file whose
+            # mode is not known yet.
+            fd, tmp = _create(folder, os.path.basename(path), 0o600 if keep is not None else mode)
+        if keep is not None:
+            if hasattr(os, "geteuid") and os.geteuid() == 0:
+                os.fchown(fd, keep.st_uid, keep.st_gid)  # before the mode: it clears setuid and setgid
+            os.fchmod(fd, keep.st_mode & 0o7777)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        if keep is not None:
-            os.fchmod(fd, keep.st_mode & 0o7777)  # the umask may have taken bits away
-            if hasattr(os, "geteuid") and os.geteuid() == 0:
-                os.fchown(fd, keep.st_uid, keep.st_gid)
         os.fsync(fd)
         with held():
             fd, closing = None, fd  # never closed twice, even when close fails

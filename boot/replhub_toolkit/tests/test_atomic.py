@@ -35,6 +35,37 @@ class ReplaceTest(unittest.TestCase):
         self.assertEqual(self.read(), b"new" * 100000)
         self.assertEqual(stat.S_IMODE(os.stat(self.path).st_mode), 0o751)
 
+    def test_the_new_bytes_are_never_more_readable_than_the_old(self):
+        with open(self.path, "wb") as f:
+            f.write(b"old secret")
+        os.chmod(self.path, 0o600)
+        old = os.umask(0o022)
+        self.addCleanup(os.umask, old)
+        seen = []
+        real = os.write
+
+        def write(fd, b):
+            seen.append(stat.S_IMODE(os.fstat(fd).st_mode))
+            return real(fd, b)
+
+        atomic.os.write = write
+        try:
+            atomic.replace(self.path, b"new secret", keep=os.stat(self.path))
+        finally:
+            atomic.os.write = real
+        self.assertEqual(seen, [0o600])
+        self.assertEqual(self.read(), b"new secret")
+
+    @unittest.skipUnless(hasattr(os, "geteuid") and os.geteuid() == 0, "needs root")
+    def test_root_keeps_owner_and_setuid(self):
+        with open(self.path, "wb") as f:
+            f.write(b"old")
+        os.chown(self.path, 65534, 65534)
+        os.chmod(self.path, 0o6755)
+        atomic.replace(self.path, b"new", keep=os.stat(self.path))
+        st = os.stat(self.path)
+        self.assertEqual((st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)), (65534, 65534, 0o6755))
+
     def test_a_failure_leaves_the_old_file_and_nothing_else(self):
         with open(self.path, "wb") as f:
             f.write(b"old")
