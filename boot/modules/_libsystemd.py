@@ -378,6 +378,8 @@ class _Journal(object):
     """An sd_journal pointer, closed once: by close() or as it is
     collected."""
 
+    ptr = None  # where a KeyboardInterrupt cut __init__ short
+
     def __init__(self, lib):
         self.lib, self.ptr = lib, ctypes.c_void_p()
 

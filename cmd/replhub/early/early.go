@@ -228,7 +228,8 @@ func send(call Call, std stdio) (*Sent, int) {
 			sent.Unsent = true
 			return sent, -1
 		}
-		if std.slow != nil && !c.Readable(slowAfter) {
+		// A run's session is always new: its start is a long wait.
+		if std.slow != nil && (call.Private || !c.Readable(slowAfter)) {
 			std.slow()
 			std.slow = nil
 		}

@@ -135,7 +135,12 @@ func TestNewSessionCallsSlowAtOnce(t *testing.T) {
 		stdio{strings.NewReader(""), &out, &errb, getenv, false, false, func() { slow.Add(1) }})
 	assert.Nil(t, s)
 	assert.Equal(t, 0, exit)
-	assert.Equal(t, int32(1), <-slowBefore, "slow was not called before the exec went again")
+	select {
+	case n := <-slowBefore:
+		assert.Equal(t, int32(1), n, "slow was not called before the exec went again")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the exec did not go again")
+	}
 	assert.Equal(t, int32(1), slow.Load())
 }
 
@@ -166,12 +171,15 @@ func TestExecFlags(t *testing.T) {
 // A run goes as an exec with private set, under a new name of "run-" and
 // 16 hex digits, with its flags and with the caller's folder and
 // environment at once (its session is always new); code "-" is read from
-// stdin. Its plain reply is printed with the hub's exit code.
+// stdin. Its plain reply is printed with the hub's exit code. Its start
+// is a long wait: slow is called at once, however soon the reply comes.
 func TestExecRun(t *testing.T) {
 	getenv, got := hubtest.PlayHub(t, wire.Reply{Plain: &wire.Plain{Exit: 3, Text: "[cell still running]\n"}})
 	var out, errb bytes.Buffer
 	call := Call{Op: opExec, Private: true, Code: "-", Timeout: 2, MaxOutput: 40, Python: "/opt/py", Host: "lab-7", Sudo: true}
-	s, exit := send(call, stdio{strings.NewReader("x = 1"), &out, &errb, getenv, false, false, nil})
+	slow := 0
+	s, exit := send(call, stdio{strings.NewReader("x = 1"), &out, &errb, getenv, false, false, func() { slow++ }})
+	assert.Equal(t, 1, slow)
 	assert.Nil(t, s)
 	assert.Equal(t, 3, exit)
 	assert.Equal(t, "[cell still running]\n", out.String())
