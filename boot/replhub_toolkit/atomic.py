@@ -12,13 +12,17 @@ def replace(path, data, mode=0o666, keep=None):
     file or the new one, never a part. A new file is made with mode (less
     the umask); keep, the old file's os.stat_result, gives it the old mode,
     and the old owner where this process may set it (root), before a byte
-    is written. Raises the
-    OSError of the step that failed, with nothing left behind.
+    is written. Raises the OSError of the step that failed, with nothing
+    left behind.
 
     The temporary file and its fd are known, and let go of, in the SIGINT
     section (held), and a KeyboardInterrupt (a held Ctrl-C sends many)
-    comes at this function's ends only (guard, below): never between a
-    write and the rename, never leaving the file or the fd behind."""
+    comes in this function's own code only at its ends (guard, below):
+    never between the last write and the rename, never leaving the file
+    or the fd behind. It may come while the bytes are written, which
+    _write_all does WRITE_CHUNK at a time: a Ctrl-C stops a large write
+    then, and the old file stays. The sync is one call that it waits
+    for."""
     folder = os.path.dirname(path) or "."
     fd = tmp = None
     try:
@@ -30,9 +34,7 @@ def replace(path, data, mode=0o666, keep=None):
             if hasattr(os, "geteuid") and os.geteuid() == 0:
                 os.fchown(fd, keep.st_uid, keep.st_gid)  # before the mode: it clears setuid and setgid
             os.fchmod(fd, keep.st_mode & 0o7777)
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        _write_all(fd, data)
         os.fsync(fd)
         with held():
             fd, closing = None, fd  # never closed twice, even when close fails
@@ -46,6 +48,17 @@ def replace(path, data, mode=0o666, keep=None):
                 if arg is not None:
                     _quietly(fn, arg)
     sync_folder(folder)
+
+
+WRITE_CHUNK = 4 << 20
+
+
+def _write_all(fd, data):
+    """Writes data to fd, WRITE_CHUNK at a time: not guarded, so that a
+    KeyboardInterrupt can come between two writes."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view[:WRITE_CHUNK]):]
 
 
 def _create(folder, base, mode):

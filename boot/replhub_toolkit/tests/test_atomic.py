@@ -66,6 +66,28 @@ class ReplaceTest(unittest.TestCase):
         st = os.stat(self.path)
         self.assertEqual((st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)), (65534, 65534, 0o6755))
 
+    def test_a_large_write_goes_in_chunks_a_ctrl_c_can_come_between(self):
+        with open(self.path, "wb") as f:
+            f.write(b"old")
+        calls = []
+        real = os.write
+
+        def write(fd, b):
+            calls.append(len(b))
+            if len(calls) == 2:
+                raise KeyboardInterrupt
+            return real(fd, b)
+
+        atomic.os.write = write
+        try:
+            with self.assertRaises(KeyboardInterrupt):
+                atomic.replace(self.path, b"x" * (3 * atomic.WRITE_CHUNK))
+        finally:
+            atomic.os.write = real
+        self.assertEqual(calls, [atomic.WRITE_CHUNK] * 2)
+        self.assertEqual(self.read(), b"old")
+        self.assertEqual(os.listdir(self.dir), ["f"])
+
     def test_a_failure_leaves_the_old_file_and_nothing_else(self):
         with open(self.path, "wb") as f:
             f.write(b"old")
