@@ -421,3 +421,19 @@ func versionLess(a, b string) bool {
 	fmt.Sscanf(b, "3.%d", &bm)
 	return am < bm
 }
+
+// A SIGINT from elsewhere than the reader (a script's kill -INT), kept
+// pending in a guarded frame with no SIGINT section after it before the
+// cell's end, ends the cell as interrupted; it was lost, and the cell
+// ended ok. The next cell runs.
+func TestStraySigintInAGuardedFrameEndsTheCell(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorker(t, py)
+		w.exec("import os, signal\nfrom replhub_toolkit import guard\n" +
+			"def f():\n    os.kill(os.getpid(), signal.SIGINT)\n    n = 0\n    for i in range(100000):\n        n += i\n    return n\n" +
+			"guard(f)\n_ = f()")
+		done, _ := w.until("done", 10*time.Second, nil)
+		assert.Equal(t, "KeyboardInterrupt", done.errType(), "%s", done.line)
+		runOK(t, w, "x = 1")
+	})
+}

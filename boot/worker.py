@@ -2089,9 +2089,11 @@ class Session(object):
 
     def _stop(self):
         """Leave user code (any phase, idempotent). True if an interrupt was
-        sent that has not been raised: then it ends the cell."""
+        sent that has not been raised, or a SIGINT from elsewhere (a
+        script's kill -INT) was kept pending in a guarded frame and no
+        SIGINT section ended after it: then it ends the cell."""
         with self.sigint, self.cond:
-            late = self.sigint.live and self.sigint.sent
+            late = self.sigint.live and (self.sigint.sent or self.sigint.pending)
             self.sigint.live = self.sigint.sent = self.sigint.pending = False
             self.phase = FINISHING
             self.parked.discard(self.key)
