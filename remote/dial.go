@@ -18,7 +18,6 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 
-	"github.com/replhub/replhub/fds"
 	"github.com/replhub/replhub/internal/atomicfile"
 	"github.com/replhub/replhub/internal/rawio"
 )
@@ -288,13 +287,19 @@ var knownHostsMu sync.Mutex
 // refused unless StrictHostKeyChecking is accept-new or no (then it is
 // recorded); a changed key is always refused.
 func hostKeyCallback(h Hop) (ssh.HostKeyCallback, []string, error) {
-	// The library reads the files whole, by name: a FIFO would block the
-	// dial for good, /dev/zero fill the memory. Each is opened here, and
-	// checked as what it is, not as what its name was a moment before;
-	// the library is given the open file's own name where the system has
-	// one, so that a file swapped meanwhile is not what it reads.
+	// The library reads the files whole, by name, twice (keys, then
+	// @cert-authority lines): a FIFO would block the dial for good,
+	// /dev/zero or a file that grows fill the memory, and a file that
+	// changes between the two reads mislabel its lines. Each is opened
+	// here, checked as what it is, and read once, bounded; the library
+	// reads that copy.
 	var files []string
 	real := map[string]string{} // a name given to the library: the file's
+	defer func() {
+		for name := range real {
+			os.Remove(name)
+		}
+	}()
 	for _, f := range h.KnownHosts {
 		if atomicfile.IsDevNull(f) {
 			continue // no hosts known, and the new ones forgotten
@@ -306,11 +311,15 @@ func hostKeyCallback(h Hop) (ssh.HostKeyCallback, []string, error) {
 		if err != nil {
 			continue // missing or unreadable, as ssh takes it
 		}
-		defer file.Close()
 		if fi.Size() > maxKnownHosts {
+			file.Close()
 			return nil, nil, fmt.Errorf("remote: known_hosts %s is %d bytes, more than %d", f, fi.Size(), maxKnownHosts)
 		}
-		name := openName(file, fi, f)
+		name, err := copyKnownHosts(file, f)
+		file.Close()
+		if err != nil {
+			return nil, nil, err
+		}
 		real[name] = f
 		files = append(files, name)
 	}
@@ -370,15 +379,30 @@ func hostKeyCallback(h Hop) (ssh.HostKeyCallback, []string, error) {
 	return cb, algos, nil
 }
 
-// openName is a name that opens the same file as f (opened from path,
-// with fi its FileInfo), even after path names another (fds.Name); path
-// where the system has none.
-func openName(f *os.File, fi os.FileInfo, path string) string {
-	name := fds.Name(f.Fd())
-	if other, err := os.Stat(name); err == nil && os.SameFile(fi, other) {
-		return name
+// copyKnownHosts copies what r (the known_hosts file at path) holds, at
+// most maxKnownHosts bytes, to a new file only this user reads, and
+// returns its name, for the caller to remove.
+func copyKnownHosts(r io.Reader, path string) (string, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxKnownHosts+1))
+	if err != nil {
+		return "", fmt.Errorf("remote: reading known_hosts %s: %w", path, err)
 	}
-	return path
+	if len(b) > maxKnownHosts {
+		return "", fmt.Errorf("remote: known_hosts %s is more than %d bytes", path, maxKnownHosts)
+	}
+	tmp, err := os.CreateTemp("", "replhub-known_hosts-")
+	if err != nil {
+		return "", fmt.Errorf("remote: copying known_hosts %s: %w", path, err)
+	}
+	_, err = tmp.Write(b)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("remote: copying known_hosts %s: %w", path, err)
+	}
+	return tmp.Name(), nil
 }
 
 // proxyConn is a ProxyCommand's stdio used as a net.Conn.

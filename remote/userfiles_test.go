@@ -1,9 +1,11 @@
 package remote
 
 import (
+	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -13,7 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/ssh"
 
-	"github.com/replhub/replhub/internal/atomicfile"
 	"github.com/replhub/replhub/internal/testbound"
 )
 
@@ -73,27 +74,40 @@ func TestUserFilesThatAreNotFiles(t *testing.T) {
 	})
 }
 
-// A known_hosts file is read as it was when it was opened and checked: a
-// name swapped for a FIFO afterwards is not what the library reads, and
-// the library's errors name the file by its path.
-func TestKnownHostsAreReadAsOpened(t *testing.T) {
+// A known_hosts file is read once, as it was when it was opened and
+// checked, at most maxKnownHosts bytes: the library reads a copy, which
+// is gone once the callback is made, and its errors name the file by its
+// path.
+func TestKnownHostsAreReadOnceAsOpened(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
 	dir := t.TempDir()
 	path := filepath.Join(dir, "known_hosts")
 	pub, _, _, _, err := ssh.ParseAuthorizedKey([]byte("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"))
 	require.NoError(t, err)
-	require.NoError(t, os.WriteFile(path, []byte(knownhosts.Line([]string{"lab"}, pub)+"\n"), 0o600))
-	f, fi, err := atomicfile.OpenUserFile(path)
+	line := knownhosts.Line([]string{"lab"}, pub) + "\n"
+	require.NoError(t, os.WriteFile(path, []byte(line), 0o600))
+	cb, _, err := hostKeyCallback(Hop{KnownHosts: []string{path}, StrictHostKeyChecking: "yes"})
 	require.NoError(t, err)
-	defer f.Close()
-	name := openName(f, fi, path)
-	require.NotEqual(t, path, name, "this system names an open file")
-	require.NoError(t, os.Remove(path))
-	require.NoError(t, syscall.Mkfifo(path, 0o600))
-	testbound.Within(t, 10*time.Second, "reading the file as opened", func() {
-		db, err := knownhosts.NewDB(name)
-		require.NoError(t, err)
-		assert.NoError(t, db.HostKeyCallback()("lab:22", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 22}, pub))
-	})
+	assert.NoError(t, cb("lab:22", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 22}, pub))
+	left, _ := os.ReadDir(tmp)
+	assert.Empty(t, left, "copies left behind")
+
+	// A file that grows past the bound after its size was checked.
+	name, err := copyKnownHosts(io.MultiReader(strings.NewReader(line), endless{[]byte(strings.Repeat("x", 1<<16))}), path)
+	assert.ErrorContains(t, err, "more than")
+	assert.Empty(t, name)
+	left, _ = os.ReadDir(tmp)
+	assert.Empty(t, left, "a copy left behind")
+	name, err = copyKnownHosts(strings.NewReader(line), path)
+	require.NoError(t, err)
+	got, err := os.ReadFile(name)
+	require.NoError(t, err)
+	assert.Equal(t, line, string(got))
+	fi, err := os.Stat(name)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	os.Remove(name)
 
 	bad := filepath.Join(dir, "bad_known_hosts")
 	require.NoError(t, os.WriteFile(bad, []byte("lab ssh-ed25519 not-base64\n"), 0o600))
