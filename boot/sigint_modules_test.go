@@ -143,3 +143,29 @@ func TestSigintFloodSystemdJournal(t *testing.T) {
 		runOK(t, w, "assert len(systemd.journal('demo', since=None, directory=J)) == 50")
 	})
 }
+
+// git's cat-file starts with Popen's poll step guarded (children), as the
+// toolkit's commands do, even in a session that has run no command: a
+// KeyboardInterrupt between that step's lock and its try would keep
+// Popen's lock, and the process's end would wait for it for ever.
+func TestCatFileStartsWithPopenPollGuarded(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git here")
+	}
+	repo := gitRepo(t, "--object-format=sha256")
+	cmd := exec.Command("git", "rev-parse", "HEAD")
+	cmd.Dir = repo
+	head, err := cmd.Output()
+	require.NoError(t, err)
+	mods, err := filepath.Abs("modules")
+	require.NoError(t, err)
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorkerEnv(t, py, []string{"PYTHONPATH=" + mods})
+		runOK(t, w, fmt.Sprintf("import subprocess, sys, replhub_toolkit\n"+
+			"assert 'replhub_toolkit.children' not in sys.modules\n"+
+			"poll = subprocess.Popen._internal_poll.__code__\nassert poll not in replhub_toolkit._SIGINT[0].guarded\n"+
+			"import git\nB = git.repo(%s)\nassert B._odb.read(%s)[0] == 'commit'\n"+
+			"assert 'replhub_toolkit.shell' not in sys.modules\nassert poll in replhub_toolkit._SIGINT[0].guarded",
+			pyStr(repo), pyStr(strings.TrimSpace(string(head)))))
+	})
+}
