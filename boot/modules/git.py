@@ -512,6 +512,7 @@ def _alternates(objdir, seen=None):
 
 
 _POLL = 0.05  # seconds a wait in the SIGINT section lasts at most
+_END_WAIT = 1.0  # seconds a cat-file has to go at EOF before it is killed
 
 
 class _BatchDB(object):
@@ -607,7 +608,10 @@ _programs.guard(_BatchDB._locked, _BatchDB._read, _BatchDB._drop)
 
 
 def _end(p):
-    """Ends a cat-file process: EOF on its stdin is its signal to go."""
+    """Ends a cat-file process: EOF on its stdin is its signal to go, and
+    its stdout closed stops a write of an answer; one still there after
+    _END_WAIT is killed. A Ctrl-C waits that long at most, for this runs
+    in the SIGINT section (_drop)."""
     if p is None:
         return
     for f in (p.stdin, p.stdout):
@@ -616,7 +620,7 @@ def _end(p):
         except OSError:
             pass
     try:
-        p.wait(5)
+        p.wait(_END_WAIT)
     except Exception:
         p.kill()
         p.wait()
