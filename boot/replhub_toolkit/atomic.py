@@ -1,5 +1,5 @@
 """Writing a file whole or not at all, under Ctrl-C too: what the file
-tools' write() and edit() and the memory tool share."""
+tools' write() and edit() and the memory module share."""
 
 import os
 
