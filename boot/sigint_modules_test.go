@@ -169,3 +169,18 @@ func TestCatFileStartsWithPopenPollGuarded(t *testing.T) {
 			pyStr(repo), pyStr(strings.TrimSpace(string(head)))))
 	})
 }
+
+// A cat-file that stays after EOF is killed and reaped within a bound,
+// even where a KeyboardInterrupt left Popen's lock taken: Popen's own
+// wait would then wait for ever, in the SIGINT section.
+func TestCatFileEndIsBoundedWithPopenLockTaken(t *testing.T) {
+	mods, err := filepath.Abs("modules")
+	require.NoError(t, err)
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorkerEnv(t, py, []string{"PYTHONPATH=" + mods})
+		runOK(t, w, "import _programs, git, subprocess, time\n"+
+			"p = _programs.start(['sh', '-c', 'exec sleep 30'], stdin=subprocess.PIPE, stdout=subprocess.PIPE)\n"+
+			"p._waitpid_lock.acquire()\nt0 = time.monotonic()\ngit._end(p)\ntook = time.monotonic() - t0\n"+
+			"p._waitpid_lock.release()\nassert p.returncode is not None\nassert took < 5, took")
+	})
+}

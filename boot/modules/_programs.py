@@ -32,12 +32,28 @@ def start(argv, **kw):
     cat-file): in a session, Popen's poll step is guarded as the toolkit's
     are (children), or a KeyboardInterrupt there could keep Popen's lock
     and the process's end wait for it for ever. Call it in held()."""
+    global _reap
     try:
-        import replhub_toolkit.children  # noqa: F401  (it guards Popen's poll step)
+        from replhub_toolkit import children  # it guards Popen's poll step
+        _reap = children.reap
     except ImportError:
         pass
     import subprocess
     return subprocess.Popen(argv, **kw)
+
+
+_reap = None  # the toolkit's children.reap, once start() has run in a session
+
+
+def reap(p, grace):
+    """Waits for p, which start() started and which was killed: grace
+    seconds at most in a session (the toolkit's children.reap, which
+    reaps it itself where a KeyboardInterrupt left Popen's lock taken, and
+    Popen's own wait would wait for ever); Popen's wait elsewhere."""
+    if _reap is not None:
+        _reap(p, grace)
+    else:
+        p.wait()
 
 
 class _Unguarded(object):

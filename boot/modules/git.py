@@ -623,7 +623,7 @@ def _end(p):
         p.wait(_END_WAIT)
     except Exception:
         p.kill()
-        p.wait()
+        _programs.reap(p, _END_WAIT)
 
 
 # ---------------------------------------------------------------- refs
