@@ -10,6 +10,8 @@ plain subprocess. Importing it imports nothing more than the toolkit's
 package (loaded in every session): git's import stays cheap.
 """
 
+import sys
+
 
 def run(argv, input=None, cwd=None, env=None, timeout=None):
     """(exit status, stdout bytes, stderr bytes) of argv, stdin input or
@@ -32,26 +34,23 @@ def start(argv, **kw):
     cat-file): in a session, Popen's poll step is guarded as the toolkit's
     are (children), or a KeyboardInterrupt there could keep Popen's lock
     and the process's end wait for it for ever. Call it in held()."""
-    global _reap
     try:
-        from replhub_toolkit import children  # it guards Popen's poll step
-        _reap = children.reap
+        import replhub_toolkit.children  # noqa: F401  (it guards Popen's poll step)
     except ImportError:
         pass
     import subprocess
     return subprocess.Popen(argv, **kw)
 
 
-_reap = None  # the toolkit's children.reap, once start() has run in a session
-
-
 def reap(p, grace):
     """Waits for p, which start() started and which was killed: grace
     seconds at most in a session (the toolkit's children.reap, which
     reaps it itself where a KeyboardInterrupt left Popen's lock taken, and
-    Popen's own wait would wait for ever); Popen's wait elsewhere."""
-    if _reap is not None:
-        _reap(p, grace)
+    Popen's own wait would wait for ever); Popen's wait elsewhere. No
+    import: start() loaded children where there is one."""
+    children = sys.modules.get("replhub_toolkit.children")
+    if children is not None:
+        children.reap(p, grace)
     else:
         p.wait()
 

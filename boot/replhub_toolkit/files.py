@@ -1080,5 +1080,6 @@ def _grep_result(hits, stopped, files_only, context, max_count, limit, more=0, s
 
 
 # A KeyboardInterrupt is raised in these at a held() section's end only:
-# the temporary file, the fds and the search program are always let go.
-guard(_write_atomic, _run, _output, _end)
+# the fds and the search program are always let go (a write's temporary
+# file is atomic.replace's).
+guard(_run, _output, _end)
