@@ -379,14 +379,7 @@ func TestRequestLeftOpenIsCancelled(t *testing.T) {
 // interrupt took 1.7 to 1.8 s here, against some 80 ms. One Python: the
 // guard is the worker's own on every one.
 func TestInterruptStopsALargeWrite(t *testing.T) {
-	ps := pythons(t)
-	var newest string
-	for v := range ps {
-		if newest == "" || versionLess(newest, v) {
-			newest = v
-		}
-	}
-	w := startWorker(t, ps[newest])
+	w := startWorker(t, newestPython(t))
 	dir := t.TempDir()
 	target := filepath.Join(dir, "big")
 	require.NoError(t, os.WriteFile(target, []byte("old"), 0o600))
@@ -412,28 +405,4 @@ func TestInterruptStopsALargeWrite(t *testing.T) {
 	assert.Equal(t, "old", string(got[:min(len(got), 10)]), "the file was replaced (%d bytes)", len(got))
 	entries, _ := os.ReadDir(dir)
 	assert.Len(t, entries, 1, "left in the folder: %v", entries)
-}
-
-// versionLess says whether Python version a ("3.9") comes before b.
-func versionLess(a, b string) bool {
-	var am, bm int
-	fmt.Sscanf(a, "3.%d", &am)
-	fmt.Sscanf(b, "3.%d", &bm)
-	return am < bm
-}
-
-// A SIGINT from elsewhere than the reader (a script's kill -INT), kept
-// pending in a guarded frame with no SIGINT section after it before the
-// cell's end, ends the cell as interrupted; it was lost, and the cell
-// ended ok. The next cell runs.
-func TestStraySigintInAGuardedFrameEndsTheCell(t *testing.T) {
-	eachPython(t, func(t *testing.T, py string) {
-		w := startWorker(t, py)
-		w.exec("import os, signal\nfrom replhub_toolkit import guard\n" +
-			"def f():\n    os.kill(os.getpid(), signal.SIGINT)\n    n = 0\n    for i in range(100000):\n        n += i\n    return n\n" +
-			"guard(f)\n_ = f()")
-		done, _ := w.until("done", 10*time.Second, nil)
-		assert.Equal(t, "KeyboardInterrupt", done.errType(), "%s", done.line)
-		runOK(t, w, "x = 1")
-	})
 }

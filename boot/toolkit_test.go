@@ -30,11 +30,7 @@ func TestShippedModules(t *testing.T) {
 	var env []string
 	if _, err := exec.LookPath("git"); err == nil {
 		fx := t.TempDir()
-		var py string
-		for _, p := range pythons(t) {
-			py = p
-		}
-		cmd := exec.Command(py, "boot/modules/tests/fixtures.py", fx)
+		cmd := exec.Command(newestPython(t), "boot/modules/tests/fixtures.py", fx)
 		cmd.Dir = ".."
 		cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 		out, err := cmd.CombinedOutput()

@@ -74,6 +74,24 @@ func pythons(t *testing.T) map[string]string {
 	return found
 }
 
+// newestPython is the newest of pythons(t), for a test that needs one.
+func newestPython(t *testing.T) string {
+	var newest, path string
+	for v, p := range pythons(t) {
+		if newest == "" || minorOf(newest) < minorOf(v) {
+			newest, path = v, p
+		}
+	}
+	return path
+}
+
+// minorOf is the minor of a version "3.N" (0 for "python3").
+func minorOf(v string) int {
+	var m int
+	fmt.Sscanf(v, "3.%d", &m)
+	return m
+}
+
 func isExecutable(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0

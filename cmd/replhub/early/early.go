@@ -221,6 +221,13 @@ func send(call Call, std stdio) (*Sent, int) {
 			disarm() // for package cli, when it goes on
 		}
 	}()
+	// slow is called once, before a wait that is long (see stdio).
+	goSlow := func() {
+		if std.slow != nil {
+			std.slow()
+			std.slow = nil
+		}
+	}
 	for withEnv := call.Private; ; withEnv = true {
 		req, ok := lean.AppendRequest(nil, r)
 		if !ok || len(req) > lean.MaxLine || c.Write(req) != nil {
@@ -230,8 +237,7 @@ func send(call Call, std stdio) (*Sent, int) {
 		}
 		// A run's session is always new: its start is a long wait.
 		if std.slow != nil && (call.Private || !c.Readable(slowAfter)) {
-			std.slow()
-			std.slow = nil
+			goSlow()
 		}
 		arm := time.Now().Add(armAfter)
 		if withEnv {
@@ -268,10 +274,7 @@ func send(call Call, std stdio) (*Sent, int) {
 		if !withEnv && call.Op == opExec && lean.IsNeedEnv(line) {
 			// A new session: its start is a long wait, however fast
 			// this answer came.
-			if std.slow != nil {
-				std.slow()
-				std.slow = nil
-			}
+			goSlow()
 			withOrigin()
 			if disarm != nil {
 				// Armed while the hub answered: the start waits
