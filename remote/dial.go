@@ -295,9 +295,10 @@ func hostKeyCallback(h Hop) (ssh.HostKeyCallback, []string, error) {
 	// reads that copy.
 	var files []string
 	real := map[string]string{} // a name given to the library: the file's
+	var drops []func()
 	defer func() {
-		for name := range real {
-			os.Remove(name)
+		for _, drop := range drops {
+			drop()
 		}
 	}()
 	for _, f := range h.KnownHosts {
@@ -315,11 +316,12 @@ func hostKeyCallback(h Hop) (ssh.HostKeyCallback, []string, error) {
 			file.Close()
 			return nil, nil, fmt.Errorf("remote: known_hosts %s is %d bytes, more than %d", f, fi.Size(), maxKnownHosts)
 		}
-		name, err := copyKnownHosts(file, f)
+		name, drop, err := copyKnownHosts(file, f)
 		file.Close()
 		if err != nil {
 			return nil, nil, err
 		}
+		drops = append(drops, drop)
 		real[name] = f
 		files = append(files, name)
 	}
@@ -380,29 +382,40 @@ func hostKeyCallback(h Hop) (ssh.HostKeyCallback, []string, error) {
 }
 
 // copyKnownHosts copies what r (the known_hosts file at path) holds, at
-// most maxKnownHosts bytes, to a new file only this user reads, and
-// returns its name, for the caller to remove.
-func copyKnownHosts(r io.Reader, path string) (string, error) {
+// most maxKnownHosts bytes, to a private copy (privateCopy), and returns
+// its name and what drops it.
+func copyKnownHosts(r io.Reader, path string) (string, func(), error) {
 	b, err := io.ReadAll(io.LimitReader(r, maxKnownHosts+1))
 	if err != nil {
-		return "", fmt.Errorf("remote: reading known_hosts %s: %w", path, err)
+		return "", nil, fmt.Errorf("remote: reading known_hosts %s: %w", path, err)
 	}
 	if len(b) > maxKnownHosts {
-		return "", fmt.Errorf("remote: known_hosts %s is more than %d bytes", path, maxKnownHosts)
+		return "", nil, fmt.Errorf("remote: known_hosts %s is more than %d bytes", path, maxKnownHosts)
 	}
+	name, drop, err := privateCopy(b)
+	if err != nil {
+		return "", nil, fmt.Errorf("remote: copying known_hosts %s: %w", path, err)
+	}
+	return name, drop, nil
+}
+
+// tempCopy writes b to a new file in $TMPDIR that only this user reads,
+// and returns its name and what removes it.
+func tempCopy(b []byte) (string, func(), error) {
 	tmp, err := os.CreateTemp("", "replhub-known_hosts-")
 	if err != nil {
-		return "", fmt.Errorf("remote: copying known_hosts %s: %w", path, err)
+		return "", nil, err
 	}
 	_, err = tmp.Write(b)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
+	name := tmp.Name()
 	if err != nil {
-		os.Remove(tmp.Name())
-		return "", fmt.Errorf("remote: copying known_hosts %s: %w", path, err)
+		os.Remove(name)
+		return "", nil, err
 	}
-	return tmp.Name(), nil
+	return name, func() { os.Remove(name) }, nil
 }
 
 // proxyConn is a ProxyCommand's stdio used as a net.Conn.

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -75,9 +76,9 @@ func TestUserFilesThatAreNotFiles(t *testing.T) {
 }
 
 // A known_hosts file is read once, as it was when it was opened and
-// checked, at most maxKnownHosts bytes: the library reads a copy, which
-// is gone once the callback is made, and its errors name the file by its
-// path.
+// checked, at most maxKnownHosts bytes: the library reads a copy (on
+// Linux in memory, sealed; elsewhere in $TMPDIR), which is gone once the
+// callback is made, and its errors name the file by its path.
 func TestKnownHostsAreReadOnceAsOpened(t *testing.T) {
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
@@ -92,22 +93,56 @@ func TestKnownHostsAreReadOnceAsOpened(t *testing.T) {
 	assert.NoError(t, cb("lab:22", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 22}, pub))
 	left, _ := os.ReadDir(tmp)
 	assert.Empty(t, left, "copies left behind")
+	if runtime.GOOS == "linux" {
+		// No folder is written to.
+		t.Setenv("TMPDIR", filepath.Join(tmp, "missing"))
+		cb, _, err := hostKeyCallback(Hop{KnownHosts: []string{path}, StrictHostKeyChecking: "yes"})
+		require.NoError(t, err)
+		assert.NoError(t, cb("lab:22", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 22}, pub))
+		t.Setenv("TMPDIR", tmp)
+	}
 
 	// A file that grows past the bound after its size was checked.
-	name, err := copyKnownHosts(io.MultiReader(strings.NewReader(line), endless{[]byte(strings.Repeat("x", 1<<16))}), path)
+	name, drop, err := copyKnownHosts(io.MultiReader(strings.NewReader(line), endless{[]byte(strings.Repeat("x", 1<<16))}), path)
 	assert.ErrorContains(t, err, "more than")
 	assert.Empty(t, name)
+	assert.Nil(t, drop)
 	left, _ = os.ReadDir(tmp)
 	assert.Empty(t, left, "a copy left behind")
-	name, err = copyKnownHosts(strings.NewReader(line), path)
+	name, drop, err = copyKnownHosts(strings.NewReader(line), path)
 	require.NoError(t, err)
 	got, err := os.ReadFile(name)
 	require.NoError(t, err)
 	assert.Equal(t, line, string(got))
+	got, err = os.ReadFile(name) // read again from its start
+	require.NoError(t, err)
+	assert.Equal(t, line, string(got))
 	fi, err := os.Stat(name)
 	require.NoError(t, err)
+	if runtime.GOOS == "linux" {
+		// In memory, sealed: no one changes it between the library's reads.
+		assert.True(t, strings.HasPrefix(name, "/proc/self/fd/"), name)
+		if w, err := os.OpenFile(name, os.O_WRONLY, 0); err == nil {
+			_, err = w.Write([]byte("x"))
+			w.Close()
+			assert.Error(t, err, "a write to the sealed copy")
+		}
+	} else {
+		assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
+	}
+	drop()
+	left, _ = os.ReadDir(tmp)
+	assert.Empty(t, left, "a copy left behind")
+
+	// A copy in $TMPDIR is this user's alone, and its drop removes it.
+	name, drop, err = tempCopy([]byte(line))
+	require.NoError(t, err)
+	fi, err = os.Stat(name)
+	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o600), fi.Mode().Perm())
-	os.Remove(name)
+	drop()
+	_, err = os.Stat(name)
+	assert.True(t, os.IsNotExist(err), "%v", err)
 
 	bad := filepath.Join(dir, "bad_known_hosts")
 	require.NoError(t, os.WriteFile(bad, []byte("lab ssh-ed25519 not-base64\n"), 0o600))
