@@ -406,3 +406,16 @@ func TestInterruptStopsALargeWrite(t *testing.T) {
 	entries, _ := os.ReadDir(dir)
 	assert.Len(t, entries, 1, "left in the folder: %v", entries)
 }
+
+// The same while cells look at files for a NUL, as grep() does at each
+// file with a match: the look's fd is closed whatever a SIGINT cuts. Its
+// close, in a finally clause of a frame not guarded, could be cut short.
+func TestSigintFloodBinaryLook(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		w := startWorker(t, py)
+		runOK(t, w, "from replhub_toolkit.files import _is_binary as _ib\n_ib('/etc/passwd')")
+		before := openFds(t, w.cmd.Process.Pid)
+		cells := floodWith(t, w, "for _ in range(200):\n    _ib('/etc/passwd')")
+		assert.LessOrEqual(t, openFds(t, w.cmd.Process.Pid), before, "open files after %d cells", cells)
+	})
+}

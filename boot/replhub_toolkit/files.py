@@ -583,19 +583,24 @@ def _fit(name, globs):
 
 def _is_binary(path):
     # os.open and os.read, not open(): this runs once per file with a match,
-    # and a buffered file object costs several times the read. The fd is
-    # known before a KeyboardInterrupt can come (held), and a FIFO does not
-    # block the open (O_NONBLOCK).
+    # and a buffered file object costs several times the read. Guarded
+    # (below), so that the fd is kept as soon as it is open and closed
+    # whatever a SIGINT cuts; the read, which may wait on slow storage, is
+    # _has_nul's, which a Ctrl-C can cut. A FIFO does not block the open
+    # (O_NONBLOCK).
     fd = None
     try:
-        with held():
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-        return b"\0" in os.read(fd, BINARY_PEEK)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        return _has_nul(fd)
     except OSError:
         return True
     finally:
         if fd is not None:
             os.close(fd)
+
+
+def _has_nul(fd):
+    return b"\0" in os.read(fd, BINARY_PEEK)
 
 
 def _is_hidden(rel):
@@ -1082,4 +1087,4 @@ def _grep_result(hits, stopped, files_only, context, max_count, limit, more=0, s
 # A KeyboardInterrupt is raised in these at a held() section's end only:
 # the fds and the search program are always let go (a write's temporary
 # file is atomic.replace's).
-guard(_run, _output, _end)
+guard(_run, _output, _end, _is_binary)
