@@ -1,6 +1,7 @@
 """Writing a file whole or not at all, under Ctrl-C too: what the file
 tools' write() and edit() and the memory module share."""
 
+import _thread
 import os
 
 from replhub_toolkit import guard, held
@@ -21,8 +22,9 @@ def replace(path, data, mode=0o666, keep=None):
     never between the last write and the rename, never leaving the file
     or the fd behind. It may come while the bytes are written, which
     _write_all does WRITE_CHUNK at a time: a Ctrl-C stops a large write
-    then, and the old file stays. The sync is one call that it waits
-    for."""
+    then, and the old file stays; or, for data of WRITE_CHUNK or more,
+    while it waits for their sync (_sync), which a Ctrl-C stops too. The
+    sync of less, and the folder's, are calls it waits for."""
     folder = os.path.dirname(path) or "."
     fd = tmp = None
     try:
@@ -35,7 +37,10 @@ def replace(path, data, mode=0o666, keep=None):
                 os.fchown(fd, keep.st_uid, keep.st_gid)  # before the mode: it clears setuid and setgid
             os.fchmod(fd, keep.st_mode & 0o7777)
         _write_all(fd, data)
-        os.fsync(fd)
+        if len(data) >= WRITE_CHUNK:
+            _sync(fd)
+        else:
+            os.fsync(fd)  # soon done: a thread's start would double the cost
         with held():
             fd, closing = None, fd  # never closed twice, even when close fails
             os.close(closing)
@@ -59,6 +64,51 @@ def _write_all(fd, data):
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view[:WRITE_CHUNK]):]
+
+
+def _sync(fd):
+    """os.fsync(fd), made by a thread of its own (_sync_aside) while this
+    one waits: not guarded, so that a KeyboardInterrupt ends the wait,
+    and the thread goes on alone to sync and close a dup of fd. A sync
+    waits on the storage in the kernel, where no signal cuts it short.
+    Where no thread starts, the sync is this thread's."""
+    aside = _sync_aside(fd)
+    if aside is None:
+        os.fsync(fd)
+        return
+    done, errors = aside
+    done.acquire()  # a signal's handler runs in the wait
+    if errors:
+        raise errors[0]
+
+
+def _sync_aside(fd):
+    """(done, errors) of a new thread that syncs and closes a dup of fd:
+    a lock it lets go of once it has, and the OSError it met; None where
+    no dup is made or no thread starts. Guarded, and calling no Python
+    code: the dup is the thread's, or closed here."""
+    try:
+        dup = os.dup(fd)
+    except OSError:
+        return None
+    done, errors = _thread.allocate_lock(), []
+    done.acquire()
+    try:
+        _thread.start_new_thread(_sync_dup, (dup, done, errors))
+    except RuntimeError:
+        _quietly(os.close, dup)
+        return None
+    return done, errors
+
+
+def _sync_dup(dup, done, errors):
+    try:
+        os.fsync(dup)
+    except OSError as e:
+        errors.append(e)
+    finally:
+        _quietly(os.close, dup)
+        done.release()
 
 
 def _create(folder, base, mode):
@@ -96,4 +146,4 @@ def _quietly(fn, arg):
         pass
 
 
-guard(replace, sync_folder)
+guard(replace, sync_folder, _sync_aside)

@@ -1,7 +1,12 @@
+import _thread
+import errno
 import os
 import shutil
+import signal
 import stat
 import tempfile
+import threading
+import time
 import unittest
 
 from replhub_toolkit import atomic
@@ -87,6 +92,91 @@ class ReplaceTest(unittest.TestCase):
         self.assertEqual(calls, [atomic.WRITE_CHUNK] * 2)
         self.assertEqual(self.read(), b"old")
         self.assertEqual(os.listdir(self.dir), ["f"])
+
+    def test_a_ctrl_c_stops_the_wait_for_a_large_write_s_sync(self):
+        # A sync that does not end (frozen storage), where no signal cuts
+        # it short: it is made off the main thread; a KeyboardInterrupt
+        # ends the wait for it, the old file stays, and the thread that
+        # syncs closes its dup of the fd once the sync ends.
+        with open(self.path, "wb") as f:
+            f.write(b"old")
+        go_on, syncing, real = threading.Event(), threading.Event(), os.fsync
+        on_main = []
+
+        def fsync(fd):
+            if os.fstat(fd).st_size >= atomic.WRITE_CHUNK:
+                on_main.append(threading.current_thread() is threading.main_thread())
+                syncing.set()
+                go_on.wait(10)
+            return real(fd)
+
+        def interrupt(*_):
+            raise KeyboardInterrupt
+
+        before = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+        old = signal.signal(signal.SIGALRM, interrupt)
+        atomic.os.fsync = fsync
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.2)
+            t = time.monotonic()
+            with self.assertRaises(KeyboardInterrupt):
+                atomic.replace(self.path, b"x" * atomic.WRITE_CHUNK)
+            took = time.monotonic() - t
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+            go_on.set()
+            atomic.os.fsync = real
+        self.assertEqual(on_main, [False])
+        self.assertLess(took, 2)
+        self.assertEqual(self.read(), b"old")
+        self.assertEqual(os.listdir(self.dir), ["f"])
+        if before is not None:
+            for _ in range(200):
+                if len(os.listdir("/proc/self/fd")) <= before:
+                    break
+                time.sleep(0.01)
+            self.assertLessEqual(len(os.listdir("/proc/self/fd")), before, "the dup is left open")
+
+    def test_a_large_write_s_sync_error_is_raised(self):
+        with open(self.path, "wb") as f:
+            f.write(b"old")
+        real = os.fsync
+
+        def fsync(fd):
+            if os.fstat(fd).st_size >= atomic.WRITE_CHUNK:
+                raise OSError(errno.EIO, "input/output error")
+            return real(fd)
+
+        atomic.os.fsync = fsync
+        try:
+            with self.assertRaises(OSError) as cm:
+                atomic.replace(self.path, b"x" * atomic.WRITE_CHUNK)
+        finally:
+            atomic.os.fsync = real
+        self.assertEqual(cm.exception.errno, errno.EIO)
+        self.assertEqual(self.read(), b"old")
+        self.assertEqual(os.listdir(self.dir), ["f"])
+
+    def test_a_large_write_is_synced_where_no_thread_starts(self):
+        real, synced = _thread.start_new_thread, []
+
+        def none_left(*a, **k):
+            raise RuntimeError("can't start new thread")
+
+        real_fsync = os.fsync
+
+        def fsync(fd):
+            synced.append(threading.current_thread() is threading.main_thread())
+            return real_fsync(fd)
+
+        atomic._thread.start_new_thread, atomic.os.fsync = none_left, fsync
+        try:
+            atomic.replace(self.path, b"x" * atomic.WRITE_CHUNK)
+        finally:
+            atomic._thread.start_new_thread, atomic.os.fsync = real, real_fsync
+        self.assertEqual(self.read(), b"x" * atomic.WRITE_CHUNK)
+        self.assertEqual(synced[0], True)
 
     def test_a_failure_leaves_the_old_file_and_nothing_else(self):
         with open(self.path, "wb") as f:
