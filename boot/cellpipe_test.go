@@ -2,6 +2,7 @@ package boot
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -271,5 +272,113 @@ func TestCellPipeMissing(t *testing.T) {
 		w.healthy()
 		done := w.run(cellsRead, 10*time.Second)
 		assert.Equal(t, "(False, 0)", done.str("value"))
+	})
+}
+
+// adoptWithCells adopts the worker on sock as a hub that offers a cell
+// link does, and returns the connection and the ready frame.
+func adoptWithCells(t *testing.T, sock string) (*frameConn, map[string]any) {
+	t.Helper()
+	fc := dialWorker(t, sock, map[string]any{"op": "adopt", "cells": true})
+	for i := 0; i < 100; i++ {
+		if h, _ := fc.next(); h["op"] == "ready" {
+			return fc, h
+		}
+	}
+	t.Fatal("no ready frame")
+	return nil, nil
+}
+
+// doneOf reads frames until cell n's done frame.
+func (c *frameConn) doneOf(n int) map[string]any {
+	for i := 0; i < 10000; i++ {
+		h, _ := c.next()
+		if cell, _ := h["cell"].(float64); h["op"] == "done" && int(cell) == n {
+			return h
+		}
+	}
+	return nil
+}
+
+// cellLink opens a cell link to sock with token; nil when the worker
+// closes it unanswered.
+func cellLink(t *testing.T, sock string, token any) *frameConn {
+	t.Helper()
+	fc := dialWorker(t, sock, map[string]any{"op": "cells", "token": token})
+	line, err := fc.br.ReadBytes('\n')
+	if err == io.EOF && len(line) == 0 {
+		return nil
+	}
+	require.NoError(t, err)
+	require.JSONEq(t, `{"op":"cells"}`, string(line))
+	return fc
+}
+
+// A hub that adopts a local worker may offer it a cell link: the ready
+// frame then gives a token, and a second connection to the worker's
+// socket whose cells frame shows it is answered with one and then
+// carries the exec frames, which the main thread reads while it waits,
+// as it read the first hub's cell pipe; the rest, and the answers, go on
+// the adopted connection. A wrong token, a token used again, and a link
+// offered while the first hub's pipe is still open are closed unanswered.
+// A worker started without a cell pipe (as under sudo) takes one as well,
+// and so does one whose event loop runs between cells (it watched no pipe
+// while it had none).
+func TestCellLink(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		for _, pipe := range []bool{true, false} {
+			t.Run(map[bool]string{true: "pipe", false: "stdin"}[pipe], func(t *testing.T) {
+				sock := filepath.Join(t.TempDir(), "w.sock")
+				w := startWorkerWith(t, py, nil, pipe, "--durable", sock)
+				loop := !strings.HasPrefix(w.ready.str("python"), "3.6.") && !strings.HasPrefix(w.ready.str("python"), "3.7.")
+				if loop {
+					w.run("import asyncio\nawait asyncio.sleep(0)", 10*time.Second)
+				}
+				w.run("x = 6", 10*time.Second)
+
+				if pipe {
+					fc, ready := adoptWithCells(t, sock)
+					require.NotEmpty(t, ready["cells_token"], "%v", ready)
+					assert.Nil(t, cellLink(t, sock, ready["cells_token"]), "taken while the first hub's pipe is open")
+					fc.send(map[string]any{"op": "ping", "id": 1})
+					w.cells.Close() // the first hub goes
+				}
+				fc, ready := adoptWithCells(t, sock)
+				token, _ := ready["cells_token"].(string)
+				require.Len(t, token, 32, "%v", ready)
+				assert.Nil(t, cellLink(t, sock, strings.Repeat("0", 32)), "a wrong token")
+				link := cellLink(t, sock, token)
+				require.NotNil(t, link, "the token the ready frame gave")
+				assert.Nil(t, cellLink(t, sock, token), "a token used again")
+
+				cell := int(ready["cell"].(float64))
+				for i := 1; i <= 3; i++ {
+					link.send(map[string]any{"op": "exec", "cell": cell + i, "code": "x += 1\n" + cellsRead, "fence": fmt.Sprintf("<L%d>", i)})
+					done := fc.doneOf(cell + i)
+					require.NotNil(t, done)
+					assert.Equal(t, "ok", done["status"], "%v", done)
+					assert.Regexp(t, `^\(True, \d+\)$`, done["value"])
+					if i == 3 {
+						before := 0
+						if pipe {
+							before = cell
+						}
+						assert.Equal(t, fmt.Sprintf("(True, %d)", before+3), done["value"], "each came on the link")
+					}
+				}
+				// An interrupt on the adopted connection reaches a cell sent on
+				// the link.
+				link.send(map[string]any{"op": "exec", "cell": cell + 4, "code": "import time\ntime.sleep(30)", "fence": "<L4>"})
+				time.Sleep(300 * time.Millisecond)
+				fc.send(map[string]any{"op": "interrupt", "cell": cell + 4})
+				done := fc.doneOf(cell + 4)
+				require.NotNil(t, done)
+				assert.Contains(t, fmt.Sprint(done["error"]), "KeyboardInterrupt")
+				link.send(map[string]any{"op": "exec", "cell": cell + 5, "code": "x", "fence": "<L5>"})
+				done = fc.doneOf(cell + 5)
+				require.NotNil(t, done)
+				assert.Equal(t, "9", done["value"])
+			})
+		}
 	})
 }

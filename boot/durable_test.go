@@ -32,12 +32,19 @@ type frameConn struct {
 // sends adopt; the ready frame is next.
 func adoptOn(t *testing.T, sock string) *frameConn {
 	t.Helper()
+	return dialWorker(t, sock, map[string]any{"op": "adopt"})
+}
+
+// dialWorker connects to a durable worker's socket and sends first; the
+// connection is given 30 s.
+func dialWorker(t *testing.T, sock string, first map[string]any) *frameConn {
+	t.Helper()
 	c, err := net.Dial("unix", sock)
 	require.NoError(t, err)
 	t.Cleanup(func() { c.Close() })
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.SetDeadline(time.Now().Add(30 * time.Second))
 	fc := &frameConn{t: t, br: bufio.NewReader(c), w: c}
-	fc.send(map[string]any{"op": "adopt"})
+	fc.send(first)
 	return fc
 }
 

@@ -1535,7 +1535,8 @@ class Session(object):
         self.cells_read = 0       # frames taken off it
         self.cells_thread = False  # read by a thread of its own, not main
         self.cells_look = None    # the loop's next look at it (_look_at_cells)
-        self.cells_gone = None    # its fd, at its end, for the main thread to close
+        self.cells_gone = []      # fds of ended ones, for the main thread to close
+        self.cells_token = None   # what the adopting hub's cell link shows (_adopt)
         self.after_done = []  # cells whose interrupt is answered after their done frame
         self.nudging = False  # a thread sends SIGINT again (_nudge)
         self.nudged, self.nudges = None, 0  # to which frame, how often so far
@@ -1692,40 +1693,73 @@ class Session(object):
                 conn = _accept(self.listener)
             except (OSError, ValueError):
                 continue
-            fd = None
+            fd = header = None
             try:
-                if _peer_ok(conn) and self._read_adopt(conn):
+                header = _peer_ok(conn) and self._read_first(conn)
+                if header:
                     fd = conn.detach()
             except OSError:
                 pass
             finally:
                 if fd is None:
                     conn.close()
-            if fd is not None:
-                self._adopt(fd)
+            if fd is None:
+                continue
+            if header.get("op") == "adopt":
+                self._adopt(fd, header.get("cells") is True)
+            else:
+                self._take_cell_link(fd, header.get("token"))
 
     @staticmethod
-    def _read_adopt(conn):
-        """Whether the first line, within 5 s, is an adopt frame."""
+    def _read_first(conn):
+        """The first line, within 5 s, when it is an adopt or a cells
+        frame; else None."""
         import json
         import select
         line = b""
         while not line.endswith(b"\n") and len(line) < 4096:
             if not select.select([conn], [], [], 5.0)[0]:
-                return False
+                return None
             got = conn.recv(1)
             if not got:
-                return False
+                return None
             line += got
         try:
             header = json.loads(line.decode("utf-8"))
         except ValueError:
-            return False
-        return isinstance(header, dict) and header.get("op") == "adopt"
+            return None
+        if isinstance(header, dict) and header.get("op") in ("adopt", "cells"):
+            return header
+        return None
 
-    def _adopt(self, fd):
+    def _take_cell_link(self, fd, token):
+        """A cells frame's connection, from the hub that adopted us: its
+        exec frames come on it as on the first hub's cell pipe (the
+        main thread reads them while it waits), once its token is the
+        one the ready frame gave (one use). Answered with a cells frame;
+        closed unanswered otherwise (the hub sends its exec frames with
+        the rest)."""
+        with self.cond:
+            ok = self.cells_token is not None and token == self.cells_token
+            if ok:
+                self.cells_token = None
+        if ok and self.cells is not None:
+            self.drain_cells()  # the last hub's, at its end if it went
+        if ok:
+            ok = self.take_cells(fd)
+        if not ok:
+            _close(fd)
+            return
+        try:
+            os.write(fd, b'{"op":"cells"}\n')
+        except OSError:
+            pass  # gone already: its end comes as the pipe's does
+
+    def _adopt(self, fd, cells=False):
         """Make the hub on fd ours: a ready frame that says where we are,
-        what waited for a hub, then frames and output (as out frames)."""
+        what waited for a hub, then frames and output (as out frames).
+        cells: the hub offers a link for exec frames (_take_cell_link),
+        which a local worker takes."""
         import json
         if not self.chan.down:
             self._hub_gone()  # the old hub's requests die with its link
@@ -1755,6 +1789,9 @@ class Session(object):
                 names.append(name)
             if names:
                 ready["names"] = names
+            self.cells_token = None
+            if cells and self.linger is None:
+                self.cells_token = ready["cells_token"] = os.urandom(16).hex()
             if running:
                 import time
                 ready["elapsed"] = max(0.0, time.time() - self.cell_t0)
@@ -1850,14 +1887,29 @@ class Session(object):
                 except OSError:
                     pass  # full: it wakes already
 
-    # Read exec frames from fd too (see _CellPipe).
+    # Read exec frames from fd too (see _CellPipe): the pipe the first hub
+    # gave, or an adopting hub's cell link (_take_cell_link). False, fd
+    # left alone, where the last hub's is still open.
     def take_cells(self, fd):
-        import threading
-        self.wake = os.pipe()
-        _nonblocking(self.wake[0])
-        _nonblocking(self.wake[1])
-        self.cells_lock = threading.Lock()
-        self.cells = _CellPipe(fd)
+        if self.wake is None:
+            import threading
+            self.cells_lock = threading.Lock()
+            wake = os.pipe()
+            _nonblocking(wake[0])
+            _nonblocking(wake[1])
+            self.wake = wake
+        with self.cells_lock:
+            if self.cells is not None:
+                return False
+            self.cells = _CellPipe(fd)
+        with self.cond:
+            # A thread of its own read the last one, and ends with it: the
+            # main thread reads this one, or hands it to a new one (_spin).
+            self.cells_thread = False
+            self.cond.notify_all()  # waiting for frames on the channel alone
+            if self.spinning:
+                self.aloop.call_soon_threadsafe(self._stop_spin)
+        return True
 
     # Queue every whole frame the cell pipe holds now, from any thread: the
     # main thread's, once select says it holds some; the reader's before an
@@ -1878,7 +1930,8 @@ class Session(object):
                 except EOFError:
                     # Its hub went: frames come on the channel. The main
                     # thread may be in select on it: it closes it.
-                    self.cells, self.cells_gone = None, cells.fd
+                    self.cells = None
+                    self.cells_gone.append(cells.fd)
                     return
                 except ValueError as e:
                     self._send_quietly({"op": "error", "error": _cap(str(e), ERROR_CAP)[0]})
@@ -2132,9 +2185,8 @@ class Session(object):
                     held = self.querying and _monotonic() < self.query_until
                     if self.queue and not held:
                         break
-                    if self.cells_gone is not None:
-                        _close(self.cells_gone)
-                        self.cells_gone = None
+                    while self.cells_gone:
+                        _close(self.cells_gone.pop())
                     cells = self.cells is not None and not self.cells_thread
                     if held or (self.aloop is None and not cells):
                         self.cond.wait(max(0.01, self.query_until - _monotonic()) if held else None)

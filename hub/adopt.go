@@ -72,6 +72,7 @@ type handover struct {
 // not this hub's child, so its exit status is not known here.
 type socketProc struct {
 	conn  *net.UnixConn
+	cells *net.UnixConn // the cell link (dialCells), if the worker took one
 	w     *proto.Writer
 	pid   int
 	start string // the worker's start time (procstat.Stat), "" if unknown
@@ -108,6 +109,7 @@ func (p *socketProc) Pid() int              { return p.pid }
 // Wait waits for the frame stream to end, then (bounded) for the process.
 func (p *socketProc) Wait() Exit {
 	<-p.eof
+	p.closeCells()
 	for i := 0; i < 100 && p.alive(); i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -127,7 +129,63 @@ func (p *socketProc) Kill() error {
 	return syscall.Kill(-p.pid, syscall.SIGKILL)
 }
 
-func (p *socketProc) Close() error { return p.conn.Close() }
+func (p *socketProc) Close() error {
+	p.closeCells()
+	return p.conn.Close()
+}
+
+func (p *socketProc) closeCells() {
+	if p.cells != nil {
+		p.cells.Close()
+	}
+}
+
+// peerOK checks that the worker's socket is served by this user, or by
+// root for a root session's.
+func peerOK(conn *net.UnixConn, root bool) error {
+	uid, err := safesock.PeerUID(conn)
+	if err != nil || !(uid == os.Getuid() || (root && uid == 0)) {
+		return fmt.Errorf("its socket is served by uid %d, not ours", uid)
+	}
+	return nil
+}
+
+// dialCells makes the cell link of a worker adopted on sock (proto.Cells):
+// a second connection, on which its exec frames go, as on the pipe of the
+// hub that started it; token is its ready frame's CellsToken. Without it
+// (a worker that refuses it), they go with the rest, only slower: its
+// reader thread then hands each to the main thread.
+func dialCells(sock string, root bool, token string) (*net.UnixConn, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), adoptWait)
+	defer cancel()
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", sock)
+	if err != nil {
+		return nil, err
+	}
+	conn := c.(*net.UnixConn)
+	if err := peerOK(conn, root); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	conn.SetDeadline(time.Now().Add(adoptWait))
+	err = proto.NewWriter(conn).Write(&proto.Cells{Token: token})
+	var m proto.Msg
+	if err == nil {
+		m, err = readFirstFrame(conn)
+	}
+	if err == nil {
+		if _, ok := m.(*proto.Cells); !ok {
+			err = fmt.Errorf("the worker answered %s, not cells", m.Op())
+		}
+	}
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	conn.SetDeadline(time.Time{})
+	return conn, nil
+}
 
 // adoptAll adopts, in parallel, the workers of the records a dead hub
 // left; it returns the records it could not adopt, for reclaimLive to turn
@@ -170,12 +228,11 @@ func (h *Hub) adopt(rec liveRecord) error {
 		return err
 	}
 	conn := c.(*net.UnixConn)
-	uid, err := safesock.PeerUID(conn)
-	if err != nil || !(uid == os.Getuid() || (rec.Root && uid == 0)) {
+	if err := peerOK(conn, rec.Root); err != nil {
 		conn.Close()
-		return fmt.Errorf("its socket is served by uid %d, not ours", uid)
+		return err
 	}
-	ready, err := handshake(conn)
+	ready, err := handshake(conn, true)
 	if err != nil {
 		conn.Close()
 		return err
@@ -192,10 +249,18 @@ func (h *Hub) adopt(rec liveRecord) error {
 	}
 	p := &socketProc{conn: conn, pid: rec.Pid, start: start, root: rec.Root, eof: make(chan struct{})}
 	p.w = proto.NewWriter(conn)
+	if ready.CellsToken != "" {
+		if p.cells, err = dialCells(rec.Sock, rec.Root, ready.CellsToken); err != nil {
+			h.log.Warn("no cell link: exec frames go with the rest", "session", rec.Name, "err", err)
+		}
+	}
 	frames := proto.NewReader(p.Stdout())
 
 	s := newSession(h, rec.Name)
 	s.proc, s.w, s.frames = p, p.w, frames
+	if p.cells != nil {
+		s.cw = proto.NewWriter(p.cells)
+	}
 	s.sock, s.workerStart = rec.Sock, start
 	s.started = rec.Started
 	s.info = wire.SessionInfo{Host: "local", Root: rec.Root, Python: ready.Python, Pid: ready.Pid,

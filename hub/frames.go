@@ -81,7 +81,7 @@ func (s *Session) takeFrame(m proto.Msg) {
 			s.detachedFrames = nil
 		}
 		s.mu.Unlock()
-	case *proto.Pong, *proto.Ready:
+	case *proto.Pong, *proto.Ready, *proto.Cells:
 	}
 }
 

@@ -254,7 +254,7 @@ func (p *linkProc) tryRelink() (*proto.Ready, error) {
 		conn.Release()
 		return nil, err
 	}
-	ready, err := handshake(sc)
+	ready, err := handshake(sc, false)
 	if err != nil {
 		sc.Close()
 		conn.Release()
@@ -274,21 +274,13 @@ func (p *linkProc) tryRelink() (*proto.Ready, error) {
 // handshake sends adopt on a worker's socket and reads its ready frame,
 // byte by byte so that nothing after it is taken (the frames that waited
 // for a hub follow at once), within adoptWait.
-func handshake(sc net.Conn) (*proto.Ready, error) {
+func handshake(sc net.Conn, cells bool) (*proto.Ready, error) {
 	timer := time.AfterFunc(adoptWait, func() { sc.Close() })
 	defer timer.Stop()
-	if err := proto.NewWriter(sc).Write(&proto.Adopt{}); err != nil {
+	if err := proto.NewWriter(sc).Write(&proto.Adopt{Cells: cells}); err != nil {
 		return nil, err
 	}
-	var line []byte
-	b := make([]byte, 1)
-	for len(line) < 1<<16 && (len(line) == 0 || line[len(line)-1] != '\n') {
-		if _, err := io.ReadFull(sc, b); err != nil {
-			return nil, fmt.Errorf("no ready frame: %w", err)
-		}
-		line = append(line, b[0])
-	}
-	m, err := proto.NewReader(bytes.NewReader(line)).Read()
+	m, err := readFirstFrame(sc)
 	if err != nil {
 		return nil, fmt.Errorf("no ready frame: %w", err)
 	}
@@ -297,6 +289,21 @@ func handshake(sc net.Conn) (*proto.Ready, error) {
 		return nil, fmt.Errorf("the worker answered %s, not ready (protocol %d)", m.Op(), proto.Version)
 	}
 	return ready, nil
+}
+
+// readFirstFrame reads a worker's first frame on a connection to its
+// socket a byte at a time, so that nothing after it is taken from the
+// connection.
+func readFirstFrame(sc net.Conn) (proto.Msg, error) {
+	var line []byte
+	b := make([]byte, 1)
+	for len(line) < 1<<16 && (len(line) == 0 || line[len(line)-1] != '\n') {
+		if _, err := io.ReadFull(sc, b); err != nil {
+			return nil, err
+		}
+		line = append(line, b[0])
+	}
+	return proto.NewReader(bytes.NewReader(line)).Read()
 }
 
 func (p *linkProc) finish(ex Exit) {

@@ -70,6 +70,7 @@ const (
 	OpExit      = "exit"
 	OpDetach    = "detach"
 	// both ways
+	OpCells = "cells"
 	OpChunk = "chunk"
 	OpAck   = "ack"
 	OpError = "error"
@@ -129,6 +130,9 @@ type Ready struct {
 	// own that a local hub gives it (its fd 3, with --cells); without it
 	// they go on its stdin, as all other frames do.
 	Cells bool `json:"cells,omitempty"`
+	// CellsToken, on a local worker's answer to an Adopt that offered a
+	// cell link, is what that link's Cells frame shows (once).
+	CellsToken string `json:"cells_token,omitempty"`
 }
 
 // Done ends a cell: its status ("ok" or "error"), the repr of its last
@@ -269,6 +273,20 @@ type Out struct {
 // that waited for a hub.
 type Adopt struct {
 	Head
+	// Cells offers a cell link: a local worker's ready frame then gives
+	// a CellsToken.
+	Cells bool `json:"cells,omitempty"`
+}
+
+// Cells is the first frame of a cell link, a second connection that a
+// hub which adopted a local worker makes to its socket, with the ready
+// frame's CellsToken: its exec frames go on it, which the worker's main
+// thread reads while it waits, as on the cell pipe of the hub that
+// started it. The worker answers with a Cells frame of its own (no
+// token), or closes the link.
+type Cells struct {
+	Head
+	Token string `json:"token,omitempty"`
 }
 
 // Detach is a hub's last word to a durable worker before it hands the
@@ -437,6 +455,7 @@ func (*Cancel) Op() string      { return OpCancel }
 func (*Ping) Op() string        { return OpPing }
 func (*Reply) Op() string       { return OpReply }
 func (*Serve) Op() string       { return OpServe }
+func (*Cells) Op() string       { return OpCells }
 func (*Chunk) Op() string       { return OpChunk }
 func (*Ack) Op() string         { return OpAck }
 func (*Error) Op() string       { return OpError }
@@ -480,6 +499,7 @@ var fromWorker = map[string]func() Msg{
 	OpServed:      func() Msg { return new(Served) },
 	OpOut:         func() Msg { return new(Out) },
 	OpDetached:    func() Msg { return new(Detached) },
+	OpCells:       func() Msg { return new(Cells) },
 	OpChunk:       func() Msg { return new(Chunk) },
 	OpAck:         func() Msg { return new(Ack) },
 	OpError:       func() Msg { return new(Error) },
@@ -497,6 +517,7 @@ var fromHub = map[string]func() Msg{
 	OpAdopt:     func() Msg { return new(Adopt) },
 	OpExit:      func() Msg { return new(Exit) },
 	OpDetach:    func() Msg { return new(Detach) },
+	OpCells:     func() Msg { return new(Cells) },
 	OpChunk:     func() Msg { return new(Chunk) },
 	OpAck:       func() Msg { return new(Ack) },
 	OpError:     func() Msg { return new(Error) },

@@ -11,8 +11,8 @@ import (
 
 // A local session takes its exec frames on a pipe of their own, which its
 // main thread reads while idle (README: A cell's round trip); once a new
-// hub has adopted it, they come on the socket it was adopted on, and its
-// cells, interrupts and queries go on as before.
+// hub has adopted it, on a second connection to its socket (the cell
+// link), and its cells, interrupts and queries go on as before.
 func TestLocalCellsComeOnTheirOwnPipe(t *testing.T) {
 	t.Parallel()
 	e := hubtest.Start(t)
@@ -25,12 +25,18 @@ func TestLocalCellsComeOnTheirOwnPipe(t *testing.T) {
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "Out[2]: (True, 2)")
 
-	r = e.Run("exec", "c", "import time; time.sleep(30)", "--no-wait")
-	require.Equal(t, 0, r.Code, "%s", r)
-	r = e.Run("interrupt", "c")
-	require.Equal(t, 0, r.Code, "%s", r)
-	r = e.Run("wait", "c")
-	assert.Contains(t, r.Stdout, "KeyboardInterrupt", "%s", r)
+	// A cell that sleeps, interrupted.
+	interrupted := func() {
+		t.Helper()
+		r := e.Run("exec", "c", "import time; time.sleep(30)", "--no-wait")
+		require.Equal(t, 0, r.Code, "%s", r)
+		r = e.Run("interrupt", "c")
+		require.Equal(t, 0, r.Code, "%s", r)
+		r = e.Run("wait", "c")
+		assert.Contains(t, r.Stdout, "KeyboardInterrupt", "%s", r)
+	}
+
+	interrupted()
 
 	r = e.Run("restart")
 	require.Equal(t, 0, r.Code, "%s", r)
@@ -39,8 +45,16 @@ func TestLocalCellsComeOnTheirOwnPipe(t *testing.T) {
 	assert.Contains(t, r.Stdout, "42")
 	r = e.Run("exec", "c", probe)
 	require.Equal(t, 0, r.Code, "%s", r)
-	assert.Contains(t, r.Stdout, "(False, ", "the old hub's pipe ended with it: %s", r)
+	assert.Contains(t, r.Stdout, "(True, 5)", "the new hub's cells came on its cell link: %s", r)
+
+	// And so on through every restart, an interrupt and a query beside.
+	r = e.Run("restart")
+	require.Equal(t, 0, r.Code, "%s", r)
+	interrupted()
 	r = e.Run("vars", "c")
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "x")
+	r = e.Run("exec", "c", probe)
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "(True, 7)", "every cell came on one: %s", r)
 }
