@@ -329,11 +329,7 @@ func hostKeyCallback(h Hop) (ssh.HostKeyCallback, []string, error) {
 	if len(files) > 0 {
 		var err error
 		if db, err = knownhosts.NewDB(files...); err != nil {
-			msg := err.Error()
-			for name, f := range real {
-				msg = strings.ReplaceAll(msg, name, f)
-			}
-			return nil, nil, fmt.Errorf("remote: known_hosts: %s", msg)
+			return nil, nil, fmt.Errorf("remote: known_hosts: %s", realNames(err.Error(), real))
 		}
 	}
 	record := h.KnownHosts[0]
@@ -379,6 +375,17 @@ func hostKeyCallback(h Hop) (ssh.HostKeyCallback, []string, error) {
 		return err
 	}
 	return cb, algos, nil
+}
+
+// realNames puts back in the library's message the real files' names for
+// the copies' in real. The library follows a name with ":" (name:line, or
+// name: why), which is kept in what is replaced: /proc/self/fd/5 is the
+// start of /proc/self/fd/50.
+func realNames(msg string, real map[string]string) string {
+	for name, f := range real {
+		msg = strings.ReplaceAll(msg, name+":", f+":")
+	}
+	return msg
 }
 
 // copyKnownHosts copies what r (the known_hosts file at path) holds, at

@@ -95,8 +95,15 @@ def _sync_aside(fd):
     done.acquire()
     try:
         _thread.start_new_thread(_sync_dup, (dup, done, errors))
-    except RuntimeError:
-        _quietly(os.close, dup)
+    except BaseException as e:
+        # Closed in this guarded frame: _quietly's would be a frame that a
+        # KeyboardInterrupt can enter before the close.
+        try:
+            os.close(dup)
+        except OSError:
+            pass
+        if not isinstance(e, RuntimeError):  # MemoryError: the dup goes too
+            raise
         return None
     return done, errors
 

@@ -1084,7 +1084,8 @@ def _grep_result(hits, stopped, files_only, context, max_count, limit, more=0, s
     return Lines(out)
 
 
-# A KeyboardInterrupt is raised in these at a held() section's end only:
-# the fds and the search program are always let go (a write's temporary
-# file is atomic.replace's).
+# A KeyboardInterrupt is not raised in these functions' own code (it comes
+# at a held() section's end, or in the code they call, or once they
+# return, as the worker sends it again): the fds and the search program
+# are always let go (a write's temporary file is atomic.replace's).
 guard(_run, _output, _end, _is_binary)
