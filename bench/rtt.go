@@ -68,6 +68,18 @@ func rttRows(w *world) ([]row, error) {
 	}
 	rows = append(rows, row{"in-process round trip of a trivial cell, session of 5,000 names", us(big),
 		"an empty session " + us(warm), fmt.Sprintf("%.2fx", float64(big)/float64(warm)), "no goal"})
+	// A root session: sudo passes its worker no cell pipe; its exec
+	// frames come on a cell link to its socket.
+	if exec.Command("sudo", "-n", "true").Run() == nil {
+		ro := o
+		ro.Sudo = true
+		root, err := cellRT(w, "rtt-root", "1", k, ro)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row{"in-process round trip of a trivial cell, root session (`sudo -n`)", us(root),
+			"a user session " + us(warm), fmt.Sprintf("%.2fx", float64(root)/float64(warm)), "no goal"})
+	}
 	// A person's rhythm: the session idles between cells, and every
 	// thread on the way wakes from sleep.
 	idle, err := cellRTAfter(w, "rtt", "1", 40, 50*time.Millisecond, o)

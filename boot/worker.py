@@ -1536,7 +1536,7 @@ class Session(object):
         self.cells_thread = False  # read by a thread of its own, not main
         self.cells_look = None    # the loop's next look at it (_look_at_cells)
         self.cells_gone = []      # fds of ended ones, for the main thread to close
-        self.cells_token = None   # what the adopting hub's cell link shows (_adopt)
+        self.cells_token = None   # what the hub's cell link shows (_adopt, main)
         self.after_done = []  # cells whose interrupt is answered after their done frame
         self.nudging = False  # a thread sends SIGINT again (_nudge)
         self.nudged, self.nudges = None, 0  # to which frame, how often so far
@@ -3207,6 +3207,12 @@ def main(argv):
                 ready_extra += (("cells", True),)
         except (OSError, ValueError, IndexError):
             pass  # not given (a wrapper closed it): exec frames come on stdin
+    link_token = None
+    if sock is not None and cells is None:
+        # No cell pipe (sudo passes only fds 0 to 2): the hub may open a
+        # cell link on the socket, as a hub that adopts us does (_adopt).
+        link_token = os.urandom(16).hex()
+        ready_extra += (("cells_token", link_token),)
     rfd, wfd, pump = _setup_fds(token)
     sys.argv = [""]
     # A REPL's sys.path[0] is the current directory, not the worker's folder.
@@ -3237,6 +3243,7 @@ def main(argv):
     session = Session(chan, lambda: _load_tk(cloudpickle_dir), _load_toolkit("--no-tk" in argv))
     session.has_cloudpickle = has_cloudpickle
     session.pump, session.streams = pump, token
+    session.cells_token = link_token
     if cells is not None:
         session.take_cells(cells)
     # The threads are started by one that threading does not know of

@@ -179,6 +179,23 @@ func (s *Session) markStartFailed() {
 	close(s.exited)
 }
 
+// takeCellLink opens the cell link of a local worker that has no cell pipe
+// (one under sudo, which passes only fds 0 to 2), as a hub that adopts a
+// worker does (dialCells), before its first cell: its exec frames then
+// wake the thread that runs them. Without it they go with the rest.
+func (s *Session) takeCellLink(lp *localProc, token string) {
+	conn, err := dialCells(s.sock, lp.root, token)
+	if err != nil {
+		s.hub.log.Warn("no cell link: exec frames go with the rest", "session", s.name, "err", err)
+		return
+	}
+	if lp.setLink(conn) {
+		s.mu.Lock()
+		s.cw = proto.NewWriter(conn)
+		s.mu.Unlock()
+	}
+}
+
 // stubLine is what the remote stub writes when it runs.
 const stubLine = "REPLHUB-STUB\n"
 
@@ -244,6 +261,9 @@ func (s *Session) awaitReady(onStub func() error) error {
 			}
 		}
 		s.mu.Unlock()
+		if lp, ok := s.proc.(*localProc); ok && f.CellsToken != "" && s.sock != "" {
+			s.takeCellLink(lp, f.CellsToken)
+		}
 		return nil
 	}
 	return errors.New("too much noise before the ready frame")

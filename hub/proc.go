@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -60,6 +62,10 @@ type localProc struct {
 	// cells, when set, is the pipe of the worker's exec frames (its fd 3,
 	// see Session.send); its stdin has the other frames.
 	cells *os.File
+	// link, when set, is the cell link that takes the place of cells for
+	// a worker without it (setLink); waited, once Wait has closed it.
+	link   atomic.Pointer[net.UnixConn]
+	waited atomic.Bool
 }
 
 // startLocal starts argv[0] with argv[1:] in dir with env; with cells, a
@@ -120,6 +126,23 @@ func startLocal(argv []string, dir string, env []string, cells bool) (*localProc
 	return &localProc{cmd: cmd, stdin: inW, stdout: outR, stderr: errR, cells: cellW}, nil
 }
 
+// setLink keeps c, the cell link, for Wait to close; false, c closed, when
+// Wait has run already.
+func (p *localProc) setLink(c *net.UnixConn) bool {
+	p.link.Store(c)
+	if p.waited.Load() {
+		p.closeLink()
+		return false
+	}
+	return true
+}
+
+func (p *localProc) closeLink() {
+	if c := p.link.Swap(nil); c != nil {
+		c.Close()
+	}
+}
+
 func (p *localProc) Stdin() io.WriteCloser { return p.stdin }
 func (p *localProc) Stdout() io.Reader     { return p.stdout }
 func (p *localProc) Stderr() io.Reader     { return p.stderr }
@@ -132,6 +155,8 @@ func (p *localProc) Wait() Exit {
 	if p.cells != nil {
 		p.cells.Close()
 	}
+	p.waited.Store(true)
+	p.closeLink()
 	var ee *exec.ExitError
 	if err == nil {
 		return Exit{Code: 0}

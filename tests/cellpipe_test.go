@@ -9,6 +9,10 @@ import (
 	"github.com/replhub/replhub/tests/hubtest"
 )
 
+// cellsProbe is a cell whose value says whether the worker reads a cell
+// pipe or link, and counts the frames it took off them.
+const cellsProbe = `[(o.cells is not None, o.cells_read) for o in __import__("gc").get_objects() if type(o).__name__ == "Session" and hasattr(o, "cells_read")][0]`
+
 // A local session takes its exec frames on a pipe of their own, which its
 // main thread reads while idle (README: A cell's round trip); once a new
 // hub has adopted it, on a second connection to its socket (the cell
@@ -16,8 +20,7 @@ import (
 func TestLocalCellsComeOnTheirOwnPipe(t *testing.T) {
 	t.Parallel()
 	e := hubtest.Start(t)
-	// Whether the worker reads a cell pipe, and the frames it took off it.
-	probe := `[(o.cells is not None, o.cells_read) for o in __import__("gc").get_objects() if type(o).__name__ == "Session" and hasattr(o, "cells_read")][0]`
+	probe := cellsProbe
 	r := e.Run("exec", "c", probe)
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "Out[1]: (True, 1)", "the hub sent the cell on the cell pipe")

@@ -424,6 +424,10 @@ func TestRealSudo(t *testing.T) {
 		noSecretOnDisk(t, e, pw)
 		r = e.Run("exec", "ops", "open('/etc/shadow').read(5)")
 		assert.Contains(t, r.Stdout, "Out[2]: 'root:'")
+		// sudo passes the worker no cell pipe: its exec frames come on a
+		// cell link to its socket, from its first cell on.
+		r = e.Run("exec", "ops", cellsProbe)
+		assert.Contains(t, r.Stdout, "Out[3]: (True, 3)", "%s", r)
 		// The toolkit works as root; a user session's sudo() goes through
 		// the real sudo with $SUDO_ASKPASS.
 		r = e.Run("exec", "ops", `(str(sh("id -u")).strip(), read("/etc/shadow")[:5])`)
