@@ -382,3 +382,22 @@ func TestCellLink(t *testing.T) {
 		}
 	})
 }
+
+// A worker on a host (--linger) has no cell pipe, but no hub opens a cell
+// link to it either (a remote hub cannot reach its socket, and _adopt
+// offers none to one that lingers): its first ready frame gives no token,
+// and a link shown the one it would have given is refused.
+func TestLingeringWorkerGivesNoCellLink(t *testing.T) {
+	xdg, err := os.MkdirTemp("", "xdg-")
+	require.NoError(t, err)
+	defer os.RemoveAll(xdg)
+	require.NoError(t, os.Chmod(xdg, 0o700))
+	w := startWorkerEnv(t, newestPython(t), []string{"XDG_RUNTIME_DIR=" + xdg}, "--linger", "30")
+	require.NotEmpty(t, w.ready.str("sock"), "%v", w.ready.h)
+	w.run("x = 5", 10*time.Second)
+	token := w.ready.h["cells_token"]
+	assert.Nil(t, token, "a lingering worker gives a cell link token: %s", w.ready.line)
+	if token != nil {
+		assert.Nil(t, cellLink(t, w.ready.str("sock"), token), "and takes a link with it")
+	}
+}

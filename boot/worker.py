@@ -3208,9 +3208,10 @@ def main(argv):
         except (OSError, ValueError, IndexError):
             pass  # not given (a wrapper closed it): exec frames come on stdin
     link_token = None
-    if sock is not None and cells is None:
-        # No cell pipe (sudo passes only fds 0 to 2): the hub may open a
-        # cell link on the socket, as a hub that adopts us does (_adopt).
+    if sock is not None and cells is None and linger is None:
+        # A local worker without a cell pipe (sudo passes only fds 0 to 2):
+        # the hub may open a cell link on the socket, as a hub that adopts
+        # us does (_adopt). A host's frames share one ssh link anyway.
         link_token = os.urandom(16).hex()
         ready_extra += (("cells_token", link_token),)
     rfd, wfd, pump = _setup_fds(token)

@@ -72,7 +72,7 @@ type handover struct {
 // not this hub's child, so its exit status is not known here.
 type socketProc struct {
 	conn  *net.UnixConn
-	cells *net.UnixConn // the cell link (dialCells), if the worker took one
+	cells heldLink // the cell link, if the worker took one
 	w     *proto.Writer
 	pid   int
 	start string // the worker's start time (procstat.Stat), "" if unknown
@@ -109,7 +109,7 @@ func (p *socketProc) Pid() int              { return p.pid }
 // Wait waits for the frame stream to end, then (bounded) for the process.
 func (p *socketProc) Wait() Exit {
 	<-p.eof
-	p.closeCells()
+	p.cells.close()
 	for i := 0; i < 100 && p.alive(); i++ {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -130,14 +130,8 @@ func (p *socketProc) Kill() error {
 }
 
 func (p *socketProc) Close() error {
-	p.closeCells()
+	p.cells.close()
 	return p.conn.Close()
-}
-
-func (p *socketProc) closeCells() {
-	if p.cells != nil {
-		p.cells.Close()
-	}
 }
 
 // peerOK checks that the worker's socket is served by this user, or by
@@ -249,18 +243,10 @@ func (h *Hub) adopt(rec liveRecord) error {
 	}
 	p := &socketProc{conn: conn, pid: rec.Pid, start: start, root: rec.Root, eof: make(chan struct{})}
 	p.w = proto.NewWriter(conn)
-	if ready.CellsToken != "" {
-		if p.cells, err = dialCells(rec.Sock, rec.Root, ready.CellsToken); err != nil {
-			h.log.Warn("no cell link: exec frames go with the rest", "session", rec.Name, "err", err)
-		}
-	}
 	frames := proto.NewReader(p.Stdout())
 
 	s := newSession(h, rec.Name)
 	s.proc, s.w, s.frames = p, p.w, frames
-	if p.cells != nil {
-		s.cw = proto.NewWriter(p.cells)
-	}
 	s.sock, s.workerStart = rec.Sock, start
 	s.started = rec.Started
 	s.info = wire.SessionInfo{Host: "local", Root: rec.Root, Python: ready.Python, Pid: ready.Pid,
@@ -309,6 +295,14 @@ func (h *Hub) adopt(rec liveRecord) error {
 	go s.readOutput()
 	go s.readFrames()
 	go s.waitExit()
+	if ready.CellsToken != "" {
+		// Once its frames are read: the worker's thread that answers the
+		// link first writes what it kept for a hub (Pump.attach), which
+		// may be more than its socket holds. The hub serves no request
+		// yet, but a done frame may send a queued cell meanwhile, with
+		// the rest.
+		s.takeCellLink(&p.cells, rec.Root, ready.CellsToken)
+	}
 	h.recordLive(s)
 	s.mu.Lock()
 	s.nextLocked() // the queue goes on where the last hub left it

@@ -165,16 +165,18 @@ func (s *Session) endForViolation(why string) {
 }
 
 // send writes one frame to the worker: an exec frame on the pipe of its
-// own that a local worker has (cw), which its main thread reads while
-// idle, any other on its stdin, which its reader thread reads.
+// own that a local worker has (cw: its pipe or cell link), which its
+// main thread reads while idle, any other on its stdin, which its reader thread reads.
 func (s *Session) send(m proto.Msg) error {
-	if _, ok := m.(*proto.Exec); ok && s.cw != nil {
-		err := s.cw.Write(m)
-		if !errors.Is(err, syscall.EPIPE) {
-			return err
+	if _, ok := m.(*proto.Exec); ok {
+		if cw := s.cw.Load(); cw != nil {
+			err := cw.Write(m)
+			if !errors.Is(err, syscall.EPIPE) {
+				return err
+			}
+			// The worker closed its end, as none does: the frame goes with
+			// the rest, which it reads too.
 		}
-		// The worker closed its end, as none does: the frame goes with the
-		// rest, which it reads too.
 	}
 	return s.w.Write(m)
 }

@@ -179,20 +179,20 @@ func (s *Session) markStartFailed() {
 	close(s.exited)
 }
 
-// takeCellLink opens the cell link of a local worker that has no cell pipe
-// (one under sudo, which passes only fds 0 to 2), as a hub that adopts a
-// worker does (dialCells), before its first cell: its exec frames then
-// wake the thread that runs them. Without it they go with the rest.
-func (s *Session) takeCellLink(lp *localProc, token string) {
-	conn, err := dialCells(s.sock, lp.root, token)
+// takeCellLink opens the cell link (dialCells) of a local worker on
+// s.sock, whose ready frame gave token, and keeps it in l for the
+// worker's end to close: a worker under sudo, which passes it no cell
+// pipe, at its start, before its first cell; a worker a new hub adopted
+// (adopt). Its exec frames then wake the thread that runs them. Without
+// it they go with the rest.
+func (s *Session) takeCellLink(l *heldLink, root bool, token string) {
+	conn, err := dialCells(s.sock, root, token)
 	if err != nil {
 		s.hub.log.Warn("no cell link: exec frames go with the rest", "session", s.name, "err", err)
 		return
 	}
-	if lp.setLink(conn) {
-		s.mu.Lock()
-		s.cw = proto.NewWriter(conn)
-		s.mu.Unlock()
+	if l.set(conn) {
+		s.cw.Store(proto.NewWriter(conn))
 	}
 }
 
@@ -248,7 +248,7 @@ func (s *Session) awaitReady(onStub func() error) error {
 		}
 		if lp, ok := s.proc.(*localProc); ok && lp.cells != nil {
 			if f.Cells {
-				s.cw = proto.NewWriter(lp.cells)
+				s.cw.Store(proto.NewWriter(lp.cells))
 			} else {
 				lp.cells.Close() // a worker that does not know of it
 			}
@@ -262,7 +262,7 @@ func (s *Session) awaitReady(onStub func() error) error {
 		}
 		s.mu.Unlock()
 		if lp, ok := s.proc.(*localProc); ok && f.CellsToken != "" && s.sock != "" {
-			s.takeCellLink(lp, f.CellsToken)
+			s.takeCellLink(&lp.link, lp.root, f.CellsToken)
 		}
 		return nil
 	}

@@ -62,10 +62,9 @@ type localProc struct {
 	// cells, when set, is the pipe of the worker's exec frames (its fd 3,
 	// see Session.send); its stdin has the other frames.
 	cells *os.File
-	// link, when set, is the cell link that takes the place of cells for
-	// a worker without it (setLink); waited, once Wait has closed it.
-	link   atomic.Pointer[net.UnixConn]
-	waited atomic.Bool
+	// link is the cell link that takes the place of cells for a worker
+	// without it (Session.takeCellLink).
+	link heldLink
 }
 
 // startLocal starts argv[0] with argv[1:] in dir with env; with cells, a
@@ -126,19 +125,26 @@ func startLocal(argv []string, dir string, env []string, cells bool) (*localProc
 	return &localProc{cmd: cmd, stdin: inW, stdout: outR, stderr: errR, cells: cellW}, nil
 }
 
-// setLink keeps c, the cell link, for Wait to close; false, c closed, when
-// Wait has run already.
-func (p *localProc) setLink(c *net.UnixConn) bool {
-	p.link.Store(c)
-	if p.waited.Load() {
-		p.closeLink()
+// heldLink is a cell link (dialCells) that a Proc keeps for its end to
+// close: one that comes after the end is closed at once.
+type heldLink struct {
+	conn  atomic.Pointer[net.UnixConn]
+	ended atomic.Bool
+}
+
+// set keeps c; false, c closed, when close has run already.
+func (l *heldLink) set(c *net.UnixConn) bool {
+	l.conn.Store(c)
+	if l.ended.Load() {
+		l.close()
 		return false
 	}
 	return true
 }
 
-func (p *localProc) closeLink() {
-	if c := p.link.Swap(nil); c != nil {
+func (l *heldLink) close() {
+	l.ended.Store(true)
+	if c := l.conn.Swap(nil); c != nil {
 		c.Close()
 	}
 }
@@ -155,8 +161,7 @@ func (p *localProc) Wait() Exit {
 	if p.cells != nil {
 		p.cells.Close()
 	}
-	p.waited.Store(true)
-	p.closeLink()
+	p.link.close()
 	var ee *exec.ExitError
 	if err == nil {
 		return Exit{Code: 0}

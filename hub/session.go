@@ -60,8 +60,10 @@ type Session struct {
 	outClosed chan struct{} // closed when the output reader reached EOF
 
 	w      *proto.Writer // frames to the worker
-	cw     *proto.Writer // exec frames to a local worker, when it has their pipe (send)
 	frames *proto.Reader // frames from the worker
+	// cw has the exec frames to a local worker that has their pipe or a
+	// cell link (send); set once the link is up, which may come late.
+	cw atomic.Pointer[proto.Writer]
 	// interrupted receives the worker's answers to interrupts; imu, a
 	// lock an interrupt can give up on, keeps one interrupt at a time
 	// waiting for its answer, and orders it with a cell's exec frame.

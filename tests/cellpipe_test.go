@@ -1,7 +1,10 @@
 package tests
 
 import (
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -60,4 +63,28 @@ func TestLocalCellsComeOnTheirOwnPipe(t *testing.T) {
 	r = e.Run("exec", "c", probe)
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "(True, 7)", "every cell came on one: %s", r)
+}
+
+// A session whose worker kept more output than its socket holds while no
+// hub was attached (the hub was killed while a cell printed) is adopted
+// with a cell link all the same, and at once.
+func TestCellLinkAfterKeptOutput(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	ok(t, e.Run("exec", "c", "x = 1"))
+	ok(t, e.Run("exec", "c", "import time; time.sleep(1); print('x' * 1000000)", "--no-wait"))
+	hubPid := e.HubPid()
+	require.NoError(t, syscall.Kill(hubPid, syscall.SIGKILL))
+	require.True(t, hubtest.WaitGone(hubPid, 10*time.Second))
+	time.Sleep(2 * time.Second) // the cell prints while no hub is attached
+
+	t0 := time.Now()
+	r := e.Run("wait", "c") // a new hub starts, and adopts the session
+	took := time.Since(t0)
+	require.Equal(t, 0, r.Code, "%s", r.Stderr)
+	r = e.Run("exec", "c", cellsProbe)
+	require.Equal(t, 0, r.Code, "%s", r.Stderr)
+	out := r.Stdout[strings.LastIndex(r.Stdout, "Out["):]
+	assert.Contains(t, out, "(True, ", "the new hub's cell came on a cell link: %s", out)
+	assert.Less(t, took, 2500*time.Millisecond, "adopting took the cell link's whole timeout")
 }
