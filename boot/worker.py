@@ -1732,6 +1732,34 @@ class Session(object):
             return header
         return None
 
+    def _drop_cells(self):
+        """Let the last hub's cell pipe or link go, at a new hub's adopt,
+        once what it holds is queued (drain_cells): frames still on their
+        way on it (a link through an ssh connection that froze) are never
+        read, as those of the connection it replaces are not. Its fd is
+        the main thread's to close; a link is shut, which ends a select
+        on it."""
+        with self.cells_lock:
+            cells, self.cells = self.cells, None
+            if cells is None:
+                return
+            self.cells_gone.append(cells.fd)
+        try:
+            import socket
+            import stat
+            if stat.S_ISSOCK(os.fstat(cells.fd).st_mode):
+                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, os.dup(cells.fd))
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                finally:
+                    s.close()
+        except OSError:
+            pass
+        try:
+            os.write(self.wake[1], b"!")
+        except OSError:
+            pass
+
     def _take_cell_link(self, fd, token):
         """A cells frame's connection, from the hub that adopted us: its
         exec frames come on it as on the first hub's cell pipe (the
@@ -1743,8 +1771,6 @@ class Session(object):
             ok = self.cells_token is not None and token == self.cells_token
             if ok:
                 self.cells_token = None
-        if ok and self.cells is not None:
-            self.drain_cells()  # the last hub's, at its end if it went
         if ok:
             ok = self.take_cells(fd)
         if not ok:
@@ -1765,6 +1791,7 @@ class Session(object):
             self._hub_gone()  # the old hub's requests die with its link
         if self.cells is not None:
             self.drain_cells()  # an exec frame sent before the old hub went
+            self._drop_cells()
         with self.cond:
             running = self.key is not None and self.key[0] == "cell" and self.phase != IDLE
             cell = self.key[1] if running else self.last_cell
