@@ -393,11 +393,11 @@ func TestCellLink(t *testing.T) {
 	})
 }
 
-// A worker on a host (--linger) has no cell pipe, but no hub opens a cell
-// link to it either (a remote hub cannot reach its socket, and _adopt
-// offers none to one that lingers): its first ready frame gives no token,
-// and a link shown the one it would have given is refused.
-func TestLingeringWorkerGivesNoCellLink(t *testing.T) {
+// A worker on a host (--linger) has no cell pipe either: its first ready
+// frame gives a cell link token, which the hub uses through a channel to
+// its socket (sshd's streamlocal forwarding), and a link with it carries
+// its exec frames.
+func TestLingeringWorkerTakesACellLink(t *testing.T) {
 	xdg, err := os.MkdirTemp("", "xdg-")
 	require.NoError(t, err)
 	defer os.RemoveAll(xdg)
@@ -405,9 +405,11 @@ func TestLingeringWorkerGivesNoCellLink(t *testing.T) {
 	w := startWorkerEnv(t, newestPython(t), []string{"XDG_RUNTIME_DIR=" + xdg}, "--linger", "30")
 	require.NotEmpty(t, w.ready.str("sock"), "%v", w.ready.h)
 	w.run("x = 5", 10*time.Second)
-	token := w.ready.h["cells_token"]
-	assert.Nil(t, token, "a lingering worker gives a cell link token: %s", w.ready.line)
-	if token != nil {
-		assert.Nil(t, cellLink(t, w.ready.str("sock"), token), "and takes a link with it")
-	}
+	token, _ := w.ready.h["cells_token"].(string)
+	require.Len(t, token, 32, "%s", w.ready.line)
+	link := cellLink(t, w.ready.str("sock"), token)
+	require.NotNil(t, link)
+	link.send(map[string]any{"op": "exec", "cell": 2, "code": "x += 1\n" + cellsRead, "fence": "<L>"})
+	done, _ := w.until("done", 10*time.Second, func(f frame) bool { return f.num("cell") == 2 })
+	assert.Equal(t, "(True, 1)", done.str("value"))
 }

@@ -1784,8 +1784,7 @@ class Session(object):
     def _adopt(self, fd, cells=False):
         """Make the hub on fd ours: a ready frame that says where we are,
         what waited for a hub, then frames and output (as out frames).
-        cells: the hub offers a link for exec frames (_take_cell_link),
-        which a local worker takes."""
+        cells: the hub offers a link for exec frames (_take_cell_link)."""
         import json
         if not self.chan.down:
             self._hub_gone()  # the old hub's requests die with its link
@@ -1817,7 +1816,7 @@ class Session(object):
             if names:
                 ready["names"] = names
             self.cells_token = None
-            if cells and self.linger is None:
+            if cells:
                 self.cells_token = ready["cells_token"] = os.urandom(16).hex()
             if running:
                 import time
@@ -3235,10 +3234,10 @@ def main(argv):
         except (OSError, ValueError, IndexError):
             pass  # not given (a wrapper closed it): exec frames come on stdin
     link_token = None
-    if sock is not None and cells is None and linger is None:
-        # A local worker without a cell pipe (sudo passes only fds 0 to 2):
-        # the hub may open a cell link on the socket, as a hub that adopts
-        # us does (_adopt). A host's frames share one ssh link anyway.
+    if sock is not None and cells is None:
+        # No cell pipe (sudo passes only fds 0 to 2; a host's hub has none
+        # to give): the hub may open a cell link on the socket, as a hub
+        # that adopts us does (_adopt).
         link_token = os.urandom(16).hex()
         ready_extra += (("cells_token", link_token),)
     rfd, wfd, pump = _setup_fds(token)

@@ -162,23 +162,30 @@ func dialCells(sock string, root bool, token string) (*net.UnixConn, error) {
 		conn.Close()
 		return nil, err
 	}
-	conn.SetDeadline(time.Now().Add(adoptWait))
-	err = proto.NewWriter(conn).Write(&proto.Cells{Token: token})
-	var m proto.Msg
-	if err == nil {
-		m, err = readFirstFrame(conn)
-	}
-	if err == nil {
-		if _, ok := m.(*proto.Cells); !ok {
-			err = fmt.Errorf("the worker answered %s, not cells", m.Op())
-		}
-	}
-	if err != nil {
+	if err := cellsHandshake(conn, token); err != nil {
 		conn.Close()
 		return nil, err
 	}
-	conn.SetDeadline(time.Time{})
 	return conn, nil
+}
+
+// cellsHandshake sends a cell link's Cells frame with token on c and
+// reads the worker's answer, within adoptWait (c is closed at its end: a
+// channel through ssh has no deadlines).
+func cellsHandshake(c net.Conn, token string) error {
+	timer := time.AfterFunc(adoptWait, func() { c.Close() })
+	defer timer.Stop()
+	if err := proto.NewWriter(c).Write(&proto.Cells{Token: token}); err != nil {
+		return err
+	}
+	m, err := readFirstFrame(c)
+	if err != nil {
+		return err
+	}
+	if _, ok := m.(*proto.Cells); !ok {
+		return fmt.Errorf("the worker answered %s, not cells", m.Op())
+	}
+	return nil
 }
 
 // adoptAll adopts, in parallel, the workers of the records a dead hub

@@ -70,7 +70,7 @@ func (s *Session) start(ctx context.Context, o startOpts) error {
 	s.proc = p
 	s.w = frameWriter(p)
 	if lp, ok := p.(*linkProc); ok {
-		lp.frames = s.w
+		lp.frames, lp.cw = s.w, &s.cw
 	}
 	verdict := make(chan error, 1)
 	s.mu.Lock()
@@ -263,6 +263,11 @@ func (s *Session) awaitReady(onStub func() error) error {
 		s.mu.Unlock()
 		if lp, ok := s.proc.(*localProc); ok && f.CellsToken != "" && s.sock != "" {
 			s.takeCellLink(&lp.link, lp.root, f.CellsToken)
+		}
+		if lp, ok := s.proc.(*linkProc); ok && f.CellsToken != "" {
+			// After the ready frame, beside the first cell: a channel's
+			// open is a round trip on the link.
+			go lp.takeCells(f.CellsToken, 0)
 		}
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/replhub/replhub/proto"
@@ -59,6 +60,10 @@ type linkProc struct {
 	// frames is the session's frame writer (set before any frame goes),
 	// through which Kill sends exit in turn with other frames.
 	frames *proto.Writer
+	// cw is the session's writer of exec frames (Session.cw), set while a
+	// cell link (cells) is up on the current link (takeCells).
+	cw    *atomic.Pointer[proto.Writer]
+	cells net.Conn
 
 	mu      sync.Mutex
 	sock    string // the worker's socket, and where it moves
@@ -129,6 +134,7 @@ func (p *linkProc) supervise() {
 		downAt := time.Now()
 		p.mu.Lock()
 		p.down, p.downAt, p.w, p.r = true, downAt, nil, nil
+		p.dropCellsLocked()
 		p.changedLocked()
 		p.mu.Unlock()
 		p.onDown(downAt, lost)
@@ -153,8 +159,11 @@ func (p *linkProc) supervise() {
 		p.down = false
 		p.gen++
 		p.changedLocked()
-		conn, end := p.conn, p.linkEnd
+		conn, end, gen := p.conn, p.linkEnd, p.gen
 		p.mu.Unlock()
+		if ready.CellsToken != "" {
+			go p.takeCells(ready.CellsToken, gen)
+		}
 		select {
 		case <-end:
 			// The socket ended; the connection's loss follows a dropped
@@ -254,7 +263,7 @@ func (p *linkProc) tryRelink() (*proto.Ready, error) {
 		conn.Release()
 		return nil, err
 	}
-	ready, err := handshake(sc, false)
+	ready, err := handshake(sc, true)
 	if err != nil {
 		sc.Close()
 		conn.Release()
@@ -310,7 +319,56 @@ func (p *linkProc) finish(ex Exit) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.over, p.exit = true, ex
+	p.dropCellsLocked()
 	p.changedLocked()
+}
+
+// takeCells opens a cell link to the worker's socket through link gen's
+// connection, with the token its ready frame gave: its exec frames then
+// go on a channel of their own, which its main thread reads while it
+// waits, rather than through its reader thread. Made after the link's
+// frames are read (the worker's thread that answers it first writes what
+// it kept for a hub), and kept only while link gen is up: a drop closes
+// it (dropCellsLocked), and the next link opens its own.
+func (p *linkProc) takeCells(token string, gen int) {
+	p.mu.Lock()
+	conn, sock, ok := p.conn, p.sock, p.gen == gen && !p.down && !p.over && p.cw != nil
+	p.mu.Unlock()
+	if conn == nil {
+		conn = p.first.Conn() // the first link's
+	}
+	if !ok || conn == nil || sock == "" {
+		return
+	}
+	sc, err := conn.DialSocket(sock)
+	if err == nil {
+		if err = cellsHandshake(sc, token); err != nil {
+			sc.Close()
+		}
+	}
+	if err != nil {
+		p.logf("no cell link: exec frames go with the rest", "host", p.host, "err", err)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.gen != gen || p.down || p.over || p.cells != nil {
+		sc.Close()
+		return
+	}
+	p.cells = sc
+	p.cw.Store(proto.NewLinkWriter(sc))
+}
+
+// dropCellsLocked ends the cell link, with the link it was made on.
+func (p *linkProc) dropCellsLocked() {
+	if p.cw != nil {
+		p.cw.Store(nil)
+	}
+	if p.cells != nil {
+		p.cells.Close()
+		p.cells = nil
+	}
 }
 
 // awaitLink is the frame reader's question when its stream ended: true

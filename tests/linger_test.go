@@ -190,6 +190,44 @@ func TestRemoteSessionSurvivesADroppedLink(t *testing.T) {
 	}, func() string { return "its socket went with it" })
 }
 
+// A session on a host takes its exec frames on a cell link, a channel
+// to its socket of their own, which its main thread reads while it waits;
+// a drop ends it, and the reattached link opens its own. Interrupts, on
+// the session's channel, still reach a cell sent on it.
+func TestRemoteCellLink(t *testing.T) {
+	t.Parallel()
+	w, relay := lingerWorld(t)
+	ok(t, w.Run("exec", "r", "x = 1", "--host", "lab"))
+	endWorkerAtCleanup(t, w.Env, "r")
+	onLink := func(why string) {
+		t.Helper()
+		var out string
+		for i := 0; i < 40; i++ { // the link comes beside the first cell
+			out = ok(t, w.Run("exec", "r", cellsProbe))
+			if strings.Contains(out, "(True, ") {
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Fatalf("%s: no cell link: %s", why, out)
+	}
+	onLink("at the start")
+
+	relay.Drop()
+	waitFor(t, func() bool { return sessionInfo(t, w.Env, "r").LinkDownS != 0 }, func() string { return "the hub never saw the link drop" })
+	relay.Restore()
+	assert.Contains(t, ok(t, w.Run("exec", "r", "x + 1")), "2")
+	onLink("after a reattach")
+
+	r := w.Run("exec", "r", "import time; time.sleep(30)", "--no-wait")
+	require.Equal(t, 0, r.Code, "%s", r)
+	ok(t, w.Run("interrupt", "r"))
+	r = w.Run("wait", "r")
+	assert.Contains(t, r.Stdout, "KeyboardInterrupt", "%s", r)
+	assert.Contains(t, ok(t, w.Run("exec", "r", "x")), "1")
+	ok(t, w.Run("kill", "r"))
+}
+
 func TestRemoteLingerExpires(t *testing.T) {
 	t.Parallel()
 	w, relay := lingerWorld(t)
