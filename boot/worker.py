@@ -1743,18 +1743,20 @@ class Session(object):
             cells, self.cells = self.cells, None
             if cells is None:
                 return
+            # Shut before the fd is the main thread's: once it closed it,
+            # the number may be another thread's socket.
+            try:
+                import socket
+                import stat
+                if stat.S_ISSOCK(os.fstat(cells.fd).st_mode):
+                    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, os.dup(cells.fd))
+                    try:
+                        s.shutdown(socket.SHUT_RDWR)
+                    finally:
+                        s.close()
+            except OSError:
+                pass
             self.cells_gone.append(cells.fd)
-        try:
-            import socket
-            import stat
-            if stat.S_ISSOCK(os.fstat(cells.fd).st_mode):
-                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, os.dup(cells.fd))
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                finally:
-                    s.close()
-        except OSError:
-            pass
         try:
             os.write(self.wake[1], b"!")
         except OSError:

@@ -172,9 +172,14 @@ func dialCells(sock string, root bool, token string) (*net.UnixConn, error) {
 // cellsHandshake sends a cell link's Cells frame with token on c and
 // reads the worker's answer, within adoptWait (c is closed at its end: a
 // channel through ssh has no deadlines).
-func cellsHandshake(c net.Conn, token string) error {
+func cellsHandshake(c net.Conn, token string) (err error) {
 	timer := time.AfterFunc(adoptWait, func() { c.Close() })
-	defer timer.Stop()
+	defer func() {
+		if !timer.Stop() && err == nil {
+			// It fired as the answer came: c is closed, or about to be.
+			err = fmt.Errorf("no answer within %s", adoptWait)
+		}
+	}()
 	if err := proto.NewWriter(c).Write(&proto.Cells{Token: token}); err != nil {
 		return err
 	}

@@ -171,7 +171,13 @@ func (s *Session) send(m proto.Msg) error {
 	if _, ok := m.(*proto.Exec); ok {
 		if cw := s.cw.Load(); cw != nil {
 			err := cw.Write(m)
-			if !errors.Is(err, syscall.EPIPE) {
+			if lp, ok := s.proc.(*linkProc); ok {
+				// A channel on an ssh link: no EPIPE, but io.EOF once the
+				// server closed it, and any error when the link goes.
+				if err == nil || !lp.cellsFailed(cw) {
+					return err
+				}
+			} else if !errors.Is(err, syscall.EPIPE) {
 				return err
 			}
 			// The worker closed its end, as none does: the frame goes with

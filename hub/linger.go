@@ -64,6 +64,11 @@ type linkProc struct {
 	// cell link (cells) is up on the current link (takeCells).
 	cw    *atomic.Pointer[proto.Writer]
 	cells net.Conn
+	// cellsW is the last cell link's writer, made on link cellsGen
+	// (under mu): a failed write on it tells a cell link that ended alone
+	// from one that goes with its link (cellsFailed).
+	cellsW   *proto.Writer
+	cellsGen int
 
 	mu      sync.Mutex
 	sock    string // the worker's socket, and where it moves
@@ -283,9 +288,14 @@ func (p *linkProc) tryRelink() (*proto.Ready, error) {
 // handshake sends adopt on a worker's socket and reads its ready frame,
 // byte by byte so that nothing after it is taken (the frames that waited
 // for a hub follow at once), within adoptWait.
-func handshake(sc net.Conn, cells bool) (*proto.Ready, error) {
+func handshake(sc net.Conn, cells bool) (ready *proto.Ready, err error) {
 	timer := time.AfterFunc(adoptWait, func() { sc.Close() })
-	defer timer.Stop()
+	defer func() {
+		if !timer.Stop() && err == nil {
+			// It fired as the answer came: sc is closed, or about to be.
+			ready, err = nil, fmt.Errorf("no ready frame within %s", adoptWait)
+		}
+	}()
 	if err := proto.NewWriter(sc).Write(&proto.Adopt{Cells: cells}); err != nil {
 		return nil, err
 	}
@@ -356,8 +366,46 @@ func (p *linkProc) takeCells(token string, gen int) {
 		sc.Close()
 		return
 	}
-	p.cells = sc
-	p.cw.Store(proto.NewLinkWriter(sc))
+	p.cells, p.cellsW, p.cellsGen = sc, proto.NewLinkWriter(sc), gen
+	p.cw.Store(p.cellsW)
+	go p.watchCells(sc)
+}
+
+// watchCells reads the cell link, on which the worker writes nothing
+// after its answer, until it ends: one that the server closes on its own
+// while the link is up (sshd's ChannelTimeout on forwarded channels) is
+// let go, and exec frames go with the rest. It ends with the channel.
+func (p *linkProc) watchCells(sc net.Conn) {
+	io.Copy(io.Discard, sc)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cells == sc {
+		p.dropCellsLocked()
+	}
+}
+
+// cellsFailed is an exec frame's write on cell link w failing. True when
+// the cell link ended alone, its link still up (the server closed its
+// channel): it is let go, and the frame goes on the link, which the
+// worker reads too (it dropped what part of the frame reached it on the
+// cell link). False when the link itself is going: the frame is lost
+// with it, and the reattach's ready frame says so (linkUp); sent on the
+// next link, it could run after linkUp called it lost.
+func (p *linkProc) cellsFailed(w *proto.Writer) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w != p.cellsW || p.cellsGen != p.gen || p.down || p.over {
+		return false
+	}
+	conn := p.conn
+	if conn == nil {
+		conn = p.first.Conn()
+	}
+	if conn == nil || conn.LostErr() != nil {
+		return false
+	}
+	p.dropCellsLocked()
+	return true
 }
 
 // dropCellsLocked ends the cell link, with the link it was made on.
