@@ -1763,10 +1763,11 @@ class Session(object):
             pass
 
     def _take_cell_link(self, fd, token):
-        """A cells frame's connection, from the hub that adopted us: its
-        exec frames come on it as on the first hub's cell pipe (the
-        main thread reads them while it waits), once its token is the
-        one the ready frame gave (one use). Answered with a cells frame;
+        """A cells frame's connection, from the hub that adopted us or,
+        for a worker without a cell pipe, the one that started it: its
+        exec frames come on it as on a cell pipe (the main thread reads
+        them while it waits), once its token is the one the last ready
+        frame gave (one use). Answered with a cells frame;
         closed unanswered otherwise (the hub sends its exec frames with
         the rest)."""
         with self.cond:

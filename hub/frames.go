@@ -164,9 +164,9 @@ func (s *Session) endForViolation(why string) {
 	s.proc.Kill()
 }
 
-// send writes one frame to the worker: an exec frame on the pipe of its
-// own that a local worker has (cw: its pipe or cell link), which its
-// main thread reads while idle, any other on its stdin, which its reader thread reads.
+// send writes one frame to the worker: an exec frame on its cell pipe or
+// cell link (cw), which its main thread reads while idle; any other on
+// its stdin, which its reader thread reads.
 func (s *Session) send(m proto.Msg) error {
 	if _, ok := m.(*proto.Exec); ok {
 		if cw := s.cw.Load(); cw != nil {
@@ -180,8 +180,9 @@ func (s *Session) send(m proto.Msg) error {
 			} else if !errors.Is(err, syscall.EPIPE) {
 				return err
 			}
-			// The worker closed its end, as none does: the frame goes with
-			// the rest, which it reads too.
+			// The pipe or link ended alone (a worker closed its end, as
+			// none does; a server closed the channel): the frame goes with
+			// the rest, which the worker reads too.
 		}
 	}
 	return s.w.Write(m)

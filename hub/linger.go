@@ -342,11 +342,8 @@ func (p *linkProc) finish(ex Exit) {
 // it (dropCellsLocked), and the next link opens its own.
 func (p *linkProc) takeCells(token string, gen int) {
 	p.mu.Lock()
-	conn, sock, ok := p.conn, p.sock, p.gen == gen && !p.down && !p.over && p.cw != nil
+	conn, sock, ok := p.connLocked(), p.sock, p.gen == gen && !p.down && !p.over && p.cw != nil
 	p.mu.Unlock()
-	if conn == nil {
-		conn = p.first.Conn() // the first link's
-	}
 	if !ok || conn == nil || sock == "" {
 		return
 	}
@@ -397,15 +394,20 @@ func (p *linkProc) cellsFailed(w *proto.Writer) bool {
 	if w != p.cellsW || p.cellsGen != p.gen || p.down || p.over {
 		return false
 	}
-	conn := p.conn
-	if conn == nil {
-		conn = p.first.Conn()
-	}
-	if conn == nil || conn.LostErr() != nil {
+	if conn := p.connLocked(); conn == nil || conn.LostErr() != nil {
 		return false
 	}
 	p.dropCellsLocked()
 	return true
+}
+
+// connLocked is the current link's connection: a reattach's, or the
+// first link's.
+func (p *linkProc) connLocked() *remote.Conn {
+	if p.conn != nil {
+		return p.conn
+	}
+	return p.first.Conn()
 }
 
 // dropCellsLocked ends the cell link, with the link it was made on.

@@ -130,8 +130,10 @@ type Ready struct {
 	// own that a local hub gives it (its fd 3, with --cells); without it
 	// they go on its stdin, as all other frames do.
 	Cells bool `json:"cells,omitempty"`
-	// CellsToken, on a local worker's answer to an Adopt that offered a
-	// cell link, is what that link's Cells frame shows (once).
+	// CellsToken is what a cell link's Cells frame shows (once): given by
+	// a worker's answer to an Adopt that offered a link, and by the first
+	// ready frame of a durable worker that has no cell pipe (under sudo,
+	// on a host).
 	CellsToken string `json:"cells_token,omitempty"`
 }
 
@@ -273,17 +275,17 @@ type Out struct {
 // that waited for a hub.
 type Adopt struct {
 	Head
-	// Cells offers a cell link: a local worker's ready frame then gives
-	// a CellsToken.
+	// Cells offers a cell link: the worker's ready frame then gives a
+	// CellsToken.
 	Cells bool `json:"cells,omitempty"`
 }
 
 // Cells is the first frame of a cell link, a second connection that a
-// hub which adopted a local worker makes to its socket, with the ready
-// frame's CellsToken: its exec frames go on it, which the worker's main
-// thread reads while it waits, as on the cell pipe of the hub that
-// started it. The worker answers with a Cells frame of its own (no
-// token), or closes the link.
+// hub makes to a durable worker's socket (directly, or through ssh to a
+// host's), with a ready frame's CellsToken: its exec frames go on it,
+// which the worker's main thread reads while it waits, as on the cell
+// pipe a local hub gives the workers it starts. The worker answers with
+// a Cells frame of its own (no token), or closes the link.
 type Cells struct {
 	Head
 	Token string `json:"token,omitempty"`
