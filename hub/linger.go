@@ -62,35 +62,35 @@ type linkProc struct {
 	frames *proto.Writer
 	// cw is the session's writer of exec frames (Session.cw), set while a
 	// cell link (cells) is up on the current link (takeCells).
-	cw    *atomic.Pointer[proto.Writer]
-	cells net.Conn
-	// cellsW is the last cell link's writer, made on link cellsGen
-	// (under mu): a failed write on it tells a cell link that ended alone
-	// from one that goes with its link (cellsFailed).
+	cw *atomic.Pointer[proto.Writer]
+
+	mu sync.Mutex
+	// cells is the current link's cell link; cellsW, the last cell link's
+	// writer, made on link cellsGen: a failed write on it tells a cell
+	// link that ended alone from one that goes with its link (cellsFailed).
+	cells    net.Conn
 	cellsW   *proto.Writer
 	cellsGen int
-
-	mu      sync.Mutex
-	sock    string // the worker's socket, and where it moves
-	sockAlt string
-	w       io.Writer // the current link's frame streams; nil while down
-	r       io.Reader
-	pin     io.Writer // the link the frame being written began on
-	pinned  bool
-	conn    *remote.Conn // the current socket link's connection
-	sc      net.Conn     // the current socket link
-	linkEnd chan struct{}
-	endOnce *sync.Once
-	gen     int // links made; readerGen is the one the frame reader is on
-	readGen int
-	down    bool
-	downAt  time.Time
-	killed  bool
-	ready   bool // the worker sent its ready frame
-	over    bool // Wait's answer is known
-	exit    Exit
-	changed chan struct{} // closed and replaced at every change above
-	kick    chan struct{}
+	sock     string // the worker's socket, and where it moves
+	sockAlt  string
+	w        io.Writer // the current link's frame streams; nil while down
+	r        io.Reader
+	pin      io.Writer // the link the frame being written began on
+	pinned   bool
+	conn     *remote.Conn // the current socket link's connection
+	sc       net.Conn     // the current socket link
+	linkEnd  chan struct{}
+	endOnce  *sync.Once
+	gen      int // links made; readerGen is the one the frame reader is on
+	readGen  int
+	down     bool
+	downAt   time.Time
+	killed   bool
+	ready    bool // the worker sent its ready frame
+	over     bool // Wait's answer is known
+	exit     Exit
+	changed  chan struct{} // closed and replaced at every change above
+	kick     chan struct{}
 	// ctx ends with Kill: a reattach under way gives up.
 	ctx  context.Context
 	stop context.CancelFunc
