@@ -393,6 +393,42 @@ func TestCellLink(t *testing.T) {
 	})
 }
 
+// A loop that cannot watch a pipe has a thread of its own read the cell
+// pipe; a new hub's adopt lets that pipe go while the first hub, frozen,
+// still holds it open, and the thread ends all the same: one thread reads
+// the new hub's link, and it takes the cells.
+func TestCellLinkReadByAThread(t *testing.T) {
+	eachPython(t, func(t *testing.T, py string) {
+		sock := filepath.Join(t.TempDir(), "w.sock")
+		w := startWorkerWith(t, py, nil, true, "--durable", sock)
+		if v := w.ready.str("python"); strings.HasPrefix(v, "3.6.") || strings.HasPrefix(v, "3.7.") {
+			t.Skip("no top-level await")
+		}
+		threads := "sorted(t.name for t in __import__('threading').enumerate() if t.name.startswith('replhub-cells'))"
+		w.run("import asyncio\nclass L(asyncio.SelectorEventLoop):\n    def add_reader(self, *a):\n        raise NotImplementedError\n"+
+			"class P(asyncio.DefaultEventLoopPolicy):\n    def new_event_loop(self):\n        return L()\n"+
+			"asyncio.set_event_loop_policy(P())", 10*time.Second)
+		w.run("await asyncio.sleep(0)\nx = 1", 10*time.Second)
+		require.Equal(t, "['replhub-cells']", w.run(threads, 10*time.Second).str("value"))
+
+		fc, ready := adoptWithCells(t, sock) // w.cells stays open
+		link := cellLink(t, sock, ready["cells_token"])
+		require.NotNil(t, link, "%v", ready)
+		cell := int(ready["cell"].(float64))
+		link.send(map[string]any{"op": "exec", "cell": cell + 1, "code": "await asyncio.sleep(0)\nx += 1", "fence": "<L1>"})
+		done := fc.doneOf(cell + 1)
+		require.NotNil(t, done)
+		require.Equal(t, "ok", done["status"], "%v", done)
+		// Bounded: the first thread looks once a second.
+		link.send(map[string]any{"op": "exec", "cell": cell + 2, "fence": "<L2>", "code": "import time\n" +
+			"for _ in range(100):\n    if len(" + threads + ") == 1:\n        break\n    time.sleep(0.05)\n" +
+			"(" + threads + ", x, " + cellsRead + "[0])"})
+		done = fc.doneOf(cell + 2)
+		require.NotNil(t, done)
+		assert.Equal(t, "(['replhub-cells'], 2, True)", done["value"], "%v", done)
+	})
+}
+
 // A worker on a host (--linger) has no cell pipe either: its first ready
 // frame gives a cell link token, which the hub uses through a channel to
 // its socket (sshd's streamlocal forwarding), and a link with it carries

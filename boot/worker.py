@@ -1988,18 +1988,21 @@ class Session(object):
     # Hand the cell pipe to a thread of its own, for good: a loop that
     # cannot watch it runs between cells (_spin). False when no thread
     # could be started (a cell took every one the limit allows).
+    # The thread reads that pipe or link alone, and ends once it is let go:
+    # a link is shut then, which wakes its select; a pipe whose hub still
+    # holds it open (a new hub adopted us from one that froze) is seen
+    # gone at the next second's look.
     def _cells_by_thread(self):
         import select
+        mine = self.cells
 
         def run():
-            while True:
-                cells = self.cells
-                if cells is None:
-                    return
+            while self.cells is mine and mine is not None:
                 try:
-                    if not cells.pending():
-                        select.select([cells.fd], [], [])
-                    self.drain_cells()
+                    if not mine.pending():
+                        select.select([mine.fd], [], [], 1.0)
+                    if self.cells is mine:
+                        self.drain_cells()
                 except Exception:
                     return
         # Set once the thread runs: only this (the main) thread reads it.
