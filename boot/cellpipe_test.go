@@ -3,6 +3,7 @@ package boot
 import (
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -427,6 +428,43 @@ func TestCellLinkReadByAThread(t *testing.T) {
 		require.NotNil(t, done)
 		assert.Equal(t, "(['replhub-cells'], 2, True)", done["value"], "%v", done)
 	})
+}
+
+// A peer that trickles its first line, a byte at a time, holds the
+// worker's socket no longer than a silent one does (5 s): the next hub's
+// adopt is taken after it.
+func TestSlowFirstLineIsBounded(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "w.sock")
+	w := startWorkerWith(t, newestPython(t), nil, false, "--durable", sock)
+	w.run("x = 1", 10*time.Second)
+	slow, err := net.Dial("unix", sock)
+	require.NoError(t, err)
+	defer slow.Close()
+	stop := make(chan struct{})
+	trickled := make(chan struct{})
+	go func() {
+		defer close(trickled)
+		for i := 0; i < 100; i++ {
+			if _, err := slow.Write([]byte(" ")); err != nil {
+				return
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() { close(stop); <-trickled }()
+	time.Sleep(300 * time.Millisecond)
+	t0 := time.Now()
+	fc, ready := adoptWithCells(t, sock)
+	assert.Less(t, time.Since(t0), 8*time.Second, "the trickle held the socket")
+	cell := int(ready["cell"].(float64))
+	fc.send(map[string]any{"op": "exec", "cell": cell + 1, "code": "x", "fence": "<A>"})
+	done := fc.doneOf(cell + 1)
+	require.NotNil(t, done)
+	assert.Equal(t, "1", done["value"])
 }
 
 // A worker on a host (--linger) has no cell pipe either: its first ready

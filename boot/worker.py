@@ -1712,13 +1712,15 @@ class Session(object):
 
     @staticmethod
     def _read_first(conn):
-        """The first line, within 5 s, when it is an adopt or a cells
-        frame; else None."""
+        """The first line, within 5 s in all (the socket is served by one
+        thread: a peer that sends a byte now and then must not hold it),
+        when it is an adopt or a cells frame; else None."""
         import json
         import select
-        line = b""
+        line, end = b"", _monotonic() + 5.0
         while not line.endswith(b"\n") and len(line) < 4096:
-            if not select.select([conn], [], [], 5.0)[0]:
+            left = end - _monotonic()
+            if left <= 0 or not select.select([conn], [], [], left)[0]:
                 return None
             got = conn.recv(1)
             if not got:
