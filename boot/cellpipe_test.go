@@ -434,6 +434,7 @@ func TestCellLinkReadByAThread(t *testing.T) {
 // worker's socket no longer than a silent one does (5 s): the next hub's
 // adopt is taken after it.
 func TestSlowFirstLineIsBounded(t *testing.T) {
+	t.Parallel()
 	sock := filepath.Join(t.TempDir(), "w.sock")
 	w := startWorkerWith(t, newestPython(t), nil, false, "--durable", sock)
 	w.run("x = 1", 10*time.Second)
