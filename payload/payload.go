@@ -117,8 +117,11 @@ func build(extra map[string]Module, argv []string) ([]byte, error) {
 			mods[k] = Module{Pkg: m.Pkg, Late: true}
 		} else if _, theirs := extra[k]; !theirs {
 			m.Src = blankComments(m.Src)
-			if k == WorkerModule {
+			switch k {
+			case WorkerModule:
 				m.Src = blankDocstrings(m.Src)
+			case relayModule:
+				m.Src = blankDocstringsBut(m.Src, relayHelp)
 			}
 			mods[k] = m
 		}
@@ -236,6 +239,13 @@ func blankComments(src string) string {
 	return strings.Join(lines, "\n")
 }
 
+// relayModule travels whole; of its docstrings, those of the names in
+// relayHelp are a user's help (a session's handle and how to get one).
+const relayModule = "replhub_toolkit.relay"
+
+var relayHelp = map[string]bool{"SessionHandle": true, "session": true, "sessions_on": true, "sessions": true,
+	"HubError": true, "CopyError": true, "Cancelled": true}
+
 // blankDocstrings empties the docstrings of functions and classes in src,
 // the worker's or boot.py's, which nothing reads at run time (the
 // toolkit's are its help, and travel whole): a fifth of the worker's
@@ -245,15 +255,20 @@ func blankComments(src string) string {
 // closed, ending with ":") and closes with """ at the end of a line, with
 // no backslash before. A test holds that it changes no syntax tree but
 // for the docstrings' text.
-func blankDocstrings(src string) string {
+func blankDocstrings(src string) string { return blankDocstringsBut(src, nil) }
+
+// blankDocstringsBut is blankDocstrings but for the functions and classes
+// in keep, named at the top level, and all they hold.
+func blankDocstringsBut(src string, keep map[string]bool) string {
 	lines := strings.Split(src, "\n")
 	depth, inHeader, afterHeader := 0, false, false
+	kept := false // in a top-level def or class of keep
 	for i := 0; i < len(lines); i++ {
 		t := strings.TrimSpace(lines[i])
 		if t == "" {
 			continue
 		}
-		if afterHeader && strings.HasPrefix(t, `"""`) {
+		if afterHeader && !kept && strings.HasPrefix(t, `"""`) {
 			if end := docstringEnd(lines, i); end >= 0 {
 				lines[i] = lines[i][:len(lines[i])-len(strings.TrimLeft(lines[i], " \t"))] + `""`
 				for j := i + 1; j <= end; j++ {
@@ -264,7 +279,12 @@ func blankDocstrings(src string) string {
 			}
 		}
 		afterHeader = false
-		if !inHeader && (strings.HasPrefix(t, "def ") || strings.HasPrefix(t, "async def ") || strings.HasPrefix(t, "class ")) {
+		header := strings.HasPrefix(t, "def ") || strings.HasPrefix(t, "async def ") || strings.HasPrefix(t, "class ")
+		if l := lines[i]; !inHeader && l[0] != ' ' && l[0] != '\t' && l[0] != '@' {
+			// A statement at the top level: a def or class of keep, or not.
+			kept = header && keep[headerName(t)]
+		}
+		if !inHeader && header {
 			inHeader, depth = true, 0
 		}
 		if inHeader {
@@ -276,6 +296,16 @@ func blankDocstrings(src string) string {
 		}
 	}
 	return strings.Join(lines, "\n")
+}
+
+// headerName is the name a def or class header line defines.
+func headerName(t string) string {
+	t = strings.TrimPrefix(t, "async ")
+	_, t, _ = strings.Cut(t, " ")
+	if i := strings.IndexAny(t, "(:"); i >= 0 {
+		t = t[:i]
+	}
+	return strings.TrimSpace(t)
 }
 
 // docstringEnd is the line at whose end the string opened at the start of

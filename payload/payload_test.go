@@ -64,7 +64,7 @@ func TestBlankCommentsKeepsTheCode(t *testing.T) {
 
 // Blanking the worker's and boot.py's docstrings blanks every one of
 // them, keeps their line numbers, and changes nothing else of their
-// syntax trees.
+// syntax trees; the relay's keep a user's help.
 func TestBlankDocstringsKeepsTheCode(t *testing.T) {
 	py, err := exec.LookPath("python3")
 	if err != nil {
@@ -102,6 +102,29 @@ sys.exit(ta != tb)
 	}
 	// The user's display() keeps its help on a host.
 	assert.Contains(t, blankDocstrings(blankComments(string(boot.Worker))), "Show each object by its richest representation")
+
+	// The relay's are blanked but for a user's help: a session's handle,
+	// its methods, and how to get one.
+	src := builtin()[relayModule].Src
+	require.NotEmpty(t, src)
+	blank := blankDocstringsBut(blankComments(src), relayHelp)
+	assert.Equal(t, strings.Count(src, "\n"), strings.Count(blank, "\n"), "the relay keeps its line numbers")
+	cmd := exec.Command(py, "-c", norm)
+	cmd.Stdin = strings.NewReader(src + "\x00" + blank)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "blanking the relay's docstrings changed its code\n%s", out)
+	var had, left int
+	_, err = fmt.Sscan(string(out), &had, &left)
+	require.NoError(t, err, "%s", out)
+	assert.Greater(t, had, 3*left, "most are blanked")
+	for _, help := range []string{"A session seen from another one.", "Copy names into the session's namespace.",
+		"Copy a file here (a path) or bytes to dest in the session.", "Open session name (or attach to the live one)."} {
+		assert.Contains(t, blank, help)
+	}
+	assert.NotContains(t, blank, "Wait for the reply; SIGINT interrupts it")
+	// A top-level name of keep keeps what it holds; the next one does not.
+	assert.Equal(t, "class K:\n    \"\"\"k\"\"\"\n    def f(self):\n        \"\"\"f\"\"\"\n@d\ndef g():\n    \"\"\n",
+		blankDocstringsBut("class K:\n    \"\"\"k\"\"\"\n    def f(self):\n        \"\"\"f\"\"\"\n@d\ndef g():\n    \"\"\"g\"\"\"\n", map[string]bool{"K": true}))
 	for src, want := range map[string]string{
 		// A docstring over lines, one on one line, a class's.
 		"def f(a,\n      b):\n    \"\"\"Doc.\n\n    More.\"\"\"\n    return a\n": "def f(a,\n      b):\n    \"\"\n\n\n    return a\n",
