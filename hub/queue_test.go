@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -183,4 +184,31 @@ func TestListDuringADeath(t *testing.T) {
 	assert.Empty(t, l.Sessions)
 	require.Len(t, l.Dead, 1)
 	assert.Contains(t, l.Dead[0].Note, "exited with status 3")
+}
+
+// A queued cell that ends before its frame goes (a reattach found the
+// worker without it: linkUp abandons it, "so it did not run") is not sent
+// after all.
+func TestQueuedCellEndedBeforeItsFrameIsNotSent(t *testing.T) {
+	h := reachHub(t, map[string]string{"web": "lab-7"})
+	s := h.sessions["web"]
+	var frames bytes.Buffer
+	s.w = proto.NewWriter(&frames) // read once sendCell returned
+	r := &run{cell: 1, fence: newFence(), start: time.Now(), finished: make(chan struct{}), queued: true}
+	s.mu.Lock()
+	s.cur = r
+	s.mu.Unlock()
+	s.imu <- struct{}{} // sendCell waits for it
+	sent := make(chan struct{})
+	go func() { defer close(sent); s.sendCell(r, "1 + 1") }()
+	s.mu.Lock()
+	s.abandonLocked(r, "LinkDropped", "cell 1 never reached the session")
+	s.mu.Unlock()
+	<-s.imu
+	select {
+	case <-sent:
+	case <-time.After(10 * time.Second):
+		t.Fatal("sendCell did not return")
+	}
+	assert.Empty(t, frames.String(), "the frame of a cell said not to run went")
 }
