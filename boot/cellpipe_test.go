@@ -203,7 +203,8 @@ func TestCellPipeComesFirst(t *testing.T) {
 // _CellPipe gives back the frames written, however the pipe cuts them,
 // read without blocking as the worker reads it, and drops a line that is no
 // frame with a ValueError, whatever its bytes: frames with payloads, lines
-// of 200 KB, garbage, in random pieces.
+// of 200 KB, garbage, in random pieces. A link that was reset ends as one
+// closed.
 func TestCellPipeFrames(t *testing.T) {
 	eachPython(t, func(t *testing.T, py string) {
 		dir := t.TempDir()
@@ -256,6 +257,18 @@ for seed in range(40):
     for g, x in zip(got, want):
         assert g == x or (g == "bad" and x == "bad"), (seed, str(g)[:200], str(x)[:200])
     os.close(r)
+# A link its hub closed with our answer unread is reset: its end, as EOF.
+import socket
+a, b = socket.socketpair()
+a.sendall(b'{"op":"cells"}\n')
+b.close()
+cp = w._CellPipe(a.detach())
+cp.fill()
+try:
+    cp.take()
+    raise AssertionError("no EOFError")
+except EOFError:
+    pass
 print("ok")
 `
 		out, err := exec.Command(py, "-c", code, path).CombinedOutput()

@@ -564,7 +564,8 @@ class _CellPipe(object):
         except BlockingIOError:
             return False
         except OSError as e:
-            if e.errno not in (errno.EBADF, errno.EIO):
+            # A link whose hub closed it with our answer unread is reset.
+            if e.errno not in (errno.EBADF, errno.EIO, errno.ECONNRESET):
                 raise
             data = b""
         if not data:
@@ -1705,10 +1706,15 @@ class Session(object):
                     conn.close()
             if fd is None:
                 continue
-            if header.get("op") == "adopt":
-                self._adopt(fd, header.get("cells") is True)
-            else:
-                self._take_cell_link(fd, header.get("token"))
+            try:
+                if header.get("op") == "adopt":
+                    self._adopt(fd, header.get("cells") is True)
+                else:
+                    self._take_cell_link(fd, header.get("token"))
+            except Exception:
+                # This thread takes every next hub: it must not end (fd may
+                # be the channel's already, or the link's).
+                pass
 
     @staticmethod
     def _read_first(conn):
@@ -1794,7 +1800,10 @@ class Session(object):
         if not self.chan.down:
             self._hub_gone()  # the old hub's requests die with its link
         if self.cells is not None:
-            self.drain_cells()  # an exec frame sent before the old hub went
+            try:
+                self.drain_cells()  # an exec frame sent before the old hub went
+            except OSError:
+                pass
             self._drop_cells()
         with self.cond:
             running = self.key is not None and self.key[0] == "cell" and self.phase != IDLE
