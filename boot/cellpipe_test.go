@@ -484,7 +484,8 @@ func TestSlowFirstLineIsBounded(t *testing.T) {
 // A worker on a host (--linger) has no cell pipe either: its first ready
 // frame gives a cell link token, which the hub uses through a channel to
 // its socket (sshd's streamlocal forwarding), and a link with it carries
-// its exec frames.
+// its exec frames. An exec frame that comes again (its fence the last
+// one's) runs once.
 func TestLingeringWorkerTakesACellLink(t *testing.T) {
 	xdg, err := os.MkdirTemp("", "xdg-")
 	require.NoError(t, err)
@@ -497,7 +498,14 @@ func TestLingeringWorkerTakesACellLink(t *testing.T) {
 	require.Len(t, token, 32, "%s", w.ready.line)
 	link := cellLink(t, w.ready.str("sock"), token)
 	require.NotNil(t, link)
-	link.send(map[string]any{"op": "exec", "cell": 2, "code": "x += 1\n" + cellsRead, "fence": "<L>"})
+	exec := map[string]any{"op": "exec", "cell": 2, "code": "x += 1\n" + cellsRead, "fence": "<L>"}
+	link.send(exec)
 	done, _ := w.until("done", 10*time.Second, func(f frame) bool { return f.num("cell") == 2 })
 	assert.Equal(t, "(True, 1)", done.str("value"))
+	// The same frame again, on the channel (the hub's, when the server
+	// closed the link as it went): taken once.
+	w.send(exec, nil)
+	w.cell = 2
+	done = w.run("x", 10*time.Second)
+	assert.Equal(t, "6", done.str("value"), "%s", done.line)
 }

@@ -1533,6 +1533,7 @@ class Session(object):
         self.wake = None
         self.selecting = False
         self.seen_cell = 0
+        self.exec_fence = None    # the last exec frame's, which runs once
         self.cells_read = 0       # frames taken off it
         self.cells_thread = False  # read by a thread of its own, not main
         self.cells_look = None    # the loop's next look at it (_look_at_cells)
@@ -1916,6 +1917,12 @@ class Session(object):
     def _enqueue(self, header, data):
         with self.cond:
             if header.get("op") == "exec" and isinstance(header.get("cell"), int):
+                fence = header.get("fence")
+                if fence and fence == self.exec_fence:
+                    # Sent again: the hub's cell link on a host ended as it
+                    # went, and the frame may not have (Session.cellsLost).
+                    return
+                self.exec_fence = fence
                 self.seen_cell = max(self.seen_cell, header["cell"])
             self.queue.append((header, data))
             self.cond.notify()

@@ -168,16 +168,24 @@ func (s *Session) endForViolation(why string) {
 // cell link (cw), which its main thread reads while idle; any other on
 // its stdin, which its reader thread reads.
 func (s *Session) send(m proto.Msg) error {
-	if _, ok := m.(*proto.Exec); ok {
-		if cw := s.cw.Load(); cw != nil {
-			err := cw.Write(m)
-			if lp, ok := s.proc.(*linkProc); ok {
-				// A channel on an ssh link: no EPIPE, but io.EOF once the
-				// server closed it, and any error when the link goes.
+	if e, ok := m.(*proto.Exec); ok {
+		if lp, ok := s.proc.(*linkProc); ok {
+			// A channel on an ssh link: no EPIPE, but io.EOF once the
+			// server closed it, and any error when the link goes; and a
+			// frame written as the server closes it is lost (cellsLost).
+			s.cellsMu.Lock()
+			if cw := s.cw.Load(); cw != nil {
+				s.cellsExec = e
+				err := cw.Write(m)
+				s.cellsMu.Unlock()
 				if err == nil || !lp.cellsFailed(cw) {
 					return err
 				}
-			} else if !errors.Is(err, syscall.EPIPE) {
+			} else {
+				s.cellsMu.Unlock()
+			}
+		} else if cw := s.cw.Load(); cw != nil {
+			if err := cw.Write(m); !errors.Is(err, syscall.EPIPE) {
 				return err
 			}
 			// The pipe or link ended alone (a worker closed its end, as
@@ -186,6 +194,34 @@ func (s *Session) send(m proto.Msg) error {
 		}
 	}
 	return s.w.Write(m)
+}
+
+// cellsLost is a session on a host whose cell link ended alone (the
+// server closed its channel, sshd's ChannelTimeout): an exec frame
+// written as the server closed it is dropped unread there. The last one
+// written on it goes again on the session's channel while its cell has
+// not ended; the worker takes a frame it has already (the same fence)
+// once.
+func (s *Session) cellsLost() {
+	s.cellsMu.Lock() // a write on the link under way ends first
+	m := s.cellsExec
+	s.cellsExec = nil
+	s.cellsMu.Unlock()
+	if m == nil {
+		return
+	}
+	s.imu <- struct{}{} // after an interrupt sent before, as the first went
+	defer func() { <-s.imu }()
+	s.mu.Lock()
+	r := s.cur
+	live := r != nil && r.cell == m.Cell && !r.isFinished()
+	s.mu.Unlock()
+	if !live {
+		return
+	}
+	if err := s.w.Write(m); err != nil {
+		s.hub.log.Warn("exec frame not sent again", "session", s.name, "err", err)
+	}
 }
 
 // maxRequestID bounds a request's id: the links of a group's parts

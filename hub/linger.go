@@ -56,7 +56,10 @@ type linkProc struct {
 	// new link is read.
 	onDown func(at time.Time, why error)
 	onUp   func(ready *proto.Ready, down, up time.Time)
-	logf   func(msg string, args ...any)
+	// onCellsLost tells the session that the cell link ended alone, its
+	// link up (watchCells).
+	onCellsLost func()
+	logf        func(msg string, args ...any)
 	// frames is the session's frame writer (set before any frame goes),
 	// through which Kill sends exit in turn with other frames.
 	frames *proto.Writer
@@ -375,9 +378,14 @@ func (p *linkProc) takeCells(token string, gen int) {
 func (p *linkProc) watchCells(sc net.Conn) {
 	io.Copy(io.Discard, sc)
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	alone := p.cells == sc && !p.down && !p.over
 	if p.cells == sc {
 		p.dropCellsLocked()
+	}
+	lost := p.onCellsLost
+	p.mu.Unlock()
+	if alone && lost != nil {
+		lost()
 	}
 }
 

@@ -64,6 +64,11 @@ type Session struct {
 	// cw has the exec frames to a local worker that has their pipe or a
 	// cell link (send); set once the link is up, which may come late.
 	cw atomic.Pointer[proto.Writer]
+	// cellsMu orders a session on a host's exec frame on its cell link
+	// with that link's end (cellsLost); cellsExec is the last one sent
+	// there.
+	cellsMu   sync.Mutex
+	cellsExec *proto.Exec
 	// interrupted receives the worker's answers to interrupts; imu, a
 	// lock an interrupt can give up on, keeps one interrupt at a time
 	// waiting for its answer, and orders it with a cell's exec frame.

@@ -283,7 +283,7 @@ func (h *Hub) launchRemote(ctx context.Context, s *Session, req wire.Request, se
 		}
 		return h.pool.Get(ctx, route, env)
 	}
-	lp.onDown, lp.onUp = s.linkDown, s.linkUp
+	lp.onDown, lp.onUp, lp.onCellsLost = s.linkDown, s.linkUp, s.cellsLost
 	lp.logf = func(msg string, args ...any) { h.log.Info(msg, append([]any{"session", s.name}, args...)...) }
 	lp.start()
 	return lp, nil

@@ -80,6 +80,28 @@ func TestRemoteCellLinkClosedByTheServer(t *testing.T) {
 	ok(t, w.Run("kill", "r"))
 }
 
+// An exec frame written on the cell link as the server closes it (its
+// close still on its way) is dropped there unread: it goes again on the
+// session's channel once the close comes, and runs once.
+func TestRemoteCellLinkClosedAsAFrameGoes(t *testing.T) {
+	t.Parallel()
+	w, relay := lingerWorldAlive(t, 30, "ChannelTimeout direct-streamlocal@openssh.com=2s")
+	ok(t, w.Run("exec", "r", "n = 0", "--host", "lab"))
+	endWorkerAtCleanup(t, w.Env, "r")
+	waitCellLink(t, w, "r")
+	relay.Pause() // what sshd says waits: its close of the idle cell link too
+	time.Sleep(3500 * time.Millisecond)
+	r := w.Run("exec", "r", "n += 1; n + 41", "--no-wait")
+	time.Sleep(300 * time.Millisecond)
+	relay.Resume()
+	require.Equal(t, 0, r.Code, "%s", r)
+	r = w.Run("wait", "r", "-t", "15")
+	require.Equal(t, 0, r.Code, "%s", r)
+	require.Contains(t, r.Stdout, "42")
+	require.Equal(t, "1", strings.TrimSpace(ok(t, w.Run("exec", "r", "print(n)"))), "it ran once")
+	ok(t, w.Run("kill", "r"))
+}
+
 // An exec frame on the cell link of a link that froze: reported never
 // reached, and then never run.
 func TestRemoteFrozenCellLink(t *testing.T) {

@@ -27,11 +27,17 @@ func lingerWorld(t *testing.T) (*sshWorld, *sshtest.Relay) {
 // lingerWorldWith is lingerWorld with extra sshd_config lines.
 func lingerWorldWith(t *testing.T, extra ...string) (*sshWorld, *sshtest.Relay) {
 	t.Helper()
+	return lingerWorldAlive(t, 1, extra...)
+}
+
+// lingerWorldAlive is lingerWorldWith with ServerAliveInterval alive (s).
+func lingerWorldAlive(t *testing.T, alive int, extra ...string) (*sshWorld, *sshtest.Relay) {
+	t.Helper()
 	w := newSSHWorld(t, []string{"direct"}, sshtest.Options{Extra: extra})
 	srv := w.servers["direct"]
 	relay := sshtest.NewRelay(t, srv.Addr())
-	w.appendConfig(t, fmt.Sprintf("Host lab\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile ~/.ssh/id_ed25519\n  ServerAliveInterval 1\n",
-		relay.Port, w.user))
+	w.appendConfig(t, fmt.Sprintf("Host lab\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile ~/.ssh/id_ed25519\n  ServerAliveInterval %d\n",
+		relay.Port, w.user, alive))
 	known := filepath.Join(w.home, ".ssh", "known_hosts")
 	b, err := os.ReadFile(known)
 	require.NoError(t, err)

@@ -23,6 +23,9 @@ type Relay struct {
 	// are accepted and left waiting, not a byte passed either way.
 	held  chan struct{}
 	conns []*relayed
+	// back, when set, is closed by Resume: until then the bytes from the
+	// target to the client wait (a link slow one way).
+	back chan struct{}
 }
 
 // relayed is one connection through the relay.
@@ -143,8 +146,15 @@ func (r *Relay) pipe(p *relayed, dst, src *net.TCPConn) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			r.mu.Lock()
-			frozen := p.frozen
+			frozen, back := p.frozen, r.back
 			r.mu.Unlock()
+			if back != nil && src == p.b {
+				select {
+				case <-back:
+				case <-p.release:
+					return
+				}
+			}
 			if frozen {
 				<-p.release
 				return
@@ -191,6 +201,26 @@ func (r *Relay) Freeze() {
 	defer r.mu.Unlock()
 	for _, p := range r.conns {
 		p.frozen = true
+	}
+}
+
+// Pause holds the bytes from the target to the client, of every
+// connection, until Resume: what the server says comes late.
+func (r *Relay) Pause() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.back == nil {
+		r.back = make(chan struct{})
+	}
+}
+
+// Resume lets the bytes Pause held through, in order.
+func (r *Relay) Resume() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.back != nil {
+		close(r.back)
+		r.back = nil
 	}
 }
 
