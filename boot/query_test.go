@@ -297,3 +297,31 @@ func TestQueryWithoutAThread(t *testing.T) {
 		assert.Equal(t, true, a.h["ok"], "%s", a.line)
 	})
 }
+
+// A query that waits for the running cell, sent before that cell's exec
+// frame reached the worker (on a host, sshd may write the session's
+// channel before the cell link), names the cell: the worker waits for its
+// frame, then for the cell, and answers with what it made.
+func TestQueryWaitsForItsCellsFrame(t *testing.T) {
+	xdg, err := os.MkdirTemp("", "xdg-")
+	require.NoError(t, err)
+	defer os.RemoveAll(xdg)
+	require.NoError(t, os.Chmod(xdg, 0o700))
+	w := startWorkerEnv(t, newestPython(t), []string{"XDG_RUNTIME_DIR=" + xdg}, "--linger", "30")
+	w.run("x = 5", 10*time.Second)
+	link := cellLink(t, w.ready.str("sock"), w.ready.h["cells_token"])
+	require.NotNil(t, link)
+	w.qid++
+	w.send(map[string]any{"op": "query", "id": w.qid, "kind": "vars", "wait": 10, "cell": 2}, nil)
+	time.Sleep(300 * time.Millisecond)
+	link.send(map[string]any{"op": "exec", "cell": 2, "code": "import time\ntime.sleep(0.2)\ny = 7", "fence": "<L>"})
+	id := int64(w.qid)
+	a, _ := w.until("answer", 30*time.Second, func(f frame) bool { return f.num("id") == id })
+	require.Equal(t, true, a.h["ok"], "%s", a.line)
+	names := []string{}
+	for _, v := range list(a, "vars") {
+		names = append(names, v.(map[string]any)["name"].(string))
+	}
+	assert.Contains(t, names, "y", "%s", a.line)
+	assert.EqualValues(t, 2, a.num("cell"), "it waited for cell 2: %s", a.line)
+}

@@ -106,6 +106,9 @@ func (s *Session) query(ctx context.Context, q *proto.Query, wait time.Duration,
 		return nil, s.resetBusy(busy, adv)
 	}
 	q.ID = queryIDs.Add(1)
+	if r := s.cur; r != nil && !r.isFinished() && q.Wait > 0 {
+		q.Cell = r.cell
+	}
 	ch := make(chan *proto.Answer, 1)
 	if s.queries == nil {
 		s.queries = map[int64]chan *proto.Answer{}

@@ -26,6 +26,10 @@ type Query struct {
 	KeepImports bool    `json:"keep_imports,omitempty"`
 	Limit       int     `json:"limit,omitempty"`
 	Wait        float64 `json:"wait,omitempty"`
+	// Cell is the last cell the hub sent and has not seen end: a query
+	// that waits for a running cell waits for its exec frame too, which
+	// may come after the query (a cell link on a host).
+	Cell int `json:"cell,omitempty"`
 }
 
 // Answer answers the Query of ID: OK with the findings of its kind; or

@@ -52,6 +52,7 @@ COMPLETE_LIMIT = 200    # completions, by default
 COMPLETE_MAX = 2000
 KEYS_SCAN = 20000       # dict keys looked at for a completion
 SHORT_TIME = 0.2        # seconds for one repr in vars
+EXEC_WAIT = 1.0         # for an exec frame the hub sent before the query
 LONG_TIME = 2.0         # seconds for an eval, a repr, a len in inspect
 BUDGET = 5.0            # seconds for a whole query
 GRACE = 5.0             # and past it, before the next cell goes anyway
@@ -141,6 +142,23 @@ def _idle(sess):
     return sess.phase == "idle" and not sess.queue
 
 
+def _await_exec(sess, cell, until):
+    """Wait, until then, for the exec frame of cell, the last the hub sent
+    before the query, where it may come after it: on a host, sshd writes
+    the session's channel and its cell link to their sockets in its own
+    order. A query that waits for the running cell then waits for that
+    one."""
+    if not isinstance(cell, int) or isinstance(cell, bool):
+        return
+    while sess.seen_cell < cell and sess.cells is not None and _now() < until:
+        try:
+            sess.drain_cells()
+        except Exception:
+            return
+        if sess.seen_cell < cell:
+            time.sleep(0.005)
+
+
 def _busy_cell(sess):
     if sess.key is not None and sess.key[0] == "cell":
         return sess.key[1]
@@ -163,6 +181,7 @@ def answer(sess, header):
     if kind == "reset" or not isinstance(wait, (int, float)) or wait < 0:
         wait = 0.0
     t0 = _now()
+    _await_exec(sess, header.get("cell"), t0 + min(wait, EXEC_WAIT))
     waited_for = 0
     with sess.cond:
         while not _idle(sess):
