@@ -481,17 +481,24 @@ func TestSlowFirstLineIsBounded(t *testing.T) {
 	assert.Equal(t, "1", done["value"])
 }
 
+// lingeringWorker starts a worker as on a host (--linger), its socket in
+// a private runtime folder of its own, on the newest Python.
+func lingeringWorker(t *testing.T) *worker {
+	t.Helper()
+	xdg, err := os.MkdirTemp("", "xdg-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(xdg) })
+	require.NoError(t, os.Chmod(xdg, 0o700))
+	return startWorkerEnv(t, newestPython(t), []string{"XDG_RUNTIME_DIR=" + xdg}, "--linger", "30")
+}
+
 // A worker on a host (--linger) has no cell pipe either: its first ready
 // frame gives a cell link token, which the hub uses through a channel to
 // its socket (sshd's streamlocal forwarding), and a link with it carries
 // its exec frames. An exec frame that comes again (its fence the last
 // one's) runs once.
 func TestLingeringWorkerTakesACellLink(t *testing.T) {
-	xdg, err := os.MkdirTemp("", "xdg-")
-	require.NoError(t, err)
-	defer os.RemoveAll(xdg)
-	require.NoError(t, os.Chmod(xdg, 0o700))
-	w := startWorkerEnv(t, newestPython(t), []string{"XDG_RUNTIME_DIR=" + xdg}, "--linger", "30")
+	w := lingeringWorker(t)
 	require.NotEmpty(t, w.ready.str("sock"), "%v", w.ready.h)
 	w.run("x = 5", 10*time.Second)
 	token, _ := w.ready.h["cells_token"].(string)

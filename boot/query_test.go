@@ -303,11 +303,7 @@ func TestQueryWithoutAThread(t *testing.T) {
 // channel before the cell link), names the cell: the worker waits for its
 // frame, then for the cell, and answers with what it made.
 func TestQueryWaitsForItsCellsFrame(t *testing.T) {
-	xdg, err := os.MkdirTemp("", "xdg-")
-	require.NoError(t, err)
-	defer os.RemoveAll(xdg)
-	require.NoError(t, os.Chmod(xdg, 0o700))
-	w := startWorkerEnv(t, newestPython(t), []string{"XDG_RUNTIME_DIR=" + xdg}, "--linger", "30")
+	w := lingeringWorker(t)
 	w.run("x = 5", 10*time.Second)
 	link := cellLink(t, w.ready.str("sock"), w.ready.h["cells_token"])
 	require.NotNil(t, link)
