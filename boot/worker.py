@@ -1533,7 +1533,8 @@ class Session(object):
         self.wake = None
         self.selecting = False
         self.seen_cell = 0
-        self.exec_fence = None    # the last exec frame's, which runs once
+        import collections
+        self.exec_fences = collections.deque(maxlen=8)  # each runs once
         self.cells_read = 0       # frames taken off it
         self.cells_thread = False  # read by a thread of its own, not main
         self.cells_look = None    # the loop's next look at it (_look_at_cells)
@@ -1784,7 +1785,10 @@ class Session(object):
             if ok:
                 self.cells_token = None
         if ok:
-            ok = self.take_cells(fd)
+            try:
+                ok = self.take_cells(fd)
+            except Exception:  # no pipe for its wake (EMFILE): not taken
+                ok = False
         if not ok:
             _close(fd)
             return
@@ -1918,11 +1922,13 @@ class Session(object):
         with self.cond:
             if header.get("op") == "exec" and isinstance(header.get("cell"), int):
                 fence = header.get("fence")
-                if fence and fence == self.exec_fence:
+                if fence and fence in self.exec_fences:
                     # Sent again: the hub's cell link on a host ended as it
-                    # went, and the frame may not have (Session.cellsLost).
+                    # went, and the frame may not have (Session.cellsLost);
+                    # the next cell's may have come first.
                     return
-                self.exec_fence = fence
+                if fence:
+                    self.exec_fences.append(fence)
                 self.seen_cell = max(self.seen_cell, header["cell"])
             self.queue.append((header, data))
             self.cond.notify()
@@ -2023,9 +2029,13 @@ class Session(object):
                         self.drain_cells()
                 except Exception:
                     return
-        # Set once the thread runs: only this (the main) thread reads it.
-        self.cells_thread = _start_thread(run, "replhub-cells") is None
-        return self.cells_thread
+        ok = _start_thread(run, "replhub-cells") is None
+        with self.cond:
+            # Not where a new pipe or link came meanwhile (take_cells):
+            # the main thread reads that one, or hands it on.
+            if self.cells is mine:
+                self.cells_thread = ok
+        return ok
 
     def _look_at_cells(self, cells):
         """On the loop, every 10 ms while it spins: stop it once the cell

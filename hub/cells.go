@@ -106,6 +106,7 @@ func (s *Session) finishLocked(r *run) {
 	s.state = stateIdle
 	s.lastActive = time.Now()
 	close(r.finished)
+	s.forgetCellsExecLocked(r)
 	s.cellFinishedLocked(r)
 	s.nextLocked()
 }

@@ -201,13 +201,15 @@ func (s *Session) send(m proto.Msg) error {
 // written as the server closed it is dropped unread there. The last one
 // written on it goes again on the session's channel while its cell has
 // not ended; the worker takes a frame it has already (the same fence)
-// once.
-func (s *Session) cellsLost() {
+// once. Only on link gen: on a later one, the reattach said whether the
+// worker had it (linkUp).
+func (s *Session) cellsLost(gen int) {
 	s.cellsMu.Lock() // a write on the link under way ends first
 	m := s.cellsExec
 	s.cellsExec = nil
 	s.cellsMu.Unlock()
-	if m == nil {
+	lp, ok := s.proc.(*linkProc)
+	if m == nil || !ok {
 		return
 	}
 	s.imu <- struct{}{} // after an interrupt sent before, as the first went
@@ -216,11 +218,23 @@ func (s *Session) cellsLost() {
 	r := s.cur
 	live := r != nil && r.cell == m.Cell && !r.isFinished()
 	s.mu.Unlock()
-	if !live {
+	if !live || !lp.linkUp(gen) {
 		return
 	}
 	if err := s.w.Write(m); err != nil {
 		s.hub.log.Warn("exec frame not sent again", "session", s.name, "err", err)
+	}
+}
+
+// forgetCellsExecLocked lets the exec frame kept for cellsLost go once
+// its cell r ended (a cell's code may be megabytes). Never waits: a write
+// on the cell link under way holds it, and the next exec replaces it.
+func (s *Session) forgetCellsExecLocked(r *run) {
+	if s.cellsMu.TryLock() {
+		if s.cellsExec != nil && s.cellsExec.Cell == r.cell {
+			s.cellsExec = nil
+		}
+		s.cellsMu.Unlock()
 	}
 }
 

@@ -57,8 +57,8 @@ type linkProc struct {
 	onDown func(at time.Time, why error)
 	onUp   func(ready *proto.Ready, down, up time.Time)
 	// onCellsLost tells the session that the cell link ended alone, its
-	// link up (watchCells).
-	onCellsLost func()
+	// link gen up (watchCells).
+	onCellsLost func(gen int)
 	logf        func(msg string, args ...any)
 	// frames is the session's frame writer (set before any frame goes),
 	// through which Kill sends exit in turn with other frames.
@@ -378,15 +378,34 @@ func (p *linkProc) takeCells(token string, gen int) {
 func (p *linkProc) watchCells(sc net.Conn) {
 	io.Copy(io.Discard, sc)
 	p.mu.Lock()
-	alone := p.cells == sc && !p.down && !p.over
+	// Alone: not with its link (a drop not marked yet, a worker that
+	// ends, a kill), which the reattach or the end answers for.
+	alone := p.cells == sc && p.linkUpLocked(p.cellsGen)
 	if p.cells == sc {
 		p.dropCellsLocked()
 	}
-	lost := p.onCellsLost
+	lost, gen := p.onCellsLost, p.gen
 	p.mu.Unlock()
 	if alone && lost != nil {
-		lost()
+		lost(gen)
 	}
+}
+
+// linkUpLocked says whether link gen is the current one and up: not
+// down, over or killed, and its connection not lost.
+func (p *linkProc) linkUpLocked(gen int) bool {
+	if gen != p.gen || p.down || p.over || p.killed {
+		return false
+	}
+	conn := p.connLocked()
+	return conn != nil && conn.LostErr() == nil
+}
+
+// linkUp is linkUpLocked, taking the lock.
+func (p *linkProc) linkUp(gen int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.linkUpLocked(gen)
 }
 
 // cellsFailed is an exec frame's write on cell link w failing. True when
@@ -399,10 +418,7 @@ func (p *linkProc) watchCells(sc net.Conn) {
 func (p *linkProc) cellsFailed(w *proto.Writer) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if w != p.cellsW || p.cellsGen != p.gen || p.down || p.over {
-		return false
-	}
-	if conn := p.connLocked(); conn == nil || conn.LostErr() != nil {
+	if w != p.cellsW || !p.linkUpLocked(p.cellsGen) {
 		return false
 	}
 	p.dropCellsLocked()
