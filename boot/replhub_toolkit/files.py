@@ -615,19 +615,24 @@ _GNU = None
 
 
 def _gnu_grep():
-    """GNU grep's path when it is on PATH and knows -P, else None."""
+    """GNU grep's path when it is on PATH and knows -P, else None. Its two
+    short runs are held (a Ctrl-C waits for them): cut, run's cleanup
+    leaves a program that has not ended unreaped, and the answer is kept
+    only once both ran."""
     global _GNU
     if _GNU is None:
-        _GNU = ""
+        found = ""
         g = shutil.which("grep")
         if g:
             try:
-                v = subprocess.run([g, "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-                p = subprocess.run([g, "-P", "x", os.devnull], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                with held():
+                    v = subprocess.run([g, "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                    p = subprocess.run([g, "-P", "x", os.devnull], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 if b"GNU grep" in v.stdout and p.returncode in (0, 1):
-                    _GNU = g
+                    found = g
             except OSError:
                 pass
+        _GNU = found
     return _GNU or None
 
 
@@ -919,7 +924,8 @@ def _rg_pcre2():
     global _PCRE2
     if _PCRE2 is None:
         try:
-            r = subprocess.run(["rg", "--pcre2-version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            with held():  # as _gnu_grep's
+                r = subprocess.run(["rg", "--pcre2-version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
             _PCRE2 = r.returncode == 0
         except OSError:
             _PCRE2 = False

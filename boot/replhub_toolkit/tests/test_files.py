@@ -416,6 +416,23 @@ class GrepTest(Base):
     def test_gnu_grep_answers_as_python(self):
         self.check_backend("grep")
 
+    def test_a_cut_probe_is_not_kept(self):
+        # A Ctrl-C in the look for GNU grep: the next call looks again.
+        if not shutil.which("grep"):
+            self.skipTest("no grep")
+        saved, files._GNU = files._GNU, None
+        try:
+            want = files._gnu_grep()
+            files._GNU = None
+            with mock.patch.object(files.subprocess, "run", side_effect=KeyboardInterrupt):
+                with self.assertRaises(KeyboardInterrupt):
+                    files._gnu_grep()
+            self.assertEqual(files._gnu_grep(), want)
+            with mock.patch.object(files.subprocess, "run", side_effect=AssertionError("looked again")):
+                self.assertEqual(files._gnu_grep(), want)  # kept
+        finally:
+            files._GNU = saved
+
     def test_default_answers_as_python(self):
         self.check_backend(files.backends()[0])
 
