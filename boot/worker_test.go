@@ -840,8 +840,11 @@ func TestReaperEndsTheGroup(t *testing.T) {
 				// Where Python can spawn it, the reaper is a small sh, not a
 				// fork of the worker (whose memory a fork write-protects).
 				var shReapers, forks int
+				var seen []string // for a failure's message
 				for _, p := range groupMembers(pgid) {
 					b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p))
+					st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p))
+					seen = append(seen, fmt.Sprintf("%d %.60q %.40q", p, b, st))
 					if strings.Contains(string(b), "replhub-reaper") {
 						shReapers++
 					} else if p != pgid && strings.Contains(string(b), w.cmd.Args[1]) {
@@ -849,9 +852,9 @@ func TestReaperEndsTheGroup(t *testing.T) {
 					}
 				}
 				if canSpawn(t, py) {
-					assert.True(t, shReapers >= 1 && forks == 0, "%d sh reapers and %d forks of the worker", shReapers, forks)
+					assert.True(t, shReapers >= 1 && forks == 0, "%d sh reapers and %d forks of the worker: %q", shReapers, forks, seen)
 				} else {
-					assert.True(t, shReapers == 0 && forks == 1, "%d sh reapers and %d forks of the worker", shReapers, forks)
+					assert.True(t, shReapers == 0 && forks == 1, "%d sh reapers and %d forks of the worker: %q", shReapers, forks, seen)
 				}
 				die(w)
 				waitGone(t, "the sleep", 2*time.Second, func() bool { return !alive(sleepPid) })
