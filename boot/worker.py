@@ -394,14 +394,7 @@ class Channel(object):
         if old_sock is not None:
             old_sock.close()
         if old_w != fd:
-            try:
-                s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, os.dup(old_w))
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                finally:
-                    s.close()
-            except OSError:
-                pass  # a pipe: it ends when its hub (or sshd) goes
+            _shut(old_w)  # a pipe ends when its hub (or sshd) goes
             _close(old_w)
         return r, gen
 
@@ -1755,17 +1748,7 @@ class Session(object):
                 return
             # Shut before the fd is the main thread's: once it closed it,
             # the number may be another thread's socket.
-            try:
-                import socket
-                import stat
-                if stat.S_ISSOCK(os.fstat(cells.fd).st_mode):
-                    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, os.dup(cells.fd))
-                    try:
-                        s.shutdown(socket.SHUT_RDWR)
-                    finally:
-                        s.close()
-            except OSError:
-                pass
+            _shut(cells.fd)
             self.cells_gone.append(cells.fd)
         try:
             os.write(self.wake[1], b"!")
@@ -3080,6 +3063,27 @@ def _close(fd):
         os.close(fd)
     except OSError:
         pass
+
+
+def _shut(fd):
+    """Shut socket fd both ways, which ends a read or select on it in any
+    thread; a pipe's is left as it is."""
+    import socket
+    try:
+        dup = os.dup(fd)
+    except OSError:
+        return
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, dup)
+    except OSError:
+        _close(dup)
+        return
+    try:
+        s.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # not a socket
+    finally:
+        s.close()
 
 
 def _parent_is_sudo():

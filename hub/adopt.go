@@ -172,25 +172,20 @@ func dialCells(sock string, root bool, token string) (*net.UnixConn, error) {
 // cellsHandshake sends a cell link's Cells frame with token on c and
 // reads the worker's answer, within adoptWait (c is closed at its end: a
 // channel through ssh has no deadlines).
-func cellsHandshake(c net.Conn, token string) (err error) {
-	timer := time.AfterFunc(adoptWait, func() { c.Close() })
-	defer func() {
-		if !timer.Stop() && err == nil {
-			// It fired as the answer came: c is closed, or about to be.
-			err = fmt.Errorf("no answer within %s", adoptWait)
+func cellsHandshake(c net.Conn, token string) error {
+	return withinAdoptWait(c, "answer", func() error {
+		if err := proto.NewWriter(c).Write(&proto.Cells{Token: token}); err != nil {
+			return err
 		}
-	}()
-	if err := proto.NewWriter(c).Write(&proto.Cells{Token: token}); err != nil {
-		return err
-	}
-	m, err := readFirstFrame(c)
-	if err != nil {
-		return err
-	}
-	if _, ok := m.(*proto.Cells); !ok {
-		return fmt.Errorf("the worker answered %s, not cells", m.Op())
-	}
-	return nil
+		m, err := readFirstFrame(c)
+		if err != nil {
+			return err
+		}
+		if _, ok := m.(*proto.Cells); !ok {
+			return fmt.Errorf("the worker answered %s, not cells", m.Op())
+		}
+		return nil
+	})
 }
 
 // adoptAll adopts, in parallel, the workers of the records a dead hub

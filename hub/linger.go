@@ -292,25 +292,36 @@ func (p *linkProc) tryRelink() (*proto.Ready, error) {
 // byte by byte so that nothing after it is taken (the frames that waited
 // for a hub follow at once), within adoptWait.
 func handshake(sc net.Conn, cells bool) (ready *proto.Ready, err error) {
-	timer := time.AfterFunc(adoptWait, func() { sc.Close() })
-	defer func() {
-		if !timer.Stop() && err == nil {
-			// It fired as the answer came: sc is closed, or about to be.
-			ready, err = nil, fmt.Errorf("no ready frame within %s", adoptWait)
+	err = withinAdoptWait(sc, "ready frame", func() error {
+		if err := proto.NewWriter(sc).Write(&proto.Adopt{Cells: cells}); err != nil {
+			return err
 		}
-	}()
-	if err := proto.NewWriter(sc).Write(&proto.Adopt{Cells: cells}); err != nil {
+		m, err := readFirstFrame(sc)
+		if err != nil {
+			return fmt.Errorf("no ready frame: %w", err)
+		}
+		var ok bool
+		if ready, ok = m.(*proto.Ready); !ok || !ready.Adopted || ready.Proto != proto.Version {
+			return fmt.Errorf("the worker answered %s, not ready (protocol %d)", m.Op(), proto.Version)
+		}
+		return nil
+	})
+	if err != nil {
 		return nil, err
 	}
-	m, err := readFirstFrame(sc)
-	if err != nil {
-		return nil, fmt.Errorf("no ready frame: %w", err)
-	}
-	ready, ok := m.(*proto.Ready)
-	if !ok || !ready.Adopted || ready.Proto != proto.Version {
-		return nil, fmt.Errorf("the worker answered %s, not ready (protocol %d)", m.Op(), proto.Version)
-	}
 	return ready, nil
+}
+
+// withinAdoptWait runs a handshake f on c, closing c once adoptWait is
+// over (a channel through ssh has no deadlines); an answer that came as
+// the time ran out is a timeout too, for c is closed, or about to be.
+func withinAdoptWait(c net.Conn, what string, f func() error) error {
+	timer := time.AfterFunc(adoptWait, func() { c.Close() })
+	err := f()
+	if !timer.Stop() && err == nil {
+		err = fmt.Errorf("no %s within %s", what, adoptWait)
+	}
+	return err
 }
 
 // readFirstFrame reads a worker's first frame on a connection to its
@@ -345,9 +356,9 @@ func (p *linkProc) finish(ex Exit) {
 // it (dropCellsLocked), and the next link opens its own.
 func (p *linkProc) takeCells(token string, gen int) {
 	p.mu.Lock()
-	conn, sock, ok := p.connLocked(), p.sock, p.gen == gen && !p.down && !p.over && p.cw != nil
+	conn, sock, ok := p.connLocked(), p.sock, p.linkUpLocked(gen) && p.cw != nil
 	p.mu.Unlock()
-	if !ok || conn == nil || sock == "" {
+	if !ok || sock == "" {
 		return
 	}
 	sc, err := conn.DialSocket(sock)
@@ -362,7 +373,7 @@ func (p *linkProc) takeCells(token string, gen int) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.gen != gen || p.down || p.over || p.cells != nil {
+	if !p.linkUpLocked(gen) || p.cells != nil {
 		sc.Close()
 		return
 	}

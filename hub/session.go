@@ -61,8 +61,8 @@ type Session struct {
 
 	w      *proto.Writer // frames to the worker
 	frames *proto.Reader // frames from the worker
-	// cw has the exec frames to a local worker that has their pipe or a
-	// cell link (send); set once the link is up, which may come late.
+	// cw has the exec frames to a worker that has their pipe or a cell
+	// link (send); set once the link is up, which may come late.
 	cw atomic.Pointer[proto.Writer]
 	// cellsMu orders a session on a host's exec frame on its cell link
 	// with that link's end (cellsLost); cellsExec is the last one sent
