@@ -520,3 +520,48 @@ func TestLingeringWorkerTakesACellLink(t *testing.T) {
 	done = w.run("x", 10*time.Second)
 	assert.Equal(t, "6", done.str("value"), "%s", done.line)
 }
+
+// An adopt that fails before the worker took the new hub's connection
+// (no fd left for its copies) closes that connection, so the hub hears
+// the failure at once; the worker goes on with its hub, its cell pipe
+// too, and takes the next.
+func TestFailedAdoptClosesItsConnection(t *testing.T) {
+	t.Parallel()
+	sock := filepath.Join(t.TempDir(), "w.sock")
+	w := startWorkerWith(t, newestPython(t), nil, true, "--durable", sock)
+	w.run("x = 1", 10*time.Second)
+	// Every fd number taken but one: the accept gets it, its dup fails.
+	// (What the accept's path imports is imported first: an import opens
+	// files.)
+	done := w.run(`import os, resource, json, select, socket, struct
+_lim = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (max(int(n) for n in os.listdir("/proc/self/fd")) + 32, _lim[1]))
+_fill = []
+try:
+    while True:
+        _fill.append(os.open("/dev/null", os.O_RDONLY))
+except OSError:
+    pass
+os.close(_fill.pop())
+len(_fill) > 0`, 10*time.Second)
+	require.Equal(t, "True", done.str("value"), "%s", done.line)
+	c, err := net.Dial("unix", sock)
+	require.NoError(t, err)
+	defer c.Close()
+	_, err = c.Write([]byte(`{"op":"adopt","cells":true}` + "\n"))
+	require.NoError(t, err)
+	c.SetReadDeadline(time.Now().Add(8 * time.Second))
+	got, err := io.ReadAll(c)
+	require.NoError(t, err, "the failed adopt's connection was left open (%q)", got)
+	done = w.run(`for _fd in _fill:
+    os.close(_fd)
+resource.setrlimit(resource.RLIMIT_NOFILE, _lim)
+x`, 10*time.Second)
+	assert.Equal(t, "1", done.str("value"), "%s", done.line)
+	fc, ready := adoptWithCells(t, sock)
+	cell := int(ready["cell"].(float64))
+	fc.send(map[string]any{"op": "exec", "cell": cell + 1, "code": "x + 1", "fence": "<A>"})
+	d := fc.doneOf(cell + 1)
+	require.NotNil(t, d)
+	assert.Equal(t, "2", d["value"])
+}

@@ -360,24 +360,41 @@ class Channel(object):
             self._lost_locked()
             return True
 
-    def attach(self, fd, first):
+    @staticmethod
+    def copies(fd):
+        """What attach takes beside fd: its reader file and its socket
+        for sends; where one cannot be made (EMFILE), none is kept."""
+        import socket
+        r = os.fdopen(os.dup(fd), "rb", 1 << 16)
+        try:
+            d = os.dup(fd)
+        except BaseException:
+            r.close()
+            raise
+        try:
+            return r, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, d)
+        except BaseException:
+            _close(d)
+            r.close()
+            raise
+
+    def attach(self, fd, first, copies):
         """Take a new hub's connection fd for frames both ways, and send it
         the lines first, then the done frame held for it (or, again, the
         last one sent, which the old link may have lost: a hub ignores a
         done frame it has), before any other frame. The old connection is
         shut, which ends its reader (a pipe's only when its writer goes);
-        each reader closes its own file. Returns the new generation's
-        reader file and number."""
+        each reader closes its own file. copies: copies(fd).
+        Returns the new generation's reader file and number."""
         import socket
         global _MSG_DONTWAIT
         _MSG_DONTWAIT = getattr(socket, "MSG_DONTWAIT", _MSG_DONTWAIT)
+        r, wsock = copies
         self._superseding = True  # a writer stuck on the old link gives up
         with self._lock:
             self._superseding = False
             old_w, old_sock = self._w, self._wsock
-            self._r = os.fdopen(os.dup(fd), "rb", 1 << 16)
-            self._w = fd
-            self._wsock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, os.dup(fd))
+            self._r, self._w, self._wsock = r, fd, wsock
             self.gen += 1
             self._big = self._big_in = False
             self.down = False
@@ -1784,6 +1801,33 @@ class Session(object):
         """Make the hub on fd ours: a ready frame that says where we are,
         what waited for a hub, then frames and output (as out frames).
         cells: the hub offers a link for exec frames (_take_cell_link)."""
+        try:
+            # Made first: where they cannot be (EMFILE), nothing changed.
+            copies = self.chan.copies(fd)
+        except BaseException:
+            _close(fd)  # not taken: the hub hears the failure at once
+            raise
+        try:
+            r, gen = self._hand_over(fd, cells, copies)
+        except BaseException:
+            for f in copies:
+                f.close()
+            _close(fd)
+            raise
+        # Output goes to the new hub before any of its cells runs; a pump
+        # stuck on the old link gives up at once (Pump.attach).
+        self.pump.attach(self.chan)
+        if not self._read_on_a_thread(r, gen):
+            # No thread to spare (a cell took every one the limit allows):
+            # this one reads the new hub's frames until one can be started,
+            # or the link ends. Meanwhile no other hub is taken, and a link
+            # that freezes without a word holds it.
+            self.read_loop(r, gen, inline=True)
+
+    def _hand_over(self, fd, cells, copies):
+        """The frame stream, to the hub on fd (copies: its Channel.copies),
+        its ready frame first: the new channel's reader file and
+        generation."""
         import json
         if not self.chan.down:
             self._hub_gone()  # the old hub's requests die with its link
@@ -1824,16 +1868,7 @@ class Session(object):
                 import time
                 ready["elapsed"] = max(0.0, time.time() - self.cell_t0)
             first = (json.dumps(ready, separators=(",", ":")) + "\n").encode("utf-8")
-            r, gen = self.chan.attach(fd, first)
-        # Output goes to the new hub before any of its cells runs; a pump
-        # stuck on the old link gives up at once (Pump.attach).
-        self.pump.attach(self.chan)
-        if not self._read_on_a_thread(r, gen):
-            # No thread to spare (a cell took every one the limit allows):
-            # this one reads the new hub's frames until one can be started,
-            # or the link ends. Meanwhile no other hub is taken, and a link
-            # that freezes without a word holds it.
-            self.read_loop(r, gen, inline=True)
+            return self.chan.attach(fd, first, copies)
 
     def _read_on_a_thread(self, r, gen):
         """Start the reader of hub connection gen; False if no thread
