@@ -203,10 +203,7 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	s.cellStartedLocked(ctx, r, code)
 	s.mu.Unlock()
 
-	if err := s.send(s.execFrame(r, code)); err != nil {
-		// The worker is dying; its waiter will finish the run as dead.
-		s.hub.log.Warn("exec frame not sent", "session", s.name, "err", err)
-	}
+	s.sendExec(r, code)
 	// Recorded while the worker runs the cell, not before: the disk's
 	// writes stay off the round trip.
 	s.hub.transcribe(s, r, code)
@@ -226,6 +223,21 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 		res.Stdout, res.Stderr = earlier.Stdout+res.Stdout, earlier.Stderr+res.Stderr
 	}
 	return res, nil
+}
+
+// sendExec sends r's exec frame, unless r has ended: a reattach found the
+// worker without it and said it did not run (linkUp).
+func (s *Session) sendExec(r *run, code string) {
+	s.sendMu.Lock()
+	defer s.sendMu.Unlock()
+	if r.isFinished() {
+		return
+	}
+	if err := s.send(s.execFrame(r, code)); err != nil {
+		// The worker is dying (its waiter will finish the run as dead),
+		// or its link is down (the reattach ends the run).
+		s.hub.log.Warn("exec frame not sent", "session", s.name, "err", err)
+	}
 }
 
 // execFrame is r's exec frame, which asks for the session's names when

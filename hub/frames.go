@@ -214,6 +214,8 @@ func (s *Session) cellsLost(gen int) {
 	}
 	s.imu <- struct{}{} // after an interrupt sent before, as the first went
 	defer func() { <-s.imu }()
+	s.sendMu.Lock() // not after a reattach's look (linkUp)
+	defer s.sendMu.Unlock()
 	s.mu.Lock()
 	r := s.cur
 	live := r != nil && r.cell == m.Cell && !r.isFinished()

@@ -516,9 +516,19 @@ func (p *linkProc) awaitUp(ctx context.Context, d time.Duration) bool {
 // which would read a payload as frames.
 type linkWriter struct{ p *linkProc }
 
+// upLocked is the link frames go to: none while the link is down, the
+// new one included until the session heard of it (onUp), which looks at
+// what the worker had before any frame of the hub's reaches it.
+func (p *linkProc) upLocked() io.Writer {
+	if p.down {
+		return nil
+	}
+	return p.w
+}
+
 func (w linkWriter) BeginFrame() {
 	w.p.mu.Lock()
-	w.p.pin, w.p.pinned = w.p.w, true
+	w.p.pin, w.p.pinned = w.p.upLocked(), true
 	w.p.mu.Unlock()
 }
 
@@ -530,7 +540,7 @@ func (w linkWriter) EndFrame() {
 
 func (w linkWriter) Write(b []byte) (int, error) {
 	w.p.mu.Lock()
-	dst := w.p.w
+	dst := w.p.upLocked()
 	if w.p.pinned {
 		dst = w.p.pin
 	}
@@ -684,6 +694,8 @@ func (s *Session) linkDown(at time.Time, why error) {
 // a cell whose exec frame the old link lost ends (it never ran).
 func (s *Session) linkUp(ready *proto.Ready, down, up time.Time) {
 	s.hub.log.Info("session reattached", "session", s.name, "down", up.Sub(down).Round(time.Millisecond), "cell", ready.Cell, "running", ready.Running)
+	s.sendMu.Lock() // an exec frame under way ends first (sendExec)
+	defer s.sendMu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.notes = append(s.notes, fmt.Sprintf("the link to %s dropped at %s and came back at %s; the session was reattached with its names and cells",

@@ -157,18 +157,8 @@ func (s *Session) sendCell(r *run, code string) {
 		s.mu.Unlock()
 		return
 	}
-	if r.isFinished() {
-		// Ended before its frame went (a reattach found the worker
-		// without it, linkUp): said not to run, it must not.
-		r.code = ""
-		s.mu.Unlock()
-		return
-	}
 	s.mu.Unlock()
-	if err := s.send(s.execFrame(r, code)); err != nil {
-		// The worker is dying; its waiter will finish the run as dead.
-		s.hub.log.Warn("exec frame not sent", "session", s.name, "err", err)
-	}
+	s.sendExec(r, code)
 	s.mu.Lock()
 	r.sent, r.code = true, ""
 	s.mu.Unlock()

@@ -69,6 +69,11 @@ type Session struct {
 	// there.
 	cellsMu   sync.Mutex
 	cellsExec *proto.Exec
+	// sendMu orders a cell's exec frame, sent only while its cell has not
+	// ended, with a reattach's look at whether the worker had it
+	// (linkUp), which may end it: a frame sent after that look would run
+	// a cell said not to.
+	sendMu sync.Mutex
 	// interrupted receives the worker's answers to interrupts; imu, a
 	// lock an interrupt can give up on, keeps one interrupt at a time
 	// waiting for its answer, and orders it with a cell's exec frame.
