@@ -521,6 +521,30 @@ func TestLingeringWorkerTakesACellLink(t *testing.T) {
 	assert.Equal(t, "6", done.str("value"), "%s", done.line)
 }
 
+// A host's server closed the cell link (sshd's ChannelTimeout) as an exec
+// frame went on it; the hub sends the frame again on the channel, and an
+// interrupt may come before it: the cell is parked, not called finished
+// (the hub would report its result lost), and ends unrun once it comes.
+func TestInterruptBeforeAFrameSentAgainParksIt(t *testing.T) {
+	t.Parallel()
+	w := lingeringWorker(t)
+	w.run("x = 5", 10*time.Second)
+	token, _ := w.ready.h["cells_token"].(string)
+	link := cellLink(t, w.ready.str("sock"), token)
+	require.NotNil(t, link)
+	link.w.(net.Conn).Close()
+	time.Sleep(500 * time.Millisecond) // the idle worker sees the link's end
+	next := w.cell + 1
+	w.send(map[string]any{"op": "interrupt", "cell": next}, nil)
+	f := w.read(5 * time.Second)
+	require.Equal(t, "interrupted", f.op(), "%s", f.line)
+	assert.Equal(t, "parked", f.str("how"))
+	done := w.run("x = 6", 10*time.Second)
+	assert.EqualValues(t, next, done.num("cell"))
+	assert.Equal(t, "KeyboardInterrupt", done.errType(), "%s", done.line)
+	assert.Equal(t, "5", w.run("x", 10*time.Second).str("value"))
+}
+
 // An adopt that fails before the worker took the new hub's connection
 // (no fd left for its copies) closes that connection, so the hub hears
 // the failure at once; the worker goes on with its hub, its cell pipe

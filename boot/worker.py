@@ -1538,8 +1538,11 @@ class Session(object):
         # A local worker's exec frames (_CellPipe), which the main thread
         # reads while idle (selecting); a frame queued then writes a byte to
         # wake[1]. seen_cell is the last cell whose exec frame was read: an
-        # interrupt may overtake a later one on the other pipe.
+        # interrupt may overtake a later one on the other pipe, and, once a
+        # pipe or link was ours, on the channel (a hub sends a frame again
+        # there when a host's server closed the link as it went).
         self.cells = None
+        self.had_cells = False
         self.wake = None
         self.selecting = False
         self.seen_cell = 0
@@ -1972,7 +1975,7 @@ class Session(object):
         with self.cells_lock:
             if self.cells is not None:
                 return False
-            self.cells = _CellPipe(fd)
+            self.cells, self.had_cells = _CellPipe(fd), True
         with self.cond:
             # A thread of its own read the last one, and ends with it: the
             # main thread reads this one, or hands it to a new one (_spin).
@@ -2167,7 +2170,7 @@ class Session(object):
                 how = "delivered"
             elif (self.key == ("cell", cell) and self.phase == PARSING) or any(
                     h.get("op") == "exec" and h.get("cell") == cell for h, _ in self.queue) or (
-                    self.cells is not None and isinstance(cell, int) and cell > self.seen_cell):
+                    self.had_cells and isinstance(cell, int) and cell > self.seen_cell):
                 self.parked.add(("cell", cell))
                 how = "parked"
             else:

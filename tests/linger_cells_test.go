@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/tests/hubtest"
 )
 
 // A session on a host takes its exec frames on a cell link, a channel
@@ -99,6 +101,37 @@ func TestRemoteCellLinkClosedAsAFrameGoes(t *testing.T) {
 	require.Equal(t, 0, r.Code, "%s", r)
 	require.Contains(t, r.Stdout, "42")
 	require.Equal(t, "1", strings.TrimSpace(ok(t, w.Run("exec", "r", "print(n)"))), "it ran once")
+	ok(t, w.Run("kill", "r"))
+}
+
+// The same, with an interrupt sent before the frame goes again: the worker
+// has not seen the cell, which ends unrun (not "already finished", with its
+// result lost).
+func TestRemoteInterruptAsTheCellLinkCloses(t *testing.T) {
+	t.Parallel()
+	w, relay := lingerWorldAlive(t, 30, "ChannelTimeout direct-streamlocal@openssh.com=2s")
+	ok(t, w.Run("exec", "r", "n = 0", "--host", "lab"))
+	endWorkerAtCleanup(t, w.Env, "r")
+	waitCellLink(t, w, "r")
+	relay.Pause()
+	time.Sleep(3500 * time.Millisecond)
+	r := w.Run("exec", "r", "n += 1; n + 41", "--no-wait")
+	require.Equal(t, 0, r.Code, "%s", r)
+	interrupted := make(chan hubtest.Result, 1)
+	go func() { interrupted <- w.Run("interrupt", "r") }()
+	time.Sleep(500 * time.Millisecond)
+	relay.Resume()
+	var ir hubtest.Result
+	select {
+	case ir = <-interrupted:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the interrupt did not return")
+	}
+	require.Equal(t, 0, ir.Code, "%s", ir)
+	assert.Contains(t, ir.Stdout, "had not started yet", "%s", ir)
+	r = w.Run("wait", "r", "-t", "15")
+	assert.Contains(t, r.Stdout+r.Stderr, "KeyboardInterrupt", "%s", r)
+	require.Equal(t, "0", strings.TrimSpace(ok(t, w.Run("exec", "r", "print(n)"))), "it did not run")
 	ok(t, w.Run("kill", "r"))
 }
 
