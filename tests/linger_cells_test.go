@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replhub/replhub/tests/hubtest"
+	"github.com/replhub/replhub/tests/sshtest"
 )
 
 // A session on a host takes its exec frames on a cell link, a channel
@@ -18,9 +19,7 @@ import (
 func TestRemoteCellLink(t *testing.T) {
 	t.Parallel()
 	w, relay := lingerWorld(t)
-	ok(t, w.Run("exec", "r", "x = 1", "--host", "lab"))
-	endWorkerAtCleanup(t, w.Env, "r")
-	waitCellLink(t, w, "r") // at the start
+	cellLinkSession(t, w, "x = 1")
 
 	relay.Drop()
 	waitFor(t, func() bool { return sessionInfo(t, w.Env, "r").LinkDownS != 0 }, func() string { return "the hub never saw the link drop" })
@@ -35,6 +34,15 @@ func TestRemoteCellLink(t *testing.T) {
 	assert.Contains(t, r.Stdout, "KeyboardInterrupt", "%s", r)
 	assert.Contains(t, ok(t, w.Run("exec", "r", "x")), "1")
 	ok(t, w.Run("kill", "r"))
+}
+
+// cellLinkSession starts session r on the world's host lab, code its
+// first cell, its worker ended at cleanup, and waits for its cell link.
+func cellLinkSession(t *testing.T, w *sshWorld, code string) {
+	t.Helper()
+	ok(t, w.Run("exec", "r", code, "--host", "lab"))
+	endWorkerAtCleanup(t, w.Env, "r")
+	waitCellLink(t, w, "r")
 }
 
 // waitCellLink waits until session name's cells come on a cell link
@@ -72,9 +80,7 @@ func TestRemoteSessionWithoutStreamLocal(t *testing.T) {
 func TestRemoteCellLinkClosedByTheServer(t *testing.T) {
 	t.Parallel()
 	w, _ := lingerWorldWith(t, "ChannelTimeout direct-streamlocal@openssh.com=2s")
-	ok(t, w.Run("exec", "r", "x = 1", "--host", "lab"))
-	endWorkerAtCleanup(t, w.Env, "r")
-	waitCellLink(t, w, "r")
+	cellLinkSession(t, w, "x = 1")
 	time.Sleep(5 * time.Second) // the cell link idles out; the session channel stays
 	r := w.Run("exec", "r", "x + 1", "-t", "10")
 	require.Equal(t, 0, r.Code, "%s", r)
@@ -82,22 +88,34 @@ func TestRemoteCellLinkClosedByTheServer(t *testing.T) {
 	ok(t, w.Run("kill", "r"))
 }
 
+// sentAsTheLinkCloses starts session r (n = 0) on a host whose sshd
+// closes an idle cell link after 2 s, holds what sshd says (its close of
+// the link too) while the link idles out, and sends n += 1; n + 41 without
+// waiting: its frame goes on the link as the server closes it. The relay
+// is left paused.
+func sentAsTheLinkCloses(t *testing.T) (*sshWorld, *sshtest.Relay) {
+	t.Helper()
+	w, relay := lingerWorldAlive(t, 30, "ChannelTimeout direct-streamlocal@openssh.com=2s")
+	cellLinkSession(t, w, "n = 0")
+	relay.Pause()
+	time.Sleep(3500 * time.Millisecond)
+	r := w.Run("exec", "r", "n += 1; n + 41", "--no-wait")
+	if r.Code != 0 {
+		relay.Resume()
+		t.Fatalf("%s", r)
+	}
+	return w, relay
+}
+
 // An exec frame written on the cell link as the server closes it (its
 // close still on its way) is dropped there unread: it goes again on the
 // session's channel once the close comes, and runs once.
 func TestRemoteCellLinkClosedAsAFrameGoes(t *testing.T) {
 	t.Parallel()
-	w, relay := lingerWorldAlive(t, 30, "ChannelTimeout direct-streamlocal@openssh.com=2s")
-	ok(t, w.Run("exec", "r", "n = 0", "--host", "lab"))
-	endWorkerAtCleanup(t, w.Env, "r")
-	waitCellLink(t, w, "r")
-	relay.Pause() // what sshd says waits: its close of the idle cell link too
-	time.Sleep(3500 * time.Millisecond)
-	r := w.Run("exec", "r", "n += 1; n + 41", "--no-wait")
+	w, relay := sentAsTheLinkCloses(t)
 	time.Sleep(300 * time.Millisecond)
 	relay.Resume()
-	require.Equal(t, 0, r.Code, "%s", r)
-	r = w.Run("wait", "r", "-t", "15")
+	r := w.Run("wait", "r", "-t", "15")
 	require.Equal(t, 0, r.Code, "%s", r)
 	require.Contains(t, r.Stdout, "42")
 	require.Equal(t, "1", strings.TrimSpace(ok(t, w.Run("exec", "r", "print(n)"))), "it ran once")
@@ -109,14 +127,7 @@ func TestRemoteCellLinkClosedAsAFrameGoes(t *testing.T) {
 // result lost).
 func TestRemoteInterruptAsTheCellLinkCloses(t *testing.T) {
 	t.Parallel()
-	w, relay := lingerWorldAlive(t, 30, "ChannelTimeout direct-streamlocal@openssh.com=2s")
-	ok(t, w.Run("exec", "r", "n = 0", "--host", "lab"))
-	endWorkerAtCleanup(t, w.Env, "r")
-	waitCellLink(t, w, "r")
-	relay.Pause()
-	time.Sleep(3500 * time.Millisecond)
-	r := w.Run("exec", "r", "n += 1; n + 41", "--no-wait")
-	require.Equal(t, 0, r.Code, "%s", r)
+	w, relay := sentAsTheLinkCloses(t)
 	interrupted := make(chan hubtest.Result, 1)
 	go func() { interrupted <- w.Run("interrupt", "r") }()
 	time.Sleep(500 * time.Millisecond)
@@ -129,7 +140,7 @@ func TestRemoteInterruptAsTheCellLinkCloses(t *testing.T) {
 	}
 	require.Equal(t, 0, ir.Code, "%s", ir)
 	assert.Contains(t, ir.Stdout, "had not started yet", "%s", ir)
-	r = w.Run("wait", "r", "-t", "15")
+	r := w.Run("wait", "r", "-t", "15")
 	assert.Contains(t, r.Stdout+r.Stderr, "KeyboardInterrupt", "%s", r)
 	require.Equal(t, "0", strings.TrimSpace(ok(t, w.Run("exec", "r", "print(n)"))), "it did not run")
 	ok(t, w.Run("kill", "r"))
@@ -140,9 +151,7 @@ func TestRemoteInterruptAsTheCellLinkCloses(t *testing.T) {
 func TestRemoteFrozenCellLink(t *testing.T) {
 	t.Parallel()
 	w, relay := lingerWorldWith(t)
-	ok(t, w.Run("exec", "r", "x = 1", "--host", "lab"))
-	endWorkerAtCleanup(t, w.Env, "r")
-	waitCellLink(t, w, "r")
+	cellLinkSession(t, w, "x = 1")
 	relay.Freeze()
 	r := w.Run("exec", "r", "x = 99; 'ran'", "-t", "30")
 	t.Logf("%s", r.Stdout+r.Stderr)
