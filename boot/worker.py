@@ -408,8 +408,13 @@ class Channel(object):
             except OSError:
                 self._lost_locked()
             r, gen = self._r, self.gen
+        # Nothing below raises: fd and its copies are the channel's now,
+        # which a caller that closes them on an error (_adopt) relies on.
         if old_sock is not None:
-            old_sock.close()
+            try:
+                old_sock.close()
+            except OSError:
+                pass
         if old_w != fd:
             _shut(old_w)  # a pipe ends when its hub (or sshd) goes
             _close(old_w)

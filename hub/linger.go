@@ -53,9 +53,10 @@ type linkProc struct {
 	// new one), holding a reference for the caller to release.
 	redial func(ctx context.Context) (*remote.Conn, error)
 	// onDown and onUp tell the session; onUp runs before any frame of the
-	// new link is read.
+	// new link is read, and calls markUp once frames may go on it (once
+	// it has looked at what the worker had).
 	onDown func(at time.Time, why error)
-	onUp   func(ready *proto.Ready, down, up time.Time)
+	onUp   func(ready *proto.Ready, down, up time.Time, markUp func())
 	// onCellsLost tells the session that the cell link ended alone, its
 	// link gen up (watchCells).
 	onCellsLost func(gen int)
@@ -155,18 +156,23 @@ func (p *linkProc) supervise() {
 		killed = p.killed
 		sc := p.sc
 		p.mu.Unlock()
-		if killed {
-			// Killed while the reattach was made: the worker is told now.
+		up := false
+		if !killed {
+			var once sync.Once
+			markUp := func() { once.Do(func() { up = p.markUp() }) }
+			p.onUp(ready, downAt, time.Now(), markUp)
+			markUp()
+		}
+		if !up {
+			// Killed while the reattach was made (Kill saw the link down,
+			// and could not tell the worker): it is told now. Nothing else
+			// writes on sc: the link is still down.
 			proto.NewWriter(sc).Write(&proto.Exit{})
 			sc.Close()
 			p.finish(Exit{Code: -1, Err: fmt.Errorf("killed on request while the link to %s was down", p.host)})
 			return
 		}
-		p.onUp(ready, downAt, time.Now())
 		p.mu.Lock()
-		p.down = false
-		p.gen++
-		p.changedLocked()
 		conn, end, gen := p.conn, p.linkEnd, p.gen
 		p.mu.Unlock()
 		if ready.CellsToken != "" {
@@ -188,6 +194,20 @@ func (p *linkProc) supervise() {
 			ex = Exit{Code: -1, Err: fmt.Errorf("exit status unknown: the worker on %s ended while reattached through its socket", p.host)}
 		}
 	}
+}
+
+// markUp makes the new link the one frames go on; false, the link left
+// down, where the session was killed since the reattach looked.
+func (p *linkProc) markUp() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.killed {
+		return false
+	}
+	p.down = false
+	p.gen++
+	p.changedLocked()
+	return true
 }
 
 // relink reconnects until the worker's linger is over; it returns the
@@ -691,11 +711,14 @@ func (s *Session) linkDown(at time.Time, why error) {
 }
 
 // linkUp is a remote session's link back: a note for the next reply, and
-// a cell whose exec frame the old link lost ends (it never ran).
-func (s *Session) linkUp(ready *proto.Ready, down, up time.Time) {
+// a cell whose exec frame the old link lost ends (it never ran). Frames go
+// on the new link (markUp) once that look is made, and before an exec
+// frame that waits for it (sendExec: a queued cell the look started).
+func (s *Session) linkUp(ready *proto.Ready, down, up time.Time, markUp func()) {
 	s.hub.log.Info("session reattached", "session", s.name, "down", up.Sub(down).Round(time.Millisecond), "cell", ready.Cell, "running", ready.Running)
 	s.sendMu.Lock() // an exec frame under way ends first (sendExec)
 	defer s.sendMu.Unlock()
+	defer markUp()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.notes = append(s.notes, fmt.Sprintf("the link to %s dropped at %s and came back at %s; the session was reattached with its names and cells",

@@ -2,8 +2,10 @@ package hub
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replhub/replhub/proto"
+	"github.com/replhub/replhub/remote"
+	"github.com/replhub/replhub/tests/hubtest"
+	"github.com/replhub/replhub/wire"
 )
 
 // A direct exec made its cell the session's, then stalled before its
@@ -25,7 +30,7 @@ func TestExecEndedByAReattachIsNotSent(t *testing.T) {
 	s.mu.Lock()
 	s.cur, s.cells = r, 1
 	s.mu.Unlock()
-	s.linkUp(&proto.Ready{Cell: 0}, time.Now(), time.Now())
+	s.linkUp(&proto.Ready{Cell: 0}, time.Now(), time.Now(), func() {})
 	require.True(t, r.isFinished(), "the reattach did not end the cell")
 	s.sendExec(r, "1 + 1")
 	assert.Empty(t, frames.String(), "the frame of a cell said not to run went")
@@ -66,7 +71,7 @@ func TestReattachWaitsForAnExecFrameUnderWay(t *testing.T) {
 		t.Fatal("the frame was not written")
 	}
 	up := make(chan struct{})
-	go func() { defer close(up); s.linkUp(&proto.Ready{Cell: 0}, time.Now(), time.Now()) }()
+	go func() { defer close(up); s.linkUp(&proto.Ready{Cell: 0}, time.Now(), time.Now(), func() {}) }()
 	select {
 	case <-up:
 		t.Fatal("the reattach looked while the frame was under way")
@@ -107,4 +112,112 @@ func TestLinkWriterRefusesWhileDown(t *testing.T) {
 	_, err = w.Write([]byte("z\n"))
 	require.NoError(t, err)
 	assert.Equal(t, "z\n", link.String())
+}
+
+// linkSession is a reachHub session on a link of its own (no ssh): its
+// frames go to the link's writer, link.
+func linkSession(t *testing.T, link io.Writer) (*Session, *linkProc) {
+	h := reachHub(t, map[string]string{"web": "lab-7"})
+	s := h.sessions["web"]
+	p := &linkProc{host: "lab-7", changed: make(chan struct{}), kick: make(chan struct{}, 1)}
+	p.w = link
+	s.proc = p
+	s.w = proto.NewWriter(p.Stdin())
+	return s, p
+}
+
+// A reattach that ends a cell as never reached starts the queued one: its
+// frame goes on the new link, once the look is made (markUp), not into a
+// link still marked down, where it would be lost and the cell never end.
+func TestQueuedCellAReattachStartsIsSent(t *testing.T) {
+	var link hubtest.LockedBuffer
+	s, p := linkSession(t, &link)
+	r := &run{cell: 1, fence: newFence(), start: time.Now(), finished: make(chan struct{}), collecting: 1}
+	s.mu.Lock()
+	s.cur, s.cells, s.state = r, 1, stateRunning
+	s.mu.Unlock()
+	res, err := s.enqueue(context.Background(), "2", time.Second, true, 0, nil, wire.Advice{})
+	require.NoError(t, err)
+	require.Equal(t, 2, res.Cell)
+	p.mu.Lock()
+	p.down = true
+	p.mu.Unlock()
+	s.linkUp(&proto.Ready{Cell: 0}, time.Now(), time.Now(), func() { p.markUp() })
+	require.True(t, r.isFinished())
+	require.Eventually(t, func() bool { return strings.Contains(link.String(), `"cell":2`) }, 5*time.Second, 5*time.Millisecond,
+		"the queued cell's frame did not go: %q", link.String())
+}
+
+// exec's frame goes only while its cell has not ended: a reattach that
+// ended it between the two (here while the test holds sendMu) keeps it.
+func TestExecFrameWaitsForTheReattachsLook(t *testing.T) {
+	var link hubtest.LockedBuffer
+	s, _ := linkSession(t, &link)
+	s.sendMu.Lock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.exec(context.Background(), "1 + 1", time.Second, true, 0, nil, wire.Advice{})
+	}()
+	var r *run
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		r = s.cur
+		return r != nil
+	}, 5*time.Second, time.Millisecond)
+	s.mu.Lock()
+	s.abandonLocked(r, "LinkDropped", "cell 1 never reached the session")
+	s.mu.Unlock()
+	s.sendMu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("exec did not return")
+	}
+	assert.NotContains(t, link.String(), `"op":"exec"`, "the frame of a cell said not to run went")
+}
+
+// The frame sent again for a lost cell link waits for a reattach's look
+// too, and does not go for a cell it ended.
+func TestCellsLostWaitsForTheReattachsLook(t *testing.T) {
+	var link hubtest.LockedBuffer
+	s, p := linkSession(t, &link)
+	p.gen, p.conn = 1, &remote.Conn{} // link 1, up
+	r := &run{cell: 4, fence: newFence(), start: time.Now(), finished: make(chan struct{})}
+	s.mu.Lock()
+	s.cur = r
+	s.mu.Unlock()
+	s.cellsMu.Lock()
+	s.cellsExec = &proto.Exec{Cell: 4, Code: "1", Fence: string(r.fence)}
+	s.cellsMu.Unlock()
+	s.sendMu.Lock()
+	done := make(chan struct{})
+	go func() { defer close(done); s.cellsLost(1) }()
+	time.Sleep(50 * time.Millisecond)
+	s.mu.Lock()
+	s.abandonLocked(r, "LinkDropped", "cell 4 never reached the session")
+	s.mu.Unlock()
+	s.sendMu.Unlock()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("cellsLost did not return")
+	}
+	assert.Empty(t, link.String(), "the frame of a cell said not to run went")
+}
+
+// A session killed as its link came back (Kill saw the link down, and
+// could not tell the worker) keeps the link down: supervise tells the
+// worker on it, which no frame of the session's then shares.
+func TestMarkUpDeclinesAKilledSession(t *testing.T) {
+	p := &linkProc{host: "lab-7", changed: make(chan struct{}), kick: make(chan struct{}, 1), down: true, gen: 3}
+	p.killed = true
+	assert.False(t, p.markUp())
+	assert.True(t, p.down)
+	assert.Equal(t, 3, p.gen)
+	p.killed = false
+	assert.True(t, p.markUp())
+	assert.False(t, p.down)
+	assert.Equal(t, 4, p.gen)
 }
