@@ -169,7 +169,7 @@ func (p *linkProc) supervise() {
 			// writes on sc: the link is still down.
 			proto.NewWriter(sc).Write(&proto.Exit{})
 			sc.Close()
-			p.finish(Exit{Code: -1, Err: fmt.Errorf("killed on request while the link to %s was down", p.host)})
+			p.finish(Exit{Code: -1, Err: fmt.Errorf("killed while the link to %s was down", p.host)})
 			return
 		}
 		p.mu.Lock()
@@ -717,14 +717,14 @@ func (s *Session) linkDown(at time.Time, why error) {
 func (s *Session) linkUp(ready *proto.Ready, down, up time.Time, markUp func()) {
 	s.hub.log.Info("session reattached", "session", s.name, "down", up.Sub(down).Round(time.Millisecond), "cell", ready.Cell, "running", ready.Running)
 	s.sendMu.Lock() // an exec frame under way ends first (sendExec)
-	defer s.sendMu.Unlock()
-	defer markUp()
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.notes = append(s.notes, fmt.Sprintf("the link to %s dropped at %s and came back at %s; the session was reattached with its names and cells",
 		s.info.Host, down.Format("15:04:05"), up.Format("15:04:05")))
 	if r := s.cur; r != nil && !r.isFinished() && r.done == nil && ready.Cell < r.cell {
 		s.abandonLocked(r, "LinkDropped", fmt.Sprintf(
 			"cell %d never reached the session: the link dropped as it was sent, so it did not run; run it again", r.cell))
 	}
+	s.mu.Unlock()
+	markUp() // with sendMu still held: before a frame that waits for it
+	s.sendMu.Unlock()
 }

@@ -142,7 +142,14 @@ func TestQueuedCellAReattachStartsIsSent(t *testing.T) {
 	p.mu.Lock()
 	p.down = true
 	p.mu.Unlock()
-	s.linkUp(&proto.Ready{Cell: 0}, time.Now(), time.Now(), func() { p.markUp() })
+	s.linkUp(&proto.Ready{Cell: 0}, time.Now(), time.Now(), func() {
+		// Before a frame that waits for the look can go.
+		if s.sendMu.TryLock() {
+			s.sendMu.Unlock()
+			t.Error("the link was marked up after the look let exec frames go")
+		}
+		p.markUp()
+	})
 	require.True(t, r.isFinished())
 	require.Eventually(t, func() bool { return strings.Contains(link.String(), `"cell":2`) }, 5*time.Second, 5*time.Millisecond,
 		"the queued cell's frame did not go: %q", link.String())
