@@ -497,6 +497,13 @@ func (p *linkProc) awaitLink() bool {
 	}
 }
 
+// isKilled says whether the session was killed.
+func (p *linkProc) isKilled() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.killed
+}
+
 // isDown says whether the link is down, and since when.
 func (p *linkProc) isDown() (bool, time.Time) {
 	p.mu.Lock()
@@ -720,7 +727,11 @@ func (s *Session) linkUp(ready *proto.Ready, down, up time.Time, markUp func()) 
 	s.mu.Lock()
 	s.notes = append(s.notes, fmt.Sprintf("the link to %s dropped at %s and came back at %s; the session was reattached with its names and cells",
 		s.info.Host, down.Format("15:04:05"), up.Format("15:04:05")))
-	if r := s.cur; r != nil && !r.isFinished() && r.done == nil && ready.Cell < r.cell {
+	// A session killed meanwhile ends as killed (markUp declines): its
+	// cell is not called never reached, nor the next one started.
+	lp, _ := s.proc.(*linkProc)
+	killed := lp != nil && lp.isKilled()
+	if r := s.cur; r != nil && !killed && !r.isFinished() && r.done == nil && ready.Cell < r.cell {
 		s.abandonLocked(r, "LinkDropped", fmt.Sprintf(
 			"cell %d never reached the session: the link dropped as it was sent, so it did not run; run it again", r.cell))
 	}

@@ -126,12 +126,10 @@ func linkSession(t *testing.T, link io.Writer) (*Session, *linkProc) {
 	return s, p
 }
 
-// A reattach that ends a cell as never reached starts the queued one: its
-// frame goes on the new link, once the look is made (markUp), not into a
-// link still marked down, where it would be lost and the cell never end.
-func TestQueuedCellAReattachStartsIsSent(t *testing.T) {
-	var link hubtest.LockedBuffer
-	s, p := linkSession(t, &link)
+// oneRunningOneQueued is linkSession with cell 1 running, its frame not
+// sent, and cell 2 queued behind it.
+func oneRunningOneQueued(t *testing.T, link io.Writer) (*Session, *linkProc, *run) {
+	s, p := linkSession(t, link)
 	r := &run{cell: 1, fence: newFence(), start: time.Now(), finished: make(chan struct{}), collecting: 1}
 	s.mu.Lock()
 	s.cur, s.cells, s.state = r, 1, stateRunning
@@ -139,6 +137,15 @@ func TestQueuedCellAReattachStartsIsSent(t *testing.T) {
 	res, err := s.enqueue(context.Background(), "2", time.Second, true, 0, nil, wire.Advice{})
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Cell)
+	return s, p, r
+}
+
+// A reattach that ends a cell as never reached starts the queued one: its
+// frame goes on the new link, once the look is made (markUp), not into a
+// link still marked down, where it would be lost and the cell never end.
+func TestQueuedCellAReattachStartsIsSent(t *testing.T) {
+	var link hubtest.LockedBuffer
+	s, p, r := oneRunningOneQueued(t, &link)
 	p.mu.Lock()
 	p.down = true
 	p.mu.Unlock()
@@ -227,4 +234,23 @@ func TestMarkUpDeclinesAKilledSession(t *testing.T) {
 	assert.True(t, p.markUp())
 	assert.False(t, p.down)
 	assert.Equal(t, 4, p.gen)
+}
+
+// A reattach's look at a session killed as its link came back neither
+// calls its cell never reached nor starts the queued one: the session ends
+// as killed.
+func TestReattachOfAKilledSessionStartsNothing(t *testing.T) {
+	var link hubtest.LockedBuffer
+	s, p, r := oneRunningOneQueued(t, &link)
+	p.mu.Lock()
+	p.down, p.killed = true, true
+	p.mu.Unlock()
+	s.linkUp(&proto.Ready{Cell: 0}, time.Now(), time.Now(), func() { p.markUp() })
+	assert.False(t, r.isFinished(), "the killed session's cell was called never reached")
+	s.mu.Lock()
+	cur, queued := s.cur, len(s.queue)
+	s.mu.Unlock()
+	assert.Same(t, r, cur)
+	assert.Equal(t, 1, queued, "the queued cell started")
+	assert.Empty(t, link.String())
 }
