@@ -1764,17 +1764,24 @@ class Session(object):
         """Let the last hub's cell pipe or link go, at a new hub's adopt,
         once what it holds is queued (drain_cells): frames still on their
         way on it (a link through an ssh connection that froze) are never
-        read, as those of the connection it replaces are not. Its fd is
-        the main thread's to close; a link is shut, which ends a select
-        on it."""
+        read, as those of the connection it replaces are not. A link is
+        shut, which ends a select on it. Its fd is closed here where no
+        thread selects on it (the main thread runs a cell, no thread of
+        its own reads it); else the main thread closes it, once idle."""
         with self.cells_lock:
             cells, self.cells = self.cells, None
             if cells is None:
                 return
-            # Shut before the fd is the main thread's: once it closed it,
-            # the number may be another thread's socket.
+            # Shut before the fd is closed: once it is, the number may be
+            # another thread's socket.
             _shut(cells.fd)
-            self.cells_gone.append(cells.fd)
+        with self.cond:
+            # Whoever selects on it set this under cond, having read
+            # self.cells first; one that comes now finds None.
+            if self.selecting or self.spinning or self.cells_thread:
+                self.cells_gone.append(cells.fd)
+            else:
+                _close(cells.fd)
         try:
             os.write(self.wake[1], b"!")
         except OSError:
