@@ -592,30 +592,44 @@ x`, 10*time.Second)
 
 // Each new hub that adopts a worker during one long cell lets the last
 // hub's cell link go: its fd is closed then, not when the cell ends (the
-// main thread, which runs the cell, is not selecting on it).
+// main thread, which runs the cell, is not selecting on it); so too where
+// the last hub's connection and link ended (EOF) before the adopt.
 func TestLinksDroppedDuringACellAreClosed(t *testing.T) {
-	t.Parallel()
-	sock := filepath.Join(t.TempDir(), "w.sock")
-	w := startWorkerWith(t, newestPython(t), nil, true, "--durable", sock)
-	w.run("import time", 10*time.Second)
-	w.exec("time.sleep(60)")
-	pid := w.cmd.Process.Pid
-	counts := make([]int, 0, 4)
-	for i := 0; i < 4; i++ {
-		_, ready := adoptWithCells(t, sock) // the last hub's connection stays open, frozen
-		require.NotNil(t, cellLink(t, sock, ready["cells_token"]))
-		// The last connection's reader closes its file as it ends.
-		n, stable := 0, 0
-		for try := 0; try < 100 && stable < 5; try++ {
-			m := openFds(t, pid)
-			if m == n {
-				stable++
-			} else {
-				n, stable = m, 0
+	for _, closed := range []bool{false, true} {
+		name := map[bool]string{false: "frozen", true: "closed"}[closed]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			sock := filepath.Join(t.TempDir(), "w.sock")
+			w := startWorkerWith(t, newestPython(t), nil, true, "--durable", sock)
+			w.run("import time", 10*time.Second)
+			w.exec("time.sleep(60)")
+			pid := w.cmd.Process.Pid
+			counts := make([]int, 0, 4)
+			var last []*frameConn
+			for i := 0; i < 4; i++ {
+				if closed {
+					for _, c := range last {
+						c.w.(net.Conn).Close()
+					}
+				}
+				fc, ready := adoptWithCells(t, sock)
+				link := cellLink(t, sock, ready["cells_token"])
+				require.NotNil(t, link)
+				last = []*frameConn{fc, link}
+				// The last connection's reader closes its file as it ends.
+				n, stable := 0, 0
+				for try := 0; try < 100 && stable < 5; try++ {
+					m := openFds(t, pid)
+					if m == n {
+						stable++
+					} else {
+						n, stable = m, 0
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+				counts = append(counts, n)
 			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		counts = append(counts, n)
+			assert.Equal(t, counts[1], counts[3], "fds after each adopt: %v", counts)
+		})
 	}
-	assert.Equal(t, counts[1], counts[3], "fds after each adopt: %v", counts)
 }

@@ -1775,17 +1775,24 @@ class Session(object):
             # Shut before the fd is closed: once it is, the number may be
             # another thread's socket.
             _shut(cells.fd)
-        with self.cond:
-            # Whoever selects on it set this under cond, having read
-            # self.cells first; one that comes now finds None.
-            if self.selecting or self.spinning or self.cells_thread:
-                self.cells_gone.append(cells.fd)
-            else:
-                _close(cells.fd)
+        self._let_go(cells.fd)
         try:
             os.write(self.wake[1], b"!")
         except OSError:
             pass
+
+    def _let_go(self, fd):
+        """Close fd, a cell pipe or link that is no longer self.cells: at
+        once where no thread selects on it (the main thread runs a cell,
+        the loop does not spin, no thread of its own reads it), else the
+        main thread closes it once idle. Whoever selects on it set one of
+        those under cond, having read self.cells first; one that comes now
+        finds it gone."""
+        with self.cond:
+            if self.selecting or self.spinning or self.cells_thread:
+                self.cells_gone.append(fd)
+            else:
+                _close(fd)
 
     def _take_cell_link(self, fd, token):
         """A cells frame's connection, from the hub that adopted us or,
@@ -2014,10 +2021,9 @@ class Session(object):
                         more = cells.fill()
                         continue
                 except EOFError:
-                    # Its hub went: frames come on the channel. The main
-                    # thread may be in select on it: it closes it.
+                    # Its hub went: frames come on the channel.
                     self.cells = None
-                    self.cells_gone.append(cells.fd)
+                    self._let_go(cells.fd)
                     return
                 except ValueError as e:
                     self._send_quietly({"op": "error", "error": _cap(str(e), ERROR_CAP)[0]})
@@ -2050,6 +2056,8 @@ class Session(object):
     # holds it open (a new hub adopted us from one that froze) is seen
     # gone at the next second's look.
     def _cells_by_thread(self):
+        # Called from _spin alone: spinning keeps the pipe's fd open
+        # (_let_go) until cells_thread says a thread reads it.
         import select
         mine = self.cells
 
