@@ -56,7 +56,7 @@ type linkProc struct {
 	// new link is read, and calls markUp once frames may go on it (once
 	// it has looked at what the worker had).
 	onDown func(at time.Time, why error)
-	onUp   func(ready *proto.Ready, down, up time.Time, markUp func())
+	onUp   func(ready *proto.Ready, down, up time.Time, markUp func() bool)
 	// onCellsLost tells the session that the cell link ended alone, its
 	// link gen up (watchCells).
 	onCellsLost func(gen int)
@@ -159,7 +159,7 @@ func (p *linkProc) supervise() {
 		up := false
 		if !killed {
 			var once sync.Once
-			markUp := func() { once.Do(func() { up = p.markUp() }) }
+			markUp := func() bool { once.Do(func() { up = p.markUp() }); return up }
 			p.onUp(ready, downAt, time.Now(), markUp)
 			markUp()
 		}
@@ -721,7 +721,7 @@ func (s *Session) linkDown(at time.Time, why error) {
 // a cell whose exec frame the old link lost ends (it never ran). Frames go
 // on the new link (markUp) once that look is made, and before an exec
 // frame that waits for it (sendExec: a queued cell the look started).
-func (s *Session) linkUp(ready *proto.Ready, down, up time.Time, markUp func()) {
+func (s *Session) linkUp(ready *proto.Ready, down, up time.Time, markUp func() bool) {
 	s.hub.log.Info("session reattached", "session", s.name, "down", up.Sub(down).Round(time.Millisecond), "cell", ready.Cell, "running", ready.Running)
 	s.sendMu.Lock() // an exec frame under way ends first (sendExec)
 	s.mu.Lock()
@@ -731,11 +731,18 @@ func (s *Session) linkUp(ready *proto.Ready, down, up time.Time, markUp func()) 
 	// cell is not called never reached, nor the next one started.
 	lp, _ := s.proc.(*linkProc)
 	killed := lp != nil && lp.isKilled()
+	s.relinking = true // a cell ended here starts no queued one yet
 	if r := s.cur; r != nil && !killed && !r.isFinished() && r.done == nil && ready.Cell < r.cell {
 		s.abandonLocked(r, "LinkDropped", fmt.Sprintf(
 			"cell %d never reached the session: the link dropped as it was sent, so it did not run; run it again", r.cell))
 	}
 	s.mu.Unlock()
-	markUp() // with sendMu still held: before a frame that waits for it
+	marked := markUp() // with sendMu still held: before a frame that waits for it
+	s.mu.Lock()
+	s.relinking = false
+	if marked {
+		s.nextLocked()
+	} // else killed: the queue dies with the session, never run
+	s.mu.Unlock()
 	s.sendMu.Unlock()
 }

@@ -125,7 +125,7 @@ func (s *Session) aheadLocked(r *run) int {
 // is held. Its frame goes from a goroutine of its own: a big cell must not
 // hold the lock while the pipe takes it.
 func (s *Session) nextLocked() {
-	if len(s.queue) == 0 || s.state == stateDead || s.serving != nil || s.detachFence != nil {
+	if len(s.queue) == 0 || s.state == stateDead || s.serving != nil || s.detachFence != nil || s.relinking {
 		return
 	}
 	if c := s.cur; c != nil && !c.isFinished() {

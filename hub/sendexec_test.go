@@ -30,7 +30,7 @@ func TestExecEndedByAReattachIsNotSent(t *testing.T) {
 	s.mu.Lock()
 	s.cur, s.cells = r, 1
 	s.mu.Unlock()
-	s.linkUp(&proto.Ready{Cell: 0}, time.Now(), time.Now(), func() {})
+	s.linkUp(&proto.Ready{Cell: 0}, time.Now(), time.Now(), func() bool { return true })
 	require.True(t, r.isFinished(), "the reattach did not end the cell")
 	s.sendExec(r, "1 + 1")
 	assert.Empty(t, frames.String(), "the frame of a cell said not to run went")
@@ -71,7 +71,10 @@ func TestReattachWaitsForAnExecFrameUnderWay(t *testing.T) {
 		t.Fatal("the frame was not written")
 	}
 	up := make(chan struct{})
-	go func() { defer close(up); s.linkUp(&proto.Ready{Cell: 0}, time.Now(), time.Now(), func() {}) }()
+	go func() {
+		defer close(up)
+		s.linkUp(&proto.Ready{Cell: 0}, time.Now(), time.Now(), func() bool { return true })
+	}()
 	select {
 	case <-up:
 		t.Fatal("the reattach looked while the frame was under way")
@@ -149,13 +152,13 @@ func TestQueuedCellAReattachStartsIsSent(t *testing.T) {
 	p.mu.Lock()
 	p.down = true
 	p.mu.Unlock()
-	s.linkUp(&proto.Ready{Cell: 0}, time.Now(), time.Now(), func() {
+	s.linkUp(&proto.Ready{Cell: 0}, time.Now(), time.Now(), func() bool {
 		// Before a frame that waits for the look can go.
 		if s.sendMu.TryLock() {
 			s.sendMu.Unlock()
 			t.Error("the link was marked up after the look let exec frames go")
 		}
-		p.markUp()
+		return p.markUp()
 	})
 	require.True(t, r.isFinished())
 	require.Eventually(t, func() bool { return strings.Contains(link.String(), `"cell":2`) }, 5*time.Second, 5*time.Millisecond,
@@ -245,12 +248,37 @@ func TestReattachOfAKilledSessionStartsNothing(t *testing.T) {
 	p.mu.Lock()
 	p.down, p.killed = true, true
 	p.mu.Unlock()
-	s.linkUp(&proto.Ready{Cell: 0}, time.Now(), time.Now(), func() { p.markUp() })
+	s.linkUp(&proto.Ready{Cell: 0}, time.Now(), time.Now(), p.markUp)
 	assert.False(t, r.isFinished(), "the killed session's cell was called never reached")
 	s.mu.Lock()
 	cur, queued := s.cur, len(s.queue)
 	s.mu.Unlock()
 	assert.Same(t, r, cur)
 	assert.Equal(t, 1, queued, "the queued cell started")
+	assert.Empty(t, link.String())
+}
+
+// A kill during the reattach's look itself (after it read killed, before
+// the link is marked up, which then declines): the cell it ended as never
+// reached starts no queued one, which would be reported as the one the
+// session died running.
+func TestKillDuringTheLookStartsNothing(t *testing.T) {
+	var link hubtest.LockedBuffer
+	s, p, r := oneRunningOneQueued(t, &link)
+	p.mu.Lock()
+	p.down = true
+	p.mu.Unlock()
+	s.linkUp(&proto.Ready{Cell: 0}, time.Now(), time.Now(), func() bool {
+		p.mu.Lock()
+		p.killed = true
+		p.mu.Unlock()
+		return p.markUp()
+	})
+	require.True(t, r.isFinished())
+	s.mu.Lock()
+	cur, queued := s.cur, len(s.queue)
+	s.mu.Unlock()
+	assert.Same(t, r, cur, "the queued cell started")
+	assert.Equal(t, 1, queued)
 	assert.Empty(t, link.String())
 }

@@ -139,6 +139,9 @@ type Session struct {
 	queries map[int64]chan *proto.Answer
 	// lingering is a remote worker that outlives its link (linger.go).
 	lingering *linkProc
+	// relinking is a reattach's look at what the worker had (linkUp): a
+	// cell it ends starts no queued one until the link is marked up.
+	relinking bool
 	// A hand-over in progress (adopt.go, detach): the fence that ends the
 	// worker's output to this hub, a prefix of it held back, and the
 	// channels closed when the fence, and the detached frame, came.
