@@ -130,7 +130,7 @@ func linkSession(t *testing.T, link io.Writer) (*Session, *linkProc) {
 }
 
 // oneRunningOneQueued is linkSession with cell 1 running, its frame not
-// sent, and cell 2 queued behind it.
+// sent, cell 2 queued behind it, and the link down (a reattach under way).
 func oneRunningOneQueued(t *testing.T, link io.Writer) (*Session, *linkProc, *run) {
 	s, p := linkSession(t, link)
 	r := &run{cell: 1, fence: newFence(), start: time.Now(), finished: make(chan struct{}), collecting: 1}
@@ -140,6 +140,9 @@ func oneRunningOneQueued(t *testing.T, link io.Writer) (*Session, *linkProc, *ru
 	res, err := s.enqueue(context.Background(), "2", time.Second, true, 0, nil, wire.Advice{})
 	require.NoError(t, err)
 	require.Equal(t, 2, res.Cell)
+	p.mu.Lock()
+	p.down = true
+	p.mu.Unlock()
 	return s, p, r
 }
 
@@ -149,9 +152,6 @@ func oneRunningOneQueued(t *testing.T, link io.Writer) (*Session, *linkProc, *ru
 func TestQueuedCellAReattachStartsIsSent(t *testing.T) {
 	var link hubtest.LockedBuffer
 	s, p, r := oneRunningOneQueued(t, &link)
-	p.mu.Lock()
-	p.down = true
-	p.mu.Unlock()
 	s.linkUp(&proto.Ready{Cell: 0}, time.Now(), time.Now(), func() bool {
 		// Before a frame that waits for the look can go.
 		if s.sendMu.TryLock() {
@@ -246,7 +246,7 @@ func TestReattachOfAKilledSessionStartsNothing(t *testing.T) {
 	var link hubtest.LockedBuffer
 	s, p, r := oneRunningOneQueued(t, &link)
 	p.mu.Lock()
-	p.down, p.killed = true, true
+	p.killed = true
 	p.mu.Unlock()
 	s.linkUp(&proto.Ready{Cell: 0}, time.Now(), time.Now(), p.markUp)
 	assert.False(t, r.isFinished(), "the killed session's cell was called never reached")
@@ -265,9 +265,6 @@ func TestReattachOfAKilledSessionStartsNothing(t *testing.T) {
 func TestKillDuringTheLookStartsNothing(t *testing.T) {
 	var link hubtest.LockedBuffer
 	s, p, r := oneRunningOneQueued(t, &link)
-	p.mu.Lock()
-	p.down = true
-	p.mu.Unlock()
 	s.linkUp(&proto.Ready{Cell: 0}, time.Now(), time.Now(), func() bool {
 		p.mu.Lock()
 		p.killed = true
