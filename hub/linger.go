@@ -236,7 +236,8 @@ func (p *linkProc) relink(downAt time.Time) (*proto.Ready, error) {
 		killed := p.killed
 		p.mu.Unlock()
 		if killed {
-			return nil, fmt.Errorf("killed while the link to %s was down (since %s): the worker there ends when its linger of %s is over",
+			go p.endWhenBack(deadline)
+			return nil, fmt.Errorf("killed while the link to %s was down (since %s): the worker there is told to end once the link is back, or ends when its linger of %s is over",
 				p.host, downAt.Format("15:04:05"), p.linger)
 		}
 		if time.Now().After(deadline) {
@@ -267,14 +268,51 @@ func (p *linkProc) relink(downAt time.Time) (*proto.Ready, error) {
 	}
 }
 
-// tryRelink makes one try: a connection, the socket, adopt, ready.
-func (p *linkProc) tryRelink() (*proto.Ready, error) {
-	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+// endWhenBack tells the worker of a session killed while its link was
+// down to exit once the link is back, trying as a reattach does until the
+// worker's linger is over (deadline) or the hub stops: a kill must not
+// leave the session's state running on its host for the linger.
+func (p *linkProc) endWhenBack(deadline time.Time) {
+	for i := 0; ; i++ {
+		d := relinkDelays[min(i, len(relinkDelays)-1)]
+		if time.Now().Add(d).After(deadline) {
+			return
+		}
+		time.Sleep(d)
+		err := p.tellExit()
+		var hk *remote.HostKeyError
+		if err == nil || errors.Is(err, errHubStopping) || errors.As(err, &hk) ||
+			errors.Is(err, remote.ErrForwardingRefused) || errors.Is(err, remote.ErrNoSocket) {
+			p.logf("killed session's worker told to end", "host", p.host, "err", err)
+			return
+		}
+	}
+}
+
+// tellExit makes one try at telling the worker to exit: a connection,
+// the socket, adopt, ready, exit.
+func (p *linkProc) tellExit() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn, err := p.redial(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	defer conn.Release()
+	sc, err := p.dialSocket(conn)
+	if err != nil {
+		return err
+	}
+	defer sc.Close()
+	if _, err := handshake(sc, false); err != nil {
+		return err
+	}
+	return proto.NewWriter(sc).Write(&proto.Exit{})
+}
+
+// dialSocket reaches the worker's socket over conn: at its fallback
+// folder where the first is gone, which is then the socket.
+func (p *linkProc) dialSocket(conn *remote.Conn) (net.Conn, error) {
 	p.mu.Lock()
 	sock, alt := p.sock, p.sockAlt
 	p.mu.Unlock()
@@ -287,6 +325,18 @@ func (p *linkProc) tryRelink() (*proto.Ready, error) {
 			p.mu.Unlock()
 		}
 	}
+	return sc, err
+}
+
+// tryRelink makes one try: a connection, the socket, adopt, ready.
+func (p *linkProc) tryRelink() (*proto.Ready, error) {
+	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	defer cancel()
+	conn, err := p.redial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sc, err := p.dialSocket(conn)
 	if err != nil {
 		conn.Release()
 		return nil, err

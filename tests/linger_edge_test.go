@@ -76,6 +76,22 @@ func TestKillWhileRelinkHangs(t *testing.T) {
 	require.Equal(t, 0, r.Code, "kill of a session on hold succeeds")
 }
 
+// A session killed while its link is down cannot tell its worker then;
+// once the link comes back, the reattach tells it (exit) rather than hand
+// the session back: the worker ends.
+func TestKillWhileTheLinkIsDownEndsTheWorker(t *testing.T) {
+	t.Parallel()
+	w, relay := lingerWorld(t)
+	ok(t, w.Run("exec", "d", "x = 1", "--host", "lab"))
+	pid := endWorkerAtCleanup(t, w.Env, "d")
+	relay.Drop()
+	waitFor(t, func() bool { return sessionInfo(t, w.Env, "d").LinkDownS != 0 }, func() string { return "the hub never saw the link drop" })
+	r := w.Run("kill", "d")
+	t.Logf("kill while the link is down: %s", r.Stdout+r.Stderr)
+	relay.Restore()
+	require.True(t, hubtest.WaitGone(pid, 30*time.Second), "the worker ran on after the link came back")
+}
+
 // sh(cmd, host=h) from a session that is then killed: the command on h
 // should end with the session that waited for it. The hub kills its group
 // over a channel of its own, and gives that kill 5 s (remote's killGroup):
