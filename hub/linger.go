@@ -137,6 +137,11 @@ func (p *linkProc) supervise() {
 		killed, sock := p.killed, p.sock
 		p.mu.Unlock()
 		if !errors.As(ex.Err, &lost) || killed || sock == "" {
+			if killed && lost != nil && sock != "" {
+				// Killed as the link died unseen (a frozen one, before
+				// keepalives gave up): the exit went nowhere.
+				go p.endWhenBack(time.Now().Add(p.linger + lingerGrace))
+			}
 			p.finish(ex)
 			return
 		}
@@ -273,19 +278,33 @@ func (p *linkProc) relink(downAt time.Time) (*proto.Ready, error) {
 // worker's linger is over (deadline) or the hub stops: a kill must not
 // leave the session's state running on its host for the linger.
 func (p *linkProc) endWhenBack(deadline time.Time) {
+	gone := 0 // tries in a row that found no socket (relink's rule)
 	for i := 0; ; i++ {
 		d := relinkDelays[min(i, len(relinkDelays)-1)]
+		if gone > 0 {
+			d = 500 * time.Millisecond
+		}
 		if time.Now().Add(d).After(deadline) {
+			p.logf("killed session's worker not reached; it ends with its linger", "host", p.host)
 			return
 		}
 		time.Sleep(d)
 		err := p.tellExit()
 		var hk *remote.HostKeyError
-		if err == nil || errors.Is(err, errHubStopping) || errors.As(err, &hk) ||
-			errors.Is(err, remote.ErrForwardingRefused) || errors.Is(err, remote.ErrNoSocket) {
-			p.logf("killed session's worker told to end", "host", p.host, "err", err)
+		switch {
+		case err == nil:
+			p.logf("killed session's worker told to end", "host", p.host)
 			return
+		case errors.Is(err, remote.ErrNoSocket):
+			if gone++; gone < 3 {
+				continue
+			}
+		case !errors.Is(err, errHubStopping) && !errors.As(err, &hk) && !errors.Is(err, remote.ErrForwardingRefused):
+			gone = 0
+			continue
 		}
+		p.logf("killed session's worker not told to end", "host", p.host, "err", err)
+		return
 	}
 }
 
@@ -677,7 +696,8 @@ func (p *linkProc) Wait() Exit {
 // Kill ends the worker. It is sent exit (a worker that lingers would
 // take a closed link for a dropped one), then its link is closed: on the
 // first link as any remote worker's, with SIGKILL to its channel. While
-// the link is down it cannot be told, and ends when its linger is over.
+// the link is down it cannot be told: it is told once the link is back
+// (endWhenBack), or ends when its linger is over.
 func (p *linkProc) Kill() error {
 	p.stop()
 	p.mu.Lock()

@@ -77,19 +77,28 @@ func TestKillWhileRelinkHangs(t *testing.T) {
 }
 
 // A session killed while its link is down cannot tell its worker then;
-// once the link comes back, the reattach tells it (exit) rather than hand
-// the session back: the worker ends.
+// the hub tells it (exit) once the link is back: the worker ends, rather
+// than run on for its linger. So too for a kill as a link freezes, before
+// the hub has seen it die: the exit goes into the dead link.
 func TestKillWhileTheLinkIsDownEndsTheWorker(t *testing.T) {
-	t.Parallel()
-	w, relay := lingerWorld(t)
-	ok(t, w.Run("exec", "d", "x = 1", "--host", "lab"))
-	pid := endWorkerAtCleanup(t, w.Env, "d")
-	relay.Drop()
-	waitFor(t, func() bool { return sessionInfo(t, w.Env, "d").LinkDownS != 0 }, func() string { return "the hub never saw the link drop" })
-	r := w.Run("kill", "d")
-	t.Logf("kill while the link is down: %s", r.Stdout+r.Stderr)
-	relay.Restore()
-	require.True(t, hubtest.WaitGone(pid, 30*time.Second), "the worker ran on after the link came back")
+	for _, frozen := range []bool{false, true} {
+		t.Run(map[bool]string{false: "down", true: "frozen"}[frozen], func(t *testing.T) {
+			t.Parallel()
+			w, relay := lingerWorld(t)
+			ok(t, w.Run("exec", "d", "x = 1", "--host", "lab"))
+			pid := endWorkerAtCleanup(t, w.Env, "d")
+			if frozen {
+				relay.Freeze() // new connections pass
+			} else {
+				relay.Drop()
+				waitFor(t, func() bool { return sessionInfo(t, w.Env, "d").LinkDownS != 0 }, func() string { return "the hub never saw the link drop" })
+			}
+			r := w.Run("kill", "d")
+			t.Logf("kill: code %d, %s", r.Code, r.Stdout+r.Stderr)
+			relay.Restore()
+			require.True(t, hubtest.WaitGone(pid, 40*time.Second), "the worker ran on after the link came back")
+		})
+	}
 }
 
 // sh(cmd, host=h) from a session that is then killed: the command on h
