@@ -220,12 +220,9 @@ func (p *linkProc) markUp() bool {
 func (p *linkProc) relink(downAt time.Time) (*proto.Ready, error) {
 	deadline := downAt.Add(p.linger + lingerGrace)
 	var last error
-	gone := 0 // tries in a row that found the socket served by nobody
-	for i := 0; ; i++ {
-		d := relinkDelays[min(i, len(relinkDelays)-1)]
-		if gone > 0 {
-			d = 500 * time.Millisecond
-		}
+	var tries reattachTries
+	for {
+		d := tries.wait()
 		if wait := time.Until(deadline); d > wait {
 			d = wait
 		}
@@ -254,23 +251,52 @@ func (p *linkProc) relink(downAt time.Time) (*proto.Ready, error) {
 			return ready, nil
 		}
 		last = err
-		p.logf("reattach failed", "host", p.host, "try", i+1, "err", err)
-		var hk *remote.HostKeyError
+		p.logf("reattach failed", "host", p.host, "try", tries.n+1, "err", err)
+		if !tries.final(err) {
+			continue
+		}
 		switch {
 		case errors.Is(err, errHubStopping):
 			return nil, err
-		case errors.As(err, &hk), errors.Is(err, remote.ErrForwardingRefused):
-			return nil, fmt.Errorf("the link to %s dropped at %s and the session cannot be reattached: %w", p.host, downAt.Format("15:04:05"), err)
 		case errors.Is(err, remote.ErrNoSocket):
-			// The socket may be moving (its folder went); three tries
-			// apart is the worker gone.
-			if gone++; gone >= 3 {
-				return nil, fmt.Errorf("the link to %s dropped at %s and, when it came back, the worker there was gone (its socket is)", p.host, downAt.Format("15:04:05"))
-			}
+			return nil, fmt.Errorf("the link to %s dropped at %s and, when it came back, the worker there was gone (its socket is)", p.host, downAt.Format("15:04:05"))
 		default:
-			gone = 0
+			return nil, fmt.Errorf("the link to %s dropped at %s and the session cannot be reattached: %w", p.host, downAt.Format("15:04:05"), err)
 		}
 	}
+}
+
+// reattachTries paces the tries of a reattach, and of telling a killed
+// session's worker to end (endWhenBack), and says which error ends them.
+type reattachTries struct {
+	n    int // tries made
+	gone int // tries in a row that found the socket served by nobody
+}
+
+// wait is the pause before the next try: relinkDelays, or 500 ms after
+// a try that found no socket (it may be moving: its folder went).
+func (t *reattachTries) wait() time.Duration {
+	if t.gone > 0 {
+		return 500 * time.Millisecond
+	}
+	return relinkDelays[min(t.n, len(relinkDelays)-1)]
+}
+
+// final counts a failed try and says whether err ends the tries: the hub
+// stopping, the host's key or the server's forwarding refused, or the
+// third try in a row that found no socket (the worker is gone).
+func (t *reattachTries) final(err error) bool {
+	t.n++
+	var hk *remote.HostKeyError
+	switch {
+	case errors.Is(err, errHubStopping), errors.As(err, &hk), errors.Is(err, remote.ErrForwardingRefused):
+		return true
+	case errors.Is(err, remote.ErrNoSocket):
+		t.gone++
+		return t.gone >= 3
+	}
+	t.gone = 0
+	return false
 }
 
 // endWhenBack tells the worker of a session killed while its link was
@@ -278,92 +304,75 @@ func (p *linkProc) relink(downAt time.Time) (*proto.Ready, error) {
 // worker's linger is over (deadline) or the hub stops: a kill must not
 // leave the session's state running on its host for the linger.
 func (p *linkProc) endWhenBack(deadline time.Time) {
-	gone := 0 // tries in a row that found no socket (relink's rule)
-	for i := 0; ; i++ {
-		d := relinkDelays[min(i, len(relinkDelays)-1)]
-		if gone > 0 {
-			d = 500 * time.Millisecond
-		}
+	var tries reattachTries
+	for {
+		d := tries.wait()
 		if time.Now().Add(d).After(deadline) {
 			p.logf("killed session's worker not reached; it ends with its linger", "host", p.host)
 			return
 		}
 		time.Sleep(d)
 		err := p.tellExit()
-		var hk *remote.HostKeyError
-		switch {
-		case err == nil:
+		if err == nil {
 			p.logf("killed session's worker told to end", "host", p.host)
 			return
-		case errors.Is(err, remote.ErrNoSocket):
-			if gone++; gone < 3 {
-				continue
-			}
-		case !errors.Is(err, errHubStopping) && !errors.As(err, &hk) && !errors.Is(err, remote.ErrForwardingRefused):
-			gone = 0
-			continue
 		}
-		p.logf("killed session's worker not told to end", "host", p.host, "err", err)
-		return
+		if tries.final(err) {
+			p.logf("killed session's worker not told to end", "host", p.host, "err", err)
+			return
+		}
 	}
 }
 
-// tellExit makes one try at telling the worker to exit: a connection,
-// the socket, adopt, ready, exit.
+// tellExit makes one try at telling the worker to exit: reach, exit.
 func (p *linkProc) tellExit() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := p.redial(ctx)
+	conn, sc, _, err := p.reach(context.Background(), false)
 	if err != nil {
 		return err
 	}
 	defer conn.Release()
-	sc, err := p.dialSocket(conn)
-	if err != nil {
-		return err
-	}
 	defer sc.Close()
-	if _, err := handshake(sc, false); err != nil {
-		return err
-	}
 	return proto.NewWriter(sc).Write(&proto.Exit{})
 }
 
-// dialSocket reaches the worker's socket over conn: at its fallback
-// folder where the first is gone, which is then the socket.
-func (p *linkProc) dialSocket(conn *remote.Conn) (net.Conn, error) {
+// reach connects to the worker's socket as a new hub, in one try: a
+// connection on the route (within 30 s of ctx), the socket (at its
+// fallback folder where the first is gone, which is then the socket),
+// adopt (offering a cell link with cells) and its ready frame. The caller
+// releases conn and closes sc.
+func (p *linkProc) reach(ctx context.Context, cells bool) (conn *remote.Conn, sc net.Conn, ready *proto.Ready, err error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if conn, err = p.redial(ctx); err != nil {
+		return nil, nil, nil, err
+	}
 	p.mu.Lock()
 	sock, alt := p.sock, p.sockAlt
 	p.mu.Unlock()
-	sc, err := conn.DialSocket(sock)
+	sc, err = conn.DialSocket(sock)
 	if errors.Is(err, remote.ErrNoSocket) && alt != "" {
-		sc, err = conn.DialSocket(alt)
-		if err == nil {
+		if sc, err = conn.DialSocket(alt); err == nil {
 			p.mu.Lock()
 			p.sock, p.sockAlt = alt, ""
 			p.mu.Unlock()
 		}
 	}
-	return sc, err
-}
-
-// tryRelink makes one try: a connection, the socket, adopt, ready.
-func (p *linkProc) tryRelink() (*proto.Ready, error) {
-	ctx, cancel := context.WithTimeout(p.ctx, 30*time.Second)
-	defer cancel()
-	conn, err := p.redial(ctx)
-	if err != nil {
-		return nil, err
-	}
-	sc, err := p.dialSocket(conn)
 	if err != nil {
 		conn.Release()
-		return nil, err
+		return nil, nil, nil, err
 	}
-	ready, err := handshake(sc, true)
-	if err != nil {
+	if ready, err = handshake(sc, cells); err != nil {
 		sc.Close()
 		conn.Release()
+		return nil, nil, nil, err
+	}
+	return conn, sc, ready, nil
+}
+
+// tryRelink makes one try (reach), and makes what it reached the link.
+func (p *linkProc) tryRelink() (*proto.Ready, error) {
+	conn, sc, ready, err := p.reach(p.ctx, true)
+	if err != nil {
 		return nil, err
 	}
 	p.mu.Lock()
