@@ -364,17 +364,10 @@ class Channel(object):
     def copies(fd):
         """What attach takes beside fd: its reader file and its socket
         for sends; where one cannot be made (EMFILE), none is kept."""
-        import socket
         r = os.fdopen(os.dup(fd), "rb", 1 << 16)
         try:
-            d = os.dup(fd)
+            return r, _socket_on(fd)
         except BaseException:
-            r.close()
-            raise
-        try:
-            return r, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, d)
-        except BaseException:
-            _close(d)
             r.close()
             raise
 
@@ -1823,18 +1816,15 @@ class Session(object):
         """Make the hub on fd ours: a ready frame that says where we are,
         what waited for a hub, then frames and output (as out frames).
         cells: the hub offers a link for exec frames (_take_cell_link)."""
+        copies = ()
         try:
             # Made first: where they cannot be (EMFILE), nothing changed.
             copies = self.chan.copies(fd)
-        except BaseException:
-            _close(fd)  # not taken: the hub hears the failure at once
-            raise
-        try:
             r, gen = self._hand_over(fd, cells, copies)
         except BaseException:
             for f in copies:
                 f.close()
-            _close(fd)
+            _close(fd)  # not taken: the hub hears the failure at once
             raise
         # Output goes to the new hub before any of its cells runs; a pump
         # stuck on the old link gives up at once (Pump.attach).
@@ -3123,18 +3113,25 @@ def _close(fd):
         pass
 
 
+def _socket_on(fd):
+    """A socket object on a copy of fd, which it owns (the copy is closed
+    where the object cannot be made)."""
+    import socket
+    dup = os.dup(fd)
+    try:
+        return socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, dup)
+    except BaseException:
+        _close(dup)
+        raise
+
+
 def _shut(fd):
     """Shut socket fd both ways, which ends a read or select on it in any
     thread; a pipe's is left as it is."""
     import socket
     try:
-        dup = os.dup(fd)
+        s = _socket_on(fd)
     except OSError:
-        return
-    try:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM, 0, dup)
-    except OSError:
-        _close(dup)
         return
     try:
         s.shutdown(socket.SHUT_RDWR)
