@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -170,12 +171,21 @@ func TestQueuedCellAReattachStartsIsSent(t *testing.T) {
 func TestExecFrameWaitsForTheReattachsLook(t *testing.T) {
 	var link hubtest.LockedBuffer
 	s, _ := linkSession(t, &link)
+	endedDuringTheLook(t, s, func() {
+		s.exec(context.Background(), "1 + 1", time.Second, true, 0, nil, wire.Advice{})
+	})
+	assert.NotContains(t, link.String(), `"op":"exec"`, "the frame of a cell said not to run went")
+}
+
+// endedDuringTheLook holds sendMu as a reattach's look does, runs send
+// on a goroutine, ends the session's cell (once there is one, and send
+// has had time to wait for the lock) as the look does when the worker
+// never had it, lets sendMu go, and waits for send to return.
+func endedDuringTheLook(t *testing.T, s *Session, send func()) {
+	t.Helper()
 	s.sendMu.Lock()
 	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.exec(context.Background(), "1 + 1", time.Second, true, 0, nil, wire.Advice{})
-	}()
+	go func() { defer close(done); send() }()
 	var r *run
 	require.Eventually(t, func() bool {
 		s.mu.Lock()
@@ -183,16 +193,16 @@ func TestExecFrameWaitsForTheReattachsLook(t *testing.T) {
 		r = s.cur
 		return r != nil
 	}, 5*time.Second, time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
 	s.mu.Lock()
-	s.abandonLocked(r, "LinkDropped", "cell 1 never reached the session")
+	s.abandonLocked(r, "LinkDropped", fmt.Sprintf("cell %d never reached the session", r.cell))
 	s.mu.Unlock()
 	s.sendMu.Unlock()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		t.Fatal("exec did not return")
+		t.Fatal("the send did not return")
 	}
-	assert.NotContains(t, link.String(), `"op":"exec"`, "the frame of a cell said not to run went")
 }
 
 // The frame sent again for a lost cell link waits for a reattach's look
@@ -205,23 +215,42 @@ func TestCellsLostWaitsForTheReattachsLook(t *testing.T) {
 	s.mu.Lock()
 	s.cur = r
 	s.mu.Unlock()
-	s.cellsMu.Lock()
-	s.cellsExec = &proto.Exec{Cell: 4, Code: "1", Fence: string(r.fence)}
-	s.cellsMu.Unlock()
-	s.sendMu.Lock()
-	done := make(chan struct{})
-	go func() { defer close(done); s.cellsLost(1) }()
-	time.Sleep(50 * time.Millisecond)
-	s.mu.Lock()
-	s.abandonLocked(r, "LinkDropped", "cell 4 never reached the session")
-	s.mu.Unlock()
-	s.sendMu.Unlock()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("cellsLost did not return")
-	}
+	keepCellsExec(s, r)
+	endedDuringTheLook(t, s, func() { s.cellsLost(1) })
 	assert.Empty(t, link.String(), "the frame of a cell said not to run went")
+}
+
+// keepCellsExec makes r's exec frame the one written last on the cell
+// link, which cellsLost sends again.
+func keepCellsExec(s *Session, r *run) {
+	s.cellsMu.Lock()
+	defer s.cellsMu.Unlock()
+	s.cellsExec = &proto.Exec{Cell: r.cell, Code: "1", Fence: string(r.fence)}
+}
+
+// A cell link that ended alone on a link that has since dropped and come
+// back: its last exec frame is not sent again on the new link, where the
+// reattach has said already whether the worker had it (linkUp).
+func TestCellsLostOnAnEarlierLinkSendsNothing(t *testing.T) {
+	var link hubtest.LockedBuffer
+	s, p := linkSession(t, &link)
+	p.gen, p.conn = 2, &remote.Conn{} // the cell link was made on link 1; link 2 is up
+	r := &run{cell: 4, fence: newFence(), start: time.Now(), finished: make(chan struct{})}
+	s.mu.Lock()
+	s.cur = r
+	s.mu.Unlock()
+	keepCellsExec(s, r)
+	s.cellsLost(1)
+	assert.Empty(t, link.String())
+
+	// And a cell that ended lets its kept frame go.
+	keepCellsExec(s, r)
+	s.mu.Lock()
+	s.abandonLocked(r, "X", "ended")
+	s.mu.Unlock()
+	s.cellsMu.Lock()
+	defer s.cellsMu.Unlock()
+	assert.Nil(t, s.cellsExec)
 }
 
 // A session killed as its link came back (Kill saw the link down, and
