@@ -650,7 +650,7 @@ func (h *Hub) list(brief bool) *wire.SessionList {
 	l := &wire.SessionList{Hub: wire.HubInfo{
 		Pid: os.Getpid(), Version: h.version, Supervisor: h.supervisor,
 		MemoryLimit: "none", Socket: h.paths.Socket(), Log: h.paths.Log(), RSS: procRSS(os.Getpid()),
-	}}
+	}, Sessions: make([]wire.SessionInfo, 0, len(all))} // [] in JSON, not null
 	if h.supervisor == "systemd" {
 		l.Hub.MemoryLimit = "MemoryHigh=2G MemoryMax=3G over the hub and all its sessions"
 	}

@@ -210,7 +210,7 @@ func (h *Hub) listFor(from *Session) *wire.SessionList {
 	if r.local {
 		return l
 	}
-	var keep []wire.SessionInfo
+	keep := []wire.SessionInfo{}
 	for _, s := range l.Sessions {
 		if r.check(s.Name, s.Host) == nil {
 			keep = append(keep, s)

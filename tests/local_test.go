@@ -141,6 +141,13 @@ print("six", flush=False)`)
 func TestJSONHasEveryField(t *testing.T) {
 	t.Parallel()
 	e := hubtest.Start(t)
+	// No session yet: an empty list, not null, for a program to read.
+	r := e.Run("sessions", "--json")
+	require.Equal(t, 0, r.Code, "%s", r)
+	var empty map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &empty), "%s", r)
+	assert.Equal(t, []any{}, empty["sessions"], "%s", r.Stdout)
+
 	newer, _ := hubtest.PickPythons(t)
 	res, r := jsonResult(t, e, "exec", "--json", "j", "print('hi'); 2 + 2", "--python", newer)
 	assert.Equal(t, 0, r.Code)
@@ -164,6 +171,9 @@ func TestJSONHasEveryField(t *testing.T) {
 	assert.Equal(t, "ValueError", res.Error.Type)
 	assert.Equal(t, "bad", res.Error.Message)
 	assert.Contains(t, res.Error.Traceback, "<cell-2>")
+	raw = nil
+	require.NoError(t, json.Unmarshal([]byte(r.Stdout), &raw))
+	assert.Equal(t, []any{}, raw["notes"], "no notes: a list all the same\n%s", r.Stdout)
 
 	r = e.Run("sessions", "--json")
 	var l wire.SessionList

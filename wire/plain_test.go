@@ -164,7 +164,9 @@ func TestPlainJSON(t *testing.T) {
 	v := "2"
 	r := &Result{Session: "s", Cell: 3, Status: StatusError, Output: "<a>\n", Value: &v}
 	var want bytes.Buffer
-	require.NoError(t, WriteJSON(&want, r))
+	require.NoError(t, r.WriteJSON(&want))
+	assert.Contains(t, want.String(), "\n  \"notes\": []\n")
+	assert.Nil(t, r.Notes, "r is left as it was")
 	p := r.PlainJSON()
 	require.NotNil(t, p)
 	assert.Equal(t, Plain{Exit: ExitCellError, Text: want.String()}, *p)

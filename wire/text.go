@@ -74,11 +74,22 @@ func (r *Result) PlainJSON() *Plain {
 	if !ok {
 		return nil
 	}
-	text, ok := plainJSONText(back)
-	if !ok {
+	var text strings.Builder
+	if back.WriteJSON(&text) != nil || text.Len() > maxPlainJSON {
 		return nil
 	}
-	return &Plain{Exit: r.ExitCode(), Text: text}
+	return &Plain{Exit: r.ExitCode(), Text: text.String()}
+}
+
+// WriteJSON writes r as `replhub exec --json` prints it (WriteJSON), its
+// notes a list even when there are none, for a program to read.
+func (r *Result) WriteJSON(w io.Writer) error {
+	if r.Notes == nil {
+		c := *r
+		c.Notes = []string{}
+		r = &c
+	}
+	return WriteJSON(w, r)
 }
 
 // plainJSONText is v as WriteJSON writes it, or false where it cannot be

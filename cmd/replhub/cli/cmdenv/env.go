@@ -122,7 +122,7 @@ func (e *Env) PrintResult(r *wire.Result, asJSON bool) error {
 		return writeJSONLines(e.IO.Out, r.Fan)
 	}
 	if asJSON {
-		return wire.WriteJSON(e.IO.Out, r)
+		return r.WriteJSON(e.IO.Out)
 	}
 	_, err := io.WriteString(e.IO.Out, r.Text())
 	return err
