@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,10 +21,12 @@ func (s *Session) readFrames() {
 		if errors.As(err, &mf) {
 			s.hub.log.Warn("malformed frame", "session", s.name, "err", mf.Error())
 			s.mu.Lock()
-			s.notes = append(s.notes, "the worker sent a "+mf.Error()+"; it was dropped")
+			s.workerNoteLocked("the worker sent a " + mf.Error() + "; it was dropped")
 			s.namesLost = true // it may have been a done frame
 			s.mu.Unlock()
-			s.send(&proto.Error{Error: "hub: " + mf.Error()})
+			// Told aside: a worker that reads nothing must not stop its
+			// frames being read (sendAside refuses once it lags).
+			s.sendAside(&proto.Error{Error: "hub: " + mf.Error()})
 			continue
 		}
 		if err != nil {
@@ -42,6 +45,32 @@ func (s *Session) readFrames() {
 	}
 }
 
+// maxNotes bounds the notes a worker's frames leave for the next reply,
+// and maxNoteLen each one's text: a worker that sends malformed or error
+// frames in a loop must not grow the hub, nor its swap and hand-over
+// records, which carry the notes.
+const (
+	maxNotes   = 32
+	maxNoteLen = 2000
+)
+
+// workerNoteLocked adds a note that the worker's frames are the cause of:
+// clipped, and past maxNotes counted in the last one instead.
+func (s *Session) workerNoteLocked(text string) {
+	if len(text) > maxNoteLen {
+		text = strings.ToValidUTF8(text[:maxNoteLen], "") + " …"
+	}
+	switch {
+	case len(s.notes) < maxNotes-1:
+		s.notes = append(s.notes, text)
+		return
+	case len(s.notes) == maxNotes-1:
+		s.notesDropped = 0 // the first past the bound since the notes were taken
+	}
+	s.notesDropped++
+	s.notes = append(s.notes[:maxNotes-1], fmt.Sprintf("%d more notes from the worker were dropped (it sent malformed or error frames in a loop)", s.notesDropped))
+}
+
 // takeFrame handles one frame from the worker, on its reader.
 func (s *Session) takeFrame(m proto.Msg) {
 	switch f := m.(type) {
@@ -54,7 +83,7 @@ func (s *Session) takeFrame(m proto.Msg) {
 		}
 	case *proto.Error:
 		s.mu.Lock()
-		s.notes = append(s.notes, "the worker reported: "+f.Error)
+		s.workerNoteLocked("the worker reported: " + f.Error)
 		s.mu.Unlock()
 	case *proto.Req:
 		s.takeRequest(f)

@@ -104,6 +104,7 @@ type Session struct {
 	frameSplit     *proto.Splitter
 	early          []byte   // the output before the ready frame (output.go)
 	notes          []string // remarks for the next reply (malformed frames …)
+	notesDropped   int      // the worker's notes past maxNotes since the notes were last taken
 	names          []string
 	namesLost      bool // a done frame not taken may have had the names: the next exec asks for them
 	rss            int64

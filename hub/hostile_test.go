@@ -1,0 +1,75 @@
+package hub
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/proto"
+)
+
+// What a worker that misbehaves on purpose can make the hub keep or wait
+// for: each must stay bounded, and the session's frames must go on being
+// read.
+
+// A worker that sends error frames and malformed lines in a loop, and
+// reads nothing the hub sends it: the notes for the next reply stay few
+// and short, the last counting what was dropped, and the hub's answers
+// to the malformed lines do not stop its frames being read.
+func TestWorkerNotesAreBounded(t *testing.T) {
+	h := reachHub(t, map[string]string{"loc": "local"})
+	s := h.sessions["loc"]
+	s.state = stateIdle
+	unread, stuck, err := os.Pipe() // nobody reads what the hub sends
+	require.NoError(t, err)
+	defer unread.Close()
+	defer stuck.Close() // ends the writes left waiting on it
+	s.w = proto.NewWriter(stuck)
+	pr, pw := io.Pipe()
+	s.frames = proto.NewReader(pr)
+	const errors, junk = 40, 20000
+	go func() {
+		w := proto.NewWriter(pw)
+		big := strings.Repeat("x", 100<<10)
+		for range errors {
+			w.Write(&proto.Error{Error: big})
+		}
+		for range junk {
+			pw.Write([]byte("not json\n"))
+		}
+		pw.Close()
+	}()
+	read := make(chan struct{})
+	go func() { s.readFrames(); close(read) }()
+	select {
+	case <-read:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the worker's frames stopped being read: the answers to its malformed lines wait on a stream it does not read")
+	}
+	s.mu.Lock()
+	notes := append([]string(nil), s.notes...)
+	s.mu.Unlock()
+	require.Len(t, notes, maxNotes)
+	total := 0
+	for _, n := range notes {
+		assert.LessOrEqual(t, len(n), maxNoteLen+100)
+		total += len(n)
+	}
+	assert.Less(t, total, maxNotes*(maxNoteLen+100))
+	assert.Equal(t, fmt.Sprintf("%d more notes from the worker were dropped (it sent malformed or error frames in a loop)", errors+junk-(maxNotes-1)), notes[maxNotes-1])
+
+	// Once taken, the count starts again.
+	s.mu.Lock()
+	s.notes = nil
+	for range maxNotes + 2 {
+		s.workerNoteLocked("again")
+	}
+	assert.Equal(t, "3 more notes from the worker were dropped (it sent malformed or error frames in a loop)", s.notes[maxNotes-1])
+	s.mu.Unlock()
+}
