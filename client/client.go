@@ -211,6 +211,10 @@ type ExecOptions struct {
 	// NoWait returns as soon as the cell has started (status started):
 	// WaitCell collects it.
 	NoWait bool
+	// InterruptIfGone ends the cell this exec starts if the call is
+	// cancelled before its reply (wire.Request.InterruptIfGone); without
+	// it, the cell runs on for WaitCell.
+	InterruptIfGone bool
 	// Queue puts the cell in the session's queue when it is busy, instead
 	// of failing: the result (status queued) comes at once, with the
 	// cell's number for WaitCell.
@@ -254,7 +258,7 @@ func (c *Client) Exec(ctx context.Context, name, code string, o ExecOptions) (*w
 	req := wire.Request{Op: wire.OpExec, Name: name, Code: code, Timeout: o.Timeout.Seconds(), Python: o.Python,
 		Host: o.Host, Jump: o.Jump, Pythons: o.Pythons, Sudo: o.Sudo, NoWait: o.NoWait, Queue: o.Queue,
 		MaxOutput: o.MaxOutput, Private: o.Private, Transcript: o.Transcript,
-		Hosts: o.Hosts, Fanout: o.Fanout, Stream: o.OnOutput != nil}
+		Hosts: o.Hosts, Fanout: o.Fanout, Stream: o.OnOutput != nil, InterruptIfGone: o.InterruptIfGone}
 	var onEvent func(*wire.Event)
 	if o.OnOutput != nil {
 		onEvent = func(ev *wire.Event) {
@@ -332,13 +336,6 @@ func (c *Client) Interrupt(ctx context.Context, name string) (string, error) {
 // that has finished is left alone (the message says so).
 func (c *Client) InterruptCell(ctx context.Context, name string, n int) (string, error) {
 	return c.message(ctx, wire.Request{Op: wire.OpInterrupt, Name: name, Cell: n})
-}
-
-// CancelCell interrupts the running cell of session name for a caller
-// that cancelled the call collecting it: the cell's output and result stay
-// unread, and the next wait or exec shows them with a note saying so.
-func (c *Client) CancelCell(ctx context.Context, name string) (string, error) {
-	return c.message(ctx, wire.Request{Op: wire.OpInterrupt, Name: name, Cancelled: true})
 }
 
 // Kill ends session name and frees its name.

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -275,6 +276,28 @@ func (s *Session) wait(ctx context.Context, timeout time.Duration, cell, limit i
 	return s.collect(ctx, r, timeout, limit, progress, false), nil
 }
 
+// ifGoneKey marks the context of an exec whose client asked that its cell
+// end if it goes away before the reply (wire.Request.InterruptIfGone).
+type ifGoneKey struct{}
+
+// endsIfGone reports whether ctx is such an exec's, and ended because its
+// client went away (not because the hub stops).
+func endsIfGone(ctx context.Context) bool {
+	on, _ := ctx.Value(ifGoneKey{}).(bool)
+	return on && errors.Is(context.Cause(ctx), errClientGone)
+}
+
+// endCancelled ends cell r, whose exec's client went away having asked
+// for that: taken out of the queue, or interrupted, its output left for
+// the next reply with a note (cancelledNote). Another cell is never
+// touched, and one that finished is left alone.
+func (s *Session) endCancelled(r *run, adv wire.Advice) {
+	if _, ok := s.takeOut(r.cell, "the client cancelled the call that queued it"); ok {
+		return
+	}
+	s.interrupt(adv, true, r.cell)
+}
+
 // cancelledNote says that the client cancelled the call that ran a cell.
 func cancelledNote(cell int) string {
 	return fmt.Sprintf("the client cancelled the call that ran cell %d, so it was interrupted; here is its output", cell)
@@ -322,6 +345,9 @@ func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, li
 			s.mu.Lock()
 			r.collecting--
 			s.mu.Unlock()
+			if own && endsIfGone(ctx) {
+				go s.endCancelled(r, wire.AdviceFor(surfaceOf(ctx)))
+			}
 			return nil
 		}
 		s.mu.Lock()

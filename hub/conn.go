@@ -45,8 +45,8 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 		return
 	}
 	k := &conn{h: h, c: c, r: wire.NewReader(c), reqs: make(chan incoming), gone: make(chan struct{}), turn: make(chan struct{}, 1)}
-	k.cctx, k.ccancel = context.WithCancel(ctx)
-	defer k.ccancel()
+	k.cctx, k.ccancel = context.WithCancelCause(ctx)
+	defer k.ccancel(nil)
 	k.turn <- struct{}{}
 	k.readers.Add(1)
 	go k.read(ctx)
@@ -61,6 +61,10 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 	k.readers.Wait()
 }
 
+// errClientGone is the cause of a request's context ending because its
+// client closed the connection (rather than the hub stopping).
+var errClientGone = errors.New("the client went away")
+
 // conn is one client connection being served.
 type conn struct {
 	h *Hub
@@ -71,7 +75,7 @@ type conn struct {
 	reqs    chan incoming
 	gone    chan struct{}
 	cctx    context.Context
-	ccancel context.CancelFunc
+	ccancel context.CancelCauseFunc
 	// turn holds a token while no request is being answered.
 	turn chan struct{}
 	// over is set when an answer could not be sent: nothing more is read.
@@ -96,7 +100,7 @@ func (k *conn) read(ctx context.Context) {
 		req, err := k.r.ReadRequest()
 		var bad *wire.RequestError
 		if err != nil && !errors.As(err, &bad) {
-			k.ccancel()
+			k.ccancel(errClientGone)
 			close(k.gone)
 			return
 		}

@@ -213,6 +213,12 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 func (h *Hub) runCell(ctx context.Context, s *Session, req wire.Request, created bool, previous string, progress func(*wire.Progress)) (*wire.Result, error) {
 	announced := announce(ctx, s, created, previous)
 	ctx = withSurface(ctx, req.Surface)
+	if req.InterruptIfGone {
+		if ctx.Err() != nil {
+			return nil, ctx.Err() // gone already: start nothing
+		}
+		ctx = context.WithValue(ctx, ifGoneKey{}, true)
+	}
 	exec := s.exec
 	if req.Queue {
 		exec = s.enqueue
@@ -445,8 +451,6 @@ func (h *Hub) lookup(name string, adv wire.Advice) (*Session, error) {
 }
 
 // Interrupt raises KeyboardInterrupt in session req.Name's running cell.
-// With req.Cancelled, the client cancelled the call collecting the cell:
-// its output stays for the next reader, with a note saying so.
 func (h *Hub) Interrupt(req wire.Request) (string, error) {
 	adv := wire.AdviceFor(req.Surface)
 	s, err := h.lookup(req.Name, adv)
@@ -459,7 +463,7 @@ func (h *Hub) Interrupt(req wire.Request) (string, error) {
 	if req.Cell > 0 {
 		return s.interruptCell(adv, req.Cell)
 	}
-	return s.interrupt(adv, req.Cancelled, 0)
+	return s.interrupt(adv, false, 0)
 }
 
 // Kill ends session name and frees its name. No death note is written: the

@@ -20,7 +20,7 @@ func (s *Session) interrupt(adv wire.Advice, cancelled bool, cell int) (string, 
 		// the result it brings, and its reader hears why, whether or not
 		// an interrupt can go.
 		s.mu.Lock()
-		if r := s.cur; r != nil && !r.collected {
+		if r := s.cur; r != nil && !r.collected && !r.isFinished() && (cell == 0 || r.cell == cell) {
 			r.cancelled = true
 		}
 		s.mu.Unlock()

@@ -288,9 +288,10 @@ func (s *Session) queuedResultLocked(r *run) *wire.Result {
 	return &wire.Result{Session: s.name, Cell: r.cell, Status: wire.StatusQueued, Ahead: s.aheadLocked(r)}
 }
 
-// takeOut takes queued cell n out of the queue: it will not run. ok is
+// takeOut takes queued cell n out of the queue (by says what did: an
+// interrupt, a cancelled call): it will not run. ok is
 // false when n is not queued.
-func (s *Session) takeOut(n int) (msg string, ok bool) {
+func (s *Session) takeOut(n int, by string) (msg string, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := slices.IndexFunc(s.queue, func(r *run) bool { return r.cell == n })
@@ -300,7 +301,7 @@ func (s *Session) takeOut(n int) (msg string, ok bool) {
 	r := s.queue[i]
 	s.queue = slices.Delete(s.queue, i, i+1)
 	r.code = ""
-	why := fmt.Sprintf("cell %d of session '%s' was taken out of the queue (interrupt) and never ran", n, s.name)
+	why := fmt.Sprintf("cell %d of session '%s' was taken out of the queue (%s) and never ran", n, s.name, by)
 	r.result = &wire.Result{Session: s.name, Cell: n, Status: wire.StatusError,
 		Error: &wire.CellError{Type: "NotRun", Message: why}}
 	close(r.finished)
@@ -317,7 +318,7 @@ func (s *Session) takeOut(n int) (msg string, ok bool) {
 // the running one interrupted; one that finished is left alone, and the
 // answer says so.
 func (s *Session) interruptCell(adv wire.Advice, n int) (string, error) {
-	if msg, ok := s.takeOut(n); ok {
+	if msg, ok := s.takeOut(n, "interrupt"); ok {
 		return msg, nil
 	}
 	s.mu.Lock()

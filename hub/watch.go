@@ -74,6 +74,12 @@ func withSurface(ctx context.Context, surface string) context.Context {
 	return context.WithValue(ctx, surfaceKey{}, surface)
 }
 
+// surfaceOf is the surface withSurface gave ctx ("" for none).
+func surfaceOf(ctx context.Context) string {
+	sf, _ := ctx.Value(surfaceKey{}).(string)
+	return sf
+}
+
 // withWatcher makes the cell that exec starts under ctx w's.
 func withWatcher(ctx context.Context, w *watcher) context.Context {
 	return context.WithValue(ctx, watcherKey{}, w)
@@ -250,7 +256,7 @@ func byOf(ctx context.Context, w *watcher) string {
 	if w != nil && w.person {
 		return wire.ByAttach
 	}
-	if sf, _ := ctx.Value(surfaceKey{}).(string); sf == wire.SurfaceMCP {
+	if surfaceOf(ctx) == wire.SurfaceMCP {
 		return wire.ByAgent
 	}
 	return ""

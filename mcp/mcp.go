@@ -242,6 +242,9 @@ func (t *tools) exec(ctx context.Context, req *sdk.CallToolRequest, a ExecArgs) 
 		Hosts:      a.Hosts,
 		Fanout:     a.Fanout,
 		OnProgress: progressFor(ctx, req),
+		// A cancelled call ends its own cell, and no other: the hub knows
+		// which it started, or that it started none.
+		InterruptIfGone: true,
 	}
 	if a.Jump != nil {
 		o.Jump = &a.Jump
@@ -249,24 +252,16 @@ func (t *tools) exec(ctx context.Context, req *sdk.CallToolRequest, a ExecArgs) 
 	res, err := t.c.Exec(t.withID(ctx, req), a.Name, a.Code, o)
 	if err != nil {
 		if ctx.Err() != nil {
-			return t.cancelled(a.Name), nil, nil
+			// Cancelled (notifications/cancelled, or the client's own
+			// timeout): the hub ends the cell this call started as the
+			// call's connection closes, and keeps its output for the next
+			// wait or exec, with a note. This reply is never sent
+			// (cancelTransport).
+			return text("cancelled", false), nil, nil
 		}
 		return failure(err)
 	}
 	return result(res), nil, nil
-}
-
-// cancelled interrupts the cell of an exec its client cancelled (by
-// notifications/cancelled, or its own timeout). The cell's output stays
-// unread in the hub, for the next wait or exec to show with a note: the
-// reply to a cancelled call is never sent (cancelTransport).
-func (t *tools) cancelled(name string) *sdk.CallToolResult {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := t.c.CancelCell(ctx, name); err != nil {
-		return text(fmt.Sprintf("cancelled; interrupting session '%s' failed: %v", name, err), true)
-	}
-	return text("cancelled", false)
 }
 
 func (t *tools) wait(ctx context.Context, req *sdk.CallToolRequest, a WaitArgs) (*sdk.CallToolResult, any, error) {

@@ -143,10 +143,12 @@ type Request struct {
 	// Surface is who reads the reply (SurfaceCLI or SurfaceMCP): the
 	// hub's advice names what that reader can do (Advice).
 	Surface string `json:"surface,omitempty"`
-	// Cancelled, on an interrupt, says that the client cancelled the call
-	// that was collecting the cell: the cell's output stays unread, and the
-	// reply that shows it says so.
-	Cancelled bool `json:"cancelled,omitempty"`
+	// InterruptIfGone, on an exec, ends the cell it started if its client
+	// goes away before the reply (an MCP call cancelled): that cell alone,
+	// whatever else the session runs by then. A queued one is taken out, a
+	// running one interrupted, its output left for the next reply with a
+	// note; where the exec started none (the session was busy), nothing.
+	InterruptIfGone bool `json:"interrupt_if_gone,omitempty"`
 	// Stream, on an exec, asks for the cell's output as Event replies
 	// while it runs (attach.go).
 	Stream bool `json:"stream,omitempty"`

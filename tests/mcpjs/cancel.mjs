@@ -73,5 +73,43 @@ if (text.indexOf("started") > text.indexOf("Out[4]")) fail("the cancelled cell's
 res = await client.callTool({ name: "wait", arguments: { name: "js" } });
 if (!textOf(res).includes("nothing to collect")) fail("a second wait found more:\n" + textOf(res));
 await client.callTool({ name: "kill", arguments: { name: "js" } });
+
+// 3. Another client's cancelled calls end what they started, and nothing
+// else: this client's cell outlives its call; the other's exec, refused
+// as the session is busy, is cancelled at once, five times; then its
+// queued exec is cancelled. This client's cell runs to its end, and the
+// queued cell never runs.
+const other = new Client({ name: "replhub-test-other", version: "1" });
+other.onerror = (e) => errors.push("other: " + String(e));
+await other.connect(new StdioClientTransport({ command: process.env.REPLHUB_BIN, args: ["mcp"], env: process.env, stderr: "inherit" }));
+await exec({ name: "js2", code: "import time" });
+const long = 'import time\nprint("mine started", flush=True)\ntime.sleep(4)\nprint("mine finished")';
+res = await exec({ name: "js2", code: long, timeout: 0.5 });
+if (!textOf(res).includes("still running")) fail("want the cell still running:\n" + textOf(res));
+const otherExec = (args) => {
+  const ac = new AbortController();
+  const p = other.callTool({ name: "exec", arguments: args }, undefined, { signal: ac.signal }).catch((e) => e);
+  return { p, abort: () => ac.abort("the other client gives up") };
+};
+for (let i = 0; i < 5; i++) {
+  const call = otherExec({ name: "js2", code: 'print("busy one ran")' });
+  call.abort();
+  await call.p;
+}
+const queued = otherExec({ name: "js2", code: 'print("queued one ran")', queue: true, timeout: 60 });
+await sleep(500);
+queued.abort();
+await queued.p;
+res = await client.callTool({ name: "wait", arguments: { name: "js2", timeout: 30 } });
+text = textOf(res);
+if (!text.includes("mine finished") || text.includes("KeyboardInterrupt") || text.includes("cancelled"))
+  fail("another client's cancel reached this client's cell:\n" + text);
+res = await exec({ name: "js2", code: "7 * 6" });
+text = textOf(res);
+if (!text.includes("42") || text.includes("ran")) fail("the cancelled queued cell ran, or its output came:\n" + text);
+await sleep(500);
+if (errors.length) fail("a response came after a cancel: " + errors.join("; "));
+await client.callTool({ name: "kill", arguments: { name: "js2" } });
+await other.close();
 await client.close();
-console.log("ok: 2 cancelled calls, no late response, output shown once");
+console.log("ok: 2 cancelled calls, no late response, output shown once; another client's cancels end only theirs");
