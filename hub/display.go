@@ -77,7 +77,9 @@ func displayItem(n int, mime string, b []byte) (*wire.Display, string) {
 		if len(b) > maxSVGBytes {
 			return nil, fmt.Sprintf("an SVG of %d KB was dropped: replhub shows SVGs of at most %d MB", len(b)>>10, maxSVGBytes>>20)
 		}
-		d := &wire.Display{MIME: mime, Data: b, Bytes: len(b)}
+		// A copy: b is a slice of the done frame's whole payload, which
+		// a kept result would otherwise keep alive (up to 32 MiB).
+		d := &wire.Display{MIME: mime, Data: bytes.Clone(b), Bytes: len(b)}
 		if len(b) <= maxDisplayText && utf8.Valid(b) {
 			d.Text = string(b)
 		}
@@ -132,7 +134,7 @@ func boundImage(n int, mime string, b []byte) (*wire.Display, string) {
 	}
 	d := &wire.Display{MIME: mime, Width: w, Height: h}
 	if fits(w, h) && len(b) <= MaxImageBytes {
-		d.Data, d.Bytes = b, len(b)
+		d.Data, d.Bytes = bytes.Clone(b), len(b) // a copy, as an SVG's
 		return d, ""
 	}
 	tw, th := target(w, h)

@@ -73,3 +73,24 @@ func TestWorkerNotesAreBounded(t *testing.T) {
 	assert.Equal(t, "3 more notes from the worker were dropped (it sent malformed or error frames in a loop)", s.notes[maxNotes-1])
 	s.mu.Unlock()
 }
+
+// A done frame whose payload is a tiny image and 32 MiB of an item of no
+// known type: what is kept of it holds the image's bytes, not the
+// payload's array.
+func TestDisplayItemsKeepNoneOfThePayload(t *testing.T) {
+	png := pngOf(t, 1, 1, false)
+	svg := []byte(`<svg xmlns="http://www.w3.org/2000/svg" width="1" height="1"/>`)
+	data := make([]byte, proto.DisplaySize)
+	copy(data, png)
+	copy(data[len(png):], svg)
+	f := &proto.Done{Display: []proto.DisplayItem{
+		{MIME: "image/png", Size: int64(len(png))},
+		{MIME: "image/svg+xml", Size: int64(len(svg))},
+		{MIME: "x/pad", Size: int64(len(data) - len(png) - len(svg))},
+	}, Data: data}
+	items, _ := displayItems(f)
+	require.Len(t, items, 2)
+	for _, d := range items {
+		assert.Less(t, cap(d.Data), 1024, "%s keeps an array of %d bytes", d.MIME, cap(d.Data))
+	}
+}
