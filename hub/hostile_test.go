@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -93,4 +94,43 @@ func TestDisplayItemsKeepNoneOfThePayload(t *testing.T) {
 	for _, d := range items {
 		assert.Less(t, cap(d.Data), 1024, "%s keeps an array of %d bytes", d.MIME, cap(d.Data))
 	}
+}
+
+// Puts of 32 MiB each to sessions whose workers take every frame and
+// answer none: once the serve frames are written, the hub keeps none of
+// the data while it waits for the answers.
+func TestWaitingPutsKeepNoData(t *testing.T) {
+	h, from, _, targets := relayHub(t, "t%d", 8)
+	for _, name := range targets {
+		pr, pw := io.Pipe() // a worker that reads every frame, answers none
+		h.sessions[name].w = proto.NewWriter(pw)
+		go io.Copy(io.Discard, pr)
+		t.Cleanup(func() { pr.Close() })
+	}
+	heap := func() int64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return int64(m.HeapInuse)
+	}
+	before := heap()
+	for i, name := range targets {
+		from.takeRequest(&proto.Req{ID: int64(i + 1), Kind: "put", Target: name, Names: []string{"x"}, Data: make([]byte, 32<<20)})
+	}
+	written := func() bool {
+		for _, name := range targets {
+			if h.sessions[name].w.Written() < 32<<20 {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for !written() {
+		require.True(t, time.Now().Before(deadline), "the serve frames were not written")
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Equal(t, int32(len(targets)), from.requests.Load(), "every put waits for its answer")
+	grew := heap() - before
+	assert.Less(t, grew, int64(32<<20), "the hub keeps %d MiB for %d puts that wait for their answers", grew>>20, len(targets))
 }

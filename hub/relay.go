@@ -276,6 +276,10 @@ func (h *Hub) relayServe(cancelled context.Context, from *Session, f *proto.Req)
 	flush := streamObject(from, f.ID, op)
 	serve := &proto.Serve{Sid: op.sid, Kind: f.Kind, From: from.name, Py: f.Py,
 		Names: f.Names, Into: f.Into, Cells: f.Cells, Bufs: f.Bufs, Kinds: f.Kinds, Oob: f.Oob, Data: f.Data}
+	// Once the serve frame is written, its data is the target's: nothing
+	// here keeps it while the answer is awaited, which a target may put
+	// off for as long as it likes.
+	f.Data = nil
 	served, ok := op.next(sendServe(target, serve, op))
 	for ok && served != nil && served.First {
 		passFirst(from, f.ID, served, op)
