@@ -387,7 +387,8 @@ func (s *Session) detach() {
 	out, frames := make(chan struct{}), make(chan struct{})
 	s.detachFence, s.detachedOut, s.detachedFrames = fence, out, frames
 	s.mu.Unlock()
-	if err := s.send(&proto.Detach{Fence: string(fence)}); err != nil {
+	// Stall-bounded: a worker that reads nothing must not hold the restart.
+	if err := s.relaySend(&proto.Detach{Fence: string(fence)}, nil); err != nil {
 		s.hub.log.Warn("detach not sent", "session", s.name, "err", err)
 		return
 	}

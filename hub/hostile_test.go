@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replhub/replhub/proto"
+	"github.com/replhub/replhub/wire"
 )
 
 // What a worker that misbehaves on purpose can make the hub keep or wait
@@ -133,4 +135,61 @@ func TestWaitingPutsKeepNoData(t *testing.T) {
 	require.Equal(t, int32(len(targets)), from.requests.Load(), "every put waits for its answer")
 	grew := heap() - before
 	assert.Less(t, grew, int64(32<<20), "the hub keeps %d MiB for %d puts that wait for their answers", grew>>20, len(targets))
+}
+
+// A worker that reads nothing is swapped (the sweep, `replhub swap`):
+// the swap fails once the frame stalls, rather than holding its caller,
+// the sweep behind it and the hub's stop; an interrupt of the session
+// meanwhile does not wait for the swap past lookupSwapWait.
+func TestSwapOfAWorkerThatReadsNothing(t *testing.T) {
+	shortStall(t, 300*time.Millisecond)
+	old := lookupSwapWait
+	lookupSwapWait = 500 * time.Millisecond
+	t.Cleanup(func() { lookupSwapWait = old })
+	h := reachHub(t, map[string]string{"loc": "local"})
+	s := h.sessions["loc"]
+	s.state = stateIdle
+	pr, pw := io.Pipe() // takes nothing: a write waits for a reader
+	t.Cleanup(func() { pr.Close() })
+	s.w = proto.NewWriter(pw)
+	swapped := make(chan wire.SwapOutcome, 1)
+	go func() { swapped <- h.swapOut(context.Background(), s, false, "test", 0) }()
+	time.Sleep(100 * time.Millisecond)
+	looked := make(chan error, 1)
+	go func() {
+		_, err := h.Interrupt(wire.Request{Name: "loc"})
+		looked <- err
+	}()
+	select {
+	case o := <-swapped:
+		assert.Equal(t, wire.SwapFailed, o.Status, "%+v", o)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the swap of a worker that reads nothing has not returned after 10 s")
+	}
+	select {
+	case <-looked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("an interrupt of the session waits for its swap")
+	}
+	assert.Equal(t, "", busyWith(s), "the failed swap leaves the session")
+}
+
+// A restart's detach of a worker that reads nothing gives up after the
+// stall, and the restart goes on.
+func TestDetachOfAWorkerThatReadsNothing(t *testing.T) {
+	shortStall(t, 300*time.Millisecond)
+	h := reachHub(t, map[string]string{"loc": "local"})
+	s := h.sessions["loc"]
+	s.state = stateIdle
+	s.sock = "/nonexistent/worker.sock"
+	pr, pw := io.Pipe()
+	t.Cleanup(func() { pr.Close() })
+	s.w = proto.NewWriter(pw)
+	done := make(chan struct{})
+	go func() { s.detach(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the detach of a worker that reads nothing has not returned after 10 s")
+	}
 }

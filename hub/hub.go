@@ -423,6 +423,9 @@ func (h *Hub) diedQueued(name string, cell int) *wire.Result {
 		Death: fmt.Sprintf("session '%s' died before cell %d ran (it was queued): %s", name, cell, n.How)}
 }
 
+// lookupSwapWait bounds lookup's wait for a swap under way.
+var lookupSwapWait = 10 * time.Second
+
 // lookup finds a live session, or explains that it died or never was, with
 // advice worded by adv.
 func (h *Hub) lookup(name string, adv wire.Advice) (*Session, error) {
@@ -434,7 +437,13 @@ func (h *Hub) lookup(name string, adv wire.Advice) (*Session, error) {
 	h.mu.Unlock()
 	if s != nil {
 		<-s.ready
-		if h.waitSwapOf(context.Background(), s) {
+		// A swap under way ends (gone to disk, or kept) before the name is
+		// answered for, but within lookupSwapWait: a worker that takes its
+		// time must not hold an interrupt; past it, s is busy with its swap.
+		ctx, cancel := context.WithTimeout(context.Background(), lookupSwapWait)
+		gone := h.waitSwapOf(ctx, s)
+		cancel()
+		if gone {
 			s = nil
 		}
 	}

@@ -430,7 +430,8 @@ func (h *Hub) swapOut(ctx context.Context, s *Session, force bool, why string, i
 				_, j.sinkErr = j.sink.Write(c.Data)
 			}
 			if j.sinkErr != nil {
-				s.send(&proto.Cancel{Sid: op.sid})
+				// On the frame reader: never a write that could wait.
+				go s.relayLater(&proto.Cancel{Sid: op.sid})
 			}
 		}
 		j.mu.Unlock()
@@ -483,7 +484,10 @@ func (h *Hub) swapOut(ctx context.Context, s *Session, force bool, why string, i
 	defer os.Remove(part) // gone by then unless the swap failed
 	ctx, cancel := context.WithTimeout(ctx, swapBound)
 	defer cancel()
-	ans := h.awaitSwapped(ctx, s, j, op, s.send(frame))
+	// Through the relay writer: a worker that reads nothing fails the
+	// swap after relayStall, rather than holding it, the sweep behind it
+	// and the hub's stop.
+	ans := h.awaitSwapped(ctx, s, j, op, s.relaySend(frame, ctx.Done()))
 	j.mu.Lock()
 	sink, sinkErr := j.sink, j.sinkErr
 	j.sink = nil
@@ -570,7 +574,7 @@ func (h *Hub) awaitSwapped(ctx context.Context, s *Session, j *swapJob, op *serv
 		return nil
 	case <-ctx.Done():
 	}
-	s.send(&proto.Cancel{Sid: op.sid})
+	go s.relayLater(&proto.Cancel{Sid: op.sid}) // after the swap frame, and never waited for
 	select {
 	case f := <-j.swapped:
 		if f.OK {

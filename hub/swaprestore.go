@@ -130,7 +130,7 @@ func (r *swapRecord) agrees(req wire.Request) error {
 func (h *Hub) restoreInto(ctx context.Context, s *Session, rec *swapRecord, op *serveOp, j *swapJob) (*proto.Restored, error) {
 	pickle, _ := h.swapPaths(rec.Name)
 	if rec.Host == config.Local {
-		if err := s.send(&proto.Restore{Sid: op.sid, Path: pickle}); err != nil {
+		if err := s.relaySend(&proto.Restore{Sid: op.sid, Path: pickle}, ctx.Done()); err != nil {
 			return nil, err
 		}
 		return h.awaitRestored(ctx, s, j)
@@ -141,7 +141,10 @@ func (h *Hub) restoreInto(ctx context.Context, s *Session, rec *swapRecord, op *
 		return nil, err
 	}
 	defer f.Close()
-	if err := s.send(&proto.Restore{Sid: op.sid}); err != nil {
+	// Every frame of a restore goes through the relay writer: a worker
+	// that stops reading fails it after relayStall (or as ctx ends)
+	// instead of holding the exec that restores it.
+	if err := s.relaySend(&proto.Restore{Sid: op.sid}, ctx.Done()); err != nil {
 		return nil, err
 	}
 	// The worker acknowledges with seq -1 once it can take chunks, then
@@ -172,11 +175,12 @@ func (h *Hub) restoreInto(ctx context.Context, s *Session, rec *swapRecord, op *
 		c := <-chunks
 		var err error
 		if len(c.b) > 0 {
-			err = s.send(&proto.Chunk{Sid: op.sid, Seq: seq, Data: c.b})
+			err = s.relaySend(&proto.Chunk{Sid: op.sid, Seq: seq, Data: c.b}, ctx.Done()) // gives c.b back
+		} else {
+			proto.PutChunk(c.b)
 		}
-		proto.PutChunk(c.b)
 		if err == nil && c.err == io.EOF {
-			err = s.send(&proto.Chunk{Sid: op.sid, Seq: seq + 1, EOF: true})
+			err = s.relaySend(&proto.Chunk{Sid: op.sid, Seq: seq + 1, EOF: true}, ctx.Done())
 			if err == nil {
 				break
 			}
