@@ -229,7 +229,7 @@ func (h *Hub) runCell(ctx context.Context, s *Session, req wire.Request, created
 	}
 	if res == nil {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return nil, unanswered(ctx, s.name, req.Surface)
 		}
 		return nil, &wire.Error{Code: wire.CodeInternal, Message: "the client cancelled this call"}
 	}
@@ -248,6 +248,18 @@ func (h *Hub) runCell(ctx context.Context, s *Session, req wire.Request, created
 		res.Notes = append(res.Notes, n)
 	}
 	return res, nil
+}
+
+// unanswered is why a call waiting on session name's cell ended without
+// its result, ctx having ended: its client went away (nobody reads the
+// answer), or the hub is stopping, which the client hears of.
+func unanswered(ctx context.Context, name, surface string) error {
+	if errors.Is(context.Cause(ctx), errClientGone) {
+		return ctx.Err()
+	}
+	adv := wire.AdviceFor(surface)
+	return &wire.Error{Code: wire.CodeShutdown, Message: fmt.Sprintf(
+		"the hub stopped while this call waited on session '%s': %s (which starts a hub) shows what became of its cell", name, adv.Wait(name))}
 }
 
 // takeWarnings returns the ssh_config warnings for the next reply.
@@ -398,7 +410,7 @@ func (h *Hub) waitOn(ctx context.Context, s *Session, req wire.Request, progress
 		return nil, err
 	}
 	if res == nil {
-		return nil, ctx.Err()
+		return nil, unanswered(ctx, s.name, req.Surface)
 	}
 	res.Others = h.othersLine(req)
 	if n := s.personNote(); n != "" {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -384,8 +385,22 @@ func TestHubStopLeavesDeathNotes(t *testing.T) {
 	e.WriteConfig(`{"swap_after_hours": 0}`) // else a stop swaps them (swap_test.go)
 	newer, _ := hubtest.PickPythons(t)
 	res, _ := jsonResult(t, e, "exec", "--json", "victim", "import os; os.getpid()", "--python", newer)
+	// A call that waits on a cell as the hub stops hears so, in words.
+	require.Equal(t, 0, e.Run("exec", "waiter", "import time", "--python", newer).Code)
+	waited := make(chan hubtest.Result, 1)
+	go func() { waited <- e.Run("exec", "waiter", "print('waiting', flush=True); time.sleep(60)", "-t", "120") }()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if l := sessionList(t, e); slices.ContainsFunc(l.Sessions, func(s wire.SessionInfo) bool { return s.Name == "waiter" && s.RunningCell == 2 }) {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the waiter's cell did not start")
+		time.Sleep(20 * time.Millisecond)
+	}
 	r := e.Run("stop")
 	require.Equal(t, 0, r.Code, "%s", r)
+	w := <-waited
+	assert.Equal(t, 2, w.Code, "%s", w)
+	assert.Contains(t, w.Stderr, "replhub: the hub stopped while this call waited on session 'waiter': `replhub wait waiter` (which starts a hub) shows what became of its cell", "%s", w)
 	pid := 0
 	json.Unmarshal([]byte(*res.Value), &pid)
 	assert.True(t, hubtest.WaitGone(pid, 5*time.Second))

@@ -494,13 +494,20 @@ func TestPlainExecCtrlC(t *testing.T) {
 // once the cell runs and /proc shows the handler armed, so that it cannot
 // race the arming, and returns what the command gave once it ended.
 func execCtrlC(t *testing.T, e *hubtest.Env, name string, args ...string) (code int, stdout, stderr string) {
+	return execCtrlCs(t, e, name, "time.sleep(60)", 1, args...)
+}
+
+// execCtrlCs is execCtrlC with the cell's body after it says it started,
+// and times Ctrl-Cs: each after the one before was told of on standard
+// error ("[interrupting").
+func execCtrlCs(t *testing.T, e *hubtest.Env, name, body string, times int, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	mark := filepath.Join(t.TempDir(), "started")
 	argv := append([]string{"-c", `trap '' INT; exec "$0" "$@"`, e.Bin, "exec", name,
-		"open(" + strconv.Quote(mark) + ", 'w').close(); time.sleep(60)"}, args...)
+		"open(" + strconv.Quote(mark) + ", 'w').close()\n" + body}, args...)
 	cmd := exec.Command("sh", argv...)
 	cmd.Env, cmd.Dir = e.Vars, e.Cwd
-	var out, errb bytes.Buffer
+	var out, errb hubtest.LockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	require.NoError(t, cmd.Start())
 	done := make(chan error, 1)
@@ -520,7 +527,15 @@ func execCtrlC(t *testing.T, e *hubtest.Env, name string, args ...string) (code 
 			t.Fatalf("the cell did not start, or Ctrl-C was not armed: %s %s", out.String(), errb.String())
 		}
 	}
-	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	for i := range times {
+		if i > 0 {
+			for deadline := time.Now().Add(30 * time.Second); !strings.Contains(errb.String(), "[interrupting"); {
+				require.True(t, time.Now().Before(deadline), "the first Ctrl-C was not told of: %s", errb.String())
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+		require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+	}
 	select {
 	case <-done:
 	case <-time.After(60 * time.Second):
@@ -529,4 +544,24 @@ func execCtrlC(t *testing.T, e *hubtest.Env, name string, args ...string) (code 
 		t.Fatalf("exec did not return after Ctrl-C: %s %s", out.String(), errb.String())
 	}
 	return cmd.ProcessState.ExitCode(), out.String(), errb.String()
+}
+
+// A second Ctrl-C stops the wait on a cell that swallows the first, on a
+// plain exec and through cobra: one line that says the cell runs on and
+// how to collect it, and the exit code of a cell still running.
+func TestSecondCtrlCStopsWaiting(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	require.Equal(t, 0, e.Run("exec", "c2", "import time", "--python", newer).Code)
+	swallow := "while True:\n    try:\n        time.sleep(60)\n    except KeyboardInterrupt:\n        pass"
+	for _, args := range [][]string{nil, {"--"}} { // "--": through cobra
+		code, stdout, stderr := execCtrlCs(t, e, "c2", swallow, 2, args...)
+		assert.Equal(t, 3, code, "%v: stdout %s stderr %s", args, stdout, stderr)
+		assert.Contains(t, stderr, "replhub: stopped waiting at the second Ctrl-C; the cell runs on in session 'c2': `replhub wait c2` collects it", "%v", args)
+		assert.NotContains(t, stderr, "context canceled")
+		r := e.Run("kill", "c2")
+		require.Equal(t, 0, r.Code, "%s", r)
+		require.Equal(t, 0, e.Run("exec", "c2", "import time", "--python", newer).Code)
+	}
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/internal/lean"
 )
 
 func TestResultText(t *testing.T) {
@@ -94,4 +96,10 @@ func TestAnswerJSON(t *testing.T) {
 	b, err := json.Marshal(&a)
 	require.NoError(t, err)
 	assert.Equal(t, text, string(b))
+}
+
+// Package early exits with lean's copies of the exit codes.
+func TestLeanExitCodesAreWires(t *testing.T) {
+	assert.Equal(t, ExitFailure, lean.ExitFailure)
+	assert.Equal(t, ExitRunning, lean.ExitRunning)
 }

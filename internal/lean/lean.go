@@ -132,6 +132,19 @@ func InterruptNote(name string) string {
 	return "[interrupting session '" + name + "'; Ctrl-C again stops waiting]"
 }
 
+// The CLI's exit codes that package early needs, as wire's (a test in
+// wire holds them equal).
+const (
+	ExitFailure = 2
+	ExitRunning = 3
+)
+
+// StoppedWaiting is what a second Ctrl-C on an exec or a wait of session
+// name says, as the command ends with ExitRunning: the cell runs on.
+func StoppedWaiting(name string) string {
+	return "stopped waiting at the second Ctrl-C; the cell runs on in session '" + name + "': `replhub wait " + name + "` collects it"
+}
+
 // RunInterruptNote is InterruptNote for a run (`replhub run`), whose
 // session ends with it; RunStopped is the error a second Ctrl-C ends a
 // run with.

@@ -209,10 +209,10 @@ func send(call Call, std stdio) (*Sent, int) {
 		r.Cwd, _ = os.Getwd()
 		r.Env = os.Environ()
 	}
-	note, stopped := lean.InterruptNote(name), "context canceled"
+	note, stopped, stoppedExit := lean.InterruptNote(name), lean.StoppedWaiting(name), lean.ExitRunning
 	if call.Private {
 		withOrigin()
-		note, stopped = lean.RunInterruptNote, lean.RunStopped
+		note, stopped, stoppedExit = lean.RunInterruptNote, lean.RunStopped, lean.ExitFailure
 	}
 	sent := &Sent{Call: call, Screen: &lean.Screen{Out: std.out, Err: std.err}}
 	var disarm func()
@@ -252,7 +252,8 @@ func send(call Call, std stdio) (*Sent, int) {
 				disarm = lean.CtrlC(note, sent.Screen.Notes(), func() { interrupt(sock, name) },
 					func() {
 						sent.Screen.Close()
-						os.Exit(fail(std.err, stopped))
+						fail(std.err, stopped)
+						os.Exit(stoppedExit)
 					}, nil)
 			}
 			if line, err = c.ReadLine(); err != nil {

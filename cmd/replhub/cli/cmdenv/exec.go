@@ -34,6 +34,7 @@ func (e *Env) Exec(ctx context.Context, name, code string, eo client.ExecOptions
 	if err := c.Connect(ctx); err != nil {
 		return err
 	}
+	parent := ctx
 	ctx, armed, stop := e.armCtrlC(ctx, c, name)
 	defer stop()
 	if eo.Sudo {
@@ -45,10 +46,21 @@ func (e *Env) Exec(ctx context.Context, name, code string, eo client.ExecOptions
 	res, err := c.Exec(ctx, name, code, eo)
 	if err != nil {
 		streamed.EndLine(true) // the error has a line of its own
+		if ctx.Err() != nil && parent.Err() == nil {
+			return e.stoppedWaiting(name)
+		}
 		return err
 	}
 	streamed.EndLine(res.Text() != "")
 	return e.PrintResult(res, asJSON)
+}
+
+// stoppedWaiting ends an exec or a wait of session name that a second
+// Ctrl-C stopped: one line, and the exit code of a cell still running.
+func (e *Env) stoppedWaiting(name string) error {
+	fmt.Fprintln(e.IO.Err, "replhub: "+lean.StoppedWaiting(name))
+	e.Code = ExitRunning
+	return nil
 }
 
 // Run runs code once in a new session named name, that nobody else sees
@@ -86,6 +98,7 @@ func (e *Env) Run(ctx context.Context, name, code string, eo client.ExecOptions,
 // Wait collects cell (0: whichever) of session name, waiting up to
 // timeout, and prints it; Ctrl-C interrupts the cell.
 func (e *Env) Wait(ctx context.Context, name string, cell int, timeout time.Duration, maxOutput int, asJSON bool) error {
+	parent := ctx
 	ctx, c, stop, err := e.Blocking(ctx, name)
 	if err != nil {
 		return err
@@ -94,6 +107,9 @@ func (e *Env) Wait(ctx context.Context, name string, cell int, timeout time.Dura
 	res, err := c.WaitCell(ctx, name, cell, timeout, maxOutput, e.FanProgress())
 	e.ClearFanProgress()
 	if err != nil {
+		if ctx.Err() != nil && parent.Err() == nil {
+			return e.stoppedWaiting(name)
+		}
 		return err
 	}
 	return e.printWait(res, asJSON)
