@@ -193,3 +193,24 @@ func TestDetachOfAWorkerThatReadsNothing(t *testing.T) {
 		t.Fatal("the detach of a worker that reads nothing has not returned after 10 s")
 	}
 }
+
+// An interrupt of a session that is still starting answers at once
+// (lookup would wait for the start, up to its bound), saying so.
+func TestInterruptWhileStarting(t *testing.T) {
+	h := reachHub(t, nil)
+	h.startTimeout = 30 * time.Second
+	s := newSession(h, "slow") // its ready channel still open: starting
+	h.sessions["slow"] = s
+	done := make(chan string, 1)
+	go func() {
+		msg, err := h.Interrupt(wire.Request{Name: "slow"})
+		assert.NoError(t, err)
+		done <- msg
+	}()
+	select {
+	case msg := <-done:
+		assert.Equal(t, "session 'slow' is still starting: no cell runs yet to interrupt; the exec that starts it runs its cell once it is up (its start may take up to 30s), `replhub kill slow` ends it once the start is over", msg)
+	case <-time.After(5 * time.Second):
+		t.Fatal("an interrupt waits for the session's start")
+	}
+}

@@ -474,6 +474,9 @@ func (h *Hub) lookup(name string, adv wire.Advice) (*Session, error) {
 // Interrupt raises KeyboardInterrupt in session req.Name's running cell.
 func (h *Hub) Interrupt(req wire.Request) (string, error) {
 	adv := wire.AdviceFor(req.Surface)
+	if msg := h.stillStarting(req.Name, adv); msg != "" {
+		return msg, nil
+	}
 	s, err := h.lookup(req.Name, adv)
 	if err != nil {
 		return "", err
@@ -485,6 +488,27 @@ func (h *Hub) Interrupt(req wire.Request) (string, error) {
 		return s.interruptCell(adv, req.Cell)
 	}
 	return s.interrupt(adv, false, 0)
+}
+
+// stillStarting is what an interrupt of session name says while the
+// session starts (lookup would wait for it, up to the start's bound): no
+// cell runs yet to interrupt. "" once it has started, or where there is
+// no such session.
+func (h *Hub) stillStarting(name string, adv wire.Advice) string {
+	h.mu.Lock()
+	s := h.sessions[name]
+	h.mu.Unlock()
+	if s == nil {
+		return ""
+	}
+	select {
+	case <-s.ready:
+		return ""
+	default:
+	}
+	d := wire.Duration(h.startTimeout.Seconds())
+	return fmt.Sprintf("session '%s' is still starting: no cell runs yet to interrupt; the exec that starts it runs its cell once it is up (its start may take up to %s), %s ends it once the start is over",
+		name, d, adv.Kill(name))
 }
 
 // Kill ends session name and frees its name. No death note is written: the
