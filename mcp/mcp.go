@@ -149,9 +149,14 @@ func NewServer(c *client.Client, version string) *sdk.Server {
 }
 
 // Serve runs the server on in/out until the client disconnects or ctx ends.
+// A line that is no JSON-RPC message is answered with an error and skipped
+// (lineReader): it does not end the server.
 func Serve(ctx context.Context, c *client.Client, version string, in io.ReadCloser, out io.WriteCloser) error {
 	s := NewServer(c, version)
-	return s.Run(ctx, cancelTransport{&sdk.IOTransport{Reader: in, Writer: out}})
+	w := &lockedWriter{w: out}
+	// The SDK's bound is one byte over maxLine: the newline after a
+	// message may be read with the next one.
+	return s.Run(ctx, cancelTransport{&sdk.IOTransport{Reader: newLineReader(in, w, maxLine), Writer: w, MaxLineLength: maxLine + 1}})
 }
 
 type tools struct {
