@@ -301,6 +301,7 @@ func (h *Hub) fanExec(ctx context.Context, req wire.Request, hosts []string, pro
 			}
 		}
 	}
+	_, known := h.groups[req.Name]
 	if req.Hosts != "" {
 		if err := h.rememberGroupLocked(req.Name, hosts, ""); err != nil {
 			h.mu.Unlock()
@@ -308,6 +309,12 @@ func (h *Hub) fanExec(ctx context.Context, req wire.Request, hosts []string, pro
 		}
 	}
 	h.mu.Unlock()
+	if !known && req.Hosts != "" {
+		// A group none of whose sessions started is not kept: the next
+		// exec under its name would go to those hosts again, and no list
+		// would show it.
+		defer h.forgetIfEmpty(req.Name, hosts)
+	}
 
 	ctx = withDialSlots(withConfig(ctx, cfg), cfg.FanoutOr(req.Fanout))
 	limit := timeoutOf(req.Timeout)
@@ -383,17 +390,36 @@ func (h *Hub) fanInterrupt(req wire.Request, hosts []string) (string, error) {
 	})
 }
 
-// fanKill ends every session of the group and forgets the group.
+// fanKill ends every session of the group and forgets the group. A group
+// with no session left is forgotten all the same, and says so.
 func (h *Hub) fanKill(name string, hosts []string) (string, error) {
 	msg, err := h.fanMessages(name, hosts, h.Kill)
 	h.mu.Lock()
+	_, known := h.groups[name]
 	delete(h.groups, name)
 	delete(h.fanCells, name)
 	h.mu.Unlock()
+	if err != nil && wire.IsCode(err, wire.CodeNoSession) && known {
+		return fmt.Sprintf("group '%s' had no session left (on %s); it is forgotten", name, nodeset.Fold(hosts)), nil
+	}
 	if err != nil {
 		return "", err
 	}
 	return msg + fmt.Sprintf("\ngroup '%s' is forgotten", name), nil
+}
+
+// forgetIfEmpty forgets group name, on hosts, when none of its sessions
+// exists.
+func (h *Hub) forgetIfEmpty(name string, hosts []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, host := range hosts {
+		if h.sessions[memberName(name, host)] != nil {
+			return
+		}
+	}
+	delete(h.groups, name)
+	delete(h.fanCells, name)
 }
 
 // fanMessages does do for every session of the group at once and folds

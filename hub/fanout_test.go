@@ -58,3 +58,25 @@ func TestLoadConfigCarried(t *testing.T) {
 	require.NoError(t, err)
 	assert.Same(t, read, cfg, "the group's, not the file as it is now")
 }
+
+// A group that failed on every host is not remembered, and the kill of
+// a remembered group with no session left forgets it, with an answer that
+// is no error.
+func TestGroupsWithoutSessions(t *testing.T) {
+	h := reachHub(t, map[string]string{"kept@lab-2": "lab-2"})
+	h.groups["ghost"] = groupRecord{hosts: []string{"lab-1"}}
+	h.forgetIfEmpty("ghost", []string{"lab-1"})
+	assert.NotContains(t, h.groups, "ghost")
+
+	h.groups["kept"] = groupRecord{hosts: []string{"lab-1", "lab-2"}}
+	h.forgetIfEmpty("kept", []string{"lab-1", "lab-2"})
+	assert.Contains(t, h.groups, "kept", "one of its sessions is there")
+
+	h.groups["gone"] = groupRecord{hosts: []string{"lab-[1-3]"}}
+	msg, err := h.fanKill("gone", []string{"lab-1", "lab-2", "lab-3"})
+	require.NoError(t, err)
+	assert.Equal(t, "group 'gone' had no session left (on lab-[1-3]); it is forgotten", msg)
+	assert.NotContains(t, h.groups, "gone")
+	_, err = h.fanKill("gone", []string{"lab-1"})
+	assert.Error(t, err, "a group it does not know is no session")
+}

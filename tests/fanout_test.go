@@ -328,6 +328,19 @@ bad = g.call("int", "x")
 		assert.Contains(t, r.Stdout, "[group 'probe' on 28 hosts: 28 ok]\n")
 		assert.Contains(t, r.Stdout, "\nlab-[3-30] (28)\n")
 	})
+
+	t.Run("no host could run it", func(t *testing.T) {
+		// A group none of whose sessions started is not kept: its name is
+		// free for a single session.
+		r := w.Run("exec", "ghost", "1", "--hosts", "lab-[31-32]")
+		require.Equal(t, 2, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "2 could not run")
+		r = w.Run("exec", "ghost", "1")
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "[created session 'ghost' (")
+		assert.NotContains(t, r.Stdout, "lab-")
+		require.Equal(t, 0, w.Run("kill", "ghost").Code)
+	})
 }
 
 func TestFanoutRefusals(t *testing.T) {
