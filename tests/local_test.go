@@ -442,6 +442,18 @@ func TestBadNames(t *testing.T) {
 	r := e.Run("exec", "missing-python", "1", "--python", "/no/such/python")
 	assert.Equal(t, 2, r.Code)
 	assert.Contains(t, r.Stderr, `python "/no/such/python": not found`)
+
+	// An empty place (a script's unset variable) is refused, not taken
+	// for this machine: through package early and through cobra alike.
+	for _, args := range [][]string{
+		{"exec", "s", "1", "--host", ""}, {"exec", "s", "1", "--hosts="}, {"exec", "s", "1", "--python", ""},
+		{"run", "1", "--host="}, {"run", "1", "--python", "", "--"},
+	} {
+		r := e.Run(args...)
+		assert.Equal(t, 2, r.Code, "%q: %s", args, r)
+		assert.Regexp(t, `^replhub: --(host|hosts|python) is empty: give `, r.Stderr, "%q", args)
+	}
+	assert.Contains(t, e.Run("sessions").Stdout, "no sessions", "none was made")
 }
 
 // The worker runs on every Python 3.6+ this machine has.

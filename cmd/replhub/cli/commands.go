@@ -61,6 +61,9 @@ Exit status: 0 ok, 1 the cell raised, 2 replhub failed, 3 still running,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.name = args[0]
 			o.jumpSet = cmd.Flags().Changed("jump")
+			if err := noEmptyPlace(cmd); err != nil {
+				return err
+			}
 			var err error
 			if o.code, err = e.ReadCode(args[1]); err != nil {
 				return err
@@ -76,6 +79,25 @@ Exit status: 0 ok, 1 the cell raised, 2 replhub failed, 3 still running,
 	cmd.Flags().IntVar(&o.fanout, "fanout", 0, "with --hosts: how many hosts connect at once (default config.json's \"fanout\", else 16)")
 	cmd.MarkFlagsMutuallyExclusive("host", "hosts")
 	return cmd
+}
+
+// emptyPlace is what each flag that says where a session runs is for,
+// when it is given empty: an empty --host or --hosts ran the cell here,
+// which a script with an unset variable never meant.
+var emptyPlace = map[string]string{
+	"host":   "give a host ([user@]host[:port] or an ssh_config alias), or leave the flag out for a session on this machine",
+	"hosts":  "give hosts (lab-[1-3],gw-2 or @GROUP)",
+	"python": "give an interpreter's name or path, or leave the flag out for the default",
+}
+
+// noEmptyPlace refuses a --host, --hosts or --python given empty.
+func noEmptyPlace(cmd *cobra.Command) error {
+	for _, name := range []string{"host", "hosts", "python"} {
+		if f := cmd.Flags().Lookup(name); f != nil && f.Changed && f.Value.String() == "" {
+			return fmt.Errorf("--%s is empty: %s", name, emptyPlace[name])
+		}
+	}
+	return nil
 }
 
 // sessionFlags adds the flags that exec and run share: where a new

@@ -34,6 +34,9 @@ the timeout, 4 the session died.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.jumpSet = cmd.Flags().Changed("jump")
+			if err := noEmptyPlace(cmd); err != nil {
+				return err
+			}
 			var err error
 			if o.code, err = e.ReadCode(args[0]); err != nil {
 				return err

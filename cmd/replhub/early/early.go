@@ -557,8 +557,9 @@ func plainFlags(args []string, op string) (c Call, words []string, ok bool) {
 			continue
 		}
 		if p := strs[name]; p != nil {
-			// pflag's StringVar: the next word, whatever it is.
-			if *p, i, ok = flagValue(args, i, name); !ok {
+			// pflag's StringVar: the next word, whatever it is; empty,
+			// package cli refuses it.
+			if *p, i, ok = flagValue(args, i, name); !ok || *p == "" {
 				return Call{}, nil, false
 			}
 			continue

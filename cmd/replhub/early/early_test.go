@@ -68,7 +68,7 @@ func TestPlainExec(t *testing.T) {
 		{[]string{"exec", "s", "x", "--no-wait=maybe"}, false, Call{}},
 		{[]string{"exec", "s", "x", "--no-wait", "true"}, false, Call{}}, // a third word
 		{[]string{"exec", "s", "x", "--python", "p"}, true, Call{Timeout: 30, Python: "p"}},
-		{[]string{"exec", "--python=/usr/bin/python3", "s", "x", "--python="}, true, Call{Name: "s", Code: "x", Timeout: 30}}, // the last counts
+		{[]string{"exec", "--python=/usr/bin/python3", "s", "x", "--python="}, false, Call{}}, // the last counts: empty, package cli refuses it
 		{[]string{"exec", "s", "x", "--host", "lab-7", "--json"}, true, Call{Timeout: 30, Host: "lab-7", JSON: true}},
 		{[]string{"exec", "--host=me@lab:2222", "s", "x"}, true, Call{Name: "s", Code: "x", Timeout: 30, Host: "me@lab:2222"}},
 		{[]string{"exec", "s", "x", "--host", "--json"}, true, Call{Timeout: 30, Host: "--json"}}, // --json is its value
@@ -233,6 +233,9 @@ func cobraReads(args []string) (Call, bool) {
 	}
 	if fs.Parse(args[1:]) != nil || fs.ArgsLenAtDash() >= 0 {
 		return Call{}, false
+	}
+	if fs.Changed("python") && *python == "" || fs.Changed("host") && *host == "" {
+		return Call{}, false // package cli refuses them (noEmptyPlace)
 	}
 	w := fs.Args()
 	if args[0] == opRun {
