@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/replhub/replhub/wire"
@@ -36,10 +37,20 @@ func (h *Hub) run(ctx context.Context, req wire.Request, progress func(*wire.Pro
 		return nil, err
 	}
 	if res == nil {
-		return nil, ctx.Err()
+		if errors.Is(context.Cause(ctx), errClientGone) {
+			return nil, ctx.Err()
+		}
+		return nil, &wire.Error{Code: wire.CodeShutdown, Message: "the hub stopped during the run; the run's session ended with it"}
 	}
 	if res.Status == wire.StatusRunning {
 		res.Status = wire.StatusTimeout
+	}
+	if e := res.Error; e != nil && e.Type == "SystemExit" {
+		// The worker says what it says in any session; a run's does not
+		// go on.
+		if m, ok := strings.CutSuffix(e.Message, " was caught; the session goes on"); ok {
+			e.Message = m + " ended the run"
+		}
 	}
 	res.Notes = append(h.takeWarnings(), res.Notes...)
 	return res, nil

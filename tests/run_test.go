@@ -69,6 +69,9 @@ func TestRunLeavesNothing(t *testing.T) {
 	r = e.Run("run", "1/0")
 	assert.Equal(t, 1, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "ZeroDivisionError")
+	r = e.Run("run", "raise SystemExit(5)")
+	assert.Equal(t, 1, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "SystemExit: sys.exit(5) ended the run")
 	r = e.Run("run", "import os; os._exit(3)")
 	assert.Equal(t, 4, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "status 3")
@@ -201,6 +204,7 @@ func TestRunEndsWithItsHub(t *testing.T) {
 	r := e.Run("restart")
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Equal(t, 2, run.wait(), "%s%s", run.out.String(), run.errb.String())
+	assert.Contains(t, run.errb.String(), "replhub: the hub stopped during the run; the run's session ended with it")
 	assert.NotContains(t, r.Stdout, "1 of 1", "the run was not adopted")
 	nothingLeft(t, e, run.pid)
 }
