@@ -80,7 +80,7 @@ func answer(a *wire.Answer, err error) (*sdk.CallToolResult, any, error) {
 	if err != nil {
 		return failure(err)
 	}
-	return text(a.Text(), a.Error != ""), nil, nil
+	return text(a.TextFor(wire.SurfaceMCP), a.Error != ""), nil, nil
 }
 
 func (t *tools) vars(ctx context.Context, req *sdk.CallToolRequest, a VarsArgs) (*sdk.CallToolResult, any, error) {

@@ -111,6 +111,22 @@ func (a Advice) With(option string) string {
 	return "with --" + option
 }
 
+// Option names an option to pass a value to: "--limit", "limit".
+func (a Advice) Option(option string) string {
+	if a.mcp {
+		return option
+	}
+	return "--" + option
+}
+
+// Set names a boolean option given: "--all", "all true".
+func (a Advice) Set(option string) string {
+	if a.mcp {
+		return option + " true"
+	}
+	return "--" + option
+}
+
 // Fit caps s at max characters as a JavaScript client counts them (UTF-16
 // code units), keeping its head and its tail (where a reply's value,
 // traceback and status are) around one line that says how much was left

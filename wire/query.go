@@ -124,8 +124,13 @@ func (a *Answer) ExitCode() int {
 	return 0
 }
 
-// Text renders the answer as a person or an agent reads it.
-func (a *Answer) Text() string {
+// Text renders the answer as a person reads it on the command line.
+func (a *Answer) Text() string { return a.TextFor(SurfaceCLI) }
+
+// TextFor renders the answer for a surface: its advice names that
+// surface's flags or arguments.
+func (a *Answer) TextFor(surface string) string {
+	adv := AdviceFor(surface)
 	var b strings.Builder
 	if a.WaitedFor > 0 {
 		fmt.Fprintf(&b, "[waited %s for cell %d to finish]\n", Duration(float64(a.WaitedMS)/1000), a.WaitedFor)
@@ -139,7 +144,7 @@ func (a *Answer) Text() string {
 	}
 	switch a.Kind {
 	case OpVars:
-		a.varsText(&b)
+		a.varsText(&b, adv)
 	case OpInspect:
 		if a.Inspect != nil {
 			a.Inspect.text(&b)
@@ -152,7 +157,7 @@ func (a *Answer) Text() string {
 			b.WriteString("no completions\n")
 		}
 		if a.Left > 0 {
-			fmt.Fprintf(&b, "[%d more not shown: type more of the name, or pass --limit]\n", a.Left)
+			fmt.Fprintf(&b, "[%d more not shown: type more of the name, or pass %s]\n", a.Left, adv.Option("limit"))
 		}
 	case OpReset:
 		fmt.Fprintf(&b, "reset session '%s': %d %s removed", a.Session, a.Removed, plural(a.Removed, "name", "names"))
@@ -167,7 +172,7 @@ func (a *Answer) Text() string {
 	return b.String()
 }
 
-func (a *Answer) varsText(b *strings.Builder) {
+func (a *Answer) varsText(b *strings.Builder, adv Advice) {
 	if a.Total == 0 {
 		fmt.Fprintf(b, "session '%s' has no names of its user\n", a.Session)
 	}
@@ -180,10 +185,10 @@ func (a *Answer) varsText(b *strings.Builder) {
 		fmt.Fprintf(b, "%-*s  %s  %s\n", w, v.Name, v.Type, v.Repr)
 	}
 	if a.Left > 0 {
-		fmt.Fprintf(b, "[%d of %d names not shown: pass --limit, or inspect one by name]\n", a.Left, a.Total)
+		fmt.Fprintf(b, "[%d of %d names not shown: pass %s, or inspect one by name]\n", a.Left, a.Total, adv.Option("limit"))
 	}
 	if a.Hidden > 0 {
-		fmt.Fprintf(b, "[%d %s starting with _ not shown: --all shows them]\n", a.Hidden, plural(a.Hidden, "name", "names"))
+		fmt.Fprintf(b, "[%d %s starting with _ not shown: %s shows them]\n", a.Hidden, plural(a.Hidden, "name", "names"), adv.Set("all"))
 	}
 }
 

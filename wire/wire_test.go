@@ -103,3 +103,18 @@ func TestLeanExitCodesAreWires(t *testing.T) {
 	assert.Equal(t, ExitFailure, lean.ExitFailure)
 	assert.Equal(t, ExitRunning, lean.ExitRunning)
 }
+
+// An answer's advice names the reader's own options: the CLI's flags, an
+// MCP client's arguments.
+func TestAnswerTextFor(t *testing.T) {
+	vars := &Answer{Session: "s", Kind: OpVars, Findings: Findings{Vars: []Var{{Name: "x", Type: "int", Repr: "1"}}, Total: 3, Hidden: 2, Left: 2}}
+	assert.Contains(t, vars.Text(), "[2 of 3 names not shown: pass --limit, or inspect one by name]")
+	assert.Contains(t, vars.Text(), "[2 names starting with _ not shown: --all shows them]")
+	mcp := vars.TextFor(SurfaceMCP)
+	assert.Contains(t, mcp, "[2 of 3 names not shown: pass limit, or inspect one by name]")
+	assert.Contains(t, mcp, "[2 names starting with _ not shown: all true shows them]")
+	assert.NotContains(t, mcp, "--")
+	comp := &Answer{Session: "s", Kind: OpComplete, Findings: Findings{Completions: []string{"xy"}, Left: 4}}
+	assert.Contains(t, comp.Text(), "or pass --limit]")
+	assert.Contains(t, comp.TextFor(SurfaceMCP), "or pass limit]")
+}
