@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/replhub/replhub/internal/atomicfile"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -29,6 +30,9 @@ func (c *Client) Push(ctx context.Context, name, src, dest string, progress Prog
 	if fi.IsDir() {
 		return "", fmt.Errorf("client: %s is a folder: push one file at a time (tar it first)", src)
 	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("client: %s is %s, not a regular file: push copies regular files only", src, atomicfile.Kind(fi.Mode()))
+	}
 	return c.transfer(ctx, wire.Request{Op: wire.OpPush, Name: name, Path: dest, Local: abs}, progress)
 }
 
@@ -43,6 +47,8 @@ func (c *Client) Pull(ctx context.Context, name, src, dest string, progress Prog
 	}
 	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
 		return "", fmt.Errorf("client: %s is a folder: give the file's own path", dest)
+	} else if err == nil && !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("client: %s is %s, not a regular file: only a regular file is replaced", dest, atomicfile.Kind(fi.Mode()))
 	}
 	return c.transfer(ctx, wire.Request{Op: wire.OpPull, Name: name, Path: src, Local: abs}, progress)
 }

@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
+	"github.com/replhub/replhub/internal/atomicfile"
 	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/wire"
 )
@@ -92,15 +94,8 @@ func (h *Hub) newClientXfer(req wire.Request, send func(wire.Reply) error) (*cli
 		sinkReady: make(chan struct{}), sinkFailed: make(chan struct{}), acks: make(chan int64, 64)}
 	if req.Op == wire.OpPush {
 		x.kind, x.title = "write", fmt.Sprintf("push from %s on the command line's machine: %s", req.Local, req.Path)
-		if x.src, err = os.Open(req.Local); err != nil {
-			return refuse(errReply(wire.CodeBadRequest, "%v", err))
-		}
-		fi, err := x.src.Stat()
-		if err == nil && fi.IsDir() {
-			err = fmt.Errorf("%s is a folder: push one file at a time (tar it first)", req.Local)
-		}
-		if err != nil {
-			x.src.Close()
+		var fi os.FileInfo
+		if x.src, fi, err = openToPush(req.Local); err != nil {
 			return refuse(errReply(wire.CodeBadRequest, "%v", err))
 		}
 		x.size, x.mode = fi.Size(), fi.Mode().Perm()
@@ -114,6 +109,31 @@ func (h *Hub) newClientXfer(req wire.Request, send func(wire.Reply) error) (*cli
 	}
 	x.op.what = string(req.Op)
 	return x, nil
+}
+
+// openToPush opens a push's local file, a regular file. The open does not
+// block on a FIFO (O_NONBLOCK, cleared once it is known to be a file),
+// which would hold the hub's goroutine for good.
+func openToPush(path string) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+	case fi.IsDir():
+		err = fmt.Errorf("%s is a folder: push one file at a time (tar it first)", path)
+	case !fi.Mode().IsRegular():
+		err = fmt.Errorf("%s is %s, not a regular file: push copies regular files only", path, atomicfile.Kind(fi.Mode()))
+	default:
+		err = syscall.SetNonblock(int(f.Fd()), false)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
 }
 
 // run serves the transfer to its end.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -105,4 +106,32 @@ func TestClientPullUnanswered(t *testing.T) {
 		target.onServed(&proto.Served{Sid: sv.Sid, Error: "cancelled"})
 		require.Eventually(t, func() bool { return busyWith(target) == "" }, 5*time.Second, time.Millisecond)
 	}
+}
+
+// A push's local file that became a FIFO after the client looked does not
+// block the hub's open; it is refused, saying what it is.
+func TestOpenToPushRefusesAFifo(t *testing.T) {
+	dir := t.TempDir()
+	fifo, file := filepath.Join(dir, "ff"), filepath.Join(dir, "f")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	require.NoError(t, os.WriteFile(file, []byte("x"), 0o600))
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := openToPush(fifo)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.Error(t, err)
+		assert.Equal(t, fifo+" is a named pipe, not a regular file: push copies regular files only", err.Error())
+	case <-time.After(10 * time.Second):
+		t.Fatal("the open blocks on the FIFO")
+	}
+	f, fi, err := openToPush(file)
+	if err == nil {
+		defer f.Close()
+		assert.True(t, fi.Mode().IsRegular())
+		_, err = f.Read(make([]byte, 1))
+	}
+	require.NoError(t, err)
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+
+	"github.com/replhub/replhub/internal/atomicfile"
 )
 
 // Sink writes a file on this machine whole or not at all, for a client's
@@ -37,6 +39,10 @@ func NewSink(dest string, mode os.FileMode) (*Sink, error) {
 	target := abs
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		target = real
+	}
+	// Renamed over, a FIFO or a device would be replaced by a file.
+	if fi, err := os.Stat(target); err == nil && !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is %s, not a regular file: only a regular file is replaced", dest, atomicfile.Kind(fi.Mode()))
 	}
 	s := &Sink{target: target, part: target + ".replhub-part", mode: mode}
 	s.f, err = os.OpenFile(s.part, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)

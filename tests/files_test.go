@@ -1,14 +1,17 @@
 package tests
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -192,6 +195,56 @@ f.pull(%q), f.pull(%q, %q)`, filepath.Join(dir, "bytes.bin"), filepath.Join(dir,
 	// ~ is the session's home.
 	out = ok(t, e.Run("exec", "g", `import os; os.path.expanduser("~") == os.environ["HOME"]`))
 	assert.Contains(t, out, "True")
+}
+
+// What a transfer names on either side is a regular file, or refused in a
+// line that says what it is: a FIFO would block the session's open for
+// good, a device never end or be replaced by a file.
+func TestFilesNotRegular(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	e.Setenv("REPLHUB_PYTHON", py(t, "3.11"))
+	ok(t, e.Run("exec", "f", "1"))
+	dir := e.Dir
+	fifo, file := filepath.Join(dir, "ff"), filepath.Join(dir, "f.txt")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	require.NoError(t, os.WriteFile(file, []byte("hi\n"), 0o600))
+
+	run := func(args ...string) hubtest.Result {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, e.Bin, args...)
+		cmd.Env = e.Vars
+		out, err := cmd.CombinedOutput()
+		require.Nil(t, ctx.Err(), "replhub %v never ended", args)
+		var ee *exec.ExitError
+		code := 0
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		return hubtest.Result{Stderr: string(out), Code: code}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"pull", "f", fifo, filepath.Join(dir, "out")}, fifo + " is a named pipe, not a regular file: pull copies regular files only"},
+		{[]string{"pull", "f", "/dev/zero", filepath.Join(dir, "out")}, "/dev/zero is a character device, not a regular file: pull copies regular files only"},
+		{[]string{"push", "f", file, fifo}, fifo + " is a named pipe, not a regular file: only a regular file is replaced"},
+		{[]string{"push", "f", fifo, filepath.Join(dir, "out")}, fifo + " is a named pipe, not a regular file: push copies regular files only"},
+		{[]string{"pull", "f", file, fifo}, fifo + " is a named pipe, not a regular file: only a regular file is replaced"},
+	} {
+		r := run(c.args...)
+		assert.Equal(t, 2, r.Code, "%v: %s", c.args, r)
+		assert.Contains(t, r.Stderr, c.want, "%v", c.args)
+		assert.Equal(t, 1, strings.Count(r.Stderr, "\n"), "one line: %v: %s", c.args, r)
+	}
+	fi, err := os.Lstat(fifo)
+	require.NoError(t, err)
+	assert.True(t, fi.Mode()&os.ModeNamedPipe != 0, "the FIFO is still one")
+	_, err = os.Stat(filepath.Join(dir, "out"))
+	assert.True(t, os.IsNotExist(err), "nothing written")
+	assert.Contains(t, ok(t, e.Run("exec", "f", "2 + 2")), "4", "the session is free")
 }
 
 func TestFilesOwnerKeptByRoot(t *testing.T) {

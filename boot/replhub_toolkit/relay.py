@@ -739,6 +739,8 @@ class SessionHandle(object):
         """Copy a file from the session: its bytes, or, with dest, into a
         file here (whole or not at all). Paths are as each side sees them."""
         link = _need_link()
+        if dest is not None:
+            _sink_target(dest)  # refused before the session serves it
         st = []
         try:
             header, _ = link.request("pull", stream=st, target=self.name, path=path)
@@ -779,10 +781,7 @@ class SessionHandle(object):
         if isinstance(src, (bytes, bytearray, memoryview)):
             data, f, size, mode = bytes(src), None, len(src), 0o600
         else:
-            path = os.path.expanduser(src)
-            if os.path.isdir(path):
-                raise HubError("%s is a folder: push one file at a time (tar it first)" % src)
-            f = open(path, "rb")
+            f = _open_regular(os.path.expanduser(src), src, "push")
             size, mode = os.fstat(f.fileno()).st_size, os.fstat(f.fileno()).st_mode & 0o7777
         st = []
         try:
@@ -959,13 +958,13 @@ def serve_read(header, stream):
     """Stream a file to the hub: a first answer with its size and mode, then
     chunks, at most WINDOW unacknowledged."""
     sid = header["sid"]
-    path = os.path.expanduser(header.get("path", ""))
-    if os.path.isdir(path):
-        return {"ok": False, "error": "%s is a folder: pull one file at a time (tar it first)" % header.get("path")}, None
+    path = header.get("path") or ""
     try:
-        f = open(path, "rb")
+        f = _open_regular(os.path.expanduser(path), path, "pull")
+    except HubError as e:
+        return {"ok": False, "error": str(e)}, None
     except OSError as e:
-        return {"ok": False, "error": "cannot read %s: %s" % (header.get("path"), e.strerror or e)}, None
+        return {"ok": False, "error": "cannot read %s: %s" % (path, e.strerror or e)}, None
     with f:
         st = os.fstat(f.fileno())
         _send({"op": "served", "sid": sid, "ok": True, "first": True, "py": PY,
@@ -1009,6 +1008,58 @@ def _stream_file(f, sid, stream, chan, sized):
     _send({"op": "chunk", "sid": sid, "seq": seq, "eof": True})
 
 
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def _not_regular(shown, mode, tail):
+    """Why a transfer refuses shown, of mode: None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    kind = [k for test, k in _KINDS if test(mode)] or ["not a file"]
+    return "%s is %s, not a regular file: %s" % (shown, kind[0], tail)
+
+
+def _open_regular(path, shown, verb):
+    """path (shown as shown) opened to read, if a regular file; else
+    HubError. Checked before the open, so that no device is opened, and
+    after it, on the fd: what took its place meanwhile (a FIFO) does not
+    block the open (O_NONBLOCK), which would hold the session for good."""
+    mode = os.stat(path).st_mode
+    if stat.S_ISDIR(mode):
+        raise HubError("%s is a folder: %s one file at a time (tar it first)" % (shown, verb))
+    tail = "%s copies regular files only" % verb
+    why = _not_regular(shown, mode, tail)
+    if why is None:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            why = _not_regular(shown, os.fstat(fd).st_mode, tail)
+            if why is None:
+                os.set_blocking(fd, True)
+                return os.fdopen(fd, "rb")
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+    raise HubError(why)
+
+
+def _sink_target(dest):
+    """The file a _Sink for dest replaces, or HubError: renamed over, a
+    FIFO or a device would be replaced by a file."""
+    path = os.path.abspath(os.path.expanduser(dest))
+    if os.path.isdir(path):
+        raise HubError("%s is a folder: give the file's own path" % dest)
+    target = os.path.realpath(path)
+    try:
+        why = _not_regular(dest, os.stat(target).st_mode, "only a regular file is replaced")
+    except OSError:
+        why = None
+    if why:
+        raise HubError(why)
+    return target
+
+
 class _Sink(object):
     """Writes a file whole or not at all: NAME.replhub-part (0600) beside
     it, fsynced, renamed into place, the folder fsynced. Overwriting keeps
@@ -1016,10 +1067,7 @@ class _Sink(object):
     the replaced file; a new file takes mode."""
 
     def __init__(self, dest, mode):
-        path = os.path.abspath(os.path.expanduser(dest))
-        if os.path.isdir(path):
-            raise HubError("%s is a folder: give the file's own path" % dest)
-        self.target = os.path.realpath(path)
+        self.target = _sink_target(dest)
         self.part = self.target + ".replhub-part"
         self.mode = mode
         self.fd = os.open(self.part, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -1097,12 +1145,15 @@ def serve_write(header, stream):
     """Receive a file from the hub into a _Sink, acknowledging each chunk;
     the part file goes when it fails or is cancelled."""
     sid = header["sid"]
+    path = header.get("path") or ""
     sink = None
     try:
         try:
-            sink = _Sink(header.get("path", ""), header.get("mode", 0o600))
-        except (OSError, HubError) as e:
-            return {"ok": False, "error": "cannot write %s: %s" % (header.get("path"), getattr(e, "strerror", None) or e)}, None
+            sink = _Sink(path, header.get("mode", 0o600))
+        except HubError as e:
+            return {"ok": False, "error": str(e)}, None
+        except OSError as e:
+            return {"ok": False, "error": "cannot write %s: %s" % (path, e.strerror or e)}, None
         _send({"op": "served", "sid": sid, "ok": True, "first": True, "py": PY})
         while True:
             h, data = stream.get()

@@ -191,3 +191,25 @@ func readRegular(path string, max int64, user bool) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// Kind names what mode is, for a message: "a named pipe", "a folder", "a
+// character device" and so on.
+func Kind(mode fs.FileMode) string {
+	switch {
+	case mode.IsRegular():
+		return "a regular file"
+	case mode.IsDir():
+		return "a folder"
+	case mode&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case mode&fs.ModeSocket != 0:
+		return "a socket"
+	case mode&fs.ModeCharDevice != 0:
+		return "a character device"
+	case mode&fs.ModeDevice != 0:
+		return "a block device"
+	case mode&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	}
+	return "not a file"
+}

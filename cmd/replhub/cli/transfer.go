@@ -19,8 +19,8 @@ func newPushCmd(e *env) *cobra.Command {
 		Short: "Copy a local file into a session's machine (DEST as the session sees it)",
 		Long: `Copy the local file SRC to DEST as session NAME sees it (~ is its home), in
 8 MiB chunks through the hub, with no scp. The file appears whole or not at
-all; overwriting keeps DEST's mode, a new file takes SRC's. One file at a
-time: tar a folder first.`,
+all; overwriting keeps DEST's mode, a new file takes SRC's. One regular file
+at a time: tar a folder first; a FIFO or a device is refused.`,
 		Example: `  replhub push lab ./data.csv ~/data.csv`,
 		Args:    cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -37,7 +37,8 @@ func newPullCmd(e *env) *cobra.Command {
 		Short: "Copy a file from a session's machine to a local file",
 		Long: `Copy SRC, as session NAME sees it, to the local file DEST, in 8 MiB chunks
 through the hub. DEST appears whole or not at all; overwriting keeps its
-mode, a new file takes SRC's.`,
+mode, a new file takes SRC's. One regular file at a time: a FIFO or a device
+is refused.`,
 		Example: `  replhub pull lab /var/log/app.log ./app.log`,
 		Args:    cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -1,0 +1,124 @@
+import os
+import shutil
+import socket
+import tempfile
+import threading
+import unittest
+
+from replhub_toolkit import relay
+
+
+class _Chan(object):
+    def release(self, data):
+        pass
+
+    def send_file(self, header, f, offset, n):
+        return False
+
+
+class _Link(object):
+    chan = _Chan()
+
+
+class _Stream(object):
+    """A serve's stream: the chunks it is given, then their end."""
+
+    def __init__(self, chunks):
+        self.frames = [({"seq": i}, c) for i, c in enumerate(chunks)] + [({"eof": True}, None)]
+
+    def get(self):
+        return self.frames.pop(0)
+
+    def wait_window(self, seq):
+        pass
+
+
+class TransferTest(unittest.TestCase):
+    """A file a transfer names, on either side, is a regular file or
+    refused in one line; nothing blocks the session on it."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.dir)
+        self.fifo = os.path.join(self.dir, "ff")
+        os.mkfifo(self.fifo)
+        self.file = os.path.join(self.dir, "f.txt")
+        with open(self.file, "wb") as f:
+            f.write(b"hi\n")
+        self.sent = []
+        saved = relay._send, relay._link
+        relay._send, relay._link = (lambda h, data=None: self.sent.append(h)), _Link()
+        self.addCleanup(setattr, relay, "_send", saved[0])
+        self.addCleanup(setattr, relay, "_link", saved[1])
+
+    def answer(self, f, *args):
+        """f(*args)'s first value (or its exception, raised): it must not
+        block."""
+        out = []
+
+        def run():
+            try:
+                out.append(f(*args)[0])
+            except Exception as e:
+                out.append(e)
+        t = threading.Thread(target=run)
+        t.daemon = True
+        t.start()
+        t.join(5)
+        self.assertTrue(out, "%s blocked" % f.__name__)
+        if isinstance(out[0], Exception):
+            raise out[0]
+        return out[0]
+
+    def read(self, path):
+        return self.answer(relay.serve_read, {"sid": 1, "path": path}, _Stream(()))
+
+    def write(self, path, chunks=()):
+        return self.answer(relay.serve_write, {"sid": 1, "path": path}, _Stream(chunks))
+
+    def test_pull_of_a_fifo_is_refused(self):
+        r = self.read(self.fifo)
+        self.assertEqual(r, {"ok": False, "error": "%s is a named pipe, not a regular file: "
+                                                   "pull copies regular files only" % self.fifo})
+
+    def test_pull_of_a_fifo_put_there_after_the_check(self):
+        # The check before the open saw a file: the open does not block.
+        st = os.stat(self.file)
+        saved = relay.os.stat
+        relay.os.stat = lambda p: st
+        try:
+            r = self.read(self.fifo)
+        finally:
+            relay.os.stat = saved
+        self.assertIn("is a named pipe, not a regular file", r["error"])
+
+    def test_pull_of_a_device_or_socket_is_refused(self):
+        self.assertIn("/dev/null is a character device, not a regular file", self.read("/dev/null")["error"])
+        sock = os.path.join(self.dir, "sock")
+        s = socket.socket(socket.AF_UNIX)
+        self.addCleanup(s.close)
+        s.bind(sock)
+        self.assertIn("sock is a socket, not a regular file", self.read(sock)["error"])
+
+    def test_pull_of_a_file_goes(self):
+        r = self.read(self.file)
+        self.assertEqual(r, {"ok": True})
+        self.assertEqual(self.sent[0]["size"], 3)
+        self.assertTrue(self.sent[-1].get("eof"))
+
+    def test_push_to_a_fifo_is_refused(self):
+        r = self.write(self.fifo, [b"x"])
+        self.assertEqual(r, {"ok": False, "error": "%s is a named pipe, not a regular file: "
+                                                   "only a regular file is replaced" % self.fifo})
+        self.assertTrue(os.path.exists(self.fifo) and not os.path.isfile(self.fifo), "still a FIFO")
+        self.assertEqual(sorted(os.listdir(self.dir)), ["f.txt", "ff"], "no part file")
+
+    def test_push_from_a_fifo_is_refused(self):
+        h = relay.SessionHandle({"name": "t"})
+        with self.assertRaises(relay.HubError) as cm:
+            self.answer(lambda: (h.push(self.fifo, "x"),))
+        self.assertEqual(str(cm.exception), "%s is a named pipe, not a regular file: push copies regular files only" % self.fifo)
+
+
+if __name__ == "__main__":
+    unittest.main()
