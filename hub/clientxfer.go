@@ -84,6 +84,9 @@ func (h *Hub) newClientXfer(req wire.Request, send func(wire.Reply) error) (*cli
 	if !filepath.IsAbs(req.Local) {
 		return refuse(errReply(wire.CodeBadRequest, "hub: a transfer needs the local file's absolute path"))
 	}
+	if req.Path == "" {
+		return refuse(errReply(wire.CodeBadRequest, "hub: a transfer needs the path of the file in the session: it is empty"))
+	}
 	target, err := h.lookup(req.Name, wire.AdviceFor(req.Surface))
 	if err != nil {
 		return refuse(replyErr(err))

@@ -108,6 +108,19 @@ func TestClientPullUnanswered(t *testing.T) {
 	}
 }
 
+// A transfer with no path in the session is refused before the session
+// is asked for anything.
+func TestClientTransferEmptyPath(t *testing.T) {
+	h := reachHub(t, map[string]string{"web": "lab-7"})
+	for _, op := range []string{wire.OpPull, wire.OpPush} {
+		r := h.clientTransfer(wire.Request{Op: op, Name: "web", Local: filepath.Join(t.TempDir(), "x")},
+			func() (*wire.Request, bool) { return nil, false }, func(wire.Reply) error { return nil })
+		require.NotNil(t, r.Err, op)
+		assert.Equal(t, "hub: a transfer needs the path of the file in the session: it is empty", r.Err.Message)
+		assert.Empty(t, busyWith(h.sessions["web"]))
+	}
+}
+
 // A push's local file that became a FIFO after the client looked does not
 // block the hub's open; it is refused, saying what it is.
 func TestOpenToPushRefusesAFifo(t *testing.T) {

@@ -199,7 +199,8 @@ f.pull(%q), f.pull(%q, %q)`, filepath.Join(dir, "bytes.bin"), filepath.Join(dir,
 
 // What a transfer names on either side is a regular file, or refused in a
 // line that says what it is: a FIFO would block the session's open for
-// good, a device never end or be replaced by a file.
+// good, a device never end or be replaced by a file. An empty path is
+// refused before anything is sent.
 func TestFilesNotRegular(t *testing.T) {
 	t.Parallel()
 	e := hubtest.Start(t)
@@ -233,6 +234,10 @@ func TestFilesNotRegular(t *testing.T) {
 		{[]string{"push", "f", file, fifo}, fifo + " is a named pipe, not a regular file: only a regular file is replaced"},
 		{[]string{"push", "f", fifo, filepath.Join(dir, "out")}, fifo + " is a named pipe, not a regular file: push copies regular files only"},
 		{[]string{"pull", "f", file, fifo}, fifo + " is a named pipe, not a regular file: only a regular file is replaced"},
+		{[]string{"push", "f", file, ""}, "replhub: push: DEST is empty: give a file's path\n"},
+		{[]string{"push", "f", "", file}, "replhub: push: SRC is empty: give a file's path\n"},
+		{[]string{"pull", "f", "", file}, "replhub: pull: SRC is empty: give a file's path\n"},
+		{[]string{"pull", "f", file, ""}, "replhub: pull: DEST is empty: give a file's path\n"},
 	} {
 		r := run(c.args...)
 		assert.Equal(t, 2, r.Code, "%v: %s", c.args, r)

@@ -739,6 +739,7 @@ class SessionHandle(object):
         """Copy a file from the session: its bytes, or, with dest, into a
         file here (whole or not at all). Paths are as each side sees them."""
         link = _need_link()
+        _need_path(path)
         if dest is not None:
             _sink_target(dest)  # refused before the session serves it
         st = []
@@ -781,7 +782,7 @@ class SessionHandle(object):
         if isinstance(src, (bytes, bytearray, memoryview)):
             data, f, size, mode = bytes(src), None, len(src), 0o600
         else:
-            f = _open_regular(os.path.expanduser(src), src, "push")
+            f = _open_regular(os.path.expanduser(_need_path(src)), src, "push")
             size, mode = os.fstat(f.fileno()).st_size, os.fstat(f.fileno()).st_mode & 0o7777
         st = []
         try:
@@ -960,7 +961,7 @@ def serve_read(header, stream):
     sid = header["sid"]
     path = header.get("path") or ""
     try:
-        f = _open_regular(os.path.expanduser(path), path, "pull")
+        f = _open_regular(os.path.expanduser(_need_path(path)), path, "pull")
     except HubError as e:
         return {"ok": False, "error": str(e)}, None
     except OSError as e:
@@ -1020,6 +1021,12 @@ def _not_regular(shown, mode, tail):
     return "%s is %s, not a regular file: %s" % (shown, kind[0], tail)
 
 
+def _need_path(path):
+    if not path:
+        raise HubError("the file's path is empty: give the file's path")
+    return path
+
+
 def _open_regular(path, shown, verb):
     """path (shown as shown) opened to read, if a regular file; else
     HubError. Checked before the open, so that no device is opened, and
@@ -1047,7 +1054,7 @@ def _open_regular(path, shown, verb):
 def _sink_target(dest):
     """The file a _Sink for dest replaces, or HubError: renamed over, a
     FIFO or a device would be replaced by a file."""
-    path = os.path.abspath(os.path.expanduser(dest))
+    path = os.path.abspath(os.path.expanduser(_need_path(dest)))
     if os.path.isdir(path):
         raise HubError("%s is a folder: give the file's own path" % dest)
     target = os.path.realpath(path)

@@ -100,6 +100,11 @@ class TransferTest(unittest.TestCase):
         s.bind(sock)
         self.assertIn("sock is a socket, not a regular file", self.read(sock)["error"])
 
+    def test_empty_path_is_refused(self):
+        for r in (self.read(""), self.read(None), self.write("")):
+            self.assertEqual(r, {"ok": False, "error": "the file's path is empty: give the file's path"})
+        self.assertEqual(self.sent, [])
+
     def test_pull_of_a_file_goes(self):
         r = self.read(self.file)
         self.assertEqual(r, {"ok": True})

@@ -24,6 +24,9 @@ at a time: tar a folder first; a FIFO or a device is refused.`,
 		Example: `  replhub push lab ./data.csv ~/data.csv`,
 		Args:    cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := nonEmpty("push", args); err != nil {
+				return err
+			}
 			return runTransfer(cmd.Context(), e, func(c *client.Client, p client.Progress) (string, error) {
 				return c.Push(cmd.Context(), args[0], args[1], args[2], p)
 			})
@@ -42,11 +45,25 @@ is refused.`,
 		Example: `  replhub pull lab /var/log/app.log ./app.log`,
 		Args:    cobra.ExactArgs(3),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := nonEmpty("pull", args); err != nil {
+				return err
+			}
 			return runTransfer(cmd.Context(), e, func(c *client.Client, p client.Progress) (string, error) {
 				return c.Pull(cmd.Context(), args[0], args[1], args[2], p)
 			})
 		},
 	}
+}
+
+// nonEmpty refuses a push's or pull's empty SRC or DEST: taken as the
+// current folder, or sent as no path at all, it would say nothing clear.
+func nonEmpty(op string, args []string) error {
+	for i, what := range []string{"SRC", "DEST"} {
+		if args[i+1] == "" {
+			return fmt.Errorf("%s: %s is empty: give a file's path", op, what)
+		}
+	}
+	return nil
 }
 
 func runTransfer(ctx context.Context, e *env, do func(*client.Client, client.Progress) (string, error)) error {
