@@ -374,14 +374,20 @@ func (x *clientXfer) finish(first, last *proto.Served, t0 time.Time) wire.Reply 
 		}
 		return errReply(wire.CodeBadRequest, "%s", last.Error)
 	}
+	size := last.Size // a push's, as the session wrote it
 	if x.sink != nil {
+		// A pull's, as written here: a file may grow while it is read, and
+		// one whose size says nothing (/proc's) announces 0; but one that
+		// ends short of what was announced is not whole.
+		size = x.sink.Size()
+		if size < first.Size {
+			x.abort()
+			return errReply(wire.CodeBadRequest, "session '%s' sent %d of the %d bytes of %s that it announced (did the file shrink meanwhile?); the pull is stopped",
+				x.target.name, size, first.Size, x.req.Path)
+		}
 		if err := x.sink.Finish(); err != nil {
 			return errReply(wire.CodeBadRequest, "writing %s: %v", x.req.Local, err)
 		}
-	}
-	size := first.Size
-	if x.req.Op == wire.OpPush {
-		size = last.Size
 	}
 	d := time.Since(t0)
 	verb, prep := "pushed", "to"

@@ -108,6 +108,63 @@ func TestClientPullUnanswered(t *testing.T) {
 	}
 }
 
+// A pull says the bytes it wrote: a file whose size says nothing (/proc's,
+// announced as 0), or one that grew while it was read, gives more than
+// announced. One that ends short of what was announced is not whole: the
+// pull fails and leaves no file.
+func TestClientPullSize(t *testing.T) {
+	for _, c := range []struct {
+		announced int64
+		sent      int
+		want      string
+	}{
+		{0, 1409, "pulled 1409 bytes from session 'web'"},
+		{5, 10, "pulled 10 bytes from session 'web'"},
+		{10, 10, "pulled 10 bytes from session 'web'"},
+		{100, 10, "session 'web' sent 10 of the 100 bytes of /proc/x that it announced (did the file shrink meanwhile?); the pull is stopped"},
+	} {
+		h := reachHub(t, map[string]string{"web": "lab-7"})
+		target := h.sessions["web"]
+		frames := framesTo(t, target)
+		local := filepath.Join(t.TempDir(), "x")
+		clientGone := make(chan struct{})
+		t.Cleanup(func() { close(clientGone) })
+		replies := make(chan wire.Reply, 1)
+		go func() {
+			replies <- h.clientTransfer(wire.Request{Op: wire.OpPull, Name: "web", Local: local, Path: "/proc/x"},
+				func() (*wire.Request, bool) { <-clientGone; return nil, false }, func(wire.Reply) error { return nil })
+		}()
+		var sv proto.Serve
+		require.NoError(t, json.Unmarshal(nextFrame(t, frames).line, &sv))
+		go func() { // the acks
+			for range frames {
+			}
+		}()
+		target.onServed(&proto.Served{Sid: sv.Sid, OK: true, First: true, Size: c.announced, Mode: 0o644})
+		target.onChunk(&proto.Chunk{Sid: sv.Sid, Seq: 0, Data: make([]byte, c.sent)})
+		target.onChunk(&proto.Chunk{Sid: sv.Sid, Seq: 1, EOF: true})
+		target.onServed(&proto.Served{Sid: sv.Sid, OK: true})
+		select {
+		case r := <-replies:
+			fi, err := os.Stat(local)
+			if c.sent < int(c.announced) {
+				require.NotNil(t, r.Err)
+				assert.Equal(t, c.want, r.Err.Message)
+				assert.True(t, os.IsNotExist(err), "no file")
+			} else {
+				require.Nil(t, r.Err)
+				assert.Contains(t, r.Message, c.want)
+				require.NoError(t, err)
+				assert.Equal(t, int64(c.sent), fi.Size())
+			}
+			_, err = os.Stat(local + ".replhub-part")
+			assert.True(t, os.IsNotExist(err), "no partial file")
+		case <-time.After(10 * time.Second):
+			t.Fatal("the pull never ended")
+		}
+	}
+}
+
 // A transfer with no path in the session is refused before the session
 // is asked for anything.
 func TestClientTransferEmptyPath(t *testing.T) {

@@ -60,6 +60,13 @@ func NewSink(dest string, mode os.FileMode) (*Sink, error) {
 // being filled with large folios from memory the host must hand back first.
 const writePiece = 256 << 10
 
+// Size is the number of bytes written.
+func (s *Sink) Size() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.size
+}
+
 // Write appends p and starts writing it to disk.
 func (s *Sink) Write(p []byte) error {
 	s.mu.Lock()

@@ -200,7 +200,8 @@ f.pull(%q), f.pull(%q, %q)`, filepath.Join(dir, "bytes.bin"), filepath.Join(dir,
 // What a transfer names on either side is a regular file, or refused in a
 // line that says what it is: a FIFO would block the session's open for
 // good, a device never end or be replaced by a file. An empty path is
-// refused before anything is sent.
+// refused before anything is sent. A file whose size says nothing (/proc)
+// is pulled whole, and the bytes written are the ones told.
 func TestFilesNotRegular(t *testing.T) {
 	t.Parallel()
 	e := hubtest.Start(t)
@@ -250,6 +251,13 @@ func TestFilesNotRegular(t *testing.T) {
 	_, err = os.Stat(filepath.Join(dir, "out"))
 	assert.True(t, os.IsNotExist(err), "nothing written")
 	assert.Contains(t, ok(t, e.Run("exec", "f", "2 + 2")), "4", "the session is free")
+
+	st := filepath.Join(dir, "status")
+	out := ok(t, e.Run("pull", "f", "/proc/self/status", st))
+	fi, err = os.Stat(st)
+	require.NoError(t, err)
+	assert.Greater(t, fi.Size(), int64(0))
+	assert.Contains(t, out, fmt.Sprintf("pulled %d bytes from session 'f'", fi.Size()))
 }
 
 func TestFilesOwnerKeptByRoot(t *testing.T) {

@@ -748,13 +748,16 @@ class SessionHandle(object):
             rid, stream = st
             sink = _Sink(dest, header.get("mode", 0o600)) if dest is not None else None
             buf = []
+            got = 0
             while True:
                 h, data = stream.get()
                 if h.get("eof"):
                     link.ended(rid)
                     if h.get("error"):
                         raise HubError(h["error"])
+                    _check_size(path, got, header.get("size"))
                     break
+                got += len(data)
                 if sink is not None:
                     sink.write(data)
                     link.chan.release(data)
@@ -1051,6 +1054,14 @@ def _open_regular(path, shown, verb):
     raise HubError(why)
 
 
+def _check_size(shown, got, size):
+    """A copy that ended short of the size its sender announced failed; a
+    size that says nothing (/proc's files) is 0, and more is a file that
+    grew meanwhile."""
+    if size and got < size:
+        raise HubError("the copy of %s ended at %d of its %d bytes (did it shrink meanwhile?)" % (shown, got, size))
+
+
 def _sink_target(dest):
     """The file a _Sink for dest replaces, or HubError: renamed over, a
     FIFO or a device would be replaced by a file."""
@@ -1169,6 +1180,11 @@ def serve_write(header, stream):
             sink.write(data)
             _need_link().chan.release(data)
             _send({"op": "ack", "sid": sid, "seq": h["seq"]})
+        try:
+            _check_size(path, sink.size, header.get("size"))
+        except HubError as e:
+            sink.abort()
+            return {"ok": False, "error": str(e)}, None
         sink.finish()
         return {"ok": True, "size": sink.size}, None
     except BaseException:

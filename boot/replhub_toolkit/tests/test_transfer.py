@@ -73,8 +73,8 @@ class TransferTest(unittest.TestCase):
     def read(self, path):
         return self.answer(relay.serve_read, {"sid": 1, "path": path}, _Stream(()))
 
-    def write(self, path, chunks=()):
-        return self.answer(relay.serve_write, {"sid": 1, "path": path}, _Stream(chunks))
+    def write(self, path, chunks=(), size=0):
+        return self.answer(relay.serve_write, {"sid": 1, "path": path, "size": size}, _Stream(chunks))
 
     def test_pull_of_a_fifo_is_refused(self):
         r = self.read(self.fifo)
@@ -123,6 +123,18 @@ class TransferTest(unittest.TestCase):
         with self.assertRaises(relay.HubError) as cm:
             self.answer(lambda: (h.push(self.fifo, "x"),))
         self.assertEqual(str(cm.exception), "%s is a named pipe, not a regular file: push copies regular files only" % self.fifo)
+
+    def test_short_push_leaves_nothing(self):
+        dest = os.path.join(self.dir, "out")
+        r = self.write(dest, [b"abc"], size=10)
+        self.assertEqual(r, {"ok": False, "error": "the copy of %s ended at 3 of its 10 bytes (did it shrink meanwhile?)" % dest})
+        self.assertFalse(os.path.exists(dest))
+        self.assertFalse(os.path.exists(dest + ".replhub-part"))
+        # A size that says nothing (0), or a file that grew: what came.
+        for size in (0, 2, 3):
+            self.assertEqual(self.write(dest, [b"abc"], size=size), {"ok": True, "size": 3})
+            with open(dest, "rb") as f:
+                self.assertEqual(f.read(), b"abc")
 
 
 if __name__ == "__main__":
