@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/replhub/replhub/internal/atomicfile"
@@ -13,7 +15,7 @@ import (
 // Sink writes a file on this machine whole or not at all, for a client's
 // pull: NAME.replhub-part (0600) beside it, fsynced, renamed into place, the
 // folder fsynced. Overwriting keeps the destination's mode; a new file takes
-// the source's. Its methods may be called from different goroutines: an
+// the source's, less the umask. Its methods may be called from different goroutines: an
 // Abort (a stopped transfer) waits for a Write in progress, and a Write or
 // Finish after it fails.
 type Sink struct {
@@ -25,6 +27,23 @@ type Sink struct {
 	f       *os.File
 	size    int64 // bytes written
 }
+
+// umask is this process's file mode creation mask, as Linux tells it
+// (/proc/self/status, since 4.7; reading it with umask(2) would set it
+// meanwhile, for every thread); 022 where it does not.
+var umask = sync.OnceValue(func() os.FileMode {
+	b, err := os.ReadFile("/proc/self/status")
+	if err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Umask:"); ok {
+				if m, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
+					return os.FileMode(m).Perm()
+				}
+			}
+		}
+	}
+	return 0o022
+})
 
 // NewSink starts writing dest; a symlink dest stays a link to the file it
 // names, which is replaced.
@@ -99,7 +118,10 @@ func (s *Sink) Finish() error {
 		s.abortLocked()
 		return err
 	}
-	mode := s.mode.Perm()
+	// A new file takes the source's mode less this process's umask, as
+	// cp and scp make one: the source's host does not decide who may
+	// write to a file here.
+	mode := s.mode.Perm() &^ umask()
 	if fi, err := os.Stat(s.target); err == nil {
 		mode = fi.Mode().Perm()
 	}

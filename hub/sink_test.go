@@ -53,3 +53,17 @@ func TestSinkAbortLeavesNothing(t *testing.T) {
 	require.NoError(t, err)
 	assert.Len(t, entries, 1)
 }
+
+// A new file takes the source's mode less the umask: a host that sends a
+// file as 0777 does not make it writable by all here.
+func TestSinkModeLessTheUmask(t *testing.T) {
+	mask := umask()
+	dest := filepath.Join(t.TempDir(), "out")
+	s, err := NewSink(dest, 0o777)
+	require.NoError(t, err)
+	require.NoError(t, s.Write([]byte("x")))
+	require.NoError(t, s.Finish())
+	fi, err := os.Stat(dest)
+	require.NoError(t, err)
+	assert.Equal(t, 0o777&^mask, fi.Mode().Perm(), "the umask is %#o", mask)
+}
