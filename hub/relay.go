@@ -560,8 +560,12 @@ func (h *Hub) transcribeNoteLocked(s *Session, title, body string) {
 		return
 	}
 	defer s.releaseTranscriptLocked()
-	fmt.Fprintf(s.transcript, "\n# ---- %s · %s\n", title, time.Now().Format(time.RFC3339))
+	// Comments, every line: a title names what another session sent
+	// (its names, a path), and a line break in it must not make code of
+	// the rest in this session's transcript.
+	comment := strings.NewReplacer("\r\n", "\n# ", "\n", "\n# ", "\r", "\n# ")
+	fmt.Fprintf(s.transcript, "\n# ---- %s · %s\n", comment.Replace(title), time.Now().Format(time.RFC3339))
 	if body != "" {
-		fmt.Fprintf(s.transcript, "# %s\n", strings.ReplaceAll(body, "\n", "\n# "))
+		fmt.Fprintf(s.transcript, "# %s\n", comment.Replace(body))
 	}
 }

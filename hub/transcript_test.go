@@ -2,6 +2,7 @@ package hub
 
 import (
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -35,4 +36,19 @@ func TestTranscriptAfterExit(t *testing.T) {
 	assert.Contains(t, string(b), "os._exit(3)", "the cell that killed it is there")
 	assert.Contains(t, string(b), "# exit status 3")
 	assert.Nil(t, s.transcript, "and the file is closed again")
+}
+
+// A note's title and body are comments to the last line, whatever line
+// breaks another session's names or paths bring.
+func TestTranscriptNoteIsAllComment(t *testing.T) {
+	p := testPaths(t)
+	h := testHub(t, p)
+	s := startedSession(h, "x", 4242)
+	h.transcribeNote(s, "put from 'y': a\nimport os; os.system('boom')\r\nb\rc", "x\ny")
+	b, err := os.ReadFile(p.Transcript("x"))
+	require.NoError(t, err)
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		assert.True(t, strings.HasPrefix(line, "#"), "a line of code in the transcript: %q", line)
+		assert.NotContains(t, line, "\r")
+	}
 }
