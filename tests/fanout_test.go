@@ -356,7 +356,7 @@ func TestFanoutRefusals(t *testing.T) {
 		{[]string{"--hosts", "@g"}, "nest deeper"},
 		{[]string{"--hosts", "me@lab-1"}, "use host names or ssh_config aliases"},
 		{[]string{"--hosts", "lab-[1-3"}, "without its ]"},
-		{[]string{"--hosts", "a", "--host", "b"}, "none of the others can be"},
+		{[]string{"--hosts", "a", "--host", "b"}, "--host and --hosts do not go together"},
 	} {
 		r := e.Run(append([]string{"exec", "x", "1"}, tc.args...)...)
 		assert.Equal(t, 2, r.Code, "%v: %s", tc.args, r)

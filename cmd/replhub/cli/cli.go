@@ -7,7 +7,9 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -66,5 +68,30 @@ starts on first use. This is not a sandbox: code runs with your privileges.`,
 		newModulesCmd(e), newAttachCmd(e),
 	)
 	addCompletions(e, root)
+	withAdvice(root)
 	return root
+}
+
+// withAdvice makes the command line's own errors say what to do: a wrong
+// count of arguments shows the usage, a bad flag points to --help, and
+// an unknown one also to --, which a code or a value that starts with -
+// needs before it.
+func withAdvice(root *cobra.Command) {
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		msg := err.Error()
+		if strings.HasPrefix(msg, "unknown flag") || strings.HasPrefix(msg, "unknown shorthand flag") {
+			return fmt.Errorf("%s: `%s --help` lists the flags; an argument that starts with - goes after -- (%s -- ARG)", msg, c.CommandPath(), c.CommandPath())
+		}
+		return fmt.Errorf("%s: `%s --help` says more", msg, c.CommandPath())
+	})
+	for _, c := range root.Commands() {
+		if args := c.Args; args != nil {
+			c.Args = func(cmd *cobra.Command, a []string) error {
+				if err := args(cmd, a); err != nil {
+					return fmt.Errorf("%v; usage: %s", err, cmd.UseLine())
+				}
+				return nil
+			}
+		}
+	}
 }

@@ -26,7 +26,11 @@ func TestUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"exec", "onlyname"}, "accepts 2 arg(s), received 1"},
+		{[]string{"exec", "onlyname"}, "accepts 2 arg(s), received 1; usage: replhub exec NAME CODE|- [flags]\n"},
+		{[]string{"kill"}, "; usage: replhub kill NAME [flags]\n"},
+		{[]string{"exec", "s", "-1"}, "unknown shorthand flag: '1' in -1: `replhub exec --help` lists the flags; an argument that starts with - goes after -- (replhub exec -- ARG)\n"},
+		{[]string{"exec", "s", "1", "-t", "x"}, "`replhub exec --help` says more\n"},
+		{[]string{"exec", "s", "1", "--host", "a", "--hosts", "b"}, "replhub: --host and --hosts do not go together: --host runs one session on a host, --hosts one on each of many (NAME@HOST)\n"},
 		{[]string{"exec", "s", "1", "-t", "0"}, "-t must be more than 0 and at most 600 seconds"},
 		{[]string{"exec", "s", "1", "-t", "601"}, "-t must be more than 0 and at most 600 seconds"},
 		{[]string{"wait", "s", "-t", "-1"}, "-t must be more than 0"},

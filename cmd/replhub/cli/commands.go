@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -64,6 +65,9 @@ Exit status: 0 ok, 1 the cell raised, 2 replhub failed, 3 still running,
 			if err := noEmptyPlace(cmd); err != nil {
 				return err
 			}
+			if cmd.Flags().Changed("host") && cmd.Flags().Changed("hosts") {
+				return errors.New("--host and --hosts do not go together: --host runs one session on a host, --hosts one on each of many (NAME@HOST)")
+			}
 			var err error
 			if o.code, err = e.ReadCode(args[1]); err != nil {
 				return err
@@ -77,7 +81,6 @@ Exit status: 0 ok, 1 the cell raised, 2 replhub failed, 3 still running,
 	cmd.Flags().BoolVar(&o.queue, "queue", false, "on a busy session, queue the cell instead of failing: its number comes at once, replhub wait NAME --cell N collects it")
 	cmd.Flags().StringVar(&o.hosts, "hosts", "", "run it on all these hosts at once, as sessions NAME@HOST: lab-[1-3,7],gw-2 or @GROUP (config.json's \"groups\")")
 	cmd.Flags().IntVar(&o.fanout, "fanout", 0, "with --hosts: how many hosts connect at once (default config.json's \"fanout\", else 16)")
-	cmd.MarkFlagsMutuallyExclusive("host", "hosts")
 	return cmd
 }
 
