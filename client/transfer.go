@@ -3,7 +3,9 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -24,6 +26,9 @@ func (c *Client) Push(ctx context.Context, name, src, dest string, progress Prog
 		return "", fmt.Errorf("client: %w", err)
 	}
 	fi, err := os.Stat(abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("%s: no such file here", src)
+	}
 	if err != nil {
 		return "", fmt.Errorf("client: %w", err)
 	}
@@ -50,7 +55,16 @@ func (c *Client) Pull(ctx context.Context, name, src, dest string, progress Prog
 	} else if err == nil && !fi.Mode().IsRegular() {
 		return "", fmt.Errorf("client: %s is %s, not a regular file: only a regular file is replaced", dest, atomicfile.Kind(fi.Mode()))
 	}
+	if dir := filepath.Dir(abs); !isDir(dir) {
+		return "", fmt.Errorf("%s: its folder %s is not there: make it first (mkdir -p), or give another path", dest, dir)
+	}
 	return c.transfer(ctx, wire.Request{Op: wire.OpPull, Name: name, Path: src, Local: abs}, progress)
+}
+
+// isDir reports whether path is a folder (or a link to one).
+func isDir(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.IsDir()
 }
 
 // transfer sends a push or pull and follows its progress to the end. A

@@ -45,6 +45,8 @@ func Run(ctx context.Context, args []string, stdio IO, getenv func(string) strin
 	root.SetIn(stdio.In)
 	root.SetOut(stdio.Out)
 	root.SetErr(stdio.Err)
+	completionCmd(root) // after SetOut: cobra's takes the writer as it is made
+	withAdvice(root)
 	return e.Finish(root.ExecuteContext(ctx))
 }
 
@@ -68,8 +70,26 @@ starts on first use. This is not a sandbox: code runs with your privileges.`,
 		newModulesCmd(e), newAttachCmd(e),
 	)
 	addCompletions(e, root)
-	withAdvice(root)
 	return root
+}
+
+// completionCmd makes cobra's completion command now rather than at
+// Execute, and refuses a shell it has no script for: `completion tcsh`
+// printed its help and exited 0, and `source <(replhub completion tcsh)`
+// sourced the help.
+func completionCmd(root *cobra.Command) {
+	root.InitDefaultCompletionCmd()
+	for _, c := range root.Commands() {
+		if c.Name() == "completion" {
+			c.Args = func(_ *cobra.Command, args []string) error {
+				if len(args) > 0 {
+					return fmt.Errorf("no completion script for %q: bash, zsh, fish or powershell", args[0])
+				}
+				return nil
+			}
+			c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() } // runnable: its Args are checked
+		}
+	}
 }
 
 // withAdvice makes the command line's own errors say what to do: a wrong

@@ -30,6 +30,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"kill"}, "; usage: replhub kill NAME [flags]\n"},
 		{[]string{"exec", "s", "-1"}, "unknown shorthand flag: '1' in -1: `replhub exec --help` lists the flags; an argument that starts with - goes after -- (replhub exec -- ARG)\n"},
 		{[]string{"exec", "s", "1", "-t", "x"}, "`replhub exec --help` says more\n"},
+		{[]string{"push", "s", "/nonexistent/file", "dst"}, "replhub: /nonexistent/file: no such file here\n"},
+		{[]string{"pull", "s", "src", "/nonexistent/dir/file"}, "replhub: /nonexistent/dir/file: its folder /nonexistent/dir is not there: make it first (mkdir -p), or give another path\n"},
 		{[]string{"exec", "s", "1", "--host", "a", "--hosts", "b"}, "replhub: --host and --hosts do not go together: --host runs one session on a host, --hosts one on each of many (NAME@HOST)\n"},
 		{[]string{"exec", "s", "1", "-t", "0"}, "-t must be more than 0 and at most 600 seconds"},
 		{[]string{"exec", "s", "1", "-t", "601"}, "-t must be more than 0 and at most 600 seconds"},
@@ -57,4 +59,9 @@ func TestHelpAndCompletion(t *testing.T) {
 	out, _, code = run(t, "", "completion", "bash")
 	assert.Equal(t, 0, code)
 	assert.Contains(t, out, "bash completion")
+	// A shell it has no script for: no help on stdout for a shell to source.
+	out, errs, code := run(t, "", "completion", "tcsh")
+	assert.Equal(t, cmdenv.ExitFailure, code)
+	assert.Empty(t, out)
+	assert.Contains(t, errs, `replhub: no completion script for "tcsh": bash, zsh, fish or powershell; usage: replhub completion [flags]`)
 }

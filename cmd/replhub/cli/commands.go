@@ -149,7 +149,7 @@ func maxOutputFlag(cmd *cobra.Command, p *int) {
 
 func checkMaxOutput(n int) error {
 	if n < 0 || n > hub.MaxReplyCap {
-		return fmt.Errorf("--max-output must be between 1 and %d characters", hub.MaxReplyCap)
+		return fmt.Errorf("--max-output must be between 1 and %d characters (0, or none, is the default: %d)", hub.MaxReplyCap, hub.ReplyCap)
 	}
 	return nil
 }
