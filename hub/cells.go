@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/replhub/replhub/proto"
@@ -220,8 +219,7 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	}
 	if earlier != nil {
 		res.Notes = append([]string{earlierNote}, res.Notes...)
-		res.Output = strings.TrimRight(earlier.TextFor(adv.Surface()), "\n") + "\n" + res.Output
-		res.Stdout, res.Stderr = earlier.Stdout+res.Stdout, earlier.Stderr+res.Stderr
+		res.Earlier = earlier
 	}
 	return res, nil
 }

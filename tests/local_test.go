@@ -415,6 +415,33 @@ func TestHubStopLeavesDeathNotes(t *testing.T) {
 	assert.Contains(t, r.Stdout, "no hub was running")
 }
 
+// A cell that finished while nobody waited comes first in the next exec's
+// reply: in --json, apart from that exec's own output and value.
+func TestEarlierResultApartInJSON(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	r := e.Run("exec", "early", "import time; time.sleep(1); print('later'); 'c1'", "-t", "0.2", "--python", newer)
+	require.Equal(t, 3, r.Code, "%s", r)
+	for deadline := time.Now().Add(30 * time.Second); sessionInfo(t, e, "early").State != "idle"; {
+		require.True(t, time.Now().Before(deadline), "cell 1 did not finish")
+		time.Sleep(50 * time.Millisecond)
+	}
+	res, r := jsonResult(t, e, "exec", "--json", "early", "print('mine'); 2")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Equal(t, "mine\n", res.Output)
+	assert.Equal(t, "mine\n", res.Stdout)
+	require.NotNil(t, res.Value)
+	assert.Equal(t, "2", *res.Value)
+	require.NotNil(t, res.Earlier, "%s", r.Stdout)
+	assert.Equal(t, 1, res.Earlier.Cell)
+	assert.Equal(t, "later\n", res.Earlier.Output)
+	require.NotNil(t, res.Earlier.Value)
+	assert.Equal(t, "'c1'", *res.Earlier.Value)
+	assert.Contains(t, res.Notes[0], "cell 1 finished while nobody waited; its reply comes first")
+	require.Equal(t, 0, e.Run("kill", "early").Code)
+}
+
 func TestHubStartsOnFirstUseAndLogs(t *testing.T) {
 	t.Parallel()
 	e := hubtest.Start(t)

@@ -224,6 +224,9 @@ func (r *Result) writeOutcome(b *lines, cell int) {
 	for _, n := range r.Notes {
 		b.line("[" + n + "]")
 	}
+	if e := r.Earlier; e != nil {
+		e.writeOutcome(b, e.Cell)
+	}
 	if r.Output != "" {
 		b.line(r.Output)
 	}

@@ -318,6 +318,10 @@ type Result struct {
 	// Previous is the death note of an earlier session of the same name,
 	// shown once, by the exec that starts its successor.
 	Previous string `json:"previous,omitempty"`
+	// Earlier is the result of the session's cell before this one, which
+	// finished while nobody waited: an exec brings it first (a note says
+	// so), apart from this cell's own output and value.
+	Earlier *Result `json:"earlier,omitempty"`
 	// Created is set when this exec started the session.
 	Created *SessionInfo `json:"created,omitempty"`
 	// Death says how the session died, when Status is dead.
