@@ -72,6 +72,15 @@ func ReadCode(in io.Reader) (string, error) {
 	if len(b) > MaxLine {
 		return "", errors.New(CodeTooBig)
 	}
+	if !utf8.Valid(b) {
+		// Sent as it is, each bad byte would become U+FFFD and run, where
+		// Python refuses such a file.
+		at := 0
+		for r, n := utf8.DecodeRune(b); r != utf8.RuneError || n > 1; r, n = utf8.DecodeRune(b[at:]) {
+			at += n
+		}
+		return "", fmt.Errorf("the code on stdin is not UTF-8 text (byte %d is not): convert it first, e.g. iconv -f latin1 -t utf-8", at+1)
+	}
 	return string(b), nil
 }
 

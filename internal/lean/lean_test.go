@@ -398,3 +398,16 @@ func TestRunName(t *testing.T) {
 	_, err = lean.RunName(bytes.NewReader(b[:7]))
 	assert.ErrorIs(t, err, io.ErrUnexpectedEOF)
 }
+
+// Code on stdin that is not UTF-8 is refused, naming the first bad byte:
+// sent on, each bad byte would become U+FFFD and run.
+func TestReadCodeWantsUTF8(t *testing.T) {
+	code, err := lean.ReadCode(strings.NewReader("print('café')\n"))
+	require.NoError(t, err)
+	assert.Equal(t, "print('café')\n", code)
+	_, err = lean.ReadCode(strings.NewReader("x = 1\nprint('caf\xe9')\n"))
+	require.Error(t, err)
+	assert.Equal(t, "the code on stdin is not UTF-8 text (byte 17 is not): convert it first, e.g. iconv -f latin1 -t utf-8", err.Error())
+	_, err = lean.ReadCode(strings.NewReader("\xff"))
+	assert.ErrorContains(t, err, "(byte 1 is not)")
+}
