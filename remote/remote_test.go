@@ -26,6 +26,9 @@ func TestParseSpec(t *testing.T) {
 		{in: "x;rm -rf /", err: "bad host"},
 		{in: "lab:99999", err: "bad port"},
 		{in: "lab:x", err: "bad port"},
+		{in: "127.0.0.1:0", err: "bad port in \"127.0.0.1:0\": 1 to 65535"},
+		{in: "[::1]:0", err: "bad port"},
+		{in: "lab:-1", err: "bad port"},
 		{in: "m'e@lab", err: "bad user"},
 	}
 	for _, tt := range tests {

@@ -101,21 +101,22 @@ func ParseSpec(spec string) (user, host string, port int, err error) {
 		}
 	}
 	host = rest
+	given := false // a port written, which must be one: :0 is not "none"
 	if strings.HasPrefix(rest, "[") {
 		if i := strings.Index(rest, "]:"); i >= 0 {
-			host = rest[:i+1]
+			host, given = rest[:i+1], true
 			if port, err = strconv.Atoi(rest[i+2:]); err != nil {
 				return "", "", 0, fmt.Errorf("remote: bad port in %q", spec)
 			}
 		}
 	} else if i := strings.LastIndexByte(rest, ':'); i >= 0 {
-		host = rest[:i]
+		host, given = rest[:i], true
 		if port, err = strconv.Atoi(rest[i+1:]); err != nil {
 			return "", "", 0, fmt.Errorf("remote: bad port in %q", spec)
 		}
 	}
-	if port < 0 || port > 65535 {
-		return "", "", 0, fmt.Errorf("remote: bad port in %q", spec)
+	if port < 0 || port > 65535 || given && port == 0 {
+		return "", "", 0, fmt.Errorf("remote: bad port in %q: 1 to 65535", spec)
 	}
 	if !validHost.MatchString(host) {
 		return "", "", 0, fmt.Errorf("remote: bad host %q: use letters, digits and .-_ (or [IPv6])", host)
@@ -337,7 +338,7 @@ func (r *Resolver) hop(spec string) (Hop, error) {
 	}
 	if h.Port == 0 {
 		if p := r.get(alias, "Port"); p != "" {
-			if h.Port, err = strconv.Atoi(p); err != nil {
+			if h.Port, err = strconv.Atoi(p); err != nil || h.Port < 1 || h.Port > 65535 {
 				return Hop{}, fmt.Errorf("remote: ssh config gives %s the bad Port %q", alias, p)
 			}
 		}
