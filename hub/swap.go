@@ -929,8 +929,13 @@ func (h *Hub) handleSwap(ctx context.Context, req wire.Request) wire.Reply {
 			return errReply(wire.CodeStart, "%v", err) // its swap is refused: say why
 		}
 		if rec != nil {
-			o := wire.SwapOutcome{Name: req.Name, Host: rec.Host, Status: wire.SwapKept, Why: "it is on disk already"}
+			adv := wire.AdviceFor(req.Surface)
+			o := wire.SwapOutcome{Name: req.Name, Host: rec.Host, Status: wire.SwapOnDisk,
+				Why: fmt.Sprintf("swapped %s; %s restores it", rec.When.Local().Format("2006-01-02 15:04:05"), adv.Exec(req.Name))}
 			return wire.Reply{Swaps: []wire.SwapOutcome{o}, Message: o.Line()}
+		}
+		if note := h.peekDeathNote(req.Name); note != "" {
+			return errReply(wire.CodeDead, "nothing to swap: %s", note)
 		}
 		return errReply(wire.CodeNoSession, "no session '%s'", req.Name)
 	}

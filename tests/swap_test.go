@@ -108,8 +108,13 @@ func TestSwapAndRestore(t *testing.T) {
 		assert.Equal(t, 2, r.Code)
 		assert.Contains(t, r.Stderr, "session 'keep' is swapped to disk: the next `replhub exec keep CODE`")
 		r = e.Run("swap", "keep")
-		assert.Equal(t, 2, r.Code)
-		assert.Contains(t, r.Stdout, "kept 'keep' running: it is on disk already")
+		assert.Equal(t, 0, r.Code, "%s", r)
+		assert.Regexp(t, "^'keep' is on disk already: swapped [\\d-]+ [\\d:]+; `replhub exec keep CODE` restores it\n$", r.Stdout)
+		// A dead session's swap says it is dead, not that it never was.
+		e.Run("exec", "gone", "import os; os._exit(1)")
+		r = e.Run("swap", "gone")
+		assert.Equal(t, 2, r.Code, "%s", r)
+		assert.Contains(t, r.Stderr, "replhub: nothing to swap: session 'gone' died at ")
 
 		r = e.Run("exec", "keep", "(alias is data, len(data), os.getcwd())")
 		require.Equal(t, 0, r.Code, "%s", r)

@@ -16,6 +16,7 @@ const (
 	SwapDone   = "swapped" // the session is on disk and ended
 	SwapKept   = "kept"    // left running: idle too short, busy, root, a background job
 	SwapFailed = "failed"  // tried, and the session goes on: Why says what failed
+	SwapOnDisk = "on_disk" // a swap of a session on disk already: nothing to do
 )
 
 // SwapOutcome is what a swap did with one session.
@@ -44,6 +45,8 @@ func (o SwapOutcome) Line() string {
 		return s
 	case SwapKept:
 		return fmt.Sprintf("kept '%s' running: %s", o.Name, o.Why)
+	case SwapOnDisk:
+		return fmt.Sprintf("'%s' is on disk already: %s", o.Name, o.Why)
 	}
 	return fmt.Sprintf("could not swap '%s': %s", o.Name, o.Why)
 }

@@ -53,7 +53,7 @@ func runSwap(ctx context.Context, e *env, o *swapOptions) error {
 	if err != nil {
 		return err
 	}
-	if o.name != "" && (len(rep.Swaps) != 1 || rep.Swaps[0].Status != wire.SwapDone) {
+	if o.name != "" && (len(rep.Swaps) != 1 || rep.Swaps[0].Status != wire.SwapDone && rep.Swaps[0].Status != wire.SwapOnDisk) {
 		e.Code = cmdenv.ExitFailure
 	}
 	if o.json {
