@@ -40,7 +40,8 @@ func TestExecFloodMemoryGoesBackUnwaited(t *testing.T) {
 	res, r := jsonResult(t, e, "exec", "--json", "f", "2")
 	require.NotEmpty(t, res.Notes, "%s", r)
 	require.Contains(t, res.Notes[0], "finished while nobody waited", "%s", r)
-	require.Contains(t, res.Output, "characters left out")
+	require.NotNil(t, res.Earlier, "%s", r)
+	require.Contains(t, res.Earlier.Output, "characters left out")
 	floodGoesBack(t, e, before)
 }
 

@@ -51,8 +51,9 @@ func TestMaxOutputPerCall(t *testing.T) {
 	waitFor(t, func() bool { return sessionInfo(t, e, "m").Unread }, func() string { return "the cell's result never waited unread" })
 	res, r = jsonResult(t, e, "exec", "--json", "m", "2", "--max-output", "100")
 	assert.Contains(t, res.Notes[0], "finished while nobody waited", "%s", r)
-	assert.Contains(t, res.Output, "[... 4901 characters left out ...]")
-	assert.Less(t, len(res.Output), 300)
+	require.NotNil(t, res.Earlier, "%s", r)
+	assert.Contains(t, res.Earlier.Output, "[... 4901 characters left out ...]")
+	assert.Less(t, len(res.Earlier.Output), 300)
 
 	for _, bad := range []string{"-1", "2000001"} {
 		r = e.Run("exec", "m", "1", "--max-output", bad)
