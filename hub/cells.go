@@ -203,7 +203,15 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	s.cellStartedLocked(ctx, r, code)
 	s.mu.Unlock()
 
-	s.sendExec(r, code)
+	if len(code) > asyncExecAt {
+		// More than a pipe holds: a worker that reads nothing (stopped,
+		// or busy in code that holds the interpreter) would hold this
+		// call past its timeout, in the write. The cell is the session's
+		// already; the frame goes when the worker reads.
+		go s.sendExec(r, code)
+	} else {
+		s.sendExec(r, code)
+	}
 	// Recorded while the worker runs the cell, not before: the disk's
 	// writes stay off the round trip.
 	s.hub.transcribe(s, r, code)
@@ -223,6 +231,10 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	}
 	return res, nil
 }
+
+// asyncExecAt is the size of a cell's code past which exec writes its
+// frame on a goroutine of its own: a pipe holds 64 KiB.
+const asyncExecAt = 48 << 10
 
 // sendExec sends r's exec frame, unless r has ended: a reattach found the
 // worker without it and said it did not run (linkUp).

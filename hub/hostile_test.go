@@ -214,3 +214,29 @@ func TestInterruptWhileStarting(t *testing.T) {
 		t.Fatal("an interrupt waits for the session's start")
 	}
 }
+
+// An exec of more code than a pipe holds, to a worker that reads
+// nothing: the call returns at its timeout, the cell running (its frame
+// goes when the worker reads), rather than waiting in the write.
+func TestBigExecToAWorkerThatReadsNothing(t *testing.T) {
+	h := reachHub(t, map[string]string{"loc": "local"})
+	s := h.sessions["loc"]
+	s.state = stateIdle
+	pr, pw, err := os.Pipe() // 64 KiB, and nobody reads it
+	require.NoError(t, err)
+	t.Cleanup(func() { pr.Close(); pw.Close() })
+	s.w = proto.NewWriter(pw)
+	done := make(chan *wire.Result, 1)
+	go func() {
+		res, err := h.Exec(context.Background(), wire.Request{Name: "loc", Code: strings.Repeat("1\n", 50000), Timeout: 0.5}, nil)
+		assert.NoError(t, err)
+		done <- res
+	}()
+	select {
+	case res := <-done:
+		require.NotNil(t, res)
+		assert.Equal(t, wire.StatusRunning, res.Status)
+	case <-time.After(10 * time.Second):
+		t.Fatal("an exec with a 0.5 s timeout waits in the write of its frame")
+	}
+}
