@@ -2,7 +2,6 @@ package tests
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -30,7 +29,7 @@ func TestMCPBadLinesLeaveCellsAlone(t *testing.T) {
 	cmd := exec.Command(e.HubBin, "mcp")
 	cmd.Env = e.Vars
 	cmd.Dir = e.Cwd
-	var stderr bytes.Buffer
+	var stderr hubtest.LockedBuffer // written by the command's copier as the test reads it
 	cmd.Stderr = &stderr
 	in, err := cmd.StdinPipe()
 	require.NoError(t, err)
