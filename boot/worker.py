@@ -1530,7 +1530,7 @@ class Session(object):
         self.idle_cond = threading.Condition(lock)
         self.querying = 0
         self.query_until = 0.0
-        self.queries = 0  # query threads alive, bounded by QUERIES_MAX
+        self.queries = 0  # query threads alive (and runners left in a C call), bounded by QUERIES_MAX
         self.phase, self.key, self.stream = IDLE, None, None
         self.parked = set()  # keys interrupted or cancelled before they started
         # A local worker's exec frames (_CellPipe), which the main thread

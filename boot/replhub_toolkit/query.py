@@ -24,11 +24,13 @@ code never runs on two threads at once because of a query. reset never
 waits: a busy session refuses it.
 
 Bounds: a repr, a len, an attribute or an eval is user code and may hang.
-Python code in it is stopped at its deadline (a trace function raises
-Timeout); C code cannot be, so the worker lets the next cell go once the
-query's whole budget has passed (Session.query_until), and the hub stops
-waiting for the answer. Every text is capped, and every list, with a count
-of what was left out.
+It runs on a thread of its own, and the answering thread raises Timeout in
+it at its deadline (Deadline): Python code is stopped, loops with no call
+in them too; a C call that does not return (time.sleep(30)) is not, so the
+answer says so once the query's budget has passed, the call gets Timeout
+when it returns, and the worker lets the next cell go once the budget and
+its grace have passed (Session.query_until). Every text is capped, and
+every list, with a count of what was left out.
 
 Standard library only; runs on Python 3.6 through 3.13.
 """
@@ -36,6 +38,7 @@ Standard library only; runs on Python 3.6 through 3.13.
 import os
 import re
 import sys
+import threading
 import time
 import types
 
@@ -56,6 +59,7 @@ EXEC_WAIT = 1.0         # for an exec frame the hub sent before the query
 LONG_TIME = 2.0         # seconds for an eval, a repr, a len in inspect
 BUDGET = 5.0            # seconds for a whole query
 GRACE = 5.0             # and past it, before the next cell goes anyway
+QUIT = 1.0              # past the budget, before the answer says a runner is stuck
 SOURCE_CAP = 2 << 20    # bytes of a module's source parsed for its names
 FINISHING_WAIT = 2.0    # seconds any query waits for a cell that is ending
 
@@ -69,31 +73,129 @@ def _now():
     return time.monotonic()
 
 
+def _async_raiser():
+    """f(ident, exc): PyThreadState_SetAsyncExc, which has thread ident
+    raise exc at its next check (exc None takes back one not raised yet);
+    None where ctypes or CPython's C API is missing. A function object of
+    its own: ctypes.pythonapi's is the user's too, with their argtypes."""
+    if sys.implementation.name != "cpython":
+        return None
+    try:
+        import ctypes
+        ident = ctypes.c_ulong if sys.version_info >= (3, 7) else ctypes.c_long
+        f = ctypes.PYFUNCTYPE(ctypes.c_int, ident, ctypes.c_void_p)(
+            ("PyThreadState_SetAsyncExc", ctypes.pythonapi))
+    except Exception:
+        return None
+    return lambda ident, exc: f(ident, None if exc is None else id(exc))
+
+
+def _checkpoint():
+    """A Python call and a loop: where the interpreter raises an
+    asynchronous exception set for this thread, at the latest."""
+    for _ in range(2):
+        pass
+
+
 class Deadline(object):
-    """Runs user code with a time limit, by a trace function on this thread
-    that raises Timeout past it. Python drops a trace function that raised,
-    so each call sets it again."""
+    """Runs user code (run) on the query's runner thread with a time limit,
+    kept by the thread that answers (watch).
 
-    def __init__(self, budget):
+    Where ctypes reaches the C API, the watcher raises Timeout in the runner
+    with PyThreadState_SetAsyncExc: the interpreter checks for it at every
+    call and backward jump, so a loop with no Python call in it (a
+    comprehension, while True: pass) is stopped too. A C call that does not
+    return (time.sleep(30)) gets it only when it returns: the watcher
+    answers at the budget all the same (_run_bounded).
+
+    Elsewhere (no ctypes) a trace function raises Timeout at the next line
+    or call of Python code past the deadline; a loop on one line may give
+    it none (on 3.6 and 3.11, while True: pass), and then only the budget
+    bounds the answer.
+
+    A Timeout lands only in the run it was set for: it is set only for a
+    run still in self.live, which the watcher and the run's end each pop
+    (atomic under the GIL, no lock: the Timeout may land at any step of
+    the end); a run that finds its entry gone waits there for its Timeout
+    (_end)."""
+
+    def __init__(self, budget, raiser=None):
         self.end = _now() + budget
+        self.raise_in = raiser
+        self.cond = threading.Condition(threading.Lock())
+        self.live = {}       # a run under way: its deadline
+        self.firing = None   # the run the watcher takes, until its Timeout is set
+        self.closed = False  # the watcher left: no run starts
+        self.ident = None
         self.at = None
-
-    def _trace(self, frame, event, arg):
-        if self.at is not None and _now() > self.at:
-            raise Timeout()
-        return self._trace
 
     def left(self):
         return self.end - _now()
 
     def run(self, fn, seconds):
-        self.at = min(_now() + seconds, self.end)
-        sys.settrace(self._trace)
+        at = min(_now() + seconds, self.end)
+        if self.raise_in is None:
+            if at <= _now():
+                raise Timeout()
+            self.at = at
+            sys.settrace(self._trace)
+            try:
+                return fn()
+            finally:
+                sys.settrace(None)
+                self.at = None
+        key = object()
+        with self.cond:
+            if self.closed or at <= _now():
+                raise Timeout()
+            self.ident = threading.get_ident()
+            self.live[key] = at
+            self.cond.notify_all()
         try:
             return fn()
         finally:
-            sys.settrace(None)
-            self.at = None
+            self._end(key)
+
+    def _trace(self, frame, event, arg):
+        # Python drops a trace function that raised: each run sets it again.
+        if self.at is not None and _now() > self.at:
+            raise Timeout()
+        return self._trace
+
+    def _end(self, key):
+        # The watcher took this run if its entry is gone: then its Timeout
+        # landed in the run, or is set (once firing lets go of the run) and
+        # lands at the next check here, a call. Taking it back instead
+        # (PyThreadState_SetAsyncExc with NULL) would leave 3.11's eval
+        # breaker set for good, and line events lost to sys.settrace.
+        try:
+            if self.live.pop(key, None) is None:
+                while self.firing is key:
+                    time.sleep(0.0005)
+                _checkpoint()
+        except Timeout:
+            pass
+
+    def watch(self, done, most):
+        """On the answering thread: raise Timeout in each run past its
+        deadline, until done() (called with self.cond held; the runner
+        notifies it) or most seconds past the budget. Whether done."""
+        quit = self.end + most
+        with self.cond:
+            while not done():
+                now = _now()
+                if now >= quit:
+                    self.closed = True
+                    return False
+                for key, at in list(self.live.items()):
+                    if at <= now:
+                        self.firing = key
+                        if self.live.pop(key, None) is not None:
+                            self.raise_in(self.ident, Timeout)
+                        self.firing = None
+                wake = min([quit] + list(self.live.values()))
+                self.cond.wait(max(0.001, wake - now))
+        return True
 
 
 def _cap(text, limit):
@@ -199,16 +301,63 @@ def answer(sess, header):
         sess.query_until = max(sess.query_until, _now() + BUDGET + GRACE)
         _pause_loop(sess)
     waited = _now() - t0
-    try:
-        out = fn(sess, header, Deadline(BUDGET))
-    finally:
-        with sess.cond:
-            sess.querying -= 1
-            sess.cond.notify_all()
+    out = _run_bounded(sess, fn, header)
     out.setdefault("ok", True)
     if waited_for:
         out["cell"], out["waited"] = waited_for, waited
     return out
+
+
+def _run_bounded(sess, fn, header):
+    """fn's answer, run on a thread of its own (the runner) that this one
+    watches (Deadline.watch); with sess.querying taken, which the runner
+    gives back when it ends. A runner still in a C call QUIT seconds past
+    the budget is left to end when the call returns (its Timeout is set),
+    in one of the worker's QUERIES_MAX places, and the answer says so."""
+    if _raiser[0] is False:
+        _raiser[0] = _async_raiser()
+    d = Deadline(BUDGET, _raiser[0])
+    state = {}
+
+    def runner():
+        out = None
+        try:
+            out = fn(sess, header, d)
+        except BaseException as e:
+            out = {"ok": False, "error": "replhub: %s" % _error(e)}
+        finally:
+            state["out"] = out
+            with sess.cond:
+                sess.querying -= 1
+                sess.queries -= state.get("left", 0)
+                state["ended"] = True
+                sess.cond.notify_all()
+            with d.cond:
+                d.cond.notify_all()
+
+    try:
+        t = threading.Thread(target=runner, name="replhub-query-run")
+        t.daemon = True
+        t.start()
+    except Exception:
+        # No thread to spare: run it here, bounded by the trace function.
+        d.raise_in = None
+        runner()
+        return state["out"]
+    if not d.watch(lambda: "out" in state, QUIT):
+        with sess.cond:
+            if not state.get("ended"):
+                state["left"] = 1
+                sess.queries += 1
+                return {"ok": False, "error": (
+                    "%s did not end within its %gs: user code is in a C call that cannot be stopped"
+                    " (such as time.sleep); it gets Timeout when that call returns, and the next cell"
+                    " waits for it up to %gs after the query began" % (header.get("kind"), BUDGET, BUDGET + GRACE))}
+    t.join()
+    return state["out"]
+
+
+_raiser = [False]  # _async_raiser(), once made
 
 
 def _pause_loop(sess, most=1.0):
