@@ -2092,7 +2092,7 @@ class Session(object):
         with self.cond:
             if self.queries >= QUERIES_MAX:
                 self._send_quietly({"op": "answer", "id": header.get("id"), "ok": False,
-                                    "error": "%d queries are under way already" % QUERIES_MAX})
+                                    "error": "it is answering %d queries already: ask again in a moment" % QUERIES_MAX})
                 return
             self.queries += 1
         e = _start_thread(self._answer, "replhub-query", (header,))

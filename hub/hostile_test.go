@@ -240,3 +240,21 @@ func TestBigExecToAWorkerThatReadsNothing(t *testing.T) {
 		t.Fatal("an exec with a 0.5 s timeout waits in the write of its frame")
 	}
 }
+
+// Past the queries a worker answers at once, a query is refused before a
+// frame goes, in words that say to ask again, not that the worker stopped
+// reading (which past sendAside's bound they said).
+func TestQueriesPastTheBoundAreRefused(t *testing.T) {
+	h := reachHub(t, map[string]string{"loc": "local"})
+	s := h.sessions["loc"]
+	s.state = stateIdle
+	s.w = proto.NewWriter(io.Discard)
+	s.queries = map[int64]chan *proto.Answer{}
+	for i := range maxQueries {
+		s.queries[int64(-1-i)] = make(chan *proto.Answer, 1)
+	}
+	_, err := s.query(context.Background(), &proto.Query{Kind: wire.OpVars}, 0, wire.Advice{})
+	require.Error(t, err)
+	assert.True(t, wire.IsCode(err, wire.CodeBusy), "%v", err)
+	assert.Equal(t, "session 'loc' is answering 4 queries already: ask again in a moment", err.Error())
+}

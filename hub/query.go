@@ -98,6 +98,10 @@ func (h *Hub) Query(ctx context.Context, req wire.Request) (*wire.Answer, error)
 	return a, nil
 }
 
+// maxQueries is how many queries a session's worker answers at once
+// (worker.py's QUERIES_MAX).
+const maxQueries = 4
+
 // query sends q and waits for its answer: up to wait for a running cell,
 // and queryBudget more for the worker to answer.
 func (s *Session) query(ctx context.Context, q *proto.Query, wait time.Duration, adv wire.Advice) (*wire.Answer, error) {
@@ -107,6 +111,14 @@ func (s *Session) query(ctx context.Context, q *proto.Query, wait time.Duration,
 	if busy := s.busyWithLocked(); busy != "" && q.Kind == wire.OpReset {
 		s.mu.Unlock()
 		return nil, s.resetBusy(busy, adv)
+	}
+	if len(s.queries) >= maxQueries {
+		// Refused here, before a frame goes: past the worker's own bound
+		// it would refuse them, and past the hub's bound on frames sent
+		// aside they would read as a worker that stopped reading.
+		s.mu.Unlock()
+		return nil, &wire.Error{Code: wire.CodeBusy, Message: fmt.Sprintf(
+			"session '%s' is answering %d queries already: ask again in a moment", s.name, maxQueries)}
 	}
 	q.ID = queryIDs.Add(1)
 	if r := s.cur; r != nil && !r.isFinished() && q.Wait > 0 {
@@ -183,7 +195,7 @@ func (s *Session) answerOf(q *proto.Query, a *proto.Answer, adv wire.Advice) (*w
 			waited = "waited " + wire.Duration(a.Waited)
 		}
 		return nil, &wire.Error{Code: wire.CodeBusy, Message: fmt.Sprintf(
-			"session '%s' is busy: %s (%s); try again, or wait longer for it (--wait SECONDS)", s.name, what, waited)}
+			"session '%s' is busy: %s (%s); try again, or wait longer for it (%s SECONDS)", s.name, what, waited, adv.Option("wait"))}
 	}
 	out := &wire.Answer{Session: s.name, Kind: q.Kind}
 	if !a.OK {
