@@ -300,3 +300,21 @@ alias = a`, 20*time.Second)
 		})
 	})
 }
+
+// A swap frame still queued behind a cell when its cancel comes is
+// dropped and answered: no swap file is made once the cell ends (a hub
+// that gave up on a stalled swap frame sends its cancel behind it).
+func TestCancelDropsAQueuedSwap(t *testing.T) {
+	w := startWorker(t, newestPython(t))
+	cell := w.exec("import time; time.sleep(1)")
+	path := filepath.Join(t.TempDir(), "s.part")
+	w.send(map[string]any{"op": "swap", "sid": 7, "path": path}, nil)
+	w.send(map[string]any{"op": "cancel", "sid": 7}, nil)
+	f, _ := w.until("swapped", 10*time.Second, nil)
+	assert.EqualValues(t, 7, f.num("sid"))
+	assert.Equal(t, "cancelled", f.str("error"), "%s", f.line)
+	w.until("done", 10*time.Second, func(f frame) bool { return f.num("cell") == int64(cell) })
+	w.healthy()
+	_, err := os.Lstat(path)
+	assert.True(t, os.IsNotExist(err), "a swap file was made: %v", err)
+}

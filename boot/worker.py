@@ -2190,7 +2190,7 @@ class Session(object):
     def cancel(self, sid):
         """Stop what is served for sid: a transfer stops between chunks
         (its Stream is cancelled), put/get/call by KeyboardInterrupt, and a
-        serve still queued is dropped and answered here."""
+        serve, swap or restore still queued is dropped and answered here."""
         with self.cond:
             if self.key == ("sid", sid):
                 if self.phase == PARSING:
@@ -2201,9 +2201,13 @@ class Session(object):
                     self._signal_main()
                 return
             for i, (h, _) in enumerate(self.queue):
-                if h.get("op") == "serve" and h.get("sid") == sid:
+                op = h.get("op")
+                if op in ("serve", "swap", "restore") and h.get("sid") == sid:
                     del self.queue[i]
-                    self.chan.send({"op": "served", "sid": sid, "ok": False, "error": "cancelled", "py": PY})
+                    answer = {"op": "served", "sid": sid, "ok": False, "error": "cancelled", "py": PY}
+                    if op != "serve":
+                        answer = {"op": op + ("ped" if op == "swap" else "d"), "sid": sid, "ok": False, "error": "cancelled"}
+                    self.chan.send(answer)
                     return
 
     # -- main thread: phases -------------------------------------------

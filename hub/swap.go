@@ -565,6 +565,11 @@ func (h *Hub) swapOut(ctx context.Context, s *Session, force bool, why string, i
 // died or ctx ended first (then the swap is cancelled).
 func (h *Hub) awaitSwapped(ctx context.Context, s *Session, j *swapJob, op *serveOp, sent error) *proto.Swapped {
 	if sent != nil {
+		if sent == errStalled || sent == errPending {
+			// The relay writer still has the frame, and writes it once
+			// the worker reads again: its cancel follows it there.
+			go s.relayLater(&proto.Cancel{Sid: op.sid})
+		}
 		return nil
 	}
 	select {
