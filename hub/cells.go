@@ -41,6 +41,9 @@ type run struct {
 	queuedAt time.Time
 	code     string
 	sent     bool
+	// unsent marks a cell of an exec whose frame goes on a goroutine of
+	// its own (sendCell, as a queued cell's), until sent is set.
+	unsent bool
 	// parked is set by an interrupt that came before the frame went.
 	parked bool
 	// stream is the console or streaming exec that runs the cell and takes
@@ -201,20 +204,22 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	s.state = stateRunning
 	s.lastActive = r.start
 	s.cellStartedLocked(ctx, r, code)
+	// More than a pipe holds: a worker that reads nothing (stopped, or
+	// busy in code that holds the interpreter) would hold this call past
+	// its timeout, in the write. The cell is the session's already; its
+	// frame goes as a queued cell's does, when the worker reads, and an
+	// interrupt before that parks it (parkUnsent).
+	r.unsent = len(code) > asyncExecAt
 	s.mu.Unlock()
 
-	if len(code) > asyncExecAt {
-		// More than a pipe holds: a worker that reads nothing (stopped,
-		// or busy in code that holds the interpreter) would hold this
-		// call past its timeout, in the write. The cell is the session's
-		// already; the frame goes when the worker reads.
-		go s.sendExec(r, code)
+	if r.unsent {
+		go s.sendCell(r, code)
 	} else {
 		s.sendExec(r, code)
+		// Recorded while the worker runs the cell, not before: the
+		// disk's writes stay off the round trip.
+		s.hub.transcribe(s, r, code)
 	}
-	// Recorded while the worker runs the cell, not before: the disk's
-	// writes stay off the round trip.
-	s.hub.transcribe(s, r, code)
 	var res *wire.Result
 	if noWait {
 		res = &wire.Result{Session: s.name, Cell: r.cell, Status: wire.StatusStarted}
@@ -297,14 +302,12 @@ func endsIfGone(ctx context.Context) bool {
 	return on && errors.Is(context.Cause(ctx), errClientGone)
 }
 
-// endCancelled ends cell r, whose exec's client went away having asked
-// for that: taken out of the queue, or interrupted, its output left for
-// the next reply with a note (cancelledNote). Another cell is never
-// touched, and one that finished is left alone.
+// endCancelled interrupts cell r, whose exec's client went away having
+// asked for that, its output left for the next reply with a note
+// (cancelledNote). Another cell is never touched, and one that finished
+// is left alone. (A queued exec is answered at once, with the cell's
+// number: a call cancelled after that has nothing left to end.)
 func (s *Session) endCancelled(r *run, adv wire.Advice) {
-	if _, ok := s.takeOut(r.cell, "the client cancelled the call that queued it"); ok {
-		return
-	}
 	s.interrupt(adv, true, r.cell)
 }
 

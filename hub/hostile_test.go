@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -257,4 +258,24 @@ func TestQueriesPastTheBoundAreRefused(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, wire.IsCode(err, wire.CodeBusy), "%v", err)
 	assert.Equal(t, "session 'loc' is answering 4 queries already: ask again in a moment", err.Error())
+}
+
+// A big exec's frame goes on a goroutine: an interrupt that comes before
+// it went parks the cell, which then ends as interrupted without running
+// (the worker, which never saw it, would answer that no cell runs).
+func TestInterruptBeforeABigExecsFrameParksIt(t *testing.T) {
+	h := reachHub(t, map[string]string{"loc": "local"})
+	s := h.sessions["loc"]
+	s.state = stateIdle
+	r := &run{cell: 1, fence: newFence(), start: time.Now(), finished: make(chan struct{}), unsent: true}
+	s.cur, s.cells, s.state = r, 1, stateRunning
+	s.imu <- struct{}{} // as interrupt holds it
+	assert.True(t, s.parkUnsent(r), "an unsent big exec's cell is parked")
+	<-s.imu
+	var out bytes.Buffer
+	s.w = proto.NewWriter(&out)
+	s.sendCell(r, strings.Repeat("1\n", 50000))
+	require.True(t, r.isFinished())
+	assert.Equal(t, "KeyboardInterrupt", r.done.Error.Type)
+	assert.Zero(t, out.Len(), "no frame went")
 }

@@ -144,7 +144,8 @@ func (s *Session) nextLocked() {
 	go s.sendCell(r, code)
 }
 
-// sendCell records and sends a cell that nextLocked started. imu orders
+// sendCell records and sends a cell that nextLocked started, or a big
+// exec's (unsent). imu orders
 // its frame with an interrupt's: an interrupt that came first parked the
 // cell (parkUnsent), which then ends without running.
 func (s *Session) sendCell(r *run, code string) {
@@ -164,12 +165,13 @@ func (s *Session) sendCell(r *run, code string) {
 	s.mu.Unlock()
 }
 
-// parkUnsent marks r, when its exec frame has not gone yet, to end as
-// interrupted instead of running; the caller holds imu.
+// parkUnsent marks r, when its exec frame has not gone yet (a queued
+// cell's, a big exec's), to end as interrupted instead of running; the
+// caller holds imu.
 func (s *Session) parkUnsent(r *run) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if r.queued && !r.sent {
+	if (r.queued || r.unsent) && !r.sent {
 		r.parked = true
 	}
 	return r.parked
@@ -288,10 +290,9 @@ func (s *Session) queuedResultLocked(r *run) *wire.Result {
 	return &wire.Result{Session: s.name, Cell: r.cell, Status: wire.StatusQueued, Ahead: s.aheadLocked(r)}
 }
 
-// takeOut takes queued cell n out of the queue (by says what did: an
-// interrupt, a cancelled call): it will not run. ok is
+// takeOut takes queued cell n out of the queue: it will not run. ok is
 // false when n is not queued.
-func (s *Session) takeOut(n int, by string) (msg string, ok bool) {
+func (s *Session) takeOut(n int) (msg string, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i := slices.IndexFunc(s.queue, func(r *run) bool { return r.cell == n })
@@ -301,7 +302,7 @@ func (s *Session) takeOut(n int, by string) (msg string, ok bool) {
 	r := s.queue[i]
 	s.queue = slices.Delete(s.queue, i, i+1)
 	r.code = ""
-	why := fmt.Sprintf("cell %d of session '%s' was taken out of the queue (%s) and never ran", n, s.name, by)
+	why := fmt.Sprintf("cell %d of session '%s' was taken out of the queue (interrupt) and never ran", n, s.name)
 	r.result = &wire.Result{Session: s.name, Cell: n, Status: wire.StatusError,
 		Error: &wire.CellError{Type: "NotRun", Message: why}}
 	close(r.finished)
@@ -318,7 +319,7 @@ func (s *Session) takeOut(n int, by string) (msg string, ok bool) {
 // the running one interrupted; one that finished is left alone, and the
 // answer says so.
 func (s *Session) interruptCell(adv wire.Advice, n int) (string, error) {
-	if msg, ok := s.takeOut(n, "interrupt"); ok {
+	if msg, ok := s.takeOut(n); ok {
 		return msg, nil
 	}
 	s.mu.Lock()

@@ -143,11 +143,11 @@ type Request struct {
 	// Surface is who reads the reply (SurfaceCLI or SurfaceMCP): the
 	// hub's advice names what that reader can do (Advice).
 	Surface string `json:"surface,omitempty"`
-	// InterruptIfGone, on an exec, ends the cell it started if its client
-	// goes away before the reply (an MCP call cancelled): that cell alone,
-	// whatever else the session runs by then. A queued one is taken out, a
-	// running one interrupted, its output left for the next reply with a
-	// note; where the exec started none (the session was busy), nothing.
+	// InterruptIfGone, on an exec, interrupts the cell it started if its
+	// client goes away before the reply (an MCP call cancelled): that cell
+	// alone, whatever else the session runs by then, its output left for
+	// the next reply with a note; where the exec started none (the session
+	// was busy), nothing. (A queued cell's exec is answered at once.)
 	InterruptIfGone bool `json:"interrupt_if_gone,omitempty"`
 	// Stream, on an exec, asks for the cell's output as Event replies
 	// while it runs (attach.go).
