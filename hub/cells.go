@@ -2,7 +2,6 @@ package hub
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -299,7 +298,7 @@ type ifGoneKey struct{}
 // client went away (not because the hub stops).
 func endsIfGone(ctx context.Context) bool {
 	on, _ := ctx.Value(ifGoneKey{}).(bool)
-	return on && errors.Is(context.Cause(ctx), errClientGone)
+	return on && clientGone(ctx)
 }
 
 // endCancelled interrupts cell r, whose exec's client went away having

@@ -65,6 +65,10 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 // client closed the connection (rather than the hub stopping).
 var errClientGone = errors.New("the client went away")
 
+// clientGone reports whether ctx, a request's, ended because its client
+// went away.
+func clientGone(ctx context.Context) bool { return errors.Is(context.Cause(ctx), errClientGone) }
+
 // conn is one client connection being served.
 type conn struct {
 	h *Hub

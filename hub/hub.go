@@ -254,7 +254,7 @@ func (h *Hub) runCell(ctx context.Context, s *Session, req wire.Request, created
 // its result, ctx having ended: its client went away (nobody reads the
 // answer), or the hub is stopping, which the client hears of.
 func unanswered(ctx context.Context, name, surface string) error {
-	if errors.Is(context.Cause(ctx), errClientGone) {
+	if clientGone(ctx) {
 		return ctx.Err()
 	}
 	adv := wire.AdviceFor(surface)

@@ -37,7 +37,7 @@ func (h *Hub) run(ctx context.Context, req wire.Request, progress func(*wire.Pro
 		return nil, err
 	}
 	if res == nil {
-		if errors.Is(context.Cause(ctx), errClientGone) {
+		if clientGone(ctx) {
 			return nil, ctx.Err()
 		}
 		return nil, &wire.Error{Code: wire.CodeShutdown, Message: "the hub stopped during the run; the run's session ended with it"}
