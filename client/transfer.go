@@ -32,11 +32,8 @@ func (c *Client) Push(ctx context.Context, name, src, dest string, progress Prog
 	if err != nil {
 		return "", fmt.Errorf("client: %w", err)
 	}
-	if fi.IsDir() {
-		return "", fmt.Errorf("client: %s is a folder: push one file at a time (tar it first)", src)
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("client: %s is %s, not a regular file: push copies regular files only", src, atomicfile.Kind(fi.Mode()))
+	if err := atomicfile.NotToPush(src, fi); err != nil {
+		return "", fmt.Errorf("client: %w", err)
 	}
 	return c.transfer(ctx, wire.Request{Op: wire.OpPush, Name: name, Path: dest, Local: abs}, progress)
 }
@@ -50,10 +47,10 @@ func (c *Client) Pull(ctx context.Context, name, src, dest string, progress Prog
 	if err != nil {
 		return "", fmt.Errorf("client: %w", err)
 	}
-	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
-		return "", fmt.Errorf("client: %s is a folder: give the file's own path", dest)
-	} else if err == nil && !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("client: %s is %s, not a regular file: only a regular file is replaced", dest, atomicfile.Kind(fi.Mode()))
+	if fi, err := os.Stat(abs); err == nil {
+		if err := atomicfile.NotToReplace(dest, fi); err != nil {
+			return "", fmt.Errorf("client: %w", err)
+		}
 	}
 	if dir := filepath.Dir(abs); !isDir(dir) {
 		return "", fmt.Errorf("%s: its folder %s is not there: make it first (mkdir -p), or give another path", dest, dir)

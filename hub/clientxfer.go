@@ -123,13 +123,10 @@ func openToPush(path string) (*os.File, os.FileInfo, error) {
 		return nil, nil, err
 	}
 	fi, err := f.Stat()
-	switch {
-	case err != nil:
-	case fi.IsDir():
-		err = fmt.Errorf("%s is a folder: push one file at a time (tar it first)", path)
-	case !fi.Mode().IsRegular():
-		err = fmt.Errorf("%s is %s, not a regular file: push copies regular files only", path, atomicfile.Kind(fi.Mode()))
-	default:
+	if err == nil {
+		err = atomicfile.NotToPush(path, fi)
+	}
+	if err == nil {
 		err = syscall.SetNonblock(int(f.Fd()), false)
 	}
 	if err != nil {

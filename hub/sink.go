@@ -2,7 +2,6 @@ package hub
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -52,16 +51,16 @@ func NewSink(dest string, mode os.FileMode) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	if fi, err := os.Stat(abs); err == nil && fi.IsDir() {
-		return nil, fmt.Errorf("%s is a folder: give the file's own path", dest)
+	// The file a link names: renamed over, a FIFO or a device would be
+	// replaced by a file.
+	if fi, err := os.Stat(abs); err == nil {
+		if err := atomicfile.NotToReplace(dest, fi); err != nil {
+			return nil, err
+		}
 	}
 	target := abs
 	if real, err := filepath.EvalSymlinks(abs); err == nil {
 		target = real
-	}
-	// Renamed over, a FIFO or a device would be replaced by a file.
-	if fi, err := os.Stat(target); err == nil && !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is %s, not a regular file: only a regular file is replaced", dest, atomicfile.Kind(fi.Mode()))
 	}
 	s := &Sink{target: target, part: target + ".replhub-part", mode: mode}
 	s.f, err = os.OpenFile(s.part, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)

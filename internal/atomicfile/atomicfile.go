@@ -192,6 +192,32 @@ func readRegular(path string, max int64, user bool) ([]byte, error) {
 	return b, nil
 }
 
+// NotToPush says why the file at path, of fi, is no push's source: a
+// folder, or anything but a regular file (a FIFO would block its reader
+// for good, a device never end); nil when it is one.
+func NotToPush(path string, fi fs.FileInfo) error {
+	switch {
+	case fi.IsDir():
+		return fmt.Errorf("%s is a folder: push one file at a time (tar it first)", path)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%s is %s, not a regular file: push copies regular files only", path, Kind(fi.Mode()))
+	}
+	return nil
+}
+
+// NotToReplace says why the file at path, of fi, is no pull's
+// destination: a folder, or anything but a regular file, which the pull's
+// rename would replace by one; nil when it is one.
+func NotToReplace(path string, fi fs.FileInfo) error {
+	switch {
+	case fi.IsDir():
+		return fmt.Errorf("%s is a folder: give the file's own path", path)
+	case !fi.Mode().IsRegular():
+		return fmt.Errorf("%s is %s, not a regular file: only a regular file is replaced", path, Kind(fi.Mode()))
+	}
+	return nil
+}
+
 // Kind names what mode is, for a message: "a named pipe", "a folder", "a
 // character device" and so on.
 func Kind(mode fs.FileMode) string {
