@@ -301,15 +301,6 @@ func endsIfGone(ctx context.Context) bool {
 	return on && clientGone(ctx)
 }
 
-// endCancelled interrupts cell r, whose exec's client went away having
-// asked for that, its output left for the next reply with a note
-// (cancelledNote). Another cell is never touched, and one that finished
-// is left alone. (A queued exec is answered at once, with the cell's
-// number: a call cancelled after that has nothing left to end.)
-func (s *Session) endCancelled(r *run, adv wire.Advice) {
-	s.interrupt(adv, true, r.cell)
-}
-
 // cancelledNote says that the client cancelled the call that ran a cell.
 func cancelledNote(cell int) string {
 	return fmt.Sprintf("the client cancelled the call that ran cell %d, so it was interrupted; here is its output", cell)
@@ -358,7 +349,12 @@ func (s *Session) collect(ctx context.Context, r *run, timeout time.Duration, li
 			r.collecting--
 			s.mu.Unlock()
 			if own && endsIfGone(ctx) {
-				go s.endCancelled(r, wire.AdviceFor(surfaceOf(ctx)))
+				// Its client asked for that: r is interrupted, and no
+				// other cell, its output left for the next reply with a
+				// note (cancelledNote); a finished one is left alone. (A
+				// queued exec is answered at once, with its cell's
+				// number: a call cancelled after that ends nothing.)
+				go s.interrupt(wire.AdviceFor(surfaceOf(ctx)), true, r.cell)
 			}
 			return nil
 		}

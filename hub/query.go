@@ -67,7 +67,7 @@ func (h *Hub) Query(ctx context.Context, req wire.Request) (*wire.Answer, error)
 		wait = 0
 	}
 	if req.Op == wire.OpInspect && strings.TrimSpace(req.Expr) == "" {
-		if wire.AdviceFor(req.Surface).Surface() == wire.SurfaceMCP {
+		if req.Surface == wire.SurfaceMCP {
 			return nil, bad("inspect needs an expression: pass expr, e.g. the name of a variable")
 		}
 		return nil, bad("inspect needs an expression: `replhub inspect %s EXPR`", req.Name)

@@ -145,9 +145,9 @@ func (s *Session) nextLocked() {
 }
 
 // sendCell records and sends a cell that nextLocked started, or a big
-// exec's (unsent). imu orders
-// its frame with an interrupt's: an interrupt that came first parked the
-// cell (parkUnsent), which then ends without running.
+// exec's (unsent). imu orders its frame with an interrupt's: an interrupt
+// that came first parked the cell (parkUnsent), which then ends without
+// running.
 func (s *Session) sendCell(r *run, code string) {
 	defer s.hub.transcribe(s, r, code)
 	s.imu <- struct{}{}

@@ -554,16 +554,17 @@ func (h *Hub) transcribeNote(s *Session, title, body string) {
 	h.transcribeNoteLocked(s, title, body)
 }
 
+// comment makes every line of a note a comment: a title names what
+// another session sent (its names, a path), and a line break in it must
+// not make code of the rest in this session's transcript.
+var comment = strings.NewReplacer("\r\n", "\n# ", "\n", "\n# ", "\r", "\n# ")
+
 // transcribeNoteLocked is transcribeNote with s.mu held.
 func (h *Hub) transcribeNoteLocked(s *Session, title, body string) {
 	if err := s.openTranscriptLocked(); err != nil {
 		return
 	}
 	defer s.releaseTranscriptLocked()
-	// Comments, every line: a title names what another session sent
-	// (its names, a path), and a line break in it must not make code of
-	// the rest in this session's transcript.
-	comment := strings.NewReplacer("\r\n", "\n# ", "\n", "\n# ", "\r", "\n# ")
 	fmt.Fprintf(s.transcript, "\n# ---- %s · %s\n", comment.Replace(title), time.Now().Format(time.RFC3339))
 	if body != "" {
 		fmt.Fprintf(s.transcript, "# %s\n", comment.Replace(body))
