@@ -104,12 +104,7 @@ func (a Advice) Without(option string) string {
 }
 
 // With says to give a boolean option: "with --sudo", "with sudo true".
-func (a Advice) With(option string) string {
-	if a.mcp {
-		return "with " + option + " true"
-	}
-	return "with --" + option
-}
+func (a Advice) With(option string) string { return "with " + a.Set(option) }
 
 // Option names an option to pass a value to: "--limit", "limit".
 func (a Advice) Option(option string) string {
