@@ -86,6 +86,7 @@ NAME_CAP = 100          # a name in "names" (longer ones are left out)
 NAMES_MAX = 200
 READY_NAMES_BYTES = 32 << 10  # of names in a ready frame, which the hub reads within 64 KiB
 ERROR_CAP = 2000        # the text of an error frame
+ANSWER_OF = {"serve": "served", "swap": "swapped", "restore": "restored"}  # a frame served for a sid, its answer's op
 QUERIES_MAX = 4         # query frames answered at once
 
 # What the main thread is doing (Session.phase).
@@ -2202,11 +2203,11 @@ class Session(object):
                 return
             for i, (h, _) in enumerate(self.queue):
                 op = h.get("op")
-                if op in ("serve", "swap", "restore") and h.get("sid") == sid:
+                if op in ANSWER_OF and h.get("sid") == sid:
                     del self.queue[i]
-                    answer = {"op": "served", "sid": sid, "ok": False, "error": "cancelled", "py": PY}
-                    if op != "serve":
-                        answer = {"op": op + ("ped" if op == "swap" else "d"), "sid": sid, "ok": False, "error": "cancelled"}
+                    answer = {"op": ANSWER_OF[op], "sid": sid, "ok": False, "error": "cancelled"}
+                    if op == "serve":
+                        answer["py"] = PY
                     self.chan.send(answer)
                     return
 
@@ -2640,7 +2641,7 @@ class Session(object):
         (restore), on the main thread like a cell; the work is
         replhub_toolkit.swap's. A cancel interrupts either."""
         op, sid, stream = header.get("op"), header.get("sid"), None
-        kind = "swapped" if op == "swap" else "restored"
+        kind = ANSWER_OF[op]
         tk = None
         try:
             tk = self.tk

@@ -1066,16 +1066,16 @@ def _sink_target(dest):
     """The file a _Sink for dest replaces, or HubError: renamed over, a
     FIFO or a device would be replaced by a file."""
     path = os.path.abspath(os.path.expanduser(_need_path(dest)))
-    if os.path.isdir(path):
-        raise HubError("%s is a folder: give the file's own path" % dest)
-    target = os.path.realpath(path)
     try:
-        why = _not_regular(dest, os.stat(target).st_mode, "only a regular file is replaced")
+        mode = os.stat(path).st_mode  # the file a link names
     except OSError:
-        why = None
+        return os.path.realpath(path)
+    if stat.S_ISDIR(mode):
+        raise HubError("%s is a folder: give the file's own path" % dest)
+    why = _not_regular(dest, mode, "only a regular file is replaced")
     if why:
         raise HubError(why)
-    return target
+    return os.path.realpath(path)
 
 
 class _Sink(object):
