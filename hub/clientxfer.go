@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -35,8 +36,10 @@ type clientXfer struct {
 	title  string
 	gone   chan struct{} // closed when the client went away
 
-	// A push's file, its size and mode.
+	// A push's file, what is read of it (the file, or its bytes read
+	// already: wholeIfSmall), and its size and mode.
 	src  *os.File
+	in   io.Reader
 	size int64
 	mode os.FileMode
 
@@ -101,7 +104,11 @@ func (h *Hub) newClientXfer(req wire.Request, send func(wire.Reply) error) (*cli
 		if x.src, fi, err = openToPush(req.Local); err != nil {
 			return refuse(errReply(wire.CodeBadRequest, "%v", err))
 		}
-		x.size, x.mode = fi.Size(), fi.Mode().Perm()
+		x.mode = fi.Mode().Perm()
+		if x.in, x.size, err = wholeIfSmall(x.src, fi.Size()); err != nil {
+			x.src.Close()
+			return refuse(errReply(wire.CodeBadRequest, "reading %s: %v", req.Local, err))
+		}
 	}
 	x.total = x.size
 	if x.op, err = h.beginServe(target, x.kind, "the command line"); err != nil {
@@ -134,6 +141,34 @@ func openToPush(path string) (*os.File, os.FileInfo, error) {
 		return nil, nil, err
 	}
 	return f, fi, nil
+}
+
+// smallWhole is the size up to which a file is read whole before its
+// transfer, so that the size announced is what it holds.
+const smallWhole = 64 << 10
+
+// wholeIfSmall is what a transfer reads of f, whose size says size, and
+// the size to announce: a file of up to smallWhole bytes is read whole
+// first. Its size may say nothing of what it holds: a sysfs file says 4096
+// for a line of 18, and a copy that stops short of its size has failed.
+// (/proc's say 0, which means any size; a file that grew past smallWhole
+// meanwhile is read again from its start, its size a floor.)
+func wholeIfSmall(f *os.File, size int64) (io.Reader, int64, error) {
+	if size <= 0 || size > smallWhole {
+		return f, size, nil
+	}
+	b := make([]byte, smallWhole+1)
+	n, err := io.ReadFull(f, b)
+	switch {
+	case err == io.EOF || err == io.ErrUnexpectedEOF:
+		return bytes.NewReader(b[:n]), int64(n), nil
+	case err != nil:
+		return nil, 0, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, 0, err
+	}
+	return f, size, nil
 }
 
 // run serves the transfer to its end.
@@ -248,7 +283,7 @@ func (x *clientXfer) write(c *proto.Chunk) {
 func (x *clientXfer) sendFile() *wire.Reply {
 	quit := make(chan struct{})
 	defer close(quit)
-	chunks := readAhead(x.src, quit)
+	chunks := readAhead(x.in, quit)
 	// relay sends m to the target; false when the link failed (a stall):
 	// a target that died says so on op.done.
 	relay := func(m proto.Msg) bool {

@@ -1,7 +1,9 @@
 package hub
 
 import (
+	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -204,4 +206,49 @@ func TestOpenToPushRefusesAFifo(t *testing.T) {
 		_, err = f.Read(make([]byte, 1))
 	}
 	require.NoError(t, err)
+}
+
+// A small file is read whole before its push, and the size told is what
+// it held: a sysfs file says 4096 bytes for a line. One that holds more
+// than smallWhole is read from its start, its size a floor.
+func TestWholeIfSmall(t *testing.T) {
+	read := func(path string, size int64) (string, int64) {
+		f, err := os.Open(path)
+		require.NoError(t, err)
+		defer f.Close()
+		r, n, err := wholeIfSmall(f, size)
+		require.NoError(t, err)
+		b, err := io.ReadAll(r)
+		require.NoError(t, err)
+		return string(b), n
+	}
+	dir := t.TempDir()
+	small := filepath.Join(dir, "small")
+	require.NoError(t, os.WriteFile(small, []byte("hi\n"), 0o600))
+	b, n := read(small, 3)
+	assert.Equal(t, "hi\n", b)
+	assert.EqualValues(t, 3, n)
+
+	big := filepath.Join(dir, "big")
+	data := bytes.Repeat([]byte("x"), smallWhole+10)
+	require.NoError(t, os.WriteFile(big, data, 0o600))
+	b, n = read(big, 100) // it grew since its size was read
+	assert.Equal(t, len(data), len(b), "read from its start")
+	assert.EqualValues(t, 100, n)
+	b, n = read(big, int64(len(data)))
+	assert.Equal(t, len(data), len(b))
+	assert.EqualValues(t, len(data), n)
+	b, n = read("/proc/self/status", 0)
+	assert.Contains(t, b, "VmRSS")
+	assert.Zero(t, n, "a size that says nothing")
+
+	const sysfs = "/sys/class/net/lo/address"
+	want, err := os.ReadFile(sysfs)
+	require.NoError(t, err)
+	fi, err := os.Stat(sysfs)
+	require.NoError(t, err)
+	require.Greater(t, fi.Size(), int64(len(want)), "sysfs's size says more than it holds")
+	b, n = read(sysfs, fi.Size())
+	assert.Equal(t, string(want), b)
+	assert.EqualValues(t, len(want), n)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sync"
 
 	"github.com/replhub/replhub/proto"
@@ -81,7 +80,7 @@ type readChunk struct {
 
 // readAhead reads f in chunks on its own goroutine, one ahead of the
 // reader, until the end, an error, or stop.
-func readAhead(f *os.File, stop <-chan struct{}) <-chan readChunk {
+func readAhead(f io.Reader, stop <-chan struct{}) <-chan readChunk {
 	ch := make(chan readChunk, 1)
 	go func() {
 		for {

@@ -258,6 +258,24 @@ func TestFilesNotRegular(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, fi.Size(), int64(0))
 	assert.Contains(t, out, fmt.Sprintf("pulled %d bytes from session 'f'", fi.Size()))
+
+	// A sysfs file's size says 4096 for a line: pull, push and a
+	// session's own push of one copy the line (each failed as "shrank").
+	const sysfs = "/sys/class/net/lo/address"
+	want, err := os.ReadFile(sysfs)
+	require.NoError(t, err)
+	require.Less(t, len(want), 4096)
+	ok(t, e.Run("exec", "f2", "1"))
+	for i, args := range [][]string{
+		{"pull", "f", sysfs, filepath.Join(dir, "a1")},
+		{"push", "f", sysfs, filepath.Join(dir, "a2")},
+		{"exec", "f", fmt.Sprintf("session('f2').push(%q, %q)", sysfs, filepath.Join(dir, "a3"))},
+	} {
+		ok(t, e.Run(args...))
+		got, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("a%d", i+1)))
+		require.NoError(t, err, "%v", args)
+		assert.Equal(t, string(want), string(got), "%v", args)
+	}
 }
 
 func TestFilesOwnerKeptByRoot(t *testing.T) {

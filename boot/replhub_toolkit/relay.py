@@ -786,7 +786,16 @@ class SessionHandle(object):
             data, f, size, mode = bytes(src), None, len(src), 0o600
         else:
             f = _open_regular(os.path.expanduser(_need_path(src)), src, "push")
-            size, mode = os.fstat(f.fileno()).st_size, os.fstat(f.fileno()).st_mode & 0o7777
+            try:
+                fst = os.fstat(f.fileno())
+                size, mode = fst.st_size, fst.st_mode & 0o7777
+                data = _whole_if_small(f, size)  # serve_read's reason
+            except BaseException:
+                f.close()
+                raise
+            if data is not None:
+                f.close()
+                f, size = None, len(data)
         st = []
         try:
             link.request("push", stream=st, target=self.name, path=dest, size=size, mode=mode)
@@ -970,18 +979,46 @@ def serve_read(header, stream):
     except OSError as e:
         return {"ok": False, "error": "cannot read %s: %s" % (path, e.strerror or e)}, None
     with f:
-        st = os.fstat(f.fileno())
-        _send({"op": "served", "sid": sid, "ok": True, "first": True, "py": PY,
-               "size": st.st_size, "mode": st.st_mode & 0o7777})
-        # A regular file's size as it was when the pull began goes by
-        # sendfile; whatever follows (a growing file, or one whose size
-        # says nothing, as in /proc) is read through one reused buffer.
-        sized = st.st_size if stat.S_ISREG(st.st_mode) else 0
         try:
-            _stream_file(f, sid, stream, _need_link().chan, sized)
+            st = os.fstat(f.fileno())
+            # A regular file's size as it was when the pull began goes by
+            # sendfile; whatever follows (a growing file, or one whose size
+            # says nothing, as in /proc) is read through one reused buffer.
+            # A small one is read whole first, as its size may not be what
+            # it holds (sysfs says 4096 for a line).
+            size = sized = st.st_size if stat.S_ISREG(st.st_mode) else 0
+            whole = _whole_if_small(f, size)
+            if whole is not None:
+                size = sized = len(whole)
+            _send({"op": "served", "sid": sid, "ok": True, "first": True, "py": PY,
+                   "size": size, "mode": st.st_mode & 0o7777})
+            if whole is not None:
+                seq = 0
+                if whole:
+                    _send({"op": "chunk", "sid": sid, "seq": 0}, whole)
+                    seq = 1
+                _send({"op": "chunk", "sid": sid, "seq": seq, "eof": True})
+            else:
+                _stream_file(f, sid, stream, _need_link().chan, sized)
         except OSError as e:
             return {"ok": False, "error": "reading %s: %s" % (header.get("path"), e.strerror or e)}, None
     return {"ok": True}, None
+
+
+SMALL_WHOLE = 64 << 10
+
+
+def _whole_if_small(f, size):
+    """The bytes of f, whose size says size, if it has at most SMALL_WHOLE
+    of them (then its size need not be right); else None, f at its start
+    again."""
+    if not 0 < size <= SMALL_WHOLE:
+        return None
+    b = f.read(SMALL_WHOLE + 1)
+    if len(b) <= SMALL_WHOLE:
+        return b
+    f.seek(0)
+    return None
 
 
 def _stream_file(f, sid, stream, chan, sized):

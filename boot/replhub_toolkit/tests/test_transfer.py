@@ -111,6 +111,27 @@ class TransferTest(unittest.TestCase):
         self.assertEqual(self.sent[0]["size"], 3)
         self.assertTrue(self.sent[-1].get("eof"))
 
+    @unittest.skipUnless(os.path.exists("/sys/class/net/lo/address"), "Linux's sysfs")
+    def test_pull_of_a_file_whose_size_says_more(self):
+        # sysfs says 4096 bytes for a line: the size told is what it holds.
+        path = "/sys/class/net/lo/address"
+        with open(path, "rb") as f:
+            want = f.read()
+        sent = []
+        relay._send = lambda h, data=None: sent.append((h, bytes(data or b"")))
+        self.assertEqual(self.read(path), {"ok": True})
+        self.assertEqual(sent[0][0]["size"], len(want))
+        self.assertEqual(b"".join(d for h, d in sent if h.get("op") == "chunk"), want)
+        self.assertTrue(sent[-1][0].get("eof"))
+
+    def test_pull_of_an_empty_file(self):
+        empty = os.path.join(self.dir, "empty")
+        open(empty, "wb").close()
+        self.assertEqual(self.read(empty), {"ok": True})
+        self.assertEqual(self.sent[0]["size"], 0)
+        self.assertEqual([h.get("seq") for h in self.sent[1:]], [0])
+        self.assertTrue(self.sent[-1].get("eof"))
+
     def test_push_to_a_fifo_is_refused(self):
         r = self.write(self.fifo, [b"x"])
         self.assertEqual(r, {"ok": False, "error": "%s is a named pipe, not a regular file: "
