@@ -205,6 +205,11 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	}
 	res.Others = h.othersLine(req)
 	res.Notes = append(h.takeWarnings(), res.Notes...)
+	if !created {
+		if n := pythonNote(s, req.Python, wire.AdviceFor(req.Surface)); n != "" {
+			res.Notes = append(res.Notes, n)
+		}
+	}
 	return res, nil
 }
 

@@ -263,3 +263,19 @@ func TestMalformedRequestsAreAnswered(t *testing.T) {
 	_, err = c.Read(buf)
 	assert.ErrorIs(t, err, io.EOF)
 }
+
+// --python names a new session's interpreter: given for a live session
+// that runs another, the cell runs there as before, with a note that says
+// so; given as the one it runs, nothing is said.
+func TestPythonForALiveSession(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	newer, older := hubtest.PickPythons(t)
+	ok(t, e.Run("exec", "p", "1", "--python", newer))
+	r := e.Run("exec", "p", "import sys; sys.executable", "--python", newer)
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.NotContains(t, r.Stdout+r.Stderr, "names the interpreter", "the same python: %s", r)
+	r = e.Run("exec", "p", "import sys; sys.version_info[:2]", "--python", older)
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "--python "+older+" names the interpreter of a new session only; `replhub kill p`", "%s", r)
+}

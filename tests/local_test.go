@@ -480,6 +480,12 @@ func TestBadNames(t *testing.T) {
 		assert.Equal(t, 2, r.Code, "%q: %s", args, r)
 		assert.Regexp(t, `^replhub: --(host|hosts|python) is empty: give `, r.Stderr, "%q", args)
 	}
+	// --cell 0 names no cell: refused, not taken for any cell.
+	for _, args := range [][]string{{"wait", "s", "--cell", "0"}, {"wait", "s", "--cell=0", "--json"}, {"interrupt", "s", "--cell", "0"}} {
+		r := e.Run(args...)
+		assert.Equal(t, 2, r.Code, "%q: %s", args, r)
+		assert.Equal(t, "replhub: --cell takes a cell number, 1 or more\n", r.Stderr, "%q", args)
+	}
 	assert.Contains(t, e.Run("sessions").Stdout, "no sessions", "none was made")
 }
 

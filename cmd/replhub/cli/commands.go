@@ -182,6 +182,9 @@ type waitOptions struct {
 	maxOutput int
 }
 
+// errCellNumber refuses a --cell that is no cell's number.
+var errCellNumber = errors.New("--cell takes a cell number, 1 or more")
+
 func newWaitCmd(e *env) *cobra.Command {
 	o := &waitOptions{}
 	cmd := &cobra.Command{
@@ -192,6 +195,9 @@ func newWaitCmd(e *env) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.name = args[0]
+			if cmd.Flags().Changed("cell") && o.cell < 1 {
+				return errCellNumber
+			}
 			return runWait(cmd.Context(), e, o)
 		},
 	}
@@ -222,7 +228,7 @@ func newInterruptCmd(e *env) *cobra.Command {
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("cell") && cell < 1 {
-				return fmt.Errorf("--cell takes a cell number, 1 or more")
+				return errCellNumber
 			}
 			return e.Message(func(c *client.Client) (string, error) {
 				return c.InterruptCell(cmd.Context(), args[0], cell)

@@ -589,7 +589,7 @@ func plainFlags(args []string, op string) (c Call, words []string, ok bool) {
 	}
 	// Checked once, at the end, as cobra does.
 	if timed && !lean.TimeoutOK(c.Timeout) || c.MaxOutput < 0 || c.MaxOutput > lean.MaxOutput ||
-		op == opInterrupt && cellGiven && c.Cell < 1 || !(c.Wait >= 0 && c.Wait <= lean.MaxTimeout) || c.Limit < 0 {
+		(op == opInterrupt || op == opWait) && cellGiven && c.Cell < 1 || !(c.Wait >= 0 && c.Wait <= lean.MaxTimeout) || c.Limit < 0 {
 		return Call{}, nil, false
 	}
 	// As the command line's client sends them, through a time.Duration:

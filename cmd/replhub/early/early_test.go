@@ -247,7 +247,7 @@ func cobraReads(args []string) (Call, bool) {
 			JSON: *asJSON, MaxOutput: *maxOutput, Python: *python, Host: *host, Sudo: *sudo}, true
 	}
 	if len(w) != words || w[0] == "" || w[0] == "-" || w[words-1] == "" || !(*timeout > 0 && *timeout <= 600) ||
-		*maxOutput < 0 || *maxOutput > hub.MaxReplyCap || *cell < 0 {
+		*maxOutput < 0 || *maxOutput > hub.MaxReplyCap || fs.Changed("cell") && *cell < 1 {
 		return Call{}, false
 	}
 	c := Call{Op: args[0], Name: w[0], Timeout: time.Duration(*timeout * float64(time.Second)).Seconds(), JSON: *asJSON,
@@ -368,7 +368,7 @@ func TestPlainWait(t *testing.T) {
 		{[]string{"wait", "lab@gw", "-t", "120"}, true, Call{Timeout: 120}},
 		{[]string{"wait", "s", "--cell", "7", "--json"}, true, Call{Timeout: 30, Cell: 7, JSON: true}},
 		{[]string{"wait", "--cell=0x10", "s", "--max-output=100"}, true, Call{Name: "s", Timeout: 30, Cell: 16, MaxOutput: 100}},
-		{[]string{"wait", "s", "--cell", "0"}, true, Call{Timeout: 30}},
+		{[]string{"wait", "s", "--cell", "0"}, false, Call{}},                                         // given: from 1, as package cli says
 		{[]string{"wait", "s", "-t5", "--cell", "3", "--cell", "4"}, true, Call{Timeout: 5, Cell: 4}}, // the last counts
 		{[]string{"wait", "s", "--cell", "-1"}, false, Call{}},
 		{[]string{"wait", "s", "--cell"}, false, Call{}},

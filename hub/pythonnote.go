@@ -1,0 +1,54 @@
+package hub
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/replhub/replhub/wire"
+)
+
+// versionAsked is a --python that names a version: 3.12, 3.12.1,
+// python3.12.
+var versionAsked = regexp.MustCompile(`^(?:python)?(3\.\d+(?:\.\d+)?)$`)
+
+// pythonNote says that asked, the interpreter an exec named for a session
+// that was live already, is not the one the session runs, and applies to
+// a new session only; "" when it is the same, or when that cannot be told
+// (a bare name such as python3 or pypy3, a path on a host).
+func pythonNote(s *Session, asked string, adv wire.Advice) string {
+	if asked == "" {
+		return ""
+	}
+	s.mu.Lock()
+	version, exe, local := s.info.Python, s.info.Executable, s.info.Host == "local"
+	s.mu.Unlock()
+	if version == "" {
+		return "" // not started: nothing to compare
+	}
+	switch m := versionAsked.FindStringSubmatch(asked); {
+	case m != nil:
+		if version == m[1] || strings.HasPrefix(version, m[1]+".") {
+			return ""
+		}
+	case strings.Contains(asked, "/") && local:
+		if asked == exe || sameFile(asked, exe) {
+			return ""
+		}
+	default:
+		return ""
+	}
+	return fmt.Sprintf("session '%s' runs python %s (%s): %s %s names the interpreter of a new session only; %s, then run again to start it on %s",
+		s.name, version, exe, adv.Option("python"), asked, adv.Kill(s.name), asked)
+}
+
+// sameFile reports whether paths a and b name one file.
+func sameFile(a, b string) bool {
+	fa, err := os.Stat(a)
+	if err != nil {
+		return false
+	}
+	fb, err := os.Stat(b)
+	return err == nil && os.SameFile(fa, fb)
+}
