@@ -4,6 +4,7 @@
 package sigflood
 
 import (
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -32,4 +33,15 @@ func Start(pid int) (stop func()) {
 	}()
 	var once sync.Once
 	return func() { once.Do(func() { close(done) }); wg.Wait() }
+}
+
+// For is how long a test floods: 1.5 s, or $REPLHUB_FLOOD (a Go duration:
+// "30s") for a soak run of the flood tests alone. The tests run a flood
+// for each of some eighty cases (every Python, every kind of cell), which
+// keep both cores busy for as long as it lasts.
+func For() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("REPLHUB_FLOOD")); err == nil && d > 0 {
+		return d
+	}
+	return 1500 * time.Millisecond
 }
