@@ -269,6 +269,12 @@ func (s *Session) execFrame(r *run, code string) *proto.Exec {
 // cell, that cell only (an error says why it cannot be).
 func (s *Session) wait(ctx context.Context, timeout time.Duration, cell, limit int, progress func(*wire.Progress)) (*wire.Result, error) {
 	s.mu.Lock()
+	if op := s.serving; op != nil && op.kind == "swap" {
+		// What nobody has read goes into the swap's record: taken here
+		// as well, it would come again on restore.
+		s.mu.Unlock()
+		return nil, swapUnderWay{op}
+	}
 	r, err := s.toCollectLocked(cell)
 	if err != nil {
 		s.mu.Unlock()
@@ -289,6 +295,12 @@ func (s *Session) wait(ctx context.Context, timeout time.Duration, cell, limit i
 	s.mu.Unlock()
 	return s.collect(ctx, r, timeout, limit, progress, false), nil
 }
+
+// swapUnderWay is why a wait took nothing: the session is being swapped
+// to disk, with what nobody has read (Hub.waitOn waits for the end).
+type swapUnderWay struct{ op *serveOp }
+
+func (swapUnderWay) Error() string { return "a swap is under way" }
 
 // ifGoneKey marks the context of an exec whose client asked that its cell
 // end if it goes away before the reply (wire.Request.InterruptIfGone).

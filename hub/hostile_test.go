@@ -279,3 +279,52 @@ func TestInterruptBeforeABigExecsFrameParksIt(t *testing.T) {
 	assert.Equal(t, "KeyboardInterrupt", r.done.Error.Type)
 	assert.Zero(t, out.Len(), "no frame went")
 }
+
+// A wait that comes during a swap that takes longer than lookup's wait
+// (a big namespace, a slow disk) takes nothing: the result nobody had
+// read goes into the swap's record, and taken here as well it would come
+// again on restore. It waits for the swap's end within its timeout: a
+// swap that fails leaves the result to it; one that goes on past the
+// timeout is said to be under way.
+func TestWaitDuringASwapTakesNothing(t *testing.T) {
+	old := lookupSwapWait
+	lookupSwapWait = 50 * time.Millisecond
+	t.Cleanup(func() { lookupSwapWait = old })
+	h := reachHub(t, map[string]string{"loc": "local"})
+	s := h.sessions["loc"]
+	s.mu.Lock()
+	s.state, s.cells = stateRunning, 1
+	s.cur = &run{cell: 1, finished: make(chan struct{}), result: &wire.Result{Session: "loc", Cell: 1, Status: wire.StatusOK, Stdout: "42\n"}}
+	close(s.cur.finished)
+	op := &serveOp{kind: "swap", ended: make(chan struct{})}
+	s.serving = op
+	s.mu.Unlock()
+
+	_, err := h.Wait(context.Background(), wire.Request{Name: "loc", Timeout: 0.3}, nil)
+	var we *wire.Error
+	require.ErrorAs(t, err, &we)
+	assert.Equal(t, wire.CodeBusy, we.Code)
+	assert.Equal(t, "session 'loc' is being swapped to disk (its unread output goes with it): try `replhub wait loc` again in a moment", we.Message)
+	assert.False(t, s.cur.collected, "taken during the swap")
+
+	got := make(chan *wire.Result, 1)
+	go func() {
+		res, err := h.Wait(context.Background(), wire.Request{Name: "loc", Timeout: 10}, nil)
+		assert.NoError(t, err)
+		got <- res
+	}()
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case <-got:
+		t.Fatal("a wait took the result during the swap")
+	default:
+	}
+	h.endSwapOp(s, op) // the swap failed: the session stays, its result unread
+	select {
+	case res := <-got:
+		require.NotNil(t, res)
+		assert.Equal(t, "42\n", res.Stdout)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wait did not go on once the swap ended")
+	}
+}

@@ -401,9 +401,34 @@ func (h *Hub) Wait(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	return h.waitOn(ctx, s, req, progress)
 }
 
-// waitOn is Wait once req.Name is found: s.
+// waitOn is Wait once req.Name is found: s. A swap of s under way (past
+// lookup's wait) is waited for within the wait's timeout, then the name
+// looked up again: gone to disk, or kept.
 func (h *Hub) waitOn(ctx context.Context, s *Session, req wire.Request, progress func(*wire.Progress)) (*wire.Result, error) {
-	res, err := s.wait(ctx, timeoutOf(req.Timeout), req.Cell, capOf(req.MaxOutput), progress)
+	timeout := timeoutOf(req.Timeout)
+	deadline := time.Now().Add(timeout)
+	res, err := s.wait(ctx, timeout, req.Cell, capOf(req.MaxOutput), progress)
+	for sw := (swapUnderWay{}); errors.As(err, &sw); {
+		t := time.NewTimer(time.Until(deadline))
+		select {
+		case <-sw.op.ended:
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+		if ctx.Err() != nil {
+			return nil, unanswered(ctx, s.name, req.Surface)
+		}
+		if time.Now().After(deadline) {
+			return nil, &wire.Error{Code: wire.CodeBusy, Message: fmt.Sprintf(
+				"session '%s' is being swapped to disk (its unread output goes with it): try %s again in a moment",
+				s.name, wire.AdviceFor(req.Surface).Wait(s.name))}
+		}
+		if s, err = h.lookup(req.Name, wire.AdviceFor(req.Surface)); err != nil {
+			return nil, err
+		}
+		res, err = s.wait(ctx, time.Until(deadline), req.Cell, capOf(req.MaxOutput), progress)
+	}
 	if err != nil {
 		// The session died between the lookup and the wait: its queue
 		// went, and its note (written with it) says what never ran.
