@@ -75,10 +75,10 @@ type ExecArgs struct {
 	Pythons   []string `json:"pythons,omitempty" jsonschema:"interpreters to try first on the host: names, paths, folders or globs"`
 	Sudo      bool     `json:"sudo,omitempty" jsonschema:"run a new session as root through sudo; a password is asked with $SUDO_ASKPASS where the server runs"`
 	NoWait    bool     `json:"no_wait,omitempty" jsonschema:"return as soon as the cell has started, with its number; wait with that cell collects it"`
-	MaxOutput int      `json:"max_output,omitempty" jsonschema:"cap this reply's output at this many characters, head and tail kept (default 30000, at most 40000)"`
+	MaxOutput Int      `json:"max_output,omitempty" jsonschema:"cap this reply's output at this many characters, head and tail kept (default 30000, at most 40000)"`
 	Queue     bool     `json:"queue,omitempty" jsonschema:"when the session is busy, queue the cell (at most 64) instead of failing: its number comes back at once; wait with that cell collects it, interrupt with that cell takes it out"`
 	Hosts     string   `json:"hosts,omitempty" jsonschema:"run the cell on all these hosts at once, in sessions NAME@HOST: a node set like lab-[1-3,7],gw-2 or @GROUP from config.json; replies are grouped, and later calls with name alone reach the whole group"`
-	Fanout    int      `json:"fanout,omitempty" jsonschema:"with hosts: how many hosts connect at once (default config.json's fanout, else 16)"`
+	Fanout    Int      `json:"fanout,omitempty" jsonschema:"with hosts: how many hosts connect at once (default config.json's fanout, else 16)"`
 }
 
 // NameArgs name a session.
@@ -89,15 +89,15 @@ type NameArgs struct {
 // InterruptArgs are the interrupt tool's arguments.
 type InterruptArgs struct {
 	Name string `json:"name" jsonschema:"session name"`
-	Cell int    `json:"cell,omitempty" jsonschema:"only this cell: a queued one is taken out of the queue, the running one interrupted, a finished one left alone"`
+	Cell Int    `json:"cell,omitempty" jsonschema:"only this cell: a queued one is taken out of the queue, the running one interrupted, a finished one left alone"`
 }
 
 // WaitArgs are the wait tool's arguments.
 type WaitArgs struct {
 	Name      string  `json:"name" jsonschema:"session name"`
 	Timeout   float64 `json:"timeout,omitempty" jsonschema:"seconds to wait (default 30, at most 600)"`
-	Cell      int     `json:"cell,omitempty" jsonschema:"collect this cell only (the number exec with no_wait returned; of a group, the group's number)"`
-	MaxOutput int     `json:"max_output,omitempty" jsonschema:"cap this reply's output at this many characters, head and tail kept (default 30000, at most 40000)"`
+	Cell      Int     `json:"cell,omitempty" jsonschema:"collect this cell only (the number exec with no_wait returned; of a group, the group's number)"`
+	MaxOutput Int     `json:"max_output,omitempty" jsonschema:"cap this reply's output at this many characters, head and tail kept (default 30000, at most 40000)"`
 }
 
 // SessionsArgs are the sessions tool's arguments.
@@ -232,11 +232,11 @@ func checkMaxOutput(n int) error {
 }
 
 func (t *tools) exec(ctx context.Context, req *sdk.CallToolRequest, a ExecArgs) (*sdk.CallToolResult, any, error) {
-	if err := checkMaxOutput(a.MaxOutput); err != nil {
+	if err := checkMaxOutput(int(a.MaxOutput)); err != nil {
 		return failure(err)
 	}
 	o := client.ExecOptions{
-		MaxOutput:  a.MaxOutput,
+		MaxOutput:  int(a.MaxOutput),
 		Timeout:    time.Duration(a.Timeout * float64(time.Second)),
 		Python:     a.Python,
 		Host:       a.Host,
@@ -245,7 +245,7 @@ func (t *tools) exec(ctx context.Context, req *sdk.CallToolRequest, a ExecArgs) 
 		NoWait:     a.NoWait,
 		Queue:      a.Queue,
 		Hosts:      a.Hosts,
-		Fanout:     a.Fanout,
+		Fanout:     int(a.Fanout),
 		OnProgress: progressFor(ctx, req),
 		// A cancelled call ends its own cell, and no other: the hub knows
 		// which it started, or that it started none.
@@ -270,10 +270,10 @@ func (t *tools) exec(ctx context.Context, req *sdk.CallToolRequest, a ExecArgs) 
 }
 
 func (t *tools) wait(ctx context.Context, req *sdk.CallToolRequest, a WaitArgs) (*sdk.CallToolResult, any, error) {
-	if err := checkMaxOutput(a.MaxOutput); err != nil {
+	if err := checkMaxOutput(int(a.MaxOutput)); err != nil {
 		return failure(err)
 	}
-	res, err := t.c.WaitCell(t.withID(ctx, req), a.Name, a.Cell, time.Duration(a.Timeout*float64(time.Second)), a.MaxOutput, progressFor(ctx, req))
+	res, err := t.c.WaitCell(t.withID(ctx, req), a.Name, int(a.Cell), time.Duration(a.Timeout*float64(time.Second)), int(a.MaxOutput), progressFor(ctx, req))
 	if err != nil {
 		if ctx.Err() != nil {
 			// Never sent (cancelTransport); the cell's output stays unread.
@@ -285,7 +285,7 @@ func (t *tools) wait(ctx context.Context, req *sdk.CallToolRequest, a WaitArgs) 
 }
 
 func (t *tools) interrupt(ctx context.Context, req *sdk.CallToolRequest, a InterruptArgs) (*sdk.CallToolResult, any, error) {
-	msg, err := t.c.InterruptCell(ctx, a.Name, a.Cell)
+	msg, err := t.c.InterruptCell(ctx, a.Name, int(a.Cell))
 	if err != nil {
 		return failure(err)
 	}

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -164,4 +165,39 @@ func TestInstructionsListModules(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(p.Modules(), "cad.py"), []byte(`"""Drawings."""`), 0o600))
 	cs := connect(t, NewServer(&client.Client{Paths: p}, "test"))
 	assert.Contains(t, cs.InitializeResult().Instructions, "cad (yours): Drawings.")
+}
+
+// An integer argument beyond int's range is refused by the tool's own
+// range check, not with the JSON decoder's words; the schema still says
+// integer.
+func TestIntArgumentsBeyondRange(t *testing.T) {
+	p, err := config.FromEnv(func(k string) string {
+		if k == "XDG_RUNTIME_DIR" {
+			return t.TempDir()
+		}
+		return "/tmp"
+	})
+	require.NoError(t, err)
+	cs := connect(t, NewServer(&client.Client{Paths: p}, "test"))
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"exec", map[string]any{"name": "s", "code": "1", "max_output": 1e20}},
+		{"exec", map[string]any{"name": "s", "code": "1", "max_output": -1e300}},
+		{"wait", map[string]any{"name": "s", "max_output": 1e20}},
+	} {
+		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: c.tool, Arguments: c.args})
+		require.NoError(t, err)
+		assert.True(t, res.IsError)
+		assert.Equal(t, "replhub: max_output must be between 1 and 40000 (a reply holds at most 40000 characters)",
+			res.Content[0].(*sdk.TextContent).Text, "%s %v", c.tool, c.args)
+	}
+	var n Int
+	for in, want := range map[string]Int{"7": 7, "-3": -3, "1e20": math.MaxInt, "-1e400": math.MinInt, "1e400": math.MaxInt, "null": 0} {
+		n = 0
+		require.NoError(t, n.UnmarshalJSON([]byte(in)), in)
+		assert.Equal(t, want, n, in)
+	}
+	assert.Error(t, n.UnmarshalJSON([]byte(`"x"`)))
 }

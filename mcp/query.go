@@ -14,7 +14,7 @@ import (
 type VarsArgs struct {
 	Name  string  `json:"name" jsonschema:"session name"`
 	All   bool    `json:"all,omitempty" jsonschema:"list names that start with _ too"`
-	Limit int     `json:"limit,omitempty" jsonschema:"list at most this many names (default 500)"`
+	Limit Int     `json:"limit,omitempty" jsonschema:"list at most this many names (default 500)"`
 	Wait  float64 `json:"wait,omitempty" jsonschema:"seconds to wait for a running cell to finish (default 2, at most 600; negative: do not wait)"`
 }
 
@@ -29,7 +29,7 @@ type InspectArgs struct {
 type CompleteArgs struct {
 	Name  string  `json:"name" jsonschema:"session name"`
 	Text  string  `json:"text" jsonschema:"the text to complete: a name, an attribute (os.pa), a dict key (d[\"ke), an import (import js, from os import pa)"`
-	Limit int     `json:"limit,omitempty" jsonschema:"list at most this many completions (default 200)"`
+	Limit Int     `json:"limit,omitempty" jsonschema:"list at most this many completions (default 200)"`
 	Wait  float64 `json:"wait,omitempty" jsonschema:"seconds to wait for a running cell to finish (default 2, at most 600; negative: do not wait)"`
 }
 
@@ -84,7 +84,7 @@ func answer(a *wire.Answer, err error) (*sdk.CallToolResult, any, error) {
 }
 
 func (t *tools) vars(ctx context.Context, req *sdk.CallToolRequest, a VarsArgs) (*sdk.CallToolResult, any, error) {
-	return answer(t.c.Vars(ctx, a.Name, a.All, queryOptions(a.Wait, a.Limit)))
+	return answer(t.c.Vars(ctx, a.Name, a.All, queryOptions(a.Wait, int(a.Limit))))
 }
 
 func (t *tools) inspect(ctx context.Context, req *sdk.CallToolRequest, a InspectArgs) (*sdk.CallToolResult, any, error) {
@@ -92,7 +92,7 @@ func (t *tools) inspect(ctx context.Context, req *sdk.CallToolRequest, a Inspect
 }
 
 func (t *tools) complete(ctx context.Context, req *sdk.CallToolRequest, a CompleteArgs) (*sdk.CallToolResult, any, error) {
-	return answer(t.c.Complete(ctx, a.Name, a.Text, queryOptions(a.Wait, a.Limit)))
+	return answer(t.c.Complete(ctx, a.Name, a.Text, queryOptions(a.Wait, int(a.Limit))))
 }
 
 func (t *tools) reset(ctx context.Context, req *sdk.CallToolRequest, a ResetArgs) (*sdk.CallToolResult, any, error) {
