@@ -3,15 +3,15 @@ package hub
 import (
 	"fmt"
 	"os"
-	"regexp"
 	"strings"
 
+	"github.com/replhub/replhub/internal/lazyre"
 	"github.com/replhub/replhub/wire"
 )
 
 // versionAsked is a --python that names a version: 3.12, 3.12.1,
 // python3.12.
-var versionAsked = regexp.MustCompile(`^(?:python)?(3\.\d+(?:\.\d+)?)$`)
+var versionAsked = lazyre.New(`^(?:python)?(3\.\d+(?:\.\d+)?)$`)
 
 // pythonNote says that asked, the interpreter an exec named for a session
 // that was live already, is not the one the session runs, and applies to
