@@ -191,7 +191,7 @@ func (x *clientXfer) run() wire.Reply {
 		serve.Size, serve.Mode = x.size, uint32(x.mode)
 	}
 	t0 := time.Now()
-	first, ok := x.op.firstAnswer(sendServe(x.target, serve, x.op), string(x.req.Op), x.gone)
+	first, ok := x.op.firstAnswer(sendServe(x.target, serve, x.op, nil), string(x.req.Op), x.gone)
 	if !ok {
 		close(x.sinkReady)
 		return x.linkFailed()

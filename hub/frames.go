@@ -312,9 +312,20 @@ func (s *Session) takeRequest(f *proto.Req) {
 		s.refuse(f.ID, err.Error())
 		return
 	}
+	var hold *objectHold
+	if n := int64(len(f.Data)); n > 0 {
+		if hold, err = s.hub.holdObject(s, f.Kind, n); err != nil {
+			stop()
+			s.requests.Add(-1)
+			s.refuse(f.ID, err.Error())
+			return
+		}
+		ctx = withHold(ctx, hold)
+	}
 	go func() {
 		defer s.requests.Add(-1)
 		defer stop()
+		defer hold.release()
 		s.hub.serve(ctx, s, f)
 	}()
 }

@@ -328,3 +328,59 @@ func TestWaitDuringASwapTakesNothing(t *testing.T) {
 		t.Fatal("the wait did not go on once the swap ended")
 	}
 }
+
+// Objects on their way to targets that read nothing are held up to a
+// bound across the hub: a put past it is refused at once, saying why, and
+// the bytes count until each serve frame is written, even after its
+// request gave up on the stall.
+func TestObjectsInFlightAreBounded(t *testing.T) {
+	shortStall(t, 300*time.Millisecond)
+	old := heldFloor
+	heldFloor = 0
+	t.Cleanup(func() { heldFloor = old })
+	h, from, replies, targets := relayHub(t, "t%d", 3)
+	from.mu.Lock()
+	from.frames = proto.NewReader(strings.NewReader(""))
+	from.frames.MaxBlob = 16 << 20 // the bound: twice that
+	from.mu.Unlock()
+	drains := make([]func(), len(targets))
+	for i, name := range targets {
+		pr, pw := io.Pipe() // a worker that reads nothing until drained
+		h.sessions[name].w = proto.NewWriter(pw)
+		t.Cleanup(func() { pr.Close() })
+		drains[i] = func() { go io.Copy(io.Discard, pr) }
+	}
+	const obj = 12 << 20
+	put := func(id int64, target string) {
+		from.takeRequest(&proto.Req{ID: id, Kind: "put", Target: target, Names: []string{"x"}, Data: make([]byte, obj)})
+	}
+	reply := func() *proto.Reply {
+		select {
+		case r := <-replies:
+			return r
+		case <-time.After(10 * time.Second):
+			t.Fatal("no reply")
+			return nil
+		}
+	}
+	put(1, targets[0])
+	put(2, targets[1])
+	for range 2 {
+		assert.NotContains(t, reply().Error, "the hub holds")
+	}
+	assert.EqualValues(t, 2*obj, h.held.Load(), "the stalled frames' objects still count")
+
+	put(3, targets[2])
+	assert.Equal(t, "the hub holds 24 MB of objects on their way to sessions that have not taken them yet (slow, or stopped?), and this put's 12 MB would pass the 32 MB it holds at once: try again once they have gone",
+		reply().Error)
+	assert.EqualValues(t, 2*obj, h.held.Load())
+
+	drains[0]()
+	require.Eventually(t, func() bool { return h.held.Load() == obj }, 10*time.Second, 10*time.Millisecond,
+		"a frame written lets its object go")
+	put(4, targets[2])
+	assert.NotContains(t, reply().Error, "the hub holds", "room again")
+	drains[1]()
+	drains[2]()
+	require.Eventually(t, func() bool { return h.held.Load() == 0 }, 10*time.Second, 10*time.Millisecond)
+}

@@ -71,6 +71,9 @@ type Hub struct {
 
 	stop chan struct{} // closed by a client's stop request
 	once sync.Once
+	// held counts the bytes of requests' objects on their way to their
+	// targets (held.go).
+	held atomic.Int64
 	// restarting is set by a restart request: shutdown then hands the
 	// durable sessions over instead of ending them.
 	restarting atomic.Bool

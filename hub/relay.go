@@ -213,9 +213,11 @@ func (h *Hub) endServe(target *Session, op *serveOp) string {
 // sendServe sends target serve, as a relay (the target may have stopped
 // reading); a cancel asked before it follows it (serveOp.cancel). An
 // error means the target never gets it: it is gone, or, when op failed,
-// the serve was dropped (errUnsent) and no answer will come.
-func sendServe(target *Session, serve *proto.Serve, op *serveOp) error {
-	err := target.relaySend(serve, nil)
+// the serve was dropped (errUnsent) and no answer will come. hold, when
+// not nil, is the object serve carries: counted until the frame is
+// written or dropped.
+func sendServe(target *Session, serve *proto.Serve, op *serveOp, hold *objectHold) error {
+	err := target.relaySendHeld(serve, nil, hold)
 	if errors.Is(err, errStalled) {
 		op.stalled(target)
 	}
@@ -280,7 +282,7 @@ func (h *Hub) relayServe(cancelled context.Context, from *Session, f *proto.Req)
 	// here keeps it while the answer is awaited, which a target may put
 	// off for as long as it likes.
 	f.Data = nil
-	served, ok := op.next(sendServe(target, serve, op))
+	served, ok := op.next(sendServe(target, serve, op, holdOf(cancelled)))
 	for ok && served != nil && served.First {
 		passFirst(from, f.ID, served, op)
 		served, ok = op.next(nil)

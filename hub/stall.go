@@ -58,6 +58,7 @@ var (
 type relayFrame struct {
 	m    proto.Msg
 	done chan error
+	hold *objectHold // the object m carries, let go with its data
 	// owner says who gives a chunk's buffer back to the pool, once the
 	// frame is written: the sender that waits for it, unless the sender
 	// stopped waiting; then the relay writer does. Exactly one of them.
@@ -85,8 +86,16 @@ const (
 // The write itself is s's relay writer's, so that the caller can stop
 // waiting for it; a frame costs a hand-over, not a goroutine.
 func (s *Session) relaySend(m proto.Msg, failed <-chan struct{}) error {
+	return s.relaySendHeld(m, failed, nil)
+}
+
+// relaySendHeld is relaySend of m, which carries the object of hold: its
+// bytes stay counted until m's data is let go, by the sender or, once the
+// sender gives up, by the relay writer.
+func (s *Session) relaySendHeld(m proto.Msg, failed <-chan struct{}, hold *objectHold) error {
 	q := s.relayQueue()
-	f := &relayFrame{m: m, done: make(chan error, 1)}
+	hold.retain()
+	f := &relayFrame{m: m, done: make(chan error, 1), hold: hold}
 	seen := s.w.Written()
 	t := time.NewTimer(relayStall)
 	defer t.Stop()
@@ -96,7 +105,7 @@ func (s *Session) relaySend(m proto.Msg, failed <-chan struct{}) error {
 			q = nil // the relay writer has it now
 			continue
 		case err := <-f.done:
-			dropData(m)
+			f.drop()
 			return err
 		case <-s.exited:
 			return f.giveUp(q == nil, errGone)
@@ -129,8 +138,15 @@ func (f *relayFrame) giveUp(taken bool, err error) error {
 	if taken {
 		err = <-f.done
 	}
-	dropData(f.m)
+	f.drop()
 	return err
+}
+
+// drop lets f's data go: a chunk's buffer back to the pool, an object's
+// bytes out of the hub's count.
+func (f *relayFrame) drop() {
+	dropData(f.m)
+	f.hold.release()
 }
 
 // relayLater sends m to s's worker after the relayed frames before it,
@@ -164,7 +180,7 @@ func (s *Session) relayWriter() {
 		case f := <-s.relayq:
 			err := s.send(f.m)
 			if !f.owner.CompareAndSwap(ownerUndecided, ownerSender) {
-				dropData(f.m)
+				f.drop()
 			}
 			f.done <- err
 		case <-s.exited:

@@ -369,7 +369,7 @@ func TestCancelFollowsTheServe(t *testing.T) {
 		t.Fatalf("a frame before the serve: %s", f.line)
 	case <-time.After(100 * time.Millisecond):
 	}
-	require.NoError(t, sendServe(target, &proto.Serve{Sid: op.sid, Kind: "get"}, op))
+	require.NoError(t, sendServe(target, &proto.Serve{Sid: op.sid, Kind: "get"}, op, nil))
 	assert.Equal(t, "serve", nextFrame(t, frames).op)
 	assert.Equal(t, "cancel", nextFrame(t, frames).op)
 	op.cancel()

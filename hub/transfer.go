@@ -153,7 +153,7 @@ func (h *Hub) sessionTransfer(cancelled context.Context, from *Session, f *proto
 		answered = true
 		return last
 	}
-	first, ok := op.firstAnswer(sendServe(target, serve, op), f.Kind, nil)
+	first, ok := op.firstAnswer(sendServe(target, serve, op, nil), f.Kind, nil)
 	if ok && (first == nil || !first.OK) {
 		flush()
 		death := h.endServe(target, op)

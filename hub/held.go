@@ -1,0 +1,72 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+
+	"github.com/replhub/replhub/proto"
+	"github.com/replhub/replhub/wire"
+)
+
+// heldFloor is the least the hub holds at once of the objects that
+// sessions' requests bring (a put's or a call's pickle) on their way to
+// their targets; the bound is twice the largest object a session may send
+// where that is more. Past it a request is refused: each session may have
+// maxRequests in flight, and a target that reads slowly (stopped, or in
+// C code) holds each object until its serve frame is written.
+var heldFloor int64 = 2 * proto.DefaultMaxBlob
+
+// objectHold counts one request's object in the hub's held bytes until
+// each holder has let it go: the request, and every serve frame of it
+// that a relay writer has yet to write (refs).
+type objectHold struct {
+	h    *Hub
+	n    int64
+	refs atomic.Int32
+}
+
+// holdObject counts n bytes of from's request as held and returns their
+// hold (one ref, the request's), or an error that says why it would pass
+// the bound.
+func (h *Hub) holdObject(from *Session, kind string, n int64) (*objectHold, error) {
+	bound := max(heldFloor, 2*from.maxBlob())
+	if now := h.held.Add(n); now > bound {
+		h.held.Add(-n)
+		return nil, fmt.Errorf("the hub holds %s of objects on their way to sessions that have not taken them yet (slow, or stopped?), and this %s's %s would pass the %s it holds at once: try again once they have gone",
+			wire.MB(now-n), kind, wire.MBUp(n), wire.MB(bound))
+	}
+	o := &objectHold{h: h, n: n}
+	o.refs.Store(1)
+	return o, nil
+}
+
+// retain adds a holder.
+func (o *objectHold) retain() {
+	if o != nil {
+		o.refs.Add(1)
+	}
+}
+
+// release lets one holder go; the last gives the bytes back.
+func (o *objectHold) release() {
+	if o != nil && o.refs.Add(-1) == 0 {
+		o.h.held.Add(-o.n)
+	}
+}
+
+type holdKey struct{}
+
+// withHold is ctx carrying a request's hold.
+func withHold(ctx context.Context, o *objectHold) context.Context {
+	if o == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, holdKey{}, o)
+}
+
+// holdOf is the hold ctx carries: nil for none.
+func holdOf(ctx context.Context) *objectHold {
+	o, _ := ctx.Value(holdKey{}).(*objectHold)
+	return o
+}
