@@ -203,12 +203,14 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	s.state = stateRunning
 	s.lastActive = r.start
 	s.cellStartedLocked(ctx, r, code)
-	// More than a pipe holds: a worker that reads nothing (stopped, or
-	// busy in code that holds the interpreter) would hold this call past
-	// its timeout, in the write. The cell is the session's already; its
-	// frame goes as a queued cell's does, when the worker reads, and an
-	// interrupt before that parks it (parkUnsent).
-	r.unsent = len(code) > asyncExecAt
+	// More than a pipe holds, or a frame on its stdin behind one that is
+	// being written (a relayed object the worker takes slowly): a worker
+	// that reads nothing (stopped, or busy in code that holds the
+	// interpreter) would hold this call past its timeout, in the write.
+	// The cell is the session's already; its frame goes as a queued
+	// cell's does, when the worker reads, and an interrupt before that
+	// parks it (parkUnsent).
+	r.unsent = len(code) > asyncExecAt || s.cw.Load() == nil && s.w.Busy()
 	s.mu.Unlock()
 
 	if r.unsent {

@@ -384,3 +384,31 @@ func TestObjectsInFlightAreBounded(t *testing.T) {
 	drains[2]()
 	require.Eventually(t, func() bool { return h.held.Load() == 0 }, 10*time.Second, 10*time.Millisecond)
 }
+
+// An exec of a line of code to a worker whose stdin is taken by a frame
+// it reads nothing of (a relayed object, the worker stopped): the call
+// returns at its timeout, the cell running, rather than wait for the
+// frame before it.
+func TestSmallExecBehindAStuckFrame(t *testing.T) {
+	h := reachHub(t, map[string]string{"loc": "local"})
+	s := h.sessions["loc"]
+	s.state = stateIdle
+	pr, pw := io.Pipe() // nobody reads it
+	t.Cleanup(func() { pr.Close() })
+	s.w = proto.NewWriter(pw)
+	go s.w.Write(&proto.Serve{Sid: 1, Kind: "put", Data: make([]byte, 1<<20)})
+	require.Eventually(t, s.w.Busy, 5*time.Second, time.Millisecond)
+	done := make(chan *wire.Result, 1)
+	go func() {
+		res, err := h.Exec(context.Background(), wire.Request{Name: "loc", Code: "1", Timeout: 0.3}, nil)
+		assert.NoError(t, err)
+		done <- res
+	}()
+	select {
+	case res := <-done:
+		require.NotNil(t, res)
+		assert.Equal(t, wire.StatusRunning, res.Status)
+	case <-time.After(10 * time.Second):
+		t.Fatal("an exec with a 0.3 s timeout waits for the frame before it")
+	}
+}
