@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -240,6 +242,15 @@ func TestBigExecToAWorkerThatReadsNothing(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("an exec with a 0.5 s timeout waits in the write of its frame")
 	}
+}
+
+// The hub's bound on queries in flight is the worker's (QUERIES_MAX).
+func TestMaxQueriesIsTheWorkers(t *testing.T) {
+	src, err := os.ReadFile("../boot/worker.py")
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^QUERIES_MAX = (\d+)`).FindSubmatch(src)
+	require.NotNil(t, m, "QUERIES_MAX in worker.py")
+	assert.Equal(t, strconv.Itoa(maxQueries), string(m[1]))
 }
 
 // Past the queries a worker answers at once, a query is refused before a
