@@ -313,8 +313,8 @@ func (s *Session) takeRequest(f *proto.Req) {
 		return
 	}
 	var hold *objectHold
-	if n := int64(len(f.Data)); n > 0 {
-		if hold, err = s.hub.holdObject(s, f.Kind, n); err != nil {
+	if len(f.Data) > 0 {
+		if hold, err = s.hub.holdObject(s, f); err != nil {
 			stop()
 			s.requests.Add(-1)
 			s.refuse(f.ID, err.Error())
@@ -325,7 +325,7 @@ func (s *Session) takeRequest(f *proto.Req) {
 	go func() {
 		defer s.requests.Add(-1)
 		defer stop()
-		defer hold.release()
+		defer hold.letRequest()
 		s.hub.serve(ctx, s, f)
 	}()
 }

@@ -18,25 +18,29 @@ import (
 var heldFloor int64 = 2 * proto.DefaultMaxBlob
 
 // objectHold counts one request's object in the hub's held bytes until
-// each holder has let it go: the request, and every serve frame of it
-// that a relay writer has yet to write (refs).
+// each holder has let it go (refs): the request, until its object is
+// handed to its serve frame (a group's, until its request ends), and each
+// serve frame of it until written or dropped.
 type objectHold struct {
 	h    *Hub
 	n    int64
+	req  *proto.Req // the request whose object it is
 	refs atomic.Int32
+	let  atomic.Bool // the request's ref is let go
 }
 
-// holdObject counts n bytes of from's request as held and returns their
-// hold (one ref, the request's), or an error that says why it would pass
-// the bound.
-func (h *Hub) holdObject(from *Session, kind string, n int64) (*objectHold, error) {
+// holdObject counts the bytes of f's object, f a request of from, as held
+// and returns their hold (one ref, the request's), or an error that says
+// why it would pass the bound.
+func (h *Hub) holdObject(from *Session, f *proto.Req) (*objectHold, error) {
+	kind, n := f.Kind, int64(len(f.Data))
 	bound := max(heldFloor, 2*from.maxBlob())
 	if now := h.held.Add(n); now > bound {
 		h.held.Add(-n)
 		return nil, fmt.Errorf("the hub holds %s of objects on their way to sessions that have not taken them yet (slow, or stopped?), and this %s's %s would pass the %s it holds at once: try again once they have gone",
 			wire.MB(now-n), kind, wire.MBUp(n), wire.MB(bound))
 	}
-	o := &objectHold{h: h, n: n}
+	o := &objectHold{h: h, n: n, req: f}
 	o.refs.Store(1)
 	return o, nil
 }
@@ -45,6 +49,14 @@ func (h *Hub) holdObject(from *Session, kind string, n int64) (*objectHold, erro
 func (o *objectHold) retain() {
 	if o != nil {
 		o.refs.Add(1)
+	}
+}
+
+// letRequest lets the request's ref go, once: when its object is its
+// serve frame's alone, and when the request ends.
+func (o *objectHold) letRequest() {
+	if o != nil && o.let.CompareAndSwap(false, true) {
+		o.release()
 	}
 }
 

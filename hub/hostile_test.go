@@ -343,13 +343,14 @@ func TestWaitDuringASwapTakesNothing(t *testing.T) {
 // Objects on their way to targets that read nothing are held up to a
 // bound across the hub: a put past it is refused at once, saying why, and
 // the bytes count until each serve frame is written, even after its
-// request gave up on the stall.
+// request gave up on the stall, and no longer, even while the request
+// waits for its answer.
 func TestObjectsInFlightAreBounded(t *testing.T) {
 	shortStall(t, 300*time.Millisecond)
 	old := heldFloor
 	heldFloor = 0
 	t.Cleanup(func() { heldFloor = old })
-	h, from, replies, targets := relayHub(t, "t%d", 3)
+	h, from, replies, targets := relayHub(t, "t%d", 4)
 	from.mu.Lock()
 	from.frames = proto.NewReader(strings.NewReader(""))
 	from.frames.MaxBlob = 16 << 20 // the bound: twice that
@@ -361,6 +362,7 @@ func TestObjectsInFlightAreBounded(t *testing.T) {
 		t.Cleanup(func() { pr.Close() })
 		drains[i] = func() { go io.Copy(io.Discard, pr) }
 	}
+	drains[3]() // reads all, answers nothing
 	const obj = 12 << 20
 	put := func(id int64, target string) {
 		from.takeRequest(&proto.Req{ID: id, Kind: "put", Target: target, Names: []string{"x"}, Data: make([]byte, obj)})
@@ -394,6 +396,13 @@ func TestObjectsInFlightAreBounded(t *testing.T) {
 	drains[1]()
 	drains[2]()
 	require.Eventually(t, func() bool { return h.held.Load() == 0 }, 10*time.Second, 10*time.Millisecond)
+
+	// A target that takes the object and puts off its answer: once the
+	// frame is written, nothing counts, though the put still waits.
+	put(5, targets[3])
+	require.Eventually(t, func() bool { return h.sessions[targets[3]].w.Written() >= obj }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return h.held.Load() == 0 }, 10*time.Second, 10*time.Millisecond)
+	assert.EqualValues(t, 1, from.requests.Load(), "the put waits for its answer")
 }
 
 // An exec of a line of code to a worker whose stdin is taken by a frame

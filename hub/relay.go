@@ -214,8 +214,8 @@ func (h *Hub) endServe(target *Session, op *serveOp) string {
 // reading); a cancel asked before it follows it (serveOp.cancel). An
 // error means the target never gets it: it is gone, or, when op failed,
 // the serve was dropped (errUnsent) and no answer will come. hold, when
-// not nil, is the object serve carries: counted until the frame is
-// written or dropped.
+// not nil, is the object serve carries: sendServe takes over one of its
+// refs, let go once the frame is written or dropped.
 func sendServe(target *Session, serve *proto.Serve, op *serveOp, hold *objectHold) error {
 	err := target.relaySendHeld(serve, nil, hold)
 	if errors.Is(err, errStalled) {
@@ -282,7 +282,12 @@ func (h *Hub) relayServe(cancelled context.Context, from *Session, f *proto.Req)
 	// here keeps it while the answer is awaited, which a target may put
 	// off for as long as it likes.
 	f.Data = nil
-	served, ok := op.next(sendServe(target, serve, op, holdOf(cancelled)))
+	hold := holdOf(cancelled)
+	hold.retain() // the frame's, which sendServe hands on
+	if hold != nil && hold.req == f {
+		hold.letRequest() // the frame has the object alone (a group's parts share it)
+	}
+	served, ok := op.next(sendServe(target, serve, op, hold))
 	for ok && served != nil && served.First {
 		passFirst(from, f.ID, served, op)
 		served, ok = op.next(nil)

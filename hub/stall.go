@@ -89,12 +89,11 @@ func (s *Session) relaySend(m proto.Msg, failed <-chan struct{}) error {
 	return s.relaySendHeld(m, failed, nil)
 }
 
-// relaySendHeld is relaySend of m, which carries the object of hold: its
-// bytes stay counted until m's data is let go, by the sender or, once the
-// sender gives up, by the relay writer.
+// relaySendHeld is relaySend of m, which carries the object of hold: it
+// takes over one of hold's refs, let go with m's data, by the sender or,
+// once the sender gives up, by the relay writer.
 func (s *Session) relaySendHeld(m proto.Msg, failed <-chan struct{}, hold *objectHold) error {
 	q := s.relayQueue()
-	hold.retain()
 	f := &relayFrame{m: m, done: make(chan error, 1), hold: hold}
 	seen := s.w.Written()
 	t := time.NewTimer(relayStall)
