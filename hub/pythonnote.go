@@ -5,7 +5,9 @@ import (
 	"os"
 	"strings"
 
+	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/internal/lazyre"
+	"github.com/replhub/replhub/pyfind"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -16,13 +18,15 @@ var versionAsked = lazyre.New(`^(?:python)?(3\.\d+(?:\.\d+)?)$`)
 // pythonNote says that asked, the interpreter an exec named for a session
 // that was live already, is not the one the session runs, and applies to
 // a new session only; "" when it is the same, or when that cannot be told
-// (a bare name such as python3 or pypy3, a path on a host).
+// (a bare name such as python3 or pypy3, a path on a host, a version
+// manager's shim whose choice cannot be read).
 func pythonNote(s *Session, asked string, adv wire.Advice) string {
 	if asked == "" {
 		return ""
 	}
 	s.mu.Lock()
 	version, exe, local := s.info.Python, s.info.Executable, s.info.Host == "local"
+	env, cwd := s.origin.Env, s.origin.Cwd
 	s.mu.Unlock()
 	if version == "" {
 		return "" // not started: nothing to compare
@@ -33,7 +37,15 @@ func pythonNote(s *Session, asked string, adv wire.Advice) string {
 			return ""
 		}
 	case strings.Contains(asked, "/") && local:
-		if asked == exe || sameFile(asked, exe) {
+		// A shim (pyenv's, asdf's: ~/.pyenv/shims/python3.11) is a
+		// script that runs another file: the one it runs for the
+		// session's creator is compared, as a warm exec brings no cwd
+		// nor environment.
+		c, ok := pyfind.Resolve(asked, func(k string) string { return config.Getenv(env, k) }, cwd)
+		if !ok {
+			return ""
+		}
+		if asked == exe || c.Path == exe || sameFile(c.Path, exe) {
 			return ""
 		}
 	default:

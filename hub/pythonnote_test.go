@@ -31,6 +31,25 @@ func TestPythonNote(t *testing.T) {
 	assert.Contains(t, pythonNote(s, "3.1", mcp), ": python 3.1 names the interpreter")
 	assert.Contains(t, pythonNote(s, "/usr/bin/python3.13", cli), "/usr/bin/python3.13 names")
 
+	// A pyenv shim: the interpreter it runs for the session's creator.
+	root := filepath.Join(dir, "pyenv")
+	for _, v := range []string{"3.11.7", "3.12.1"} {
+		bin := filepath.Join(root, "versions", v, "bin")
+		require.NoError(t, os.MkdirAll(bin, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(bin, "python3"), nil, 0o755))
+	}
+	require.NoError(t, os.Mkdir(filepath.Join(root, "shims"), 0o755))
+	shim := filepath.Join(root, "shims", "python3")
+	require.NoError(t, os.WriteFile(shim, []byte("#!/usr/bin/env bash\nexport PYENV_ROOT=\""+root+"\"\n"), 0o755))
+	ps := &Session{name: "ps"}
+	ps.info = wire.SessionInfo{Python: "3.11.7", Executable: filepath.Join(root, "versions", "3.11.7", "bin", "python3"), Host: "local"}
+	ps.origin = wire.Request{Cwd: dir, Env: []string{"PYENV_VERSION=3.11.7"}}
+	assert.Empty(t, pythonNote(ps, shim, cli), "the shim runs the session's python")
+	ps.origin.Env = []string{"PYENV_VERSION=3.12"}
+	assert.Contains(t, pythonNote(ps, shim, cli), "--python "+shim+" names the interpreter of a new session only")
+	ps.origin.Env = []string{"PYENV_VERSION=3.9"} // not installed: cannot be told
+	assert.Empty(t, pythonNote(ps, shim, cli))
+
 	s.info.Host = "lab" // a path on a host is not looked at
 	assert.Empty(t, pythonNote(s, "/usr/bin/python3.13", cli))
 	assert.NotEmpty(t, pythonNote(s, "3.13", cli))
