@@ -302,7 +302,9 @@ func (s *Session) wait(ctx context.Context, timeout time.Duration, cell, limit i
 // to disk, with what nobody has read (Hub.waitOn waits for the end).
 type swapUnderWay struct{ op *serveOp }
 
-func (swapUnderWay) Error() string { return "a swap is under way" }
+func (swapUnderWay) Error() string {
+	return "the session is being swapped to disk (its unread output goes with it): try again in a moment"
+}
 
 // ifGoneKey marks the context of an exec whose client asked that its cell
 // end if it goes away before the reply (wire.Request.InterruptIfGone).

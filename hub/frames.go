@@ -312,8 +312,9 @@ func (s *Session) takeRequest(f *proto.Req) {
 		s.refuse(f.ID, err.Error())
 		return
 	}
+	// A put's or a call's object counts toward the hub's bound (held.go).
 	var hold *objectHold
-	if len(f.Data) > 0 {
+	if len(f.Data) > 0 && (f.Kind == "put" || f.Kind == "call") {
 		if hold, err = s.hub.holdObject(s, f); err != nil {
 			stop()
 			s.requests.Add(-1)

@@ -35,10 +35,17 @@ type objectHold struct {
 func (h *Hub) holdObject(from *Session, f *proto.Req) (*objectHold, error) {
 	kind, n := f.Kind, int64(len(f.Data))
 	bound := max(heldFloor, 2*from.maxBlob())
-	if now := h.held.Add(n); now > bound {
-		h.held.Add(-n)
-		return nil, fmt.Errorf("the hub holds %s of objects on their way to sessions that have not taken them yet (slow, or stopped?), and this %s's %s would pass the %s it holds at once: try again once they have gone",
-			wire.MB(now-n), kind, wire.MBUp(n), wire.MB(bound))
+	// Counted only if it fits: a request refused here never makes one
+	// beside it, which fits, see more held than there is.
+	for {
+		now := h.held.Load()
+		if now+n > bound {
+			return nil, fmt.Errorf("the hub holds %s of objects on their way to sessions that have not taken them yet (slow, or stopped?), and this %s's %s would pass the %s it holds at once: try again once they have gone",
+				wire.MB(now), kind, wire.MBUp(n), wire.MB(bound))
+		}
+		if h.held.CompareAndSwap(now, now+n) {
+			break
+		}
 	}
 	o := &objectHold{h: h, n: n, req: f}
 	o.refs.Store(1)
