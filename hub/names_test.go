@@ -1,6 +1,8 @@
 package hub
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -22,13 +24,21 @@ func TestCheckName(t *testing.T) {
 
 func TestLookPath(t *testing.T) {
 	dir := t.TempDir()
-	p, err := lookPath("sh", "/nonexistent:"+dir+":/bin:/usr/bin")
+	p, err := lookPath("sh", "/nonexistent:"+dir+":/bin:/usr/bin", "")
 	require.NoError(t, err)
 	assert.True(t, strings.HasSuffix(p, "/sh"))
-	_, err = lookPath("no-such-binary-here", dir)
+	_, err = lookPath("no-such-binary-here", dir, "")
 	assert.Error(t, err)
-	_, err = lookPath(dir, "")
+	_, err = lookPath(dir, "", "")
 	assert.EqualError(t, err, "not an executable file")
+	// A relative path is the caller's, in its folder.
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "v", "bin"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "v", "bin", "python"), nil, 0o755))
+	p, err = lookPath("./v/bin/python", "", dir)
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(dir, "v", "bin", "python"), p)
+	_, err = lookPath("v/bin/python", "", "/nonexistent")
+	assert.EqualError(t, err, "not found")
 }
 
 func TestImpliedHost(t *testing.T) {

@@ -27,15 +27,15 @@ func choosePython(req wire.Request) (pyfind.Choice, error) {
 	var err error
 	switch env := getenv("REPLHUB_PYTHON"); {
 	case req.Python != "":
-		if p, err = lookPath(req.Python, path); err != nil {
+		if p, err = lookPath(req.Python, path, req.Cwd); err != nil {
 			return pyfind.Choice{}, fmt.Errorf("python %q: %v", req.Python, err)
 		}
 	case env != "":
-		if p, err = lookPath(env, path); err != nil {
+		if p, err = lookPath(env, path, req.Cwd); err != nil {
 			return pyfind.Choice{}, fmt.Errorf("$REPLHUB_PYTHON=%q: %v", env, err)
 		}
 	default:
-		if p, err = lookPath("python3", path); err == nil {
+		if p, err = lookPath("python3", path, req.Cwd); err == nil {
 			break
 		}
 		conda := pyfind.CondaPythons(getenv)
@@ -48,9 +48,14 @@ func choosePython(req wire.Request) (pyfind.Choice, error) {
 	return c, nil
 }
 
-// lookPath resolves name against path (a PATH value), like exec.LookPath.
-func lookPath(name, path string) (string, error) {
+// lookPath resolves name against path (a PATH value), like exec.LookPath;
+// a relative path with a slash (./venv/bin/python) is the caller's, in
+// its folder cwd (the hub's own may be any).
+func lookPath(name, path, cwd string) (string, error) {
 	if strings.Contains(name, "/") {
+		if !filepath.IsAbs(name) && cwd != "" {
+			name = filepath.Join(cwd, name)
+		}
 		fi, err := os.Stat(name)
 		if err != nil {
 			return "", errors.New("not found")

@@ -135,7 +135,7 @@ func (h *Hub) launchLocal(req wire.Request, withPassword bool, prompt string) (P
 		if name == "" {
 			name = "sudo"
 		}
-		bin, err := lookPath(name, config.Getenv(req.Env, "PATH"))
+		bin, err := lookPath(name, config.Getenv(req.Env, "PATH"), req.Cwd)
 		if err != nil {
 			return nil, fmt.Errorf("sudo: %s not found on your PATH", name)
 		}

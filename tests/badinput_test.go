@@ -278,4 +278,13 @@ func TestPythonForALiveSession(t *testing.T) {
 	r = e.Run("exec", "p", "import sys; sys.version_info[:2]", "--python", older)
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "--python "+older+" names the interpreter of a new session only; `replhub kill p`", "%s", r)
+
+	// A relative path is the caller's, in its folder (the hub's is
+	// another).
+	bin := filepath.Join(e.Cwd, "venv", "bin")
+	require.NoError(t, os.MkdirAll(bin, 0o755))
+	require.NoError(t, os.Symlink(older, filepath.Join(bin, "python")))
+	r = e.Run("exec", "rel", "import sys; sys.executable", "--python", "./venv/bin/python")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, filepath.Join(bin, "python"), "%s", r)
 }
