@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -179,6 +180,26 @@ func TestIntArgumentsBeyondRange(t *testing.T) {
 	})
 	require.NoError(t, err)
 	cs := connect(t, NewServer(&client.Client{Paths: p}, "test"))
+	tools, err := cs.ListTools(context.Background(), nil)
+	require.NoError(t, err)
+	ints := 0
+	for _, tl := range tools.Tools {
+		b, err := json.Marshal(tl.InputSchema)
+		require.NoError(t, err)
+		var schema struct {
+			Properties map[string]struct {
+				Type any `json:"type"`
+			} `json:"properties"`
+		}
+		require.NoError(t, json.Unmarshal(b, &schema))
+		for _, k := range []string{"max_output", "cell", "limit", "fanout"} {
+			if p, ok := schema.Properties[k]; ok {
+				assert.Equal(t, "integer", p.Type, "%s's %s", tl.Name, k)
+				ints++
+			}
+		}
+	}
+	assert.Equal(t, 7, ints, "the integer arguments")
 	for _, c := range []struct {
 		tool string
 		args map[string]any
