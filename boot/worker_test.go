@@ -459,10 +459,14 @@ func interruptAnswers(t *testing.T, w *worker) {
 	// interpreter lock and the start of a blocking call, on a busy
 	// machine; here a handler of the cell's takes it and puts the
 	// worker's back) is sent again: the cell ends at once, not after
-	// its sleep.
+	// its sleep. The cell sleeps in short naps: the first SIGINT, which
+	// the cell's handler is to hear, may itself land in that window on
+	// a busy machine, and would then wait for a long sleep's end before
+	// the handler ran (and the worker's, which a handler of the user's
+	// holds off, is not sent again).
 	lost := "import signal, time\nours = signal.getsignal(signal.SIGINT)\n" +
 		"def lost(*a):\n    signal.signal(signal.SIGINT, ours)\nsignal.signal(signal.SIGINT, lost)\n" +
-		"open(%s, 'w').close()\ntime.sleep(30)"
+		"open(%s, 'w').close()\nfor _ in range(3000):\n    time.sleep(0.01)"
 	interruptBy("a lost SIGINT", lost)
 
 	// No thread to spare for sending it again (here the cell makes every
