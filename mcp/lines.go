@@ -10,6 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/replhub/replhub/internal/lazyre"
 )
 
 // maxLine bounds one line from the client: 16 MiB, the SDK's own bound for
@@ -33,6 +34,7 @@ type lineReader struct {
 	out  io.Writer // shared with the SDK: see lockedWriter
 	max  int
 	line []byte
+	tail []byte // the end of a line longer than max
 	rest []byte // what is left to pass on of the last message
 }
 
@@ -46,7 +48,7 @@ func (r *lineReader) Read(p []byte) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		msg, reply := check(line, long, r.max)
+		msg, reply := check(line, r.tail, long, r.max)
 		if reply != nil {
 			if _, err := r.out.Write(reply); err != nil {
 				return 0, err
@@ -68,13 +70,21 @@ func (r *lineReader) readLine() (line []byte, long bool, err error) {
 	if cap(r.line) > 1<<20 {
 		r.line = nil // a long line's buffer is not kept
 	}
-	r.line = r.line[:0]
+	r.line, r.tail = r.line[:0], r.tail[:0]
 	for {
 		chunk, err := r.in.ReadSlice('\n')
-		if !long && len(r.line)+len(chunk) <= r.max+1 {
-			r.line = append(r.line, chunk...)
-		} else {
-			long = true
+		if !long {
+			// The head is kept up to the bound and a byte (which tells
+			// a line over it), the rest's end as its tail.
+			head := min(len(chunk), r.max+1-len(r.line))
+			r.line = append(r.line, chunk[:head]...)
+			chunk, long = chunk[head:], head < len(chunk)
+		}
+		if long {
+			r.tail = append(r.tail, chunk...)
+			if len(r.tail) > 2*tailKept {
+				r.tail = append(r.tail[:0], r.tail[len(r.tail)-tailKept:]...)
+			}
 		}
 		switch {
 		case err == bufio.ErrBufferFull:
@@ -89,12 +99,13 @@ func (r *lineReader) readLine() (line []byte, long bool, err error) {
 }
 
 // check returns a line as the message to pass on, with its newline, or the
-// error reply it gets instead; a blank line gets neither.
-func check(line []byte, long bool, max int) (msg, reply []byte) {
+// error reply it gets instead; a blank line gets neither. A line longer
+// than max comes as its head and its tail.
+func check(line, tail []byte, long bool, max int) (msg, reply []byte) {
 	msg = bytes.Trim(line, " \t\r\n")
 	switch {
 	case long:
-		return nil, errorReply(nil, jsonrpc.CodeInvalidRequest, fmt.Sprintf("Invalid Request: a message longer than %d bytes", max))
+		return nil, errorReply(longID(line, tail), jsonrpc.CodeInvalidRequest, fmt.Sprintf("Invalid Request: a message longer than %d bytes", max))
 	case len(msg) == 0:
 		return nil, nil
 	case !json.Valid(msg):
@@ -112,6 +123,49 @@ func check(line []byte, long bool, max int) (msg, reply []byte) {
 	return append(msg, '\n'), nil
 }
 
+// tailKept is how much of the end of a line over the bound is kept, to
+// find its id.
+const tailKept = 1 << 10
+
+// longID is the id of a request cut at the bound, so that the client's
+// call fails at once rather than at its own timeout: read at the head of
+// the message, before the first value that does not end within it, or at
+// its end, where the TypeScript SDK writes it (`{"method":…,"params":…,
+// "jsonrpc":"2.0","id":7}`): a number or a string as the top-level
+// object's last member. nil when neither tells.
+func longID(head, tail []byte) json.RawMessage {
+	d := json.NewDecoder(bytes.NewReader(head))
+	if t, err := d.Token(); err == nil && t == json.Delim('{') {
+		for d.More() {
+			k, err := d.Token()
+			var v json.RawMessage
+			if err != nil || d.Decode(&v) != nil {
+				break
+			}
+			if k == "id" {
+				return validID(v)
+			}
+		}
+	}
+	if m := lastID.FindStringSubmatch(string(bytes.TrimRight(tail, " \t\r\n"))); m != nil {
+		return validID(json.RawMessage(m[1]))
+	}
+	return nil
+}
+
+// lastID is a top-level object's last member, when it is an id: its
+// closing brace the line's last byte, and no other before it (a nested
+// object ends in more).
+var lastID = lazyre.New(`[,{]\s*"id"\s*:\s*(-?[0-9][0-9.eE+-]*|"(?:[^"\\]|\\.)*")\s*\}$`)
+
+// validID is id when it is a number or a string, else nil.
+func validID(id json.RawMessage) json.RawMessage {
+	if len(id) > 0 && (id[0] == '"' || id[0] == '-' || id[0] >= '0' && id[0] <= '9') && json.Valid(id) {
+		return id
+	}
+	return nil
+}
+
 // requestID is the id of an invalid request (valid JSON, with a method),
 // when it is a string or a number, so that the client's call fails at
 // once; anything else is answered with id null, as JSON-RPC says.
@@ -120,10 +174,7 @@ func requestID(msg []byte) json.RawMessage {
 	if json.Unmarshal(msg, &m) != nil || m["method"] == nil {
 		return nil
 	}
-	if id := m["id"]; len(id) > 0 && (id[0] == '"' || id[0] == '-' || id[0] >= '0' && id[0] <= '9') {
-		return id
-	}
-	return nil
+	return validID(m["id"])
 }
 
 func errorReply(id json.RawMessage, code int64, message string) []byte {

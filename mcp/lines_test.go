@@ -107,6 +107,9 @@ func TestMCPServerOutlivesBadLines(t *testing.T) {
 
 	long := `{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"exec","arguments":{"name":"x","code":"` +
 		strings.Repeat("a", 20<<20) + `"}}}`
+	// As the TypeScript SDK writes a request: its id last.
+	longLast := `{"method":"tools/call","params":{"name":"exec","arguments":{"name":"x","code":"` +
+		strings.Repeat("a", 20<<20) + `"}},"jsonrpc":"2.0","id":98}`
 	ping := `{"jsonrpc":"2.0","id":2,"method":"ping"}`
 	for _, c := range []struct {
 		name, line string
@@ -123,7 +126,9 @@ func TestMCPServerOutlivesBadLines(t *testing.T) {
 		{"a method of no valid type", `{"jsonrpc":"2.0","id":"s","method":3}`, -32600, "s"},
 		{"two messages on one line", ping + ping, -32700, nil},
 		{"a cut message", `{"jsonrpc":"2.0","id":3,"meth`, -32700, nil},
-		{"a line over the bound", long, -32600, nil},
+		{"a line over the bound", long, -32600, 99.0},
+		{"a line over the bound, its id last", longLast, -32600, 98.0},
+		{"a line over the bound, no id", strings.Replace(long, `"id":99,`, "", 1), -32600, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s.t = t
@@ -190,7 +195,7 @@ func TestLineReaderBound(t *testing.T) {
 			assert.Empty(t, out.String())
 		} else {
 			assert.Equal(t, msg+"\n", string(passed))
-			assert.Equal(t, `{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid Request: a message longer than `+fmt.Sprint(max)+` bytes"}}`+"\n", out.String())
+			assert.Equal(t, `{"jsonrpc":"2.0","id":1,"error":{"code":-32600,"message":"Invalid Request: a message longer than `+fmt.Sprint(max)+` bytes"}}`+"\n", out.String())
 		}
 	}
 	// The last line may lack its newline.
@@ -268,3 +273,22 @@ type nopWriter struct{}
 
 func (nopWriter) Write(p []byte) (int, error) { return len(p), nil }
 func (nopWriter) Close() error                { return nil }
+
+// The id of a message cut at the bound is read at its head, or as the
+// top-level object's last member; a nested one, or one of no valid type,
+// is not taken.
+func TestLongID(t *testing.T) {
+	for _, c := range []struct{ head, tail, want string }{
+		{`{"jsonrpc":"2.0","id":7,"method":"x","params":{"code":"aaa`, `aaa"}}`, `7`},
+		{`{"id":"s-1","params":{"code":"aaa`, ``, `"s-1"`},
+		{`{"method":"x","params":{"code":"aaa`, `aaa"}},"jsonrpc":"2.0","id":42}`, `42`},
+		{`{"method":"x","params":{"code":"aaa`, `aaa"},"id":"k\"}"}` + "\r\n", `"k\"}"`},
+		{`{"method":"x","params":{"code":"aaa`, `aaa","id":5}}`, ``},
+		{`{"method":"x","params":{"code":"aaa`, `aaa"}},"id":{"a":1}}`, ``},
+		{`{"id":null,"method":"x","params":{"code":"aaa`, `aaa"}},"id":3}`, ``},
+		{`not json at all`, `nor here`, ``},
+	} {
+		got := longID([]byte(c.head), []byte(c.tail))
+		assert.Equal(t, c.want, string(got), "%s … %s", c.head, c.tail)
+	}
+}
