@@ -209,7 +209,8 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	// interpreter) would hold this call past its timeout, in the write.
 	// The cell is the session's already; its frame goes as a queued
 	// cell's does, when the worker reads, and an interrupt before that
-	// parks it (parkUnsent).
+	// parks it (parkUnsent). Busy is a look: a frame that starts to be
+	// written right after it still holds this write, as before.
 	r.unsent = len(code) > asyncExecAt || s.cw.Load() == nil && s.w.Busy()
 	s.mu.Unlock()
 
