@@ -170,7 +170,7 @@ func TestSigintFloodAwait(t *testing.T) {
 		}
 		stop := sigflood.Start(w.cmd.Process.Pid)
 		ended := map[string]int{}
-		for n, deadline := 0, time.Now().Add(sigflood.For()); time.Now().Before(deadline) && n < 2000; n++ {
+		for n, deadline := 0, time.Now().Add(sigflood.For()); time.Now().Before(deadline) && n < sigflood.Cells(); n++ {
 			w.exec("for i in range(20):\n    await asyncio.sleep(0)\n    print(i)")
 			done, _ := w.until("done", 10*time.Second, nil)
 			ended[done.errType()]++
@@ -231,9 +231,10 @@ func children(pid int) []string {
 }
 
 // flood sends w's worker SIGINTs without a pause while cells that start
-// runs, for sigflood.For() (1.5 s) or 2000 cells; it answers every
-// request a cell makes (req counts them), and returns how many cells ran and how many ended with
-// KeyboardInterrupt. While none has, it goes on, up to 10 s and 20000
+// runs, for sigflood.For() (1.5 s) or sigflood.Cells() (2000); it
+// answers every request a cell makes (req counts them), and returns how
+// many cells ran and how many ended with KeyboardInterrupt. While none
+// has, it goes on, up to 10 s and 20000
 // cells: the signals of a flood that meets short cells on a busy machine
 // land between cells for the most part (1 to 11 cells in 2000 here, and
 // at times none). A cell that ends otherwise than ok or so, or a worker
@@ -273,7 +274,7 @@ func floodEnough(d time.Duration, cells, interrupted int) bool {
 	if interrupted == 0 {
 		return d > 10*time.Second || cells >= 20000
 	}
-	return d > sigflood.For() || cells >= 2000
+	return d > sigflood.For() || cells >= sigflood.Cells()
 }
 
 // interruptedError says whether f, a done frame, ended with a

@@ -45,3 +45,10 @@ func For() time.Duration {
 	}
 	return 1500 * time.Millisecond
 }
+
+// Cells is how many cells a flood runs at most, however soon: 2000, or
+// more for a soak's longer For (2000 every 3 s), so that a fast machine
+// does not end a soak early.
+func Cells() int {
+	return max(2000, int(2000*For()/(3*time.Second)))
+}
