@@ -53,9 +53,12 @@ type run struct {
 	by     string
 }
 
-func (r *run) isFinished() bool {
+func (r *run) isFinished() bool { return isClosed(r.finished) }
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
 	select {
-	case <-r.finished:
+	case <-ch:
 		return true
 	default:
 		return false
@@ -276,7 +279,7 @@ func (s *Session) wait(ctx context.Context, timeout time.Duration, cell, limit i
 		// What nobody has read goes into the swap's record: taken here
 		// as well, it would come again on restore.
 		s.mu.Unlock()
-		return nil, swapUnderWay{op}
+		return nil, swapUnderWay{op, s.name}
 	}
 	r, err := s.toCollectLocked(cell)
 	if err != nil {
@@ -299,12 +302,19 @@ func (s *Session) wait(ctx context.Context, timeout time.Duration, cell, limit i
 	return s.collect(ctx, r, timeout, limit, progress, false), nil
 }
 
-// swapUnderWay is why a wait took nothing: the session is being swapped
+// swapUnderWay is why a wait took nothing: session name is being swapped
 // to disk, with what nobody has read (Hub.waitOn waits for the end).
-type swapUnderWay struct{ op *serveOp }
+type swapUnderWay struct {
+	op   *serveOp
+	name string
+}
 
-func (swapUnderWay) Error() string {
-	return "the session is being swapped to disk (its unread output goes with it): try again in a moment"
+func (e swapUnderWay) Error() string { return e.message(wire.Advice{}) }
+
+// message says so, with advice worded by adv.
+func (e swapUnderWay) message(adv wire.Advice) string {
+	return fmt.Sprintf("session '%s' is being swapped to disk (its unread output goes with it): try %s again in a moment",
+		e.name, adv.Wait(e.name))
 }
 
 // ifGoneKey marks the context of an exec whose client asked that its cell

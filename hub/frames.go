@@ -315,12 +315,13 @@ func (s *Session) takeRequest(f *proto.Req) {
 	// A put's or a call's object counts toward the hub's bound (held.go).
 	var hold *objectHold
 	if len(f.Data) > 0 && (f.Kind == "put" || f.Kind == "call") {
-		if hold, err = s.hub.holdObject(s, f); err != nil {
+		if hold, err = s.hub.holdObject(s, f.Kind, int64(len(f.Data))); err != nil {
 			stop()
 			s.requests.Add(-1)
 			s.refuse(f.ID, err.Error())
 			return
 		}
+		hold.req = f
 		ctx = withHold(ctx, hold)
 	}
 	go func() {

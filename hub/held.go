@@ -24,16 +24,15 @@ var heldFloor int64 = 2 * proto.DefaultMaxBlob
 type objectHold struct {
 	h    *Hub
 	n    int64
-	req  *proto.Req // the request whose object it is
+	req  *proto.Req // the request whose object it is; nil for an answer
 	refs atomic.Int32
 	let  atomic.Bool // the request's ref is let go
 }
 
-// holdObject counts the bytes of f's object, f a request of from, as held
-// and returns their hold (one ref, the request's), or an error that says
-// why it would pass the bound.
-func (h *Hub) holdObject(from *Session, f *proto.Req) (*objectHold, error) {
-	kind, n := f.Kind, int64(len(f.Data))
+// holdObject counts n bytes of an object of from's (kind: a put's, a
+// call's, or an answer's to one) as held and returns their hold (one ref,
+// the request's), or an error that says why they would pass the bound.
+func (h *Hub) holdObject(from *Session, kind string, n int64) (*objectHold, error) {
 	bound := max(heldFloor, 2*from.maxBlob())
 	// Counted only if it fits: a request refused here never makes one
 	// beside it, which fits, see more held than there is.
@@ -47,7 +46,7 @@ func (h *Hub) holdObject(from *Session, f *proto.Req) (*objectHold, error) {
 			break
 		}
 	}
-	o := &objectHold{h: h, n: n, req: f}
+	o := &objectHold{h: h, n: n}
 	o.refs.Store(1)
 	return o, nil
 }

@@ -423,9 +423,7 @@ func (h *Hub) waitOn(ctx context.Context, s *Session, req wire.Request, progress
 			return nil, unanswered(ctx, s.name, req.Surface)
 		}
 		if !isClosed(sw.op.ended) {
-			return nil, &wire.Error{Code: wire.CodeBusy, Message: fmt.Sprintf(
-				"session '%s' is being swapped to disk (its unread output goes with it): try %s again in a moment",
-				s.name, wire.AdviceFor(req.Surface).Wait(s.name))}
+			return nil, &wire.Error{Code: wire.CodeBusy, Message: sw.message(wire.AdviceFor(req.Surface))}
 		}
 		if s, err = h.lookup(req.Name, wire.AdviceFor(req.Surface)); err != nil {
 			return nil, err
@@ -750,14 +748,4 @@ func (h *Hub) list(brief bool) *wire.SessionList {
 	}
 	l.Swapped = h.listSwapped()
 	return l
-}
-
-// isClosed reports whether ch is closed.
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }

@@ -144,7 +144,7 @@ func (h *Hub) serve(ctx context.Context, from *Session, f *proto.Req) {
 		// An answer waits in the hub until the caller reads it: it
 		// counts toward the same bound as the objects going out.
 		if len(reply.Data) > 0 {
-			hold, err := h.holdObject(from, &proto.Req{Kind: f.Kind, Data: reply.Data})
+			hold, err := h.holdObject(from, f.Kind, int64(len(reply.Data)))
 			if err != nil {
 				reply.OK, reply.Py, reply.Data = false, "", nil
 				fail("%s", err)
