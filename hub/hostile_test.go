@@ -229,9 +229,17 @@ func TestBigExecToAWorkerThatReadsNothing(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { pr.Close(); pw.Close() })
 	s.w = proto.NewWriter(pw)
+	answersRunning(t, h, wire.Request{Name: "loc", Code: strings.Repeat("1\n", 50000), Timeout: 0.5},
+		"an exec with a 0.5 s timeout waits in the write of its frame")
+}
+
+// answersRunning runs req, an exec, and asks that it answer within 10 s,
+// its cell running; else fails t with why.
+func answersRunning(t *testing.T, h *Hub, req wire.Request, why string) {
+	t.Helper()
 	done := make(chan *wire.Result, 1)
 	go func() {
-		res, err := h.Exec(context.Background(), wire.Request{Name: "loc", Code: strings.Repeat("1\n", 50000), Timeout: 0.5}, nil)
+		res, err := h.Exec(context.Background(), req, nil)
 		assert.NoError(t, err)
 		done <- res
 	}()
@@ -240,7 +248,7 @@ func TestBigExecToAWorkerThatReadsNothing(t *testing.T) {
 		require.NotNil(t, res)
 		assert.Equal(t, wire.StatusRunning, res.Status)
 	case <-time.After(10 * time.Second):
-		t.Fatal("an exec with a 0.5 s timeout waits in the write of its frame")
+		t.Fatal(why)
 	}
 }
 
@@ -418,19 +426,8 @@ func TestSmallExecBehindAStuckFrame(t *testing.T) {
 	s.w = proto.NewWriter(pw)
 	go s.w.Write(&proto.Serve{Sid: 1, Kind: "put", Data: make([]byte, 1<<20)})
 	require.Eventually(t, s.w.Busy, 5*time.Second, time.Millisecond)
-	done := make(chan *wire.Result, 1)
-	go func() {
-		res, err := h.Exec(context.Background(), wire.Request{Name: "loc", Code: "1", Timeout: 0.3}, nil)
-		assert.NoError(t, err)
-		done <- res
-	}()
-	select {
-	case res := <-done:
-		require.NotNil(t, res)
-		assert.Equal(t, wire.StatusRunning, res.Status)
-	case <-time.After(10 * time.Second):
-		t.Fatal("an exec with a 0.3 s timeout waits for the frame before it")
-	}
+	answersRunning(t, h, wire.Request{Name: "loc", Code: "1", Timeout: 0.3},
+		"an exec with a 0.3 s timeout waits for the frame before it")
 }
 
 // A get's answer waits in the hub until its caller reads it, and counts
