@@ -37,15 +37,15 @@ func pythonNote(s *Session, asked string, adv wire.Advice) string {
 			return ""
 		}
 	case strings.Contains(asked, "/") && local:
+		if asked == exe {
+			return ""
+		}
 		// A shim (pyenv's, asdf's: ~/.pyenv/shims/python3.11) is a
 		// script that runs another file: the one it runs for the
 		// session's creator is compared, as a warm exec brings no cwd
 		// nor environment.
 		c, ok := pyfind.Resolve(asked, func(k string) string { return config.Getenv(env, k) }, cwd)
-		if !ok {
-			return ""
-		}
-		if asked == exe || c.Path == exe || sameFile(c.Path, exe) {
+		if !ok || c.Path == exe || sameFile(c.Path, exe) {
 			return ""
 		}
 	default:

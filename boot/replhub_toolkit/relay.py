@@ -989,7 +989,7 @@ def serve_read(header, stream):
             size = sized = st.st_size if stat.S_ISREG(st.st_mode) else 0
             whole = _whole_if_small(f, size)
             if whole is not None:
-                size = sized = len(whole)
+                size = len(whole)
             _send({"op": "served", "sid": sid, "ok": True, "first": True, "py": PY,
                    "size": size, "mode": st.st_mode & 0o7777})
             if whole is not None:
