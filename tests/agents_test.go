@@ -98,8 +98,8 @@ exit 0
 	py, err := exec.LookPath("python3")
 	require.NoError(t, err)
 	// The install builds static, as AGENTS.md says (never with -race, which
-	// needs cgo); the README's test command builds it so first, so that
-	// the build cache serves it.
+	// needs cgo); tests/all.sh builds it so beside the tests, so that the
+	// build cache may serve it.
 	goflags := "-mod=readonly"
 	env := []string{"HOME=" + home, "CLAUDE_LOG=" + log, "LANG=C.UTF-8", "TMPDIR=" + os.TempDir(),
 		"PATH=" + strings.Join([]string{fake, filepath.Dir(goBin), filepath.Dir(py), "/usr/bin", "/bin"}, ":"),

@@ -1,0 +1,6 @@
+//go:build !race
+
+package hub
+
+// raceBuilt is set when the test binary is built with -race (race_test.go).
+const raceBuilt = false
