@@ -346,6 +346,42 @@ func TestWaitDuringASwapTakesNothing(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the wait did not go on once the swap ended")
 	}
+
+	// A swap that ends while the wait waits for it, and another of the
+	// same session under way as the wait looks its name up again; then
+	// one under way before the wait's first lookup: each look keeps to
+	// the wait's own timeout, not lookup's 10 s.
+	lookupSwapWait = 10 * time.Second
+	for _, jobFirst := range []bool{false, true} {
+		job := &swapJob{done: make(chan struct{})}
+		op = &serveOp{kind: "swap", ended: make(chan struct{})}
+		s.mu.Lock()
+		s.cur = &run{cell: 1, finished: make(chan struct{}), result: &wire.Result{Session: "loc", Cell: 1, Status: wire.StatusOK, Stdout: "43\n"}}
+		close(s.cur.finished)
+		s.serving = op
+		s.mu.Unlock()
+		setJob := func(j *swapJob) {
+			h.swap.mu.Lock()
+			h.swap.jobs = map[*Session]*swapJob{s: j}
+			h.swap.mu.Unlock()
+		}
+		if jobFirst {
+			setJob(job)
+		}
+		go func() {
+			time.Sleep(200 * time.Millisecond)
+			setJob(job)
+			h.endSwapOp(s, op)
+		}()
+		t0 := time.Now()
+		res, err := h.Wait(context.Background(), wire.Request{Name: "loc", Timeout: 1}, nil)
+		assert.Less(t, time.Since(t0), 3*time.Second, "the wait kept to its timeout (job first: %v)", jobFirst)
+		if assert.NoError(t, err) {
+			assert.Equal(t, "43\n", res.Stdout, "the swap's job is under way, but the session is not being swapped")
+		}
+		close(job.done)
+		setJob(nil)
+	}
 }
 
 // Objects on their way to targets that read nothing are held up to a

@@ -391,7 +391,10 @@ func (h *Hub) Wait(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	if err := checkMaxOutput(req.MaxOutput); err != nil {
 		return nil, err
 	}
-	s, err := h.lookup(req.Name, wire.AdviceFor(req.Surface))
+	// Every wait for a swap under way, the lookups' too, keeps to the
+	// wait's own timeout.
+	deadline := time.Now().Add(timeoutOf(req.Timeout))
+	s, err := h.lookupWithin(req.Name, wire.AdviceFor(req.Surface), time.Until(deadline))
 	var we *wire.Error
 	if errors.As(err, &we) && we.Code == wire.CodeDead {
 		if res := h.diedQueued(req.Name, req.Cell); res != nil {
@@ -401,16 +404,14 @@ func (h *Hub) Wait(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	if err != nil {
 		return nil, err
 	}
-	return h.waitOn(ctx, s, req, progress)
+	return h.waitOn(ctx, s, req, deadline, progress)
 }
 
 // waitOn is Wait once req.Name is found: s. A swap of s under way (past
-// lookup's wait) is waited for within the wait's timeout, then the name
-// looked up again: gone to disk, or kept.
-func (h *Hub) waitOn(ctx context.Context, s *Session, req wire.Request, progress func(*wire.Progress)) (*wire.Result, error) {
-	timeout := timeoutOf(req.Timeout)
-	deadline := time.Now().Add(timeout)
-	res, err := s.wait(ctx, timeout, req.Cell, capOf(req.MaxOutput), progress)
+// lookup's wait) is waited for until deadline, then the name looked up
+// again: gone to disk, or kept.
+func (h *Hub) waitOn(ctx context.Context, s *Session, req wire.Request, deadline time.Time, progress func(*wire.Progress)) (*wire.Result, error) {
+	res, err := s.wait(ctx, time.Until(deadline), req.Cell, capOf(req.MaxOutput), progress)
 	for sw := (swapUnderWay{}); errors.As(err, &sw); {
 		t := time.NewTimer(time.Until(deadline))
 		select {
@@ -425,7 +426,7 @@ func (h *Hub) waitOn(ctx context.Context, s *Session, req wire.Request, progress
 		if !isClosed(sw.op.ended) {
 			return nil, &wire.Error{Code: wire.CodeBusy, Message: sw.message(wire.AdviceFor(req.Surface))}
 		}
-		if s, err = h.lookup(req.Name, wire.AdviceFor(req.Surface)); err != nil {
+		if s, err = h.lookupWithin(req.Name, wire.AdviceFor(req.Surface), time.Until(deadline)); err != nil {
 			return nil, err
 		}
 		res, err = s.wait(ctx, time.Until(deadline), req.Cell, capOf(req.MaxOutput), progress)
@@ -472,6 +473,12 @@ var lookupSwapWait = 10 * time.Second
 // lookup finds a live session, or explains that it died or never was, with
 // advice worded by adv.
 func (h *Hub) lookup(name string, adv wire.Advice) (*Session, error) {
+	return h.lookupWithin(name, adv, lookupSwapWait)
+}
+
+// lookupWithin is lookup with its wait for a swap under way bounded by
+// swapWait, where that is less than lookupSwapWait.
+func (h *Hub) lookupWithin(name string, adv wire.Advice, swapWait time.Duration) (*Session, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
@@ -483,7 +490,7 @@ func (h *Hub) lookup(name string, adv wire.Advice) (*Session, error) {
 		// A swap under way ends (gone to disk, or kept) before the name is
 		// answered for, but within lookupSwapWait: a worker that takes its
 		// time must not hold an interrupt; past it, s is busy with its swap.
-		ctx, cancel := context.WithTimeout(context.Background(), lookupSwapWait)
+		ctx, cancel := context.WithTimeout(context.Background(), min(swapWait, lookupSwapWait))
 		gone := h.waitSwapOf(ctx, s)
 		cancel()
 		if gone {

@@ -147,7 +147,7 @@ func TestWaitForACellQueuedAtDeath(t *testing.T) {
 	s.mu.Unlock()
 	h.sessionExited(s, Exit{Code: 3})
 
-	res, err := h.waitOn(context.Background(), s, wire.Request{Name: "d", Cell: 3}, nil)
+	res, err := h.waitOn(context.Background(), s, wire.Request{Name: "d", Cell: 3}, time.Now().Add(timeoutOf(0)), nil)
 	require.NoError(t, err, "the session found just before it died")
 	assert.Equal(t, wire.StatusDead, res.Status)
 	assert.Equal(t, "session 'd' died before cell 3 ran (it was queued): exited with status 3", res.Death)
