@@ -206,15 +206,16 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	s.state = stateRunning
 	s.lastActive = r.start
 	s.cellStartedLocked(ctx, r, code)
-	// More than a pipe holds, or a frame on its stdin behind one that is
-	// being written (a relayed object the worker takes slowly): a worker
-	// that reads nothing (stopped, or busy in code that holds the
-	// interpreter) would hold this call past its timeout, in the write.
-	// The cell is the session's already; its frame goes as a queued
+	// More than a pipe holds, or a frame on the worker's stdin, which
+	// carries relayed objects and files too (a session without a cell
+	// pipe or link): a worker that reads nothing (stopped, or busy in code
+	// that holds the interpreter) would hold this call past its timeout,
+	// in the write, behind a frame being written or a stdin full of whole
+	// ones. The cell is the session's already; its frame goes as a queued
 	// cell's does, when the worker reads, and an interrupt before that
-	// parks it (parkUnsent). Busy is a look: a frame that starts to be
-	// written right after it still holds this write, as before.
-	r.unsent = len(code) > asyncExecAt || s.cw.Load() == nil && s.w.Busy()
+	// parks it (parkUnsent). A cell pipe or link carries one cell's frame
+	// at a time, and the last was read before its cell ended.
+	r.unsent = len(code) > asyncExecAt || s.cw.Load() == nil
 	s.mu.Unlock()
 
 	if r.unsent {

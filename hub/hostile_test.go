@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -450,20 +451,37 @@ func TestObjectsInFlightAreBounded(t *testing.T) {
 }
 
 // An exec of a line of code to a worker whose stdin is taken by a frame
-// it reads nothing of (a relayed object, the worker stopped): the call
-// returns at its timeout, the cell running, rather than wait for the
-// frame before it.
+// it reads nothing of (a relayed object, the worker stopped), or full of
+// whole frames it has not read: the call returns at its timeout, the cell
+// running, rather than wait in its write.
 func TestSmallExecBehindAStuckFrame(t *testing.T) {
-	h := reachHub(t, map[string]string{"loc": "local"})
-	s := h.sessions["loc"]
-	s.state = stateIdle
-	pr, pw := io.Pipe() // nobody reads it
-	t.Cleanup(func() { pr.Close() })
-	s.w = proto.NewWriter(pw)
-	go s.w.Write(&proto.Serve{Sid: 1, Kind: "put", Data: make([]byte, 1<<20)})
-	require.Eventually(t, s.w.Busy, 5*time.Second, time.Millisecond)
-	answersRunning(t, h, wire.Request{Name: "loc", Code: "1", Timeout: 0.3},
-		"an exec with a 0.3 s timeout waits for the frame before it")
+	for _, stuck := range []string{"a frame being written", "whole frames"} {
+		h := reachHub(t, map[string]string{"loc": "local"})
+		s := h.sessions["loc"]
+		s.state = stateIdle
+		pr, pw := io.Pipe() // nobody reads it: every write waits
+		t.Cleanup(func() { pr.Close() })
+		w := &startedWriter{w: pw, started: make(chan struct{})}
+		s.w = proto.NewWriter(w)
+		if stuck == "a frame being written" {
+			go s.w.Write(&proto.Serve{Sid: 1, Kind: "put", Data: make([]byte, 1<<20)})
+			<-w.started
+		}
+		answersRunning(t, h, wire.Request{Name: "loc", Code: "1", Timeout: 0.3},
+			"an exec with a 0.3 s timeout waits in its write, behind "+stuck)
+	}
+}
+
+// startedWriter closes started at its first write.
+type startedWriter struct {
+	w       io.Writer
+	once    sync.Once
+	started chan struct{}
+}
+
+func (w *startedWriter) Write(b []byte) (int, error) {
+	w.once.Do(func() { close(w.started) })
+	return w.w.Write(b)
 }
 
 // A get's answer waits in the hub until its caller reads it, and counts

@@ -56,19 +56,6 @@ func (w *Writer) Piece() int { return w.piece }
 // under way, and not while the stream takes nothing.
 func (w *Writer) Written() int64 { return w.n.Load() }
 
-// Busy reports whether a frame is being written: a write now would wait
-// for it (for good, if the reader takes nothing).
-func (w *Writer) Busy() bool {
-	if w == nil {
-		return false
-	}
-	if !w.mu.TryLock() {
-		return true
-	}
-	w.mu.Unlock()
-	return false
-}
-
 // put writes b in pieces of at most w.piece, counting each. w.mu is held.
 func (w *Writer) put(b []byte) error {
 	for len(b) > 0 {
