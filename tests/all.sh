@@ -2,17 +2,18 @@
 # The whole suite, as CI runs it (the README's test command calls it once
 # the packages it needs are installed).
 #
-# `go vet` first; then the race-built tests at the usual priority and,
-# beside them at the lowest (nice 19), the checks that time nothing: the
-# macOS and static builds, the tests run without -race and the fuzzers.
-# Those take the CPU the tests leave idle while they wait on processes,
-# sockets and timeouts, and give it back whenever a test wants it. Their
-# output is printed after the tests'.
+# The race-built tests run at the usual priority and, beside them at the
+# lowest (nice 19), the checks that time nothing: `go vet`, the macOS and
+# static builds, the tests run without -race and the fuzzers. Those take
+# the CPU the tests leave idle while they wait on processes, sockets and
+# timeouts, and give it back whenever a test wants it. Their output is
+# printed after the tests'.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 if [ "${1:-}" = side ]; then
 	set -e
+	go vet ./...
 	GOOS=darwin go build ./...
 	CGO_ENABLED=0 go build -o /dev/null ./cmd/replhub
 	# Under the race detector rawio makes ordinary system calls (the
@@ -31,7 +32,6 @@ if [ "${1:-}" = side ]; then
 	exit 0
 fi
 
-go vet ./... || exit 1
 log=$(mktemp "${TMPDIR:-/tmp}/replhub-side.XXXXXX") || exit 1
 trap 'rm -f "$log"' EXIT
 nice -n 19 "$0" side >"$log" 2>&1 &
@@ -40,7 +40,7 @@ go test -race -p 3 -count=1 -timeout 30m ./tests ./...
 tests=$?
 wait "$side"
 sided=$?
-echo "--- beside the tests: macOS and static builds, tests without -race, fuzzers"
+echo "--- beside the tests: go vet, macOS and static builds, tests without -race, fuzzers"
 cat "$log"
 if [ "$tests" != 0 ] || [ "$sided" != 0 ]; then
 	echo "FAIL: the race-built tests exited $tests, the checks beside them $sided" >&2
