@@ -486,29 +486,40 @@ func (w *startedWriter) Write(b []byte) (int, error) {
 
 // A get's answer waits in the hub until its caller reads it, and counts
 // toward the same bound: past it the get is refused, saying why; within
-// it the answer goes, and counts no longer once written.
+// it the answer goes, and counts no longer once written. A group's get
+// counts its members' answers together.
 func TestAnswersInFlightAreBounded(t *testing.T) {
 	old := heldFloor
 	heldFloor = 0
 	t.Cleanup(func() { heldFloor = old })
-	h, from, replies, targets := relayHub(t, "t%d", 1)
-	from.frames = proto.NewReader(strings.NewReader(""))
-	from.frames.MaxBlob = 16 << 20 // the bound: twice that
-	fakeWorker(t, h.sessions[targets[0]], func(f *proto.Serve) *proto.Served {
-		return &proto.Served{Sid: f.Sid, OK: true, Py: "3.12", Data: make([]byte, 8<<20)}
-	}, nil)
-	h.held.Store(30 << 20) // others' objects
-	h.serveRequest(from, &proto.Req{ID: 1, Kind: "get", Target: targets[0], Names: []string{"x"}})
-	r := <-replies
-	assert.False(t, r.OK)
-	assert.Empty(t, r.Data)
-	assert.Equal(t, "the hub holds 30 MB of objects on their way to sessions that have not taken them yet (slow, or stopped?), and this get's 8 MB would pass the 32 MB it holds at once: try again once they have gone", r.Error)
-	assert.EqualValues(t, 30<<20, h.held.Load())
+	for _, members := range []int{1, 2} {
+		h, from, replies, targets := relayHub(t, "g@lab-7-%d", members)
+		from.frames = proto.NewReader(strings.NewReader(""))
+		from.frames.MaxBlob = 16 << 20 // the bound: twice that
+		for _, name := range targets {
+			fakeWorker(t, h.sessions[name], func(f *proto.Serve) *proto.Served {
+				return &proto.Served{Sid: f.Sid, OK: true, Py: "3.12", Data: make([]byte, 8<<20/members)}
+			}, nil)
+		}
+		get := &proto.Req{ID: 1, Kind: "get", Target: targets[0], Names: []string{"x"}}
+		if members > 1 {
+			get.Target, get.Targets = "", targets
+		}
+		h.held.Store(30 << 20) // others' objects
+		h.serveRequest(from, get)
+		r := <-replies
+		assert.False(t, r.OK)
+		assert.Zero(t, len(r.Data))
+		assert.Zero(t, len(r.Fan))
+		assert.Equal(t, "the hub holds 30 MB of objects on their way to sessions that have not taken them yet (slow, or stopped?), and this get's 8 MB would pass the 32 MB it holds at once: try again once they have gone", r.Error)
+		assert.EqualValues(t, 30<<20, h.held.Load())
 
-	h.held.Store(0)
-	h.serveRequest(from, &proto.Req{ID: 2, Kind: "get", Target: targets[0], Names: []string{"x"}})
-	r = <-replies
-	assert.True(t, r.OK, r.Error)
-	assert.Len(t, r.Data, 8<<20)
-	require.Eventually(t, func() bool { return h.held.Load() == 0 }, 5*time.Second, time.Millisecond, "written: counted no longer")
+		h.held.Store(0)
+		get.ID = 2
+		h.serveRequest(from, get)
+		r = <-replies
+		assert.True(t, r.OK, r.Error)
+		assert.Len(t, r.Data, 8<<20)
+		require.Eventually(t, func() bool { return h.held.Load() == 0 }, 5*time.Second, time.Millisecond, "written: counted no longer")
+	}
 }
