@@ -9,7 +9,7 @@
 # timeouts, and give it back whenever a test wants it. Their output is
 # printed after the tests'.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 
 if [ "${1:-}" = side ]; then
 	set -e
@@ -33,13 +33,22 @@ if [ "${1:-}" = side ]; then
 fi
 
 log=$(mktemp "${TMPDIR:-/tmp}/replhub-side.XXXXXX") || exit 1
-trap 'rm -f "$log"' EXIT
-nice -n 19 "$0" side >"$log" 2>&1 &
+# A Ctrl-C or a TERM ends the checks beside the tests too, rather than
+# wait for the rest of them or leave them running: as a background job,
+# they ignore SIGINT (a fuzzer that hears it passes, and the next one
+# starts), and the tests' go command exits on it without dying of it, so
+# that this shell would go on to wait for them.
+side=
+trap '[ -z "$side" ] || kill "$side" 2>/dev/null; rm -f "$log"' EXIT
+trap 'exit 130' INT
+# By its path from here ($0 may be relative to another folder).
+nice -n 19 bash tests/all.sh side </dev/null >"$log" 2>&1 &
 side=$!
 go test -race -p 3 -count=1 -timeout 30m ./tests ./...
 tests=$?
 wait "$side"
 sided=$?
+side=
 echo "--- beside the tests: go vet, macOS and static builds, tests without -race, fuzzers"
 cat "$log"
 if [ "$tests" != 0 ] || [ "$sided" != 0 ]; then
