@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"regexp"
 	"runtime"
@@ -382,6 +383,48 @@ func TestWaitDuringASwapTakesNothing(t *testing.T) {
 		}
 		close(job.done)
 		setJob(nil)
+	}
+}
+
+// A timeout past what a Duration holds (a client's own request, 1e300 s)
+// is the most a call waits, not a conversion out of range that made the
+// wait return at once; none, a negative one or NaN is the default.
+func TestHugeTimeoutIsTheMost(t *testing.T) {
+	for _, sec := range []float64{0, -1, math.NaN()} {
+		assert.Equal(t, DefaultTimeout, timeoutOf(sec), "%g s", sec)
+	}
+	assert.Equal(t, 1500*time.Millisecond, timeoutOf(1.5))
+	for _, sec := range []float64{MaxTimeout.Seconds(), 1e6, 1e10, 1e300, math.Inf(1)} {
+		assert.Equal(t, MaxTimeout, timeoutOf(sec), "%g s", sec)
+	}
+
+	h := reachHub(t, map[string]string{"loc": "local"})
+	s := h.sessions["loc"]
+	r := &run{cell: 1, start: time.Now(), finished: make(chan struct{}),
+		result: &wire.Result{Session: "loc", Cell: 1, Status: wire.StatusOK, Stdout: "44\n"}}
+	s.mu.Lock()
+	s.state, s.cells, s.cur = stateRunning, 1, r
+	s.mu.Unlock()
+	got := make(chan *wire.Result, 1)
+	go func() {
+		res, err := h.Wait(context.Background(), wire.Request{Name: "loc", Timeout: 1e300}, nil)
+		assert.NoError(t, err)
+		got <- res
+	}()
+	select {
+	case res := <-got:
+		t.Fatalf("a wait with a timeout of 1e300 s returned at once: %+v", res)
+	case <-time.After(300 * time.Millisecond):
+	}
+	s.mu.Lock()
+	close(r.finished)
+	s.mu.Unlock()
+	select {
+	case res := <-got:
+		require.NotNil(t, res)
+		assert.Equal(t, "44\n", res.Stdout)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wait did not end with its cell")
 	}
 }
 

@@ -218,12 +218,18 @@ func replyErr(err error) wire.Reply {
 	return errReply(wire.CodeInternal, "%v", err)
 }
 
+// timeoutOf is a request's timeout: the default for none (0, less, NaN),
+// at most MaxTimeout.
 func timeoutOf(sec float64) time.Duration {
-	if sec <= 0 {
+	if !(sec > 0) {
 		return DefaultTimeout
 	}
-	d := time.Duration(sec * float64(time.Second))
-	return min(d, MaxTimeout)
+	// Bounded in seconds, before the conversion: past what a Duration
+	// holds, its result is the platform's (on amd64 the most negative).
+	if sec >= MaxTimeout.Seconds() {
+		return MaxTimeout
+	}
+	return time.Duration(sec * float64(time.Second))
 }
 
 // checkMaxOutput refuses a per-call output cap out of range.
