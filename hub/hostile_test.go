@@ -503,7 +503,17 @@ func TestSmallExecBehindAStuckFrame(t *testing.T) {
 		s := h.sessions["loc"]
 		s.state = stateIdle
 		pr, pw := io.Pipe() // nobody reads it: every write waits
-		t.Cleanup(func() { pr.Close() })
+		// The pipe closed, the exec's frame fails and its cell goes to
+		// the transcript: before the test's folders go, which that
+		// would fill again.
+		t.Cleanup(func() {
+			pr.Close()
+			require.Eventually(t, func() bool {
+				s.mu.Lock() // held by the whole write (transcribe)
+				defer s.mu.Unlock()
+				return s.transcript != nil
+			}, 10*time.Second, time.Millisecond, "the cell's transcript after its frame failed")
+		})
 		w := &startedWriter{w: pw, started: make(chan struct{})}
 		s.w = proto.NewWriter(w)
 		if stuck == "a frame being written" {
