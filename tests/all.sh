@@ -4,7 +4,7 @@
 #
 # The race-built tests run at the usual priority and, beside them at the
 # lowest (nice 19), the checks that time nothing: `go vet`, the macOS and
-# static builds, the tests run without -race and the fuzzers. Those take
+# static builds, the hub's image scaling without -race and the fuzzers. Those take
 # the CPU the tests leave idle while they wait on processes, sockets and
 # timeouts, and give it back whenever a test wants it. Their output is
 # printed after the tests'.
@@ -16,10 +16,8 @@ if [ "${1:-}" = side ]; then
 	go vet ./...
 	GOOS=darwin go build ./...
 	CGO_ENABLED=0 go build -o /dev/null ./cmd/replhub
-	# Under the race detector rawio makes ordinary system calls (the
-	# detector sees only those), and the hub's image scaling is too slow
-	# to be worth its time there.
-	go test -count=1 ./internal/rawio ./client
+	# The hub's image scaling is too slow to be worth its time under the
+	# race detector, and times nothing.
 	go test -count=1 -run '^TestBoundImage' ./hub
 	fuzz() { go test -run '^$' -fuzz "^$1\$" -fuzztime "$2x" -fuzzminimizetime 100x "$3"; }
 	fuzz FuzzReader 300000 ./proto
@@ -38,20 +36,26 @@ log=$(mktemp "${TMPDIR:-/tmp}/replhub-side.XXXXXX") || exit 1
 # they ignore SIGINT (a fuzzer that hears it passes, and the next one
 # starts), and the tests' go command exits on it without dying of it, so
 # that this shell would go on to wait for them.
+# They run in a process group of their own (setsid), which the trap ends
+# whole: the go commands and fuzzers under the script, not only the script.
 side=
-trap '[ -z "$side" ] || kill "$side" 2>/dev/null; rm -f "$log"' EXIT
+trap '[ -z "$side" ] || kill -- -"$side" 2>/dev/null; rm -f "$log"' EXIT
 trap 'exit 130' INT
 # By its path from here ($0 may be relative to another folder).
-nice -n 19 bash tests/all.sh side </dev/null >"$log" 2>&1 &
+setsid nice -n 19 bash tests/all.sh side </dev/null >"$log" 2>&1 &
 side=$!
 go test -race -p 3 -count=1 -timeout 30m ./tests ./...
 tests=$?
+# Once more without -race, at the usual priority (their sessions have
+# time limits): under the race detector rawio makes ordinary system calls,
+# since the detector sees only those.
+go test -count=1 ./internal/rawio ./client || tests=$?
 wait "$side"
 sided=$?
 side=
-echo "--- beside the tests: go vet, macOS and static builds, tests without -race, fuzzers"
+echo "--- beside the tests: go vet, macOS and static builds, image scaling without -race, fuzzers"
 cat "$log"
 if [ "$tests" != 0 ] || [ "$sided" != 0 ]; then
-	echo "FAIL: the race-built tests exited $tests, the checks beside them $sided" >&2
+	echo "FAIL: the tests exited $tests, the checks beside them $sided" >&2
 	exit 1
 fi
