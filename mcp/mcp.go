@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/replhub/replhub/client"
+	"github.com/replhub/replhub/internal/lean"
 	"github.com/replhub/replhub/modules"
 	"github.com/replhub/replhub/wire"
 )
@@ -231,8 +233,18 @@ func checkMaxOutput(n int) error {
 	return nil
 }
 
+// checkTimeout keeps a call's timeout within what the hub takes (0: its
+// default), as the command line does: past it, its conversion to a
+// Duration would overflow into another value.
+func checkTimeout(sec float64) error {
+	if !(sec >= 0 && sec <= lean.MaxTimeout) {
+		return fmt.Errorf("timeout must be between 0 and %d seconds", lean.MaxTimeout)
+	}
+	return nil
+}
+
 func (t *tools) exec(ctx context.Context, req *sdk.CallToolRequest, a ExecArgs) (*sdk.CallToolResult, any, error) {
-	if err := checkMaxOutput(int(a.MaxOutput)); err != nil {
+	if err := errors.Join(checkMaxOutput(int(a.MaxOutput)), checkTimeout(a.Timeout)); err != nil {
 		return failure(err)
 	}
 	o := client.ExecOptions{
@@ -270,7 +282,7 @@ func (t *tools) exec(ctx context.Context, req *sdk.CallToolRequest, a ExecArgs) 
 }
 
 func (t *tools) wait(ctx context.Context, req *sdk.CallToolRequest, a WaitArgs) (*sdk.CallToolResult, any, error) {
-	if err := checkMaxOutput(int(a.MaxOutput)); err != nil {
+	if err := errors.Join(checkMaxOutput(int(a.MaxOutput)), checkTimeout(a.Timeout)); err != nil {
 		return failure(err)
 	}
 	res, err := t.c.WaitCell(t.withID(ctx, req), a.Name, int(a.Cell), time.Duration(a.Timeout*float64(time.Second)), int(a.MaxOutput), progressFor(ctx, req))

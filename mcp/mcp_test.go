@@ -200,19 +200,25 @@ func TestIntArgumentsBeyondRange(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 7, ints, "the integer arguments")
+	const maxOutput = "replhub: max_output must be between 1 and 40000 (a reply holds at most 40000 characters)"
+	const timeout = "replhub: timeout must be between 0 and 600 seconds"
 	for _, c := range []struct {
 		tool string
 		args map[string]any
+		want string
 	}{
-		{"exec", map[string]any{"name": "s", "code": "1", "max_output": 1e20}},
-		{"exec", map[string]any{"name": "s", "code": "1", "max_output": -1e300}},
-		{"wait", map[string]any{"name": "s", "max_output": 1e20}},
+		{"exec", map[string]any{"name": "s", "code": "1", "max_output": 1e20}, maxOutput},
+		{"exec", map[string]any{"name": "s", "code": "1", "max_output": -1e300}, maxOutput},
+		{"wait", map[string]any{"name": "s", "max_output": 1e20}, maxOutput},
+		{"exec", map[string]any{"name": "s", "code": "1", "timeout": 1e10}, timeout},
+		{"exec", map[string]any{"name": "s", "code": "1", "timeout": -1}, timeout},
+		{"wait", map[string]any{"name": "s", "timeout": 1e300}, timeout},
+		{"wait", map[string]any{"name": "s", "timeout": 601}, timeout},
 	} {
 		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: c.tool, Arguments: c.args})
 		require.NoError(t, err)
 		assert.True(t, res.IsError)
-		assert.Equal(t, "replhub: max_output must be between 1 and 40000 (a reply holds at most 40000 characters)",
-			res.Content[0].(*sdk.TextContent).Text, "%s %v", c.tool, c.args)
+		assert.Equal(t, c.want, res.Content[0].(*sdk.TextContent).Text, "%s %v", c.tool, c.args)
 	}
 	var n Int
 	for in, want := range map[string]Int{"7": 7, "-3": -3, "1e20": math.MaxInt, "-1e400": math.MinInt, "1e400": math.MaxInt, "null": 0} {
