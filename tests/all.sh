@@ -2,18 +2,18 @@
 # The whole suite, as CI runs it (the README's test command calls it once
 # the packages it needs are installed).
 #
-# The race-built tests run at the usual priority and, beside them at the
-# lowest (nice 19), the checks that time nothing: `go vet`, the macOS and
-# static builds, the hub's image scaling without -race and the fuzzers. Those take
-# the CPU the tests leave idle while they wait on processes, sockets and
-# timeouts, and give it back whenever a test wants it. Their output is
-# printed after the tests'.
+# `go vet` first; then the race-built tests at the usual priority and,
+# beside them in the scheduler's idle class (SCHED_IDLE, or nice 19 where
+# chrt is missing), the checks that time nothing: the macOS and static
+# builds, the hub's image scaling without -race and the fuzzers. Those
+# take the CPU the tests leave idle while they wait on processes, sockets
+# and timeouts, and give it back the moment a test wants it. Their output
+# is printed after the tests'.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
 if [ "${1:-}" = side ]; then
 	set -e
-	go vet ./...
 	GOOS=darwin go build ./...
 	CGO_ENABLED=0 go build -o /dev/null ./cmd/replhub
 	# The hub's image scaling is too slow to be worth its time under the
@@ -30,6 +30,7 @@ if [ "${1:-}" = side ]; then
 	exit 0
 fi
 
+go vet ./... || exit 1
 log=$(mktemp "${TMPDIR:-/tmp}/replhub-side.XXXXXX") || exit 1
 # A Ctrl-C or a TERM ends the checks beside the tests too, rather than
 # wait for the rest of them or leave them running: as a background job,
@@ -42,7 +43,11 @@ side=
 trap '[ -z "$side" ] || kill -- -"$side" 2>/dev/null; rm -f "$log"' EXIT
 trap 'exit 130' INT
 # By its path from here ($0 may be relative to another folder).
-setsid nice -n 19 bash tests/all.sh side </dev/null >"$log" 2>&1 &
+idle="nice -n 19"
+if command -v chrt >/dev/null; then
+	idle="chrt --idle 0"
+fi
+setsid $idle bash tests/all.sh side </dev/null >"$log" 2>&1 &
 side=$!
 go test -race -p 3 -count=1 -timeout 30m ./tests ./...
 tests=$?
@@ -53,7 +58,7 @@ go test -count=1 ./internal/rawio ./client || tests=$?
 wait "$side"
 sided=$?
 side=
-echo "--- beside the tests: go vet, macOS and static builds, image scaling without -race, fuzzers"
+echo "--- beside the tests: macOS and static builds, image scaling without -race, fuzzers"
 cat "$log"
 if [ "$tests" != 0 ] || [ "$sided" != 0 ]; then
 	echo "FAIL: the tests exited $tests, the checks beside them $sided" >&2
