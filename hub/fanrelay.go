@@ -39,17 +39,13 @@ func (h *Hub) serveFan(cancelled context.Context, from *Session, f *proto.Req) {
 		h.fanOpen(from, f, reply)
 	case (f.Kind == "put" || f.Kind == "get" || f.Kind == "call") && len(f.Targets) > 0 && len(f.Hosts) == 0:
 		h.fanServe(cancelled, from, f, reply)
-		// The members' answers wait in the hub until the caller reads
-		// them, as a single get's answer does, and count toward the
-		// same bound.
-		if n := int64(len(reply.Data)); n > 0 {
-			hold, err := h.holdObject(from, f.Kind, n)
-			if err != nil {
-				*reply = proto.Reply{ID: f.ID, Error: err.Error()}
-				break
-			}
-			defer hold.release()
+		// The members' answers together, as a single get's answer.
+		hold, err := h.holdAnswer(from, f.Kind, reply.Data)
+		if err != nil {
+			*reply = proto.Reply{ID: f.ID, Error: err.Error()}
+			break
 		}
+		defer hold.release()
 	default:
 		reply.Error = fmt.Sprintf("a %s request takes no list of hosts or targets", f.Kind)
 	}

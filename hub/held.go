@@ -51,6 +51,17 @@ func (h *Hub) holdObject(from *Session, kind string, n int64) (*objectHold, erro
 	return o, nil
 }
 
+// holdAnswer counts data, an answer to from's get or call (kind) that
+// waits in the hub until from reads it, toward the same bound as the
+// objects going out; nil for no data. Its release lets it go once the
+// answer is written.
+func (h *Hub) holdAnswer(from *Session, kind string, data []byte) (*objectHold, error) {
+	if len(data) == 0 {
+		return nil, nil
+	}
+	return h.holdObject(from, kind, int64(len(data)))
+}
+
 // retain adds a holder.
 func (o *objectHold) retain() {
 	if o != nil {

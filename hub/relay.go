@@ -141,17 +141,13 @@ func (h *Hub) serve(ctx context.Context, from *Session, f *proto.Req) {
 			reply.Error = "refused"
 		}
 		reply.Data = served.Data
-		// An answer waits in the hub until the caller reads it: it
-		// counts toward the same bound as the objects going out.
-		if len(reply.Data) > 0 {
-			hold, err := h.holdObject(from, f.Kind, int64(len(reply.Data)))
-			if err != nil {
-				reply.OK, reply.Py, reply.Data = false, "", nil
-				fail("%s", err)
-				break
-			}
-			defer hold.release()
+		hold, err := h.holdAnswer(from, f.Kind, reply.Data)
+		if err != nil {
+			reply.OK, reply.Py, reply.Data = false, "", nil
+			fail("%s", err)
+			break
 		}
+		defer hold.release()
 	default:
 		fail("unknown request %q", f.Kind)
 	}
