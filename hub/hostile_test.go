@@ -328,12 +328,7 @@ func TestWaitDuringASwapTakesNothing(t *testing.T) {
 	assert.Equal(t, "session 'loc' is being swapped to disk (its unread output goes with it): try `replhub wait loc` again in a moment", we.Message)
 	assert.False(t, s.cur.collected, "taken during the swap")
 
-	got := make(chan *wire.Result, 1)
-	go func() {
-		res, err := h.Wait(context.Background(), wire.Request{Name: "loc", Timeout: 10}, nil)
-		assert.NoError(t, err)
-		got <- res
-	}()
+	got := waitAsync(t, h, wire.Request{Name: "loc", Timeout: 10})
 	time.Sleep(200 * time.Millisecond)
 	select {
 	case <-got:
@@ -341,13 +336,7 @@ func TestWaitDuringASwapTakesNothing(t *testing.T) {
 	default:
 	}
 	h.endSwapOp(s, op) // the swap failed: the session stays, its result unread
-	select {
-	case res := <-got:
-		require.NotNil(t, res)
-		assert.Equal(t, "42\n", res.Stdout)
-	case <-time.After(5 * time.Second):
-		t.Fatal("the wait did not go on once the swap ended")
-	}
+	gotStdout(t, got, "42\n", "the wait did not go on once the swap ended")
 
 	// A swap that ends while the wait waits for it, and another of the
 	// same session under way as the wait looks its name up again; then
@@ -405,12 +394,7 @@ func TestHugeTimeoutIsTheMost(t *testing.T) {
 	s.mu.Lock()
 	s.state, s.cells, s.cur = stateRunning, 1, r
 	s.mu.Unlock()
-	got := make(chan *wire.Result, 1)
-	go func() {
-		res, err := h.Wait(context.Background(), wire.Request{Name: "loc", Timeout: 1e300}, nil)
-		assert.NoError(t, err)
-		got <- res
-	}()
+	got := waitAsync(t, h, wire.Request{Name: "loc", Timeout: 1e300})
 	select {
 	case res := <-got:
 		t.Fatalf("a wait with a timeout of 1e300 s returned at once: %+v", res)
@@ -419,12 +403,31 @@ func TestHugeTimeoutIsTheMost(t *testing.T) {
 	s.mu.Lock()
 	close(r.finished)
 	s.mu.Unlock()
+	gotStdout(t, got, "44\n", "the wait did not end with its cell")
+}
+
+// waitAsync runs h.Wait(req) on a goroutine of its own; its result comes
+// on the channel returned.
+func waitAsync(t *testing.T, h *Hub, req wire.Request) <-chan *wire.Result {
+	got := make(chan *wire.Result, 1)
+	go func() {
+		res, err := h.Wait(context.Background(), req, nil)
+		assert.NoError(t, err)
+		got <- res
+	}()
+	return got
+}
+
+// gotStdout takes a result from got within 5 s, and fails with why if
+// none comes; its output must be stdout.
+func gotStdout(t *testing.T, got <-chan *wire.Result, stdout, why string) {
+	t.Helper()
 	select {
 	case res := <-got:
 		require.NotNil(t, res)
-		assert.Equal(t, "44\n", res.Stdout)
+		assert.Equal(t, stdout, res.Stdout)
 	case <-time.After(5 * time.Second):
-		t.Fatal("the wait did not end with its cell")
+		t.Fatal(why)
 	}
 }
 
