@@ -42,11 +42,11 @@ log=$(mktemp "${TMPDIR:-/tmp}/replhub-side.XXXXXX") || exit 1
 side=
 trap '[ -z "$side" ] || kill -- -"$side" 2>/dev/null; rm -f "$log"' EXIT
 trap 'exit 130' INT
-# By its path from here ($0 may be relative to another folder).
 idle="nice -n 19"
 if command -v chrt >/dev/null; then
 	idle="chrt --idle 0"
 fi
+# By its path from here ($0 may be relative to another folder).
 setsid $idle bash tests/all.sh side </dev/null >"$log" 2>&1 &
 side=$!
 go test -race -p 3 -count=1 -timeout 30m ./tests ./...
