@@ -17,11 +17,13 @@
 // raw call, and with it the thread the scheduler counts on to run
 // everything else. A Unix socket's peer may pass descriptors, which a read
 // that does not take them closes: the close of a TCP socket that lingers
-// sleeps, inside the read. So TCP connections (Conn), and Unix sockets
-// only to a peer the program trusts (Trusted: the client package's to its
-// own hub); pipes, files and the hub's own Unix sockets are left to os and
-// net. Elsewhere than on Linux, and under the race detector (which sees
-// only the calls syscall makes), the calls are ordinary ones.
+// sleeps, inside the read. So TCP connections (Conn), Unix sockets to a
+// peer the program trusts (Trusted: the client package's to its own hub),
+// and Unix sockets that refuse descriptors (Unix: Linux 6.16 and later
+// can make a socket refuse them, RefuseRights, and then a peer's sendmsg
+// that passes one fails); pipes, files and other Unix sockets are left to
+// os and net. Elsewhere than on Linux, and under the race detector (which
+// sees only the calls syscall makes), the calls are ordinary ones.
 package rawio
 
 import (
@@ -45,6 +47,38 @@ func Conn(c net.Conn) net.Conn {
 // Trusted is c read and written with raw system calls: c's peer must be
 // one that passes no descriptors (see the package's comment).
 func Trusted(c *net.UnixConn) net.Conn { return raw(c, "unix") }
+
+// RefuseRights makes the Unix socket or listener c refuse descriptors
+// (SO_PASSRIGHTS): a peer's sendmsg that passes one fails with EPERM,
+// and a socket that a listener accepts refuses them as the listener
+// does, from its connect on. It fails where the kernel cannot (before
+// Linux 6.16; other systems).
+func RefuseRights(c syscall.Conn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = refuseRights(fd) }); err != nil {
+		return err
+	}
+	return serr
+}
+
+// Unix is c read and written with raw system calls when c refuses
+// descriptors (RefuseRights, on c or the listener that accepted it);
+// otherwise it is c.
+func Unix(c *net.UnixConn) net.Conn {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return c
+	}
+	refuses := false
+	if rc.Control(func(fd uintptr) { refuses = refusesRights(fd) }) != nil || !refuses {
+		return c
+	}
+	return raw(c, "unix")
+}
 
 // raw is c read and written with raw system calls, when its descriptor
 // is nonblocking.

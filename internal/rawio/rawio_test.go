@@ -151,3 +151,58 @@ func TestConnIsTheRealConn(t *testing.T) {
 	assert.NoError(t, a.Close())
 	assert.True(t, errors.Is(a.Close(), net.ErrClosed), "Close is the connection's")
 }
+
+// A Unix socket goes raw through Unix only when it refuses descriptors:
+// set on it, or on the listener that accepted it, from the peer's
+// connect on. A peer's descriptor is refused at its sendmsg, and the
+// stream goes on. Where the kernel cannot refuse them (before Linux
+// 6.16), nothing goes raw.
+func TestUnixGoesRawOnlyWhenItRefusesDescriptors(t *testing.T) {
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(t.TempDir(), "s"), Net: "unix"})
+	require.NoError(t, err)
+	defer ln.Close()
+	refused := RefuseRights(ln)
+	c, err := net.DialUnix("unix", nil, ln.Addr().(*net.UnixAddr))
+	require.NoError(t, err)
+	defer c.Close()
+	// Passed before the accept: the accepted socket refuses it already.
+	_, _, sendErr := c.WriteMsgUnix([]byte("a"), syscall.UnixRights(0), nil)
+	s, err := ln.AcceptUnix()
+	require.NoError(t, err)
+	defer s.Close()
+	a := Unix(s)
+	if refused != nil {
+		assert.ErrorIs(t, refused, syscall.ENOPROTOOPT)
+		assert.Equal(t, s, a, "a socket that takes descriptors is left to net")
+		t.Skipf("this kernel cannot refuse descriptors: %v", refused)
+	}
+	assert.ErrorIs(t, sendErr, syscall.EPERM, "the peer's descriptor is refused at its sendmsg")
+	_, raw := a.(conn)
+	require.True(t, raw, "a socket that refuses descriptors goes raw")
+	_, err = c.Write([]byte("b"))
+	require.NoError(t, err)
+	got := make([]byte, 8)
+	n, err := a.Read(got)
+	require.NoError(t, err)
+	assert.Equal(t, "b", string(got[:n]), "nothing of the refused message came")
+
+	// One end of a pair, set on it alone.
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	f0, f1 := os.NewFile(uintptr(fds[0]), "a"), os.NewFile(uintptr(fds[1]), "b")
+	defer f1.Close()
+	fc, err := net.FileConn(f0)
+	f0.Close()
+	require.NoError(t, err)
+	defer fc.Close()
+	_, raw = Unix(fc.(*net.UnixConn)).(conn)
+	assert.False(t, raw, "a pair's end that takes descriptors is left to net")
+	require.NoError(t, RefuseRights(fc.(*net.UnixConn)))
+	_, raw = Unix(fc.(*net.UnixConn)).(conn)
+	assert.True(t, raw)
+	peer, err := net.FileConn(f1)
+	require.NoError(t, err)
+	defer peer.Close()
+	_, _, err = peer.(*net.UnixConn).WriteMsgUnix([]byte("c"), syscall.UnixRights(0), nil)
+	assert.ErrorIs(t, err, syscall.EPERM)
+}
