@@ -3324,7 +3324,8 @@ def main(argv):
         import stat
         try:
             fd = int(argv[argv.index("--cells") + 1])
-            if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):  # a pipe, or a socket pair
                 cells = fcntl.fcntl(fd, fcntl.F_DUPFD, 10)
                 os.set_inheritable(cells, False)
                 os.close(fd)

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/replhub/replhub/internal/rawio"
 	"github.com/replhub/replhub/safesock"
 	"github.com/replhub/replhub/sudo"
 	"github.com/replhub/replhub/wire"
@@ -44,7 +45,8 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 			Message: "hub: refused: " + err.Error() + "; a hub serves only its own user"}})
 		return
 	}
-	k := &conn{h: h, c: c, r: wire.NewReader(c), reqs: make(chan incoming), gone: make(chan struct{}), turn: make(chan struct{}, 1)}
+	rw := rawio.Unix(c) // raw calls where c refuses descriptors (safesock.Listen)
+	k := &conn{h: h, c: c, rw: rw, r: wire.NewReader(rw), reqs: make(chan incoming), gone: make(chan struct{}), turn: make(chan struct{}, 1)}
 	k.cctx, k.ccancel = context.WithCancelCause(ctx)
 	defer k.ccancel(nil)
 	k.turn <- struct{}{}
@@ -71,9 +73,10 @@ func clientGone(ctx context.Context) bool { return errors.Is(context.Cause(ctx),
 
 // conn is one client connection being served.
 type conn struct {
-	h *Hub
-	c *net.UnixConn
-	r *wire.Reader
+	h  *Hub
+	c  *net.UnixConn
+	rw net.Conn // c, or c read and written with raw calls
+	r  *wire.Reader
 	// reqs hands a request that came while another was answered to its
 	// next; gone is closed, and cctx cancelled, when the client went away.
 	reqs    chan incoming
@@ -164,7 +167,7 @@ func (k *conn) send(r wire.Reply) error {
 	k.wmu.Lock()
 	defer k.wmu.Unlock()
 	r.V = wire.Version
-	return wire.Write(k.c, r)
+	return wire.Write(k.rw, r)
 }
 
 // answer answers one request; false means the connection is over.

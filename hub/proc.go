@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/replhub/replhub/internal/rawio"
 )
 
 // A Proc is a running worker: a local child process here; later a root
@@ -48,11 +50,12 @@ func (e Exit) String() string {
 }
 
 // localProc is a worker started on this machine, in its own process group,
-// with its three fds on pipes the hub owns.
+// with its three fds on pipes the hub owns (its stdout, with a cell pipe,
+// on a socket: see startLocal).
 type localProc struct {
 	cmd    *exec.Cmd
 	stdin  *os.File
-	stdout *os.File
+	stdout io.ReadCloser
 	stderr *os.File
 	// root is set for a worker under sudo: the hub may signal sudo (its
 	// real uid is ours) but not the root worker.
@@ -61,7 +64,7 @@ type localProc struct {
 	sock string
 	// cells, when set, is the pipe of the worker's exec frames (its fd 3,
 	// see Session.send); its stdin has the other frames.
-	cells *os.File
+	cells io.WriteCloser
 	// link is the cell link that takes the place of cells for a worker
 	// without it (Session.takeCellLink).
 	link heldLink
@@ -69,11 +72,21 @@ type localProc struct {
 
 // startLocal starts argv[0] with argv[1:] in dir with env; with cells, a
 // fourth pipe is its fd 3 (localProc.cells).
+//
+// With cells, the two streams of a round trip (the exec frames, and the
+// worker's stdout, which brings its done frames) are Unix socket pairs
+// instead, where the hub's ends can refuse descriptors (workerSocket):
+// the hub reads and writes them with raw calls, which do not wake the Go
+// runtime's monitor thread at each cell.
 func startLocal(argv []string, dir string, env []string, cells bool) (*localProc, error) {
 	var files []*os.File
+	var conns []io.Closer
 	closeAll := func() {
 		for _, f := range files {
 			f.Close()
+		}
+		for _, c := range conns {
+			c.Close()
 		}
 	}
 	pipe := func() (r, w *os.File, err error) {
@@ -87,22 +100,39 @@ func startLocal(argv []string, dir string, env []string, cells bool) (*localProc
 	if err != nil {
 		return nil, err
 	}
-	outR, outW, err := pipe()
-	if err != nil {
-		closeAll()
-		return nil, err
+	var stdout io.ReadCloser
+	var cellW io.WriteCloser
+	var outW, cellR *os.File
+	if cells {
+		if hub, worker, ok := workerSocket(); ok {
+			conns, files = append(conns, hub), append(files, worker)
+			stdout, outW = hub, worker
+			if hub, worker, ok = workerSocket(); ok {
+				conns, files = append(conns, hub), append(files, worker)
+				cellW, cellR = hub, worker
+			}
+		}
+	}
+	if stdout == nil {
+		var outR *os.File
+		if outR, outW, err = pipe(); err != nil {
+			closeAll()
+			return nil, err
+		}
+		stdout = outR
 	}
 	errR, errW, err := pipe()
 	if err != nil {
 		closeAll()
 		return nil, err
 	}
-	var cellR, cellW *os.File
-	if cells {
-		if cellR, cellW, err = pipe(); err != nil {
+	if cells && cellW == nil {
+		var w *os.File
+		if cellR, w, err = pipe(); err != nil {
 			closeAll()
 			return nil, err
 		}
+		cellW = w
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
@@ -122,7 +152,45 @@ func startLocal(argv []string, dir string, env []string, cells bool) (*localProc
 	if cells {
 		cellR.Close()
 	}
-	return &localProc{cmd: cmd, stdin: inW, stdout: outR, stderr: errR, cells: cellW}, nil
+	return &localProc{cmd: cmd, stdin: inW, stdout: stdout, stderr: errR, cells: cellW}, nil
+}
+
+// workerSocket is a Unix socket pair for one of a worker's streams: the
+// hub's end, which refuses descriptors and is read and written with raw
+// calls (rawio.Unix), and the worker's, a blocking file for its fd. ok is
+// false, nothing left open, where the kernel cannot refuse descriptors
+// (before Linux 6.16): the caller takes a pipe, whose raw calls a worker
+// could make sleep.
+func workerSocket() (hub net.Conn, worker *os.File, ok bool) {
+	syscall.ForkLock.RLock()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err == nil {
+		syscall.CloseOnExec(fds[0])
+		syscall.CloseOnExec(fds[1])
+	}
+	syscall.ForkLock.RUnlock()
+	if err != nil {
+		return nil, nil, false
+	}
+	hf := os.NewFile(uintptr(fds[0]), "worker socket")
+	worker = os.NewFile(uintptr(fds[1]), "worker socket")
+	defer hf.Close() // FileConn keeps a copy
+	if rawio.RefuseRights(hf) != nil {
+		worker.Close()
+		return nil, nil, false
+	}
+	c, err := net.FileConn(hf)
+	if err != nil {
+		worker.Close()
+		return nil, nil, false
+	}
+	uc, isUnix := c.(*net.UnixConn)
+	if !isUnix {
+		c.Close()
+		worker.Close()
+		return nil, nil, false
+	}
+	return rawio.Unix(uc), worker, true
 }
 
 // heldLink is a cell link (dialCells) that a Proc keeps for its end to

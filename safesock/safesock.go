@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/replhub/replhub/internal/lean"
+	"github.com/replhub/replhub/internal/rawio"
 )
 
 // ErrNoHub means nothing listens on the socket (absent or stale).
@@ -61,6 +62,9 @@ func Listen(path string) (*net.UnixListener, error) {
 		return nil, fmt.Errorf("safesock: %w", err)
 	}
 	ln.SetUnlinkOnClose(true)
+	// No client passes descriptors; where the kernel can refuse them, the
+	// hub reads its clients with raw calls (rawio.Unix).
+	rawio.RefuseRights(ln)
 	if err := os.Chmod(path, 0o600); err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("safesock: %w", err)

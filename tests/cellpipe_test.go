@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"net"
+	"os"
 	"strings"
 	"syscall"
 	"testing"
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replhub/replhub/internal/rawio"
 	"github.com/replhub/replhub/tests/hubtest"
 )
 
@@ -63,6 +66,61 @@ func TestLocalCellsComeOnTheirOwnPipe(t *testing.T) {
 	r = e.Run("exec", "c", probe)
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "(True, 7)", "every cell came on one: %s", r)
+}
+
+// streamsProbe is a cell whose value says, for the worker's cell pipe and
+// the stream its frames go out on, what each is, and whether a descriptor
+// sent on it gets through.
+const streamsProbe = `import array, gc, os, socket, stat
+def _probe(fd):
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISSOCK(mode):
+        return "fifo" if stat.S_ISFIFO(mode) else "other"
+    s = socket.socket(fileno=os.dup(fd))
+    try:
+        s.sendmsg([b"x"], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [0]))])
+        return "socket, took a descriptor"
+    except PermissionError:
+        return "socket, refused"
+    finally:
+        s.close()
+_s = [o for o in gc.get_objects() if type(o).__name__ == "Session" and hasattr(o, "cells_read")][0]
+_c = [o for o in gc.get_objects() if type(o).__name__ == "Channel"][0]
+print([_probe(_s.cells.fd), _probe(_c._w)])`
+
+// A local session's round trip goes on two Unix socket pairs (its cell
+// pipe, and the stream its frames go out on) where the kernel lets the
+// hub's ends refuse descriptors (Linux 6.16 and later), which the hub
+// then reads and writes with raw calls; elsewhere on pipes, as before.
+// A descriptor that a cell, or a client on the hub's socket, tries to
+// pass is refused at its sendmsg, and the session and the hub go on.
+func TestLocalStreamsRefuseDescriptors(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	require.NoError(t, err)
+	f := os.NewFile(uintptr(fds[0]), "probe")
+	can := rawio.RefuseRights(f) == nil
+	f.Close()
+	syscall.Close(fds[1])
+
+	r := e.Run("exec", "c", streamsProbe)
+	require.Equal(t, 0, r.Code, "%s", r)
+	if can {
+		assert.Contains(t, r.Stdout, "['socket, refused', 'socket, refused']", "%s", r)
+	} else {
+		assert.Contains(t, r.Stdout, "['fifo', 'fifo']", "%s", r)
+	}
+	assert.Contains(t, ok(t, e.Run("exec", "c", "6 * 7")), "Out[2]: 42", "the session goes on")
+
+	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: e.Paths.Socket(), Net: "unix"})
+	require.NoError(t, err)
+	defer c.Close()
+	_, _, err = c.WriteMsgUnix([]byte("{}\n"), syscall.UnixRights(0), nil)
+	if can {
+		assert.ErrorIs(t, err, syscall.EPERM, "the hub's socket refuses descriptors")
+	}
+	assert.Contains(t, ok(t, e.Run("exec", "c", "7 * 6")), "Out[3]: 42", "the hub goes on")
 }
 
 // A session whose worker kept more output than its socket holds while no
