@@ -69,6 +69,10 @@ type Hub struct {
 	frameStall   time.Duration
 	workerPath   string
 
+	// behind is the sessions whose last cells' records are written
+	// behind (behind.go).
+	behind behindSet
+
 	stop chan struct{} // closed by a client's stop request
 	once sync.Once
 	// held counts the bytes of requests' objects on their way to their

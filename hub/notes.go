@@ -210,29 +210,53 @@ func (h *Hub) deadNamesLocked(self string) []string {
 
 // transcribe appends a cell to its session's transcript, which stays open
 // for the session's life, and brings its live record's cell count up to
-// date. Nothing ever runs a transcript: it is a record for people.
+// date: at once, or for a cell that came right after another, within
+// behindAfter (behind.go). Nothing ever runs a transcript: it is a record
+// for people.
 func (h *Hub) transcribe(s *Session, r *run, code string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	hot := !s.transcribed.IsZero() && r.start.Sub(s.transcribed) < behindAfter
+	s.transcribed = r.start
+	// One write for a small cell; a big one is written from where it
+	// lies, not copied behind its header (a cell may be tens of MB).
+	small := len(code) <= 64<<10
+	if hot && small {
+		s.behind = appendCell(s.behind, r, s.info.Cwd, code)
+		s.behindLive = true
+		h.behindLocked(s)
+		return
+	}
+	h.flushBehindLocked(s)
 	h.touchLiveLocked(s)
 	if err := s.openTranscriptLocked(); err != nil {
 		return
 	}
 	defer s.releaseTranscriptLocked()
-	// One write for a small cell; a big one is written from where it
-	// lies, not copied behind its header (a cell may be tens of MB).
-	b := fmt.Appendf(make([]byte, 0, 128+min(len(code), 64<<10)), "\n# ---- cell %d · %s · cwd %s\n", r.cell, r.start.Format(time.RFC3339), s.info.Cwd)
-	if len(code) > 64<<10 {
-		s.transcript.Write(b)
-		b = b[:0]
-		io.WriteString(s.transcript, code)
-	} else {
-		b = append(b, code...)
+	if small {
+		s.transcript.Write(appendCell(make([]byte, 0, 128+len(code)), r, s.info.Cwd, code))
+		return
 	}
+	s.transcript.Write(cellHeader(nil, r, s.info.Cwd))
+	io.WriteString(s.transcript, code)
+	if !strings.HasSuffix(code, "\n") {
+		s.transcript.Write([]byte{'\n'})
+	}
+}
+
+// cellHeader appends the line that begins cell r in the transcript.
+func cellHeader(b []byte, r *run, cwd string) []byte {
+	return fmt.Appendf(b, "\n# ---- cell %d · %s · cwd %s\n", r.cell, r.start.Format(time.RFC3339), cwd)
+}
+
+// appendCell appends cell r as the transcript has it: its header line,
+// then its code, ended by a newline.
+func appendCell(b []byte, r *run, cwd, code string) []byte {
+	b = append(cellHeader(b, r, cwd), code...)
 	if !strings.HasSuffix(code, "\n") {
 		b = append(b, '\n')
 	}
-	s.transcript.Write(b)
+	return b
 }
 
 // releaseTranscriptLocked closes the transcript after a write that came

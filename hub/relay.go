@@ -575,6 +575,7 @@ var comment = strings.NewReplacer("\r\n", "\n# ", "\n", "\n# ", "\r", "\n# ")
 
 // transcribeNoteLocked is transcribeNote with s.mu held.
 func (h *Hub) transcribeNoteLocked(s *Session, title, body string) {
+	h.flushBehindLocked(s)
 	if err := s.openTranscriptLocked(); err != nil {
 		return
 	}

@@ -60,6 +60,8 @@ func (h *Hub) Run(ctx context.Context, ln *net.UnixListener) error {
 // stopped. A hub restarting on request (restart) ends only the sessions
 // that are not durable, and leaves the others to the next hub.
 func (h *Hub) shutdown() {
+	h.flushBehind()
+	defer h.flushBehind() // cells that began as it went on
 	var all []*Session
 	why := "the hub stopped"
 	if h.restarting.Load() {

@@ -110,14 +110,20 @@ type Session struct {
 	rss            int64
 	killed         bool // a deliberate kill: no death note
 	death          string
-	noise          bytes.Buffer                 // what came before ready
-	transcript     *os.File                     // opened at the first cell, closed at exit
-	transcriptShut bool                         // the worker exited: a late write opens the file and closes it
-	serving        *serveOp                     // a put/get/call served for another session
-	waitingOn      map[int64]*relayLink         // this session's requests by id, to cancel them
-	running        map[int64]context.CancelFunc // its sh, put/get/call, push/pull and group requests, by id
-	origin         wire.Request                 // the creator's cwd and environment
-	watch          *sudo.Watcher                // sudo's stderr while a root worker starts
+	noise          bytes.Buffer // what came before ready
+	transcript     *os.File     // opened at the first cell, closed at exit
+	transcriptShut bool         // the worker exited: a late write opens the file and closes it
+	// behind is the transcript's lines of cells written behind (behind.go),
+	// behindLive whether the live record's rewrite is too; transcribed is
+	// when the last cell was recorded.
+	behind      []byte
+	behindLive  bool
+	transcribed time.Time
+	serving     *serveOp                     // a put/get/call served for another session
+	waitingOn   map[int64]*relayLink         // this session's requests by id, to cancel them
+	running     map[int64]context.CancelFunc // its sh, put/get/call, push/pull and group requests, by id
+	origin      wire.Request                 // the creator's cwd and environment
+	watch       *sudo.Watcher                // sudo's stderr while a root worker starts
 	// private is a run's session (private.go): never listed nor named in
 	// another reply, no death note, a transcript only with transcribe.
 	private, transcribe bool
@@ -184,6 +190,7 @@ func (s *Session) waitExit() {
 	s.hub.sessionExited(s, ex)
 	p.Close()
 	s.mu.Lock()
+	s.hub.flushBehindLocked(s)
 	if s.transcript != nil {
 		s.transcript.Close()
 		s.transcript = nil

@@ -52,3 +52,57 @@ func TestTranscriptNoteIsAllComment(t *testing.T) {
 		assert.NotContains(t, line, "\r")
 	}
 }
+
+// A cell that comes within behindAfter of its session's last is written
+// behind: not at once, but within the bound, in order, before any note
+// that comes after it; its live record's count with it. A cell after a pause is written at once.
+func TestCellsRightAfterOthersAreWrittenBehind(t *testing.T) {
+	p := testPaths(t)
+	h := testHub(t, p)
+	h.behind.after = time.Hour // written behind until a note, or flushBehind
+	s := startedSession(h, "x", 4242)
+	h.recordLive(s)
+	read := func() string {
+		b, err := os.ReadFile(p.Transcript("x"))
+		require.NoError(t, err)
+		return string(b)
+	}
+	cell := func(n int, at time.Time, code string) {
+		s.mu.Lock()
+		s.cells = n
+		s.mu.Unlock()
+		h.transcribe(s, &run{cell: n, start: at}, code)
+	}
+	t0 := time.Now()
+	cell(1, t0, "a = 1")
+	assert.Contains(t, read(), "a = 1", "the first cell is written at once")
+	assert.Equal(t, 1, readRecord(t, h.livePath("x")).Cells)
+
+	cell(2, t0.Add(100*time.Microsecond), "b = 2")
+	assert.NotContains(t, read(), "b = 2", "a cell right after another is written behind")
+	h.transcribeNote(s, "put from 'y'", "z")
+	got := read()
+	require.Contains(t, got, "b = 2", "a note comes after the cells before it")
+	assert.Less(t, strings.Index(got, "b = 2"), strings.Index(got, "# ---- put from 'y'"))
+	assert.Equal(t, 2, readRecord(t, h.livePath("x")).Cells)
+
+	cell(3, t0.Add(200*time.Microsecond), "c = 3")
+	cell(4, t0.Add(300*time.Microsecond), "d = 4")
+	assert.NotContains(t, read(), "c = 3")
+	assert.Equal(t, 2, readRecord(t, h.livePath("x")).Cells)
+	h.flushBehind() // what the timer runs
+	got = read()
+	assert.Less(t, strings.Index(got, "c = 3"), strings.Index(got, "d = 4"), "in order")
+	assert.True(t, strings.HasSuffix(got, "# ---- cell 4 · "+t0.Add(300*time.Microsecond).Format(time.RFC3339)+" · cwd \nd = 4\n"), "%q", got)
+	assert.Equal(t, 4, readRecord(t, h.livePath("x")).Cells)
+
+	cell(5, t0.Add(time.Second), "e = 5")
+	assert.Contains(t, read(), "e = 5", "a cell after a pause is written at once")
+
+	// Within the bound, with nothing else to write it.
+	h.behind.mu.Lock()
+	h.behind.after = 0
+	h.behind.mu.Unlock()
+	cell(6, t0.Add(time.Second+time.Microsecond), "f = 6")
+	assert.Eventually(t, func() bool { return strings.Contains(read(), "f = 6") }, 5*time.Second, behindAfter)
+}
