@@ -96,12 +96,22 @@ IDLE, PARSING, RUNNING, TRANSFER, FINISHING = "idle", "parsing", "running", "tra
 def _grow_pipe(fd):
     """Before the first big frame each way: a 1 MiB pipe moves a file chunk
     in a few wakeups, not one per 64 KiB. Linux only, best effort
-    (F_SETPIPE_SZ is 1031); a socket or a terminal just says no."""
+    (F_SETPIPE_SZ is 1031); a socket pair's end (a local worker's stdout)
+    takes a 1 MiB send buffer instead, as far as the kernel lets it; a
+    terminal just says no."""
     try:
         import fcntl
         fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), 1 << 20)
     except Exception:
-        pass
+        try:
+            import socket
+            s = socket.socket(fileno=fd)
+            try:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 1 << 20)
+            finally:
+                s.detach()
+        except Exception:
+            pass
 
 
 _MSG_DONTWAIT = 0x40  # Linux's; socket.MSG_DONTWAIT where the module has it
