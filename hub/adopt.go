@@ -366,9 +366,11 @@ func (h *Hub) handOver() []*Session {
 			ho.Result = r.result
 		}
 		s.handQueueOverLocked(ho)
-		rec := h.liveRecordLocked(s)
-		rec.Handover = ho
-		h.rewriteLiveLocked(s, rec)
+		// Kept for each rewrite after this one: a cell's sent after the
+		// hand-over (a queued cell's, which the hand-over carries too), or
+		// one's written behind (flushBehind).
+		s.handedOver = ho
+		h.rewriteLiveLocked(s, h.liveRecordLocked(s))
 		s.mu.Unlock()
 	}
 	return rest

@@ -91,6 +91,7 @@ func (h *Hub) liveRecordLocked(s *Session) liveRecord {
 		Started: s.started, Cells: s.cells, Seen: time.Now(),
 		HubPid: selfPid(), HubStart: selfStart(),
 		Sock: s.sock, WorkerStart: s.workerStart, Private: s.private,
+		Handover: s.handedOver,
 	}
 }
 

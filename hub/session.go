@@ -124,6 +124,9 @@ type Session struct {
 	running     map[int64]context.CancelFunc // its sh, put/get/call, push/pull and group requests, by id
 	origin      wire.Request                 // the creator's cwd and environment
 	watch       *sudo.Watcher                // sudo's stderr while a root worker starts
+	// handedOver is what a restart's handOver left in the live record;
+	// a later rewrite (a cell's count) keeps it.
+	handedOver *handover
 	// private is a run's session (private.go): never listed nor named in
 	// another reply, no death note, a transcript only with transcribe.
 	private, transcribe bool

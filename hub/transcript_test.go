@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -8,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/replhub/replhub/proto"
 )
 
 // A cell is written to the transcript after its exec frame went; when the
@@ -106,3 +109,56 @@ func TestCellsRightAfterOthersAreWrittenBehind(t *testing.T) {
 	cell(6, t0.Add(time.Second+time.Microsecond), "f = 6")
 	assert.Eventually(t, func() bool { return strings.Contains(read(), "f = 6") }, 5*time.Second, behindAfter)
 }
+
+// A restart's hand-over stays in a session's live record to the end: a
+// cell that came as the hub stopped, after the stop's first flushBehind,
+// and was written behind, or a queued cell whose frame went after the
+// hand-over, rewrites the record with its count, and the hand-over with
+// it, whether at once or from flushBehind (the timer's, or the stop's
+// last).
+func TestHandoverStaysInTheLiveRecord(t *testing.T) {
+	p := testPaths(t)
+	h := testHub(t, p)
+	h.behind.after = time.Hour // written behind until flushBehind
+	s := startedSession(h, "x", 4242)
+	s.sock = "/nonexistent/worker.sock"
+	close(s.ready)
+	s.w = proto.NewWriter(brokenWriter{}) // no detach is sent; the hand-over goes on
+	h.mu.Lock()
+	h.sessions["x"] = s
+	h.mu.Unlock()
+	h.recordLive(s)
+	cell := func(n int, at time.Time, code string) {
+		s.mu.Lock()
+		s.cells = n
+		s.mu.Unlock()
+		h.transcribe(s, &run{cell: n, start: at}, code)
+	}
+	handedOver := func(cells int) {
+		t.Helper()
+		rec := readRecord(t, h.livePath("x"))
+		assert.NotNil(t, rec.Handover, "the record keeps its hand-over")
+		assert.Equal(t, cells, rec.Cells)
+	}
+	t0 := time.Now()
+	cell(1, t0, "a = 1")
+	h.flushBehind() // the stop's first
+	cell(2, t0.Add(100*time.Microsecond), "b = 2")
+	assert.Empty(t, h.handOver(), "the session is handed over")
+	handedOver(2)
+	h.flushBehind() // the timer's
+	handedOver(2)
+
+	cell(3, t0.Add(200*time.Microsecond), "c = 3") // written behind
+	h.flushBehind()                                // the stop's last
+	handedOver(3)
+	cell(4, t0.Add(time.Second), "d = 4") // at once
+	handedOver(4)
+	b, err := os.ReadFile(p.Transcript("x"))
+	require.NoError(t, err)
+	assert.Regexp(t, `(?s)a = 1\n.*b = 2\n.*c = 3\n.*d = 4\n$`, string(b))
+}
+
+type brokenWriter struct{}
+
+func (brokenWriter) Write([]byte) (int, error) { return 0, io.ErrClosedPipe }
