@@ -75,7 +75,7 @@ type localProc struct {
 //
 // With cells, the two streams of a round trip (the exec frames, and the
 // worker's stdout, which brings its done frames) are Unix socket pairs
-// instead, where the hub's ends can refuse descriptors (workerSocket):
+// instead, where the hub's ends can refuse descriptors (socketPair):
 // the hub reads and writes them with raw calls, which do not wake the Go
 // runtime's monitor thread at each cell.
 func startLocal(argv []string, dir string, env []string, cells bool) (*localProc, error) {
@@ -104,12 +104,14 @@ func startLocal(argv []string, dir string, env []string, cells bool) (*localProc
 	var cellW io.WriteCloser
 	var outW, cellR *os.File
 	if cells {
-		if hub, worker, ok := workerSocket(); ok {
+		if hub, worker, ok := socketPair(0); ok {
 			conns, files = append(conns, hub), append(files, worker)
-			stdout, outW = hub, worker
-			if hub, worker, ok = workerSocket(); ok {
+			stdout, outW = rawio.Unix(hub), worker
+			// The hub's end holds at least what a pipe holds: a cell's
+			// frame up to asyncExecAt is written in the exec's call.
+			if hub, worker, ok = socketPair(256 << 10); ok {
 				conns, files = append(conns, hub), append(files, worker)
-				cellW, cellR = hub, worker
+				cellW, cellR = rawio.Unix(hub), worker
 			}
 		}
 	}
@@ -155,13 +157,13 @@ func startLocal(argv []string, dir string, env []string, cells bool) (*localProc
 	return &localProc{cmd: cmd, stdin: inW, stdout: stdout, stderr: errR, cells: cellW}, nil
 }
 
-// workerSocket is a Unix socket pair for one of a worker's streams: the
-// hub's end, which refuses descriptors and is read and written with raw
-// calls (rawio.Unix), and the worker's, a blocking file for its fd. ok is
+// socketPair is a Unix socket pair for one of a worker's streams: the
+// hub's end, which refuses descriptors, so that raw calls may read and
+// write it (rawio.Unix), and the worker's, a blocking file for its fd. ok is
 // false, nothing left open, where the kernel cannot refuse descriptors
 // (before Linux 6.16): the caller takes a pipe, whose raw calls a worker
-// could make sleep.
-func workerSocket() (hub net.Conn, worker *os.File, ok bool) {
+// could make sleep. sndbuf, when not 0, is the hub's end's send buffer.
+func socketPair(sndbuf int) (hub *net.UnixConn, worker *os.File, ok bool) {
 	syscall.ForkLock.RLock()
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
 	if err == nil {
@@ -171,6 +173,9 @@ func workerSocket() (hub net.Conn, worker *os.File, ok bool) {
 	syscall.ForkLock.RUnlock()
 	if err != nil {
 		return nil, nil, false
+	}
+	if sndbuf != 0 {
+		syscall.SetsockoptInt(fds[0], syscall.SOL_SOCKET, syscall.SO_SNDBUF, sndbuf)
 	}
 	hf := os.NewFile(uintptr(fds[0]), "worker socket")
 	worker = os.NewFile(uintptr(fds[1]), "worker socket")
@@ -190,7 +195,7 @@ func workerSocket() (hub net.Conn, worker *os.File, ok bool) {
 		worker.Close()
 		return nil, nil, false
 	}
-	return rawio.Unix(uc), worker, true
+	return uc, worker, true
 }
 
 // heldLink is a cell link (dialCells) that a Proc keeps for its end to
