@@ -45,7 +45,10 @@ func (h *Hub) serveConn(ctx context.Context, c *net.UnixConn) {
 			Message: "hub: refused: " + err.Error() + "; a hub serves only its own user"}})
 		return
 	}
-	rw := rawio.Unix(c) // raw calls where c refuses descriptors (safesock.Listen)
+	var rw net.Conn = c
+	if !h.plainStreams {
+		rw = rawio.Unix(c) // raw calls where c refuses descriptors (safesock.Listen)
+	}
 	k := &conn{h: h, c: c, rw: rw, r: wire.NewReader(rw), reqs: make(chan incoming), gone: make(chan struct{}), turn: make(chan struct{}, 1)}
 	k.cctx, k.ccancel = context.WithCancelCause(ctx)
 	defer k.ccancel(nil)

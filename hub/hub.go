@@ -91,6 +91,10 @@ type Hub struct {
 	// reader starts (see conn.read); zero means readAheadAfter.
 	readAhead time.Duration
 	aheads    aheads
+	// plainStreams (REPLHUB_PLAIN_STREAMS, for tests) gives local workers
+	// pipes and clients ordinary calls, as on a kernel that cannot make a
+	// socket refuse descriptors (startLocal, serveConn).
+	plainStreams bool
 	// floods tells trimLoop of a flood of output let go (trim.go).
 	floods chan struct{}
 
@@ -142,6 +146,7 @@ func New(o Options) (*Hub, error) {
 		startTimeout: o.StartTimeout, frameStall: o.FrameStall, workerPath: wp,
 		stop: make(chan struct{}), floods: make(chan struct{}, 1), sessions: map[string]*Session{}, groups: map[string]groupRecord{}, fanCells: map[string]*fanCells{},
 		dead: loadDeadNames(o.Paths.DeadDir()), memory: findCeiling(),
+		plainStreams: os.Getenv("REPLHUB_PLAIN_STREAMS") != "",
 	}
 	h.pythons = &pyfind.Cache{File: o.Paths.PythonCache()}
 	payload.UseCache(h.pythons)

@@ -77,8 +77,8 @@ type localProc struct {
 // worker's stdout, which brings its done frames) are Unix socket pairs
 // instead, where the hub's ends can refuse descriptors (socketPair):
 // the hub reads and writes them with raw calls, which do not wake the Go
-// runtime's monitor thread at each cell.
-func startLocal(argv []string, dir string, env []string, cells bool) (*localProc, error) {
+// runtime's monitor thread at each cell. sockets false keeps them pipes.
+func startLocal(argv []string, dir string, env []string, cells, sockets bool) (*localProc, error) {
 	var files []*os.File
 	var conns []io.Closer
 	closeAll := func() {
@@ -103,7 +103,7 @@ func startLocal(argv []string, dir string, env []string, cells bool) (*localProc
 	var stdout io.ReadCloser
 	var cellW io.WriteCloser
 	var outW, cellR *os.File
-	if cells {
+	if cells && sockets {
 		if hub, worker, ok := socketPair(0); ok {
 			conns, files = append(conns, hub), append(files, worker)
 			stdout, outW = rawio.Unix(hub), worker

@@ -142,7 +142,7 @@ func (h *Hub) launchLocal(req wire.Request, withPassword bool, prompt string) (P
 		argv = append(sudo.Args(bin, withPassword, prompt), argv...)
 		root = true
 	}
-	p, err := startLocal(argv, dir, env, !req.Sudo)
+	p, err := startLocal(argv, dir, env, !req.Sudo, !h.plainStreams)
 	if err != nil {
 		return nil, fmt.Errorf("cannot start %s: %w", argv[0], err)
 	}

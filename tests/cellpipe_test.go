@@ -91,12 +91,12 @@ print([_probe(_s.cells.fd), _probe(_c._w)])`
 // A local session's round trip goes on two Unix socket pairs (its cell
 // pipe, and the stream its frames go out on) where the kernel lets the
 // hub's ends refuse descriptors (Linux 6.16 and later), which the hub
-// then reads and writes with raw calls; elsewhere on pipes, as before.
-// A descriptor that a cell, or a client on the hub's socket, tries to
-// pass is refused at its sendmsg, and the session and the hub go on.
+// then reads and writes with raw calls; elsewhere on pipes, as before
+// (REPLHUB_PLAIN_STREAMS makes a hub do as there). A descriptor that a
+// cell, or a client on the hub's socket, tries to pass is refused at its
+// sendmsg, and the session and the hub go on.
 func TestLocalStreamsRefuseDescriptors(t *testing.T) {
 	t.Parallel()
-	e := hubtest.Start(t)
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
 	require.NoError(t, err)
 	f := os.NewFile(uintptr(fds[0]), "probe")
@@ -104,23 +104,38 @@ func TestLocalStreamsRefuseDescriptors(t *testing.T) {
 	f.Close()
 	syscall.Close(fds[1])
 
-	r := e.Run("exec", "c", streamsProbe)
-	require.Equal(t, 0, r.Code, "%s", r)
-	if can {
-		assert.Contains(t, r.Stdout, "['socket, refused', 'socket, refused']", "%s", r)
-	} else {
-		assert.Contains(t, r.Stdout, "['fifo', 'fifo']", "%s", r)
-	}
-	assert.Contains(t, ok(t, e.Run("exec", "c", "6 * 7")), "Out[2]: 42", "the session goes on")
+	for _, plain := range []bool{false, true} {
+		name := map[bool]string{false: "sockets", true: "pipes"}[plain]
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := hubtest.Start(t)
+			if plain {
+				e.Setenv("REPLHUB_PLAIN_STREAMS", "1")
+			}
+			r := e.Run("exec", "c", streamsProbe)
+			require.Equal(t, 0, r.Code, "%s", r)
+			if can && !plain {
+				assert.Contains(t, r.Stdout, "['socket, refused', 'socket, refused']", "%s", r)
+			} else {
+				assert.Contains(t, r.Stdout, "['fifo', 'fifo']", "%s", r)
+			}
+			assert.Contains(t, ok(t, e.Run("exec", "c", "6 * 7")), "Out[2]: 42", "the session goes on")
+			assert.Contains(t, ok(t, e.Run("exec", "c", cellsProbe)), "Out[3]: (True, 3)", "every cell came on the cell pipe")
+			r = e.Run("exec", "c", "import time; time.sleep(30)", "--no-wait")
+			require.Equal(t, 0, r.Code, "%s", r)
+			ok(t, e.Run("interrupt", "c"))
+			assert.Contains(t, e.Run("wait", "c").Stdout, "KeyboardInterrupt")
 
-	c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: e.Paths.Socket(), Net: "unix"})
-	require.NoError(t, err)
-	defer c.Close()
-	_, _, err = c.WriteMsgUnix([]byte("{}\n"), syscall.UnixRights(0), nil)
-	if can {
-		assert.ErrorIs(t, err, syscall.EPERM, "the hub's socket refuses descriptors")
+			c, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: e.Paths.Socket(), Net: "unix"})
+			require.NoError(t, err)
+			defer c.Close()
+			_, _, err = c.WriteMsgUnix([]byte("{}\n"), syscall.UnixRights(0), nil)
+			if can {
+				assert.ErrorIs(t, err, syscall.EPERM, "the hub's socket refuses descriptors")
+			}
+			assert.Contains(t, ok(t, e.Run("exec", "c", "7 * 6")), "Out[5]: 42", "the hub goes on")
+		})
 	}
-	assert.Contains(t, ok(t, e.Run("exec", "c", "7 * 6")), "Out[3]: 42", "the hub goes on")
 }
 
 // A session whose worker kept more output than its socket holds while no
