@@ -283,10 +283,11 @@ func floodEnough(d time.Duration, cells, interrupted int) bool {
 }
 
 // interruptedError says whether f, a done frame, ended with a
-// KeyboardInterrupt, or with the SystemError that Python 3.6 and 3.7
-// raise for one raised inside some of their calls (os.lstat, os.stat):
-// "returned a result with an error set", of which the KeyboardInterrupt
-// is the direct cause.
+// KeyboardInterrupt, or with the SystemError that Python raises for one
+// raised inside some of its calls (os.lstat, os.stat): "returned a
+// result with an error set" on 3.6 and 3.7, "... with an exception set"
+// (seen once on 3.10, in os.lstat), of which the KeyboardInterrupt is the
+// direct cause.
 func interruptedError(f frame) bool {
 	if f.errType() == "KeyboardInterrupt" {
 		return true
@@ -295,7 +296,9 @@ func interruptedError(f frame) bool {
 	tb, _ := e["traceback"].(string)
 	msg, _ := e["message"].(string)
 	cause := "KeyboardInterrupt\n\nThe above exception was the direct cause of the following exception:\n\n"
-	return f.errType() == "SystemError" && strings.Contains(msg, "returned a result with an error set") &&
+	set := strings.Contains(msg, "returned a result with an error set") ||
+		strings.Contains(msg, "returned a result with an exception set")
+	return f.errType() == "SystemError" && set &&
 		(strings.HasPrefix(tb, cause) || strings.Contains(tb, "\n"+cause))
 }
 
@@ -428,4 +431,25 @@ func TestSigintFloodBinaryLook(t *testing.T) {
 		runOK(t, w, "from replhub_toolkit.files import _is_binary as _ib\n_ib('/etc/passwd')")
 		floodKeepsFds(t, w, "for _ in range(200):\n    _ib('/etc/passwd')", 0)
 	})
+}
+
+// The done frames a flood's interrupt ends a cell with: a
+// KeyboardInterrupt, or Python's SystemError caused by one, in either of
+// its wordings; not a SystemError of its own.
+func TestInterruptedError(t *testing.T) {
+	cause := "KeyboardInterrupt\n\nThe above exception was the direct cause of the following exception:\n\nTraceback (most recent call last):\n  File \"<cell-107>\", line 8, in <module>\n"
+	for _, c := range []struct {
+		typ, msg, tb string
+		want         bool
+	}{
+		{"KeyboardInterrupt", "", "Traceback ...", true},
+		{"SystemError", "<built-in function lstat> returned a result with an error set", cause, true},
+		{"SystemError", "_PyEval_EvalFrameDefault returned a result with an exception set", cause, true},
+		{"SystemError", "_PyEval_EvalFrameDefault returned a result with an exception set", "Traceback (most recent call last):\n", false},
+		{"SystemError", "something else", cause, false},
+		{"ValueError", "", cause, false},
+	} {
+		f := frame{h: map[string]any{"op": "done", "error": map[string]any{"type": c.typ, "message": c.msg, "traceback": c.tb}}}
+		assert.Equal(t, c.want, interruptedError(f), "%s: %s", c.typ, c.msg)
+	}
 }
