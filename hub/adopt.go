@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/replhub/replhub/internal/procstat"
+	"github.com/replhub/replhub/internal/rawio"
 	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/safesock"
 	"github.com/replhub/replhub/wire"
@@ -72,6 +73,7 @@ type handover struct {
 // not this hub's child, so its exit status is not known here.
 type socketProc struct {
 	conn  *net.UnixConn
+	rw    net.Conn // conn, read and written raw where it refuses descriptors (rawio.Unix)
 	cells heldLink // the cell link, if the worker took one
 	w     *proto.Writer
 	pid   int
@@ -85,7 +87,7 @@ type socketProc struct {
 type eofReader struct{ p *socketProc }
 
 func (r eofReader) Read(b []byte) (int, error) {
-	n, err := r.p.conn.Read(b)
+	n, err := r.p.rw.Read(b)
 	if err != nil {
 		r.p.once.Do(func() { close(r.p.eof) })
 	}
@@ -101,7 +103,7 @@ func (o outputEnd) Read([]byte) (int, error) {
 	return 0, io.EOF
 }
 
-func (p *socketProc) Stdin() io.WriteCloser { return p.conn }
+func (p *socketProc) Stdin() io.WriteCloser { return p.rw }
 func (p *socketProc) Stdout() io.Reader     { return eofReader{p} }
 func (p *socketProc) Stderr() io.Reader     { return outputEnd{p.eof} }
 func (p *socketProc) Pid() int              { return p.pid }
@@ -134,6 +136,16 @@ func (p *socketProc) Close() error {
 	return p.conn.Close()
 }
 
+// dialer dials a worker's socket: one that refuses descriptors from
+// before it connects, so that the worker can pass none and the hub reads
+// and writes it raw (rawio.Unix), unless plain (Hub.plainStreams).
+func dialer(plain bool) *net.Dialer {
+	if plain {
+		return &net.Dialer{}
+	}
+	return &net.Dialer{Control: rawio.RefuseRightsOnDial}
+}
+
 // peerOK checks that the worker's socket is served by this user, or by
 // root for a root session's.
 func peerOK(conn *net.UnixConn, root bool) error {
@@ -149,11 +161,10 @@ func peerOK(conn *net.UnixConn, root bool) error {
 // hub that started it; token is its ready frame's CellsToken. Without it
 // (a worker that refuses it), they go with the rest, only slower: its
 // reader thread then hands each to the main thread.
-func dialCells(sock string, root bool, token string) (*net.UnixConn, error) {
+func dialCells(sock string, root bool, token string, plain bool) (*net.UnixConn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), adoptWait)
 	defer cancel()
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", sock)
+	c, err := dialer(plain).DialContext(ctx, "unix", sock)
 	if err != nil {
 		return nil, err
 	}
@@ -223,8 +234,7 @@ func (h *Hub) adopt(rec liveRecord) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), adoptWait)
 	defer cancel()
-	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", rec.Sock)
+	c, err := dialer(h.plainStreams).DialContext(ctx, "unix", rec.Sock)
 	if err != nil {
 		return err
 	}
@@ -248,8 +258,8 @@ func (h *Hub) adopt(rec liveRecord) error {
 	if start == "" {
 		_, start, _ = procstat.Stat(rec.Pid) // pinned now, against the pid's reuse
 	}
-	p := &socketProc{conn: conn, pid: rec.Pid, start: start, root: rec.Root, eof: make(chan struct{})}
-	p.w = proto.NewWriter(conn)
+	p := &socketProc{conn: conn, rw: rawio.Unix(conn), pid: rec.Pid, start: start, root: rec.Root, eof: make(chan struct{})}
+	p.w = proto.NewWriter(p.rw)
 	frames := proto.NewReader(p.Stdout())
 
 	s := newSession(h, rec.Name)

@@ -92,8 +92,9 @@ type Hub struct {
 	readAhead time.Duration
 	aheads    aheads
 	// plainStreams (REPLHUB_PLAIN_STREAMS, for tests) gives local workers
-	// pipes and clients ordinary calls, as on a kernel that cannot make a
-	// socket refuse descriptors (startLocal, serveConn).
+	// pipes and clients and workers' sockets ordinary calls, as on a
+	// kernel that cannot make a socket refuse descriptors (startLocal,
+	// serveConn, dialer).
 	plainStreams bool
 	// floods tells trimLoop of a flood of output let go (trim.go).
 	floods chan struct{}

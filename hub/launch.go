@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replhub/replhub/internal/procstat"
+	"github.com/replhub/replhub/internal/rawio"
 	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/sudo"
 )
@@ -186,13 +187,13 @@ func (s *Session) markStartFailed() {
 // (adopt). Its exec frames then wake the thread that runs them. Without
 // it they go with the rest.
 func (s *Session) takeCellLink(l *heldLink, root bool, token string) {
-	conn, err := dialCells(s.sock, root, token)
+	conn, err := dialCells(s.sock, root, token, s.hub.plainStreams)
 	if err != nil {
 		s.hub.log.Warn("no cell link: exec frames go with the rest", "session", s.name, "err", err)
 		return
 	}
 	if l.set(conn) {
-		s.cw.Store(proto.NewWriter(conn))
+		s.cw.Store(proto.NewWriter(rawio.Unix(conn))) // refuses descriptors from its dial on
 	}
 }
 

@@ -92,9 +92,10 @@ print([_probe(_s.cells.fd), _probe(_c._w)])`
 // pipe, and the stream its frames go out on) where the kernel lets the
 // hub's ends refuse descriptors (Linux 6.16 and later), which the hub
 // then reads and writes with raw calls; elsewhere on pipes, as before
-// (REPLHUB_PLAIN_STREAMS makes a hub do as there). A descriptor that a
-// cell, or a client on the hub's socket, tries to pass is refused at its
-// sendmsg, and the session and the hub go on.
+// (REPLHUB_PLAIN_STREAMS makes a hub do as there); a new hub that adopts
+// the session reads its socket and cell link raw too. A descriptor that
+// a cell, or a client on the hub's socket, tries to pass is refused at
+// its sendmsg, and the session and the hub go on.
 func TestLocalStreamsRefuseDescriptors(t *testing.T) {
 	t.Parallel()
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
@@ -134,6 +135,21 @@ func TestLocalStreamsRefuseDescriptors(t *testing.T) {
 				assert.ErrorIs(t, err, syscall.EPERM, "the hub's socket refuses descriptors")
 			}
 			assert.Contains(t, ok(t, e.Run("exec", "c", "7 * 6")), "Out[5]: 42", "the hub goes on")
+
+			// A new hub adopts the session on its socket, with a cell
+			// link: both dialed by the hub, refusing descriptors from
+			// before they connect. (Where they take them, the probe's
+			// byte would reach the hub: it is not sent there.)
+			ok(t, e.Run("restart"))
+			if can && !plain {
+				r = e.Run("exec", "c", streamsProbe)
+				require.Equal(t, 0, r.Code, "%s", r)
+				assert.Contains(t, r.Stdout, "['socket, refused', 'socket, refused']", "%s", r)
+			} else {
+				ok(t, e.Run("exec", "c", "pass"))
+			}
+			assert.Contains(t, ok(t, e.Run("exec", "c", cellsProbe)), "Out[7]: (True, 7)", "the new hub's cells came on its cell link")
+			assert.Contains(t, ok(t, e.Run("exec", "c", "6 * 7")), "Out[8]: 42", "the session goes on")
 		})
 	}
 }

@@ -65,6 +65,15 @@ func RefuseRights(c syscall.Conn) error {
 	return serr
 }
 
+// RefuseRightsOnDial is a net.Dialer's Control that makes the socket
+// refuse descriptors (RefuseRights) before it connects, so that the peer
+// can pass none from its first byte on. Where the kernel cannot, the
+// socket is left as it is and the dial goes on.
+func RefuseRightsOnDial(network, address string, c syscall.RawConn) error {
+	c.Control(func(fd uintptr) { refuseRights(fd) })
+	return nil
+}
+
 // Unix is c read and written with raw system calls when c refuses
 // descriptors (RefuseRights, on c or the listener that accepted it);
 // otherwise it is c.

@@ -205,4 +205,21 @@ func TestUnixGoesRawOnlyWhenItRefusesDescriptors(t *testing.T) {
 	defer peer.Close()
 	_, _, err = peer.(*net.UnixConn).WriteMsgUnix([]byte("c"), syscall.UnixRights(0), nil)
 	assert.ErrorIs(t, err, syscall.EPERM)
+
+	// A dialed socket, refusing them from before it connects: the
+	// listener's end may pass none from its first byte.
+	plain, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(t.TempDir(), "p"), Net: "unix"})
+	require.NoError(t, err)
+	defer plain.Close()
+	d := net.Dialer{Control: RefuseRightsOnDial}
+	dc, err := d.Dial("unix", plain.Addr().String())
+	require.NoError(t, err)
+	defer dc.Close()
+	ac, err := plain.AcceptUnix()
+	require.NoError(t, err)
+	defer ac.Close()
+	_, _, err = ac.WriteMsgUnix([]byte("d"), syscall.UnixRights(0), nil)
+	assert.ErrorIs(t, err, syscall.EPERM)
+	_, raw = Unix(dc.(*net.UnixConn)).(conn)
+	assert.True(t, raw)
 }
