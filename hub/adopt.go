@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -138,12 +139,19 @@ func (p *socketProc) Close() error {
 
 // dialer dials a worker's socket: one that refuses descriptors from
 // before it connects, so that the worker can pass none and the hub reads
-// and writes it raw (rawio.Unix), unless plain (Hub.plainStreams).
+// and writes it raw (rawio.Unix), unless plain (Hub.plainStreams); and
+// that holds at least what a pipe holds, as a cell socket does
+// (cellSendBuffer).
 func dialer(plain bool) *net.Dialer {
-	if plain {
-		return &net.Dialer{}
-	}
-	return &net.Dialer{Control: rawio.RefuseRightsOnDial}
+	return &net.Dialer{Control: func(network, address string, c syscall.RawConn) error {
+		c.Control(func(fd uintptr) {
+			syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF, cellSendBuffer)
+		})
+		if plain {
+			return nil
+		}
+		return rawio.RefuseRightsOnDial(network, address, c)
+	}}
 }
 
 // peerOK checks that the worker's socket is served by this user, or by
@@ -363,7 +371,7 @@ func (h *Hub) handOver() []*Session {
 			rest = append(rest, s)
 			continue
 		}
-		ho := &handover{At: at, Notes: s.notes}
+		ho := &handover{At: at, Notes: slices.Clone(s.notes)} // kept, and written again (handedOver)
 		// What was held back (a fence's head, a marker's) is output after all.
 		s.endEarlyLocked()
 		s.rawSplit.Split(s.detachCarry, s.takeRunLocked)

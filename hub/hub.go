@@ -600,6 +600,9 @@ func (h *Hub) Kill(name string) (string, error) {
 func (h *Hub) sessionExited(s *Session, ex Exit) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// What is written behind goes before the name is free for another
+	// session, whose transcript has the same path (behind.go).
+	h.flushBehindLocked(s)
 	defer h.dropLive(s) // after the death note, with s.mu held
 	// Last, after the death note: a list sees the name live or dead,
 	// never neither (list takes both in one hold of h.mu).

@@ -107,9 +107,7 @@ func startLocal(argv []string, dir string, env []string, cells, sockets bool) (*
 		if hub, worker, ok := socketPair(0); ok {
 			conns, files = append(conns, hub), append(files, worker)
 			stdout, outW = rawio.Unix(hub), worker
-			// The hub's end holds at least what a pipe holds: a cell's
-			// frame up to asyncExecAt is written in the exec's call.
-			if hub, worker, ok = socketPair(256 << 10); ok {
+			if hub, worker, ok = socketPair(cellSendBuffer); ok {
 				conns, files = append(conns, hub), append(files, worker)
 				cellW, cellR = rawio.Unix(hub), worker
 			}
@@ -156,6 +154,12 @@ func startLocal(argv []string, dir string, env []string, cells, sockets bool) (*
 	}
 	return &localProc{cmd: cmd, stdin: inW, stdout: stdout, stderr: errR, cells: cellW}, nil
 }
+
+// cellSendBuffer is the send buffer of the hub's end of a cell socket or
+// link: at least what a pipe holds, since a cell's frame up to
+// asyncExecAt is written in the exec's call; a socket's default,
+// net.core.wmem_default, may be set lower.
+const cellSendBuffer = 256 << 10
 
 // socketPair is a Unix socket pair for one of a worker's streams: the
 // hub's end, which refuses descriptors, so that raw calls may read and

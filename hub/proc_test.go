@@ -18,16 +18,18 @@ import (
 // send buffer (net.core.wmem_default): such a frame is written in the
 // exec's call.
 func TestCellSocketHoldsWhatAPipeHolds(t *testing.T) {
-	hub, worker, ok := socketPair(256 << 10)
+	hub, worker, ok := socketPair(cellSendBuffer)
 	if !ok {
 		t.Skip("this kernel cannot make a socket refuse descriptors")
 	}
 	defer hub.Close()
 	defer worker.Close()
-	want := 256 << 10
+	// What the kernel grants: up to wmem_max, which a container may not
+	// show (then at least a pipe's worth).
+	want, exact := cellSendBuffer, false
 	if b, err := os.ReadFile("/proc/sys/net/core/wmem_max"); err == nil {
 		if max, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			want = min(want, max)
+			want, exact = min(want, max), true
 		}
 	}
 	f, err := hub.File()
@@ -35,7 +37,11 @@ func TestCellSocketHoldsWhatAPipeHolds(t *testing.T) {
 	got, err := syscall.GetsockoptInt(int(f.Fd()), syscall.SOL_SOCKET, syscall.SO_SNDBUF)
 	f.Close()
 	require.NoError(t, err)
-	assert.Equal(t, 2*want, got, "the kernel doubles what it is given")
+	if exact {
+		assert.Equal(t, 2*want, got, "the kernel doubles what it is given")
+	} else {
+		assert.GreaterOrEqual(t, got, 2*(64<<10))
+	}
 
 	require.NoError(t, hub.SetWriteDeadline(time.Now().Add(2*time.Second)))
 	_, err = hub.Write(bytes.Repeat([]byte("x"), 64<<10))

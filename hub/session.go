@@ -190,11 +190,6 @@ func (s *Session) waitExit() {
 	case <-s.outClosed:
 	case <-time.After(500 * time.Millisecond):
 	}
-	// What is written behind goes before the name is free for another
-	// session, whose transcript has the same path.
-	s.mu.Lock()
-	s.hub.flushBehindLocked(s)
-	s.mu.Unlock()
 	s.hub.sessionExited(s, ex)
 	p.Close()
 	s.mu.Lock()
