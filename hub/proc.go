@@ -62,8 +62,9 @@ type localProc struct {
 	root bool
 	// sock is the durable worker's socket, where a later hub adopts it.
 	sock string
-	// cells, when set, is the pipe of the worker's exec frames (its fd 3,
-	// see Session.send); its stdin has the other frames.
+	// cells, when set, is the pipe (or socket pair: startLocal) of the
+	// worker's exec frames (its fd 3, see Session.send); its stdin has
+	// the other frames.
 	cells io.WriteCloser
 	// link is the cell link that takes the place of cells for a worker
 	// without it (Session.takeCellLink).
@@ -184,22 +185,16 @@ func socketPair(sndbuf int) (hub *net.UnixConn, worker *os.File, ok bool) {
 	hf := os.NewFile(uintptr(fds[0]), "worker socket")
 	worker = os.NewFile(uintptr(fds[1]), "worker socket")
 	defer hf.Close() // FileConn keeps a copy
-	if rawio.RefuseRights(hf) != nil {
-		worker.Close()
-		return nil, nil, false
+	if rawio.RefuseRights(hf) == nil {
+		if c, err := net.FileConn(hf); err == nil {
+			if hub, ok = c.(*net.UnixConn); ok {
+				return hub, worker, true
+			}
+			c.Close()
+		}
 	}
-	c, err := net.FileConn(hf)
-	if err != nil {
-		worker.Close()
-		return nil, nil, false
-	}
-	uc, isUnix := c.(*net.UnixConn)
-	if !isUnix {
-		c.Close()
-		worker.Close()
-		return nil, nil, false
-	}
-	return uc, worker, true
+	worker.Close()
+	return nil, nil, false
 }
 
 // heldLink is a cell link (dialCells) that a Proc keeps for its end to
