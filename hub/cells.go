@@ -276,9 +276,10 @@ func (s *Session) execFrame(r *run, code string) *proto.Exec {
 // cell, that cell only (an error says why it cannot be).
 func (s *Session) wait(ctx context.Context, timeout time.Duration, cell, limit int, progress func(*wire.Progress)) (*wire.Result, error) {
 	s.mu.Lock()
-	if op := s.serving; op != nil && op.kind == "swap" {
+	if op := s.serving; op != nil && (op.kind == "swap" || op.kind == "restore") {
 		// What nobody has read goes into the swap's record: taken here
-		// as well, it would come again on restore.
+		// as well, it would come again on restore. A restore has not yet
+		// put back the session's cells: idle now would be a guess.
 		s.mu.Unlock()
 		return nil, swapUnderWay{op, s.name}
 	}
@@ -304,7 +305,8 @@ func (s *Session) wait(ctx context.Context, timeout time.Duration, cell, limit i
 }
 
 // swapUnderWay is why a wait took nothing: session name is being swapped
-// to disk, with what nobody has read (Hub.waitOn waits for the end).
+// to disk, with what nobody has read, or restored from its swap (op's
+// kind); Hub.waitOn waits for the end.
 type swapUnderWay struct {
 	op   *serveOp
 	name string
@@ -314,6 +316,10 @@ func (e swapUnderWay) Error() string { return e.message(wire.Advice{}) }
 
 // message says so, with advice worded by adv.
 func (e swapUnderWay) message(adv wire.Advice) string {
+	if e.op.kind == "restore" {
+		return fmt.Sprintf("session '%s' is being restored from its swap (what nobody had read comes with the reply of the call that restores it): try %s again in a moment",
+			e.name, adv.Wait(e.name))
+	}
 	return fmt.Sprintf("session '%s' is being swapped to disk (its unread output goes with it): try %s again in a moment",
 		e.name, adv.Wait(e.name))
 }

@@ -375,6 +375,48 @@ func TestWaitDuringASwapTakesNothing(t *testing.T) {
 	}
 }
 
+// A wait that comes while a session is restored from its swap, past
+// lookup's wait, does not answer idle: the restore has not yet put back
+// the session's cells (its count, what nobody had read). It waits for the
+// restore within its timeout, and past it says the restore is under way.
+func TestWaitDuringARestoreSaysSo(t *testing.T) {
+	old := lookupSwapWait
+	lookupSwapWait = 50 * time.Millisecond
+	t.Cleanup(func() { lookupSwapWait = old })
+	h := reachHub(t, map[string]string{"loc": "local"})
+	s := h.sessions["loc"]
+	op := &serveOp{kind: "restore", ended: make(chan struct{})}
+	s.mu.Lock()
+	s.state, s.cells, s.serving = stateRunning, 0, op
+	s.mu.Unlock()
+
+	_, err := h.Wait(context.Background(), wire.Request{Name: "loc", Timeout: 0.3}, nil)
+	var we *wire.Error
+	require.ErrorAs(t, err, &we, "a wait during the restore answered")
+	assert.Equal(t, wire.CodeBusy, we.Code)
+	assert.Equal(t, "session 'loc' is being restored from its swap (what nobody had read comes with the reply of the call that restores it): try `replhub wait loc` again in a moment", we.Message)
+
+	got := waitAsync(t, h, wire.Request{Name: "loc", Timeout: 10})
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case res := <-got:
+		t.Fatalf("a wait answered during the restore: %+v", res)
+	default:
+	}
+	s.mu.Lock()
+	s.cells = 7 // as the restore puts them back
+	s.mu.Unlock()
+	h.endSwapOp(s, op)
+	select {
+	case res := <-got:
+		require.NotNil(t, res)
+		assert.Equal(t, wire.StatusIdle, res.Status)
+		assert.Equal(t, 7, res.Cell, "the wait answered with the restored session's count")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wait did not go on once the restore ended")
+	}
+}
+
 // A timeout past what a Duration holds (a client's own request, 1e300 s)
 // is the most a call waits, not a conversion out of range that made the
 // wait return at once; none, a negative one or NaN is the default.
