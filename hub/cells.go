@@ -34,8 +34,8 @@ type run struct {
 	cancelled  bool
 	fenceTimer *time.Timer
 	// queued marks a cell that came through the queue: its code waits in
-	// code until it starts (start is zero until then); sent is set once
-	// its exec frame went.
+	// code until it starts (start is zero until then), and an unsent
+	// exec's until its frame went; sent is set once its exec frame went.
 	queued   bool
 	queuedAt time.Time
 	code     string
@@ -216,6 +216,9 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	// parks it (parkUnsent). A cell pipe or link carries one cell's frame
 	// at a time, and the last was read before its cell ended.
 	r.unsent = len(code) > asyncExecAt || s.cw.Load() == nil
+	if r.unsent {
+		r.code = code // until sent: a hand-over meanwhile carries it
+	}
 	s.mu.Unlock()
 
 	if r.unsent {

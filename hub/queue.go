@@ -430,8 +430,12 @@ type queuedCode struct {
 // the next hub. A cell started but perhaps not yet sent goes too: the next
 // hub skips it if the worker says it has it. s.mu is held.
 func (s *Session) handQueueOverLocked(ho *handover) {
-	if r := s.cur; r != nil && r.queued && !r.sent && !r.isFinished() {
-		ho.Queue = append(ho.Queue, queuedCode{Cell: r.cell, Code: r.code, At: r.queuedAt})
+	if r := s.cur; r != nil && (r.queued || r.unsent) && !r.sent && !r.isFinished() {
+		at := r.queuedAt
+		if !r.queued {
+			at = r.start
+		}
+		ho.Queue = append(ho.Queue, queuedCode{Cell: r.cell, Code: r.code, At: at})
 	}
 	for _, r := range s.queue {
 		ho.Queue = append(ho.Queue, queuedCode{Cell: r.cell, Code: r.code, At: r.queuedAt})

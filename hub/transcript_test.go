@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"io"
 	"os"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replhub/replhub/proto"
+	"github.com/replhub/replhub/wire"
 )
 
 // A cell is written to the transcript after its exec frame went; when the
@@ -157,6 +159,42 @@ func TestHandoverStaysInTheLiveRecord(t *testing.T) {
 	b, err := os.ReadFile(p.Transcript("x"))
 	require.NoError(t, err)
 	assert.Regexp(t, `(?s)a = 1\n.*b = 2\n.*c = 3\n.*d = 4\n$`, string(b))
+}
+
+// An exec whose frame has not gone yet (a session without a cell pipe,
+// whose stdin a stopped worker does not read; a big cell) is the
+// session's cell already: a restart hands it over with the queue, for
+// the next hub to run unless the worker says it has it.
+func TestUnsentExecIsHandedOver(t *testing.T) {
+	p := testPaths(t)
+	h := testHub(t, p)
+	s := startedSession(h, "x", 4242)
+	s.sock = "/nonexistent/worker.sock"
+	close(s.ready)
+	s.w = proto.NewWriter(brokenWriter{}) // no detach is sent; the hand-over goes on
+	h.mu.Lock()
+	h.sessions["x"] = s
+	h.mu.Unlock()
+	h.recordLive(s)
+	s.imu <- struct{}{} // the frame waits, as behind an interrupt's
+	res, err := s.exec(context.Background(), "'unsent'", time.Second, true, 0, nil, wire.Advice{})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Cell)
+
+	assert.Empty(t, h.handOver(), "the session is handed over")
+	rec := readRecord(t, h.livePath("x"))
+	require.NotNil(t, rec.Handover)
+	if assert.Len(t, rec.Handover.Queue, 1, "the unsent cell is in the hand-over") {
+		assert.Equal(t, 1, rec.Handover.Queue[0].Cell)
+		assert.Equal(t, "'unsent'", rec.Handover.Queue[0].Code)
+		assert.False(t, rec.Handover.Queue[0].At.IsZero())
+	}
+	<-s.imu
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.cur.sent && s.cur.code == ""
+	}, 5*time.Second, time.Millisecond, "the frame's try did not end")
 }
 
 type brokenWriter struct{}
