@@ -122,14 +122,7 @@ func TestHandoverStaysInTheLiveRecord(t *testing.T) {
 	p := testPaths(t)
 	h := testHub(t, p)
 	h.behind.after = time.Hour // written behind until flushBehind
-	s := startedSession(h, "x", 4242)
-	s.sock = "/nonexistent/worker.sock"
-	close(s.ready)
-	s.w = proto.NewWriter(brokenWriter{}) // no detach is sent; the hand-over goes on
-	h.mu.Lock()
-	h.sessions["x"] = s
-	h.mu.Unlock()
-	h.recordLive(s)
+	s := durableSession(h, "x")
 	cell := func(n int, at time.Time, code string) {
 		s.mu.Lock()
 		s.cells = n
@@ -168,14 +161,7 @@ func TestHandoverStaysInTheLiveRecord(t *testing.T) {
 func TestUnsentExecIsHandedOver(t *testing.T) {
 	p := testPaths(t)
 	h := testHub(t, p)
-	s := startedSession(h, "x", 4242)
-	s.sock = "/nonexistent/worker.sock"
-	close(s.ready)
-	s.w = proto.NewWriter(brokenWriter{}) // no detach is sent; the hand-over goes on
-	h.mu.Lock()
-	h.sessions["x"] = s
-	h.mu.Unlock()
-	h.recordLive(s)
+	s := durableSession(h, "x")
 	s.imu <- struct{}{} // the frame waits, as behind an interrupt's
 	res, err := s.exec(context.Background(), "'unsent'", time.Second, true, 0, nil, wire.Advice{})
 	require.NoError(t, err)
@@ -195,6 +181,20 @@ func TestUnsentExecIsHandedOver(t *testing.T) {
 		defer s.mu.Unlock()
 		return s.cur.sent && s.cur.code == ""
 	}, 5*time.Second, time.Millisecond, "the frame's try did not end")
+}
+
+// durableSession is a live session of h's, recorded, that a restart
+// hands over; it reads nothing, so no detach is sent.
+func durableSession(h *Hub, name string) *Session {
+	s := startedSession(h, name, 4242)
+	s.sock = "/nonexistent/worker.sock"
+	close(s.ready)
+	s.w = proto.NewWriter(brokenWriter{})
+	h.mu.Lock()
+	h.sessions[name] = s
+	h.mu.Unlock()
+	h.recordLive(s)
+	return s
 }
 
 type brokenWriter struct{}
