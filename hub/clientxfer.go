@@ -122,8 +122,12 @@ func (h *Hub) newClientXfer(req wire.Request, send func(wire.Reply) error) (*cli
 }
 
 // openToPush opens a push's local file, a regular file. The open does not
-// block on a FIFO (O_NONBLOCK, cleared once it is known to be a file),
-// which would hold the hub's goroutine for good.
+// block on a FIFO (O_NONBLOCK), which would hold the hub's goroutine for
+// good, and the file stays nonblocking: a regular file's reads ignore it,
+// but one that only says it is regular and waits for what it gives
+// (/proc/kmsg, a tracing pipe) is read through the runtime's poller, so
+// that closing it at the transfer's end ends a read that waits, where a
+// blocking read would hold a thread and the file as long as nothing came.
 func openToPush(path string) (*os.File, os.FileInfo, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
 	if err != nil {
@@ -132,9 +136,6 @@ func openToPush(path string) (*os.File, os.FileInfo, error) {
 	fi, err := f.Stat()
 	if err == nil {
 		err = atomicfile.NotToPush(path, fi)
-	}
-	if err == nil {
-		err = syscall.SetNonblock(int(f.Fd()), false)
 	}
 	if err != nil {
 		f.Close()

@@ -278,6 +278,54 @@ func TestFilesNotRegular(t *testing.T) {
 	}
 }
 
+// A file that says it is regular but waits for what it gives
+// (/proc/kmsg, a tracing pipe) holds a push only while its client waits:
+// once the client goes, the hub's read of it ends and the file is closed,
+// where a blocking read kept a thread and the file for good; the session
+// goes on.
+func TestPushOfAFileThatWaitsEndsWithItsClient(t *testing.T) {
+	t.Parallel()
+	const kmsg = "/proc/kmsg"
+	f, err := os.Open(kmsg)
+	if err != nil {
+		t.Skipf("%s cannot be read here: %v", kmsg, err)
+	}
+	f.Close()
+	e := hubtest.Start(t)
+	ok(t, e.Run("exec", "k", "1"))
+	pid := e.HubPid()
+	holds := func() bool {
+		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+		for _, fd := range fds {
+			if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); l == kmsg {
+				return true
+			}
+		}
+		return false
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.Client().Push(ctx, "k", kmsg, filepath.Join(e.Dir, "kmsg"), nil)
+		done <- err
+	}()
+	waitFor(t, holds, func() string { return "the hub never opened " + kmsg })
+	select {
+	case err := <-done:
+		t.Fatalf("the push of %s ended before its client went: %v", kmsg, err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled push did not return")
+	}
+	waitFor(t, func() bool { return !holds() }, func() string { return "the hub still holds " + kmsg + " after its client went" })
+	assert.Contains(t, ok(t, e.Run("exec", "k", "2")), "Out[2]: 2")
+}
+
 func TestFilesOwnerKeptByRoot(t *testing.T) {
 	t.Parallel()
 	if os.Getuid() != 0 {
