@@ -279,11 +279,14 @@ func TestFilesNotRegular(t *testing.T) {
 }
 
 // A file that says it is regular but waits for what it gives
-// (/proc/kmsg, a tracing pipe) holds a push only while its client waits:
-// once the client goes, the hub's read of it ends and the file is closed,
-// where a blocking read kept a thread and the file for good; the session
-// goes on.
-func TestPushOfAFileThatWaitsEndsWithItsClient(t *testing.T) {
+// (/proc/kmsg, a tracing pipe) holds a transfer only while it is wanted:
+// a push from here ends as its client goes (the hub's read of it ends and
+// the file is closed, where a blocking read kept a thread and the file for
+// good), a pull from a session too (its read had held the session busy
+// until it was killed), and a session's own push of it runs until it is
+// interrupted, not cut short as if the file had ended. Each session goes
+// on.
+func TestTransfersOfAFileThatWaitsEndWithTheirClient(t *testing.T) {
 	t.Parallel()
 	const kmsg = "/proc/kmsg"
 	f, err := os.Open(kmsg)
@@ -293,8 +296,8 @@ func TestPushOfAFileThatWaitsEndsWithItsClient(t *testing.T) {
 	f.Close()
 	e := hubtest.Start(t)
 	ok(t, e.Run("exec", "k", "1"))
-	pid := e.HubPid()
-	holds := func() bool {
+	ok(t, e.Run("exec", "k2", "1"))
+	holds := func(pid int) bool {
 		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
 		for _, fd := range fds {
 			if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); l == kmsg {
@@ -303,27 +306,62 @@ func TestPushOfAFileThatWaitsEndsWithItsClient(t *testing.T) {
 		}
 		return false
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		_, err := e.Client().Push(ctx, "k", kmsg, filepath.Join(e.Dir, "kmsg"), nil)
-		done <- err
-	}()
-	waitFor(t, holds, func() string { return "the hub never opened " + kmsg })
-	select {
-	case err := <-done:
-		t.Fatalf("the push of %s ended before its client went: %v", kmsg, err)
-	case <-time.After(300 * time.Millisecond):
+	workerPid := func(name string) int {
+		for _, s := range sessionList(t, e).Sessions {
+			if s.Name == name {
+				return s.Pid
+			}
+		}
+		t.Fatalf("no session %s", name)
+		return 0
 	}
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the cancelled push did not return")
+	for _, c := range []struct {
+		what   string
+		holder int
+		run    func(context.Context) error
+	}{
+		{"push", e.HubPid(), func(ctx context.Context) error {
+			_, err := e.Client().Push(ctx, "k", kmsg, filepath.Join(e.Dir, "kmsg"), nil)
+			return err
+		}},
+		{"pull", workerPid("k"), func(ctx context.Context) error {
+			_, err := e.Client().Pull(ctx, "k", kmsg, filepath.Join(e.Dir, "kmsg"), nil)
+			return err
+		}},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.run(ctx) }()
+		waitFor(t, func() bool { return holds(c.holder) }, func() string { return c.what + ": " + kmsg + " was never opened" })
+		select {
+		case err := <-done:
+			t.Fatalf("%s: the transfer of %s ended before its client went: %v", c.what, kmsg, err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: the cancelled transfer did not return", c.what)
+		}
+		waitFor(t, func() bool { return !holds(c.holder) }, func() string { return c.what + ": " + kmsg + " is still open after its client went" })
+		assert.Contains(t, ok(t, e.Run("exec", "k", "'goes on'")), "'goes on'", c.what)
 	}
-	waitFor(t, func() bool { return !holds() }, func() string { return "the hub still holds " + kmsg + " after its client went" })
-	assert.Contains(t, ok(t, e.Run("exec", "k", "2")), "Out[2]: 2")
+
+	// A session's own push, in a cell: it waits for the file until the
+	// cell is interrupted.
+	r := e.Run("exec", "k", fmt.Sprintf("session('k2').push(%q, %q)", kmsg, filepath.Join(e.Dir, "kmsg2")), "--no-wait")
+	require.Equal(t, 0, r.Code, "%s", r)
+	kpid := workerPid("k")
+	waitFor(t, func() bool { return holds(kpid) }, func() string { return "the cell never opened " + kmsg })
+	time.Sleep(300 * time.Millisecond)
+	out := e.Run("wait", "k", "-t", "0.1")
+	assert.Contains(t, out.Stdout+out.Stderr, "running", "the cell's push ended as if the file had: %s", out)
+	ok(t, e.Run("interrupt", "k"))
+	out = e.Run("wait", "k", "-t", "10")
+	assert.Contains(t, out.Stdout+out.Stderr, "KeyboardInterrupt", "%s", out)
+	waitFor(t, func() bool { return !holds(kpid) }, func() string { return kmsg + " is still open after the cell ended" })
+	assert.Contains(t, ok(t, e.Run("exec", "k", "'goes on'")), "'goes on'")
 }
 
 func TestFilesOwnerKeptByRoot(t *testing.T) {

@@ -457,13 +457,21 @@ class Stream(object):
     def wait_window(self, seq):
         while True:
             with held(), self.cond:
-                if self.cancelled:
-                    raise Cancelled()
-                if self.reply is not None:
-                    raise HubError(self.reply.get("error") or "the transfer ended before its end")
+                self._over()
                 if seq - self.acked <= WINDOW:
                     return
                 self.cond.wait(POLL)
+
+    def check(self):
+        """Raise as wait_window does once the transfer is over."""
+        with self.cond:
+            self._over()
+
+    def _over(self):
+        if self.cancelled:
+            raise Cancelled()
+        if self.reply is not None:
+            raise HubError(self.reply.get("error") or "the transfer ended before its end")
 
 
 streams = {}
@@ -804,7 +812,7 @@ class SessionHandle(object):
             while True:
                 stream.wait_window(seq)
                 if f is not None:
-                    chunk = f.read(CHUNK)
+                    chunk = _waiting(f, f.read, CHUNK, stream)
                 else:
                     chunk, off = data[off:off + CHUNK], off + CHUNK
                 if not chunk:
@@ -987,7 +995,7 @@ def serve_read(header, stream):
             # A small one is read whole first, as its size may not be what
             # it holds (sysfs says 4096 for a line).
             size = sized = st.st_size if stat.S_ISREG(st.st_mode) else 0
-            whole = _whole_if_small(f, size)
+            whole = _whole_if_small(f, size, stream)
             if whole is not None:
                 size = len(whole)
             _send({"op": "served", "sid": sid, "ok": True, "first": True, "py": PY,
@@ -1008,17 +1016,33 @@ def serve_read(header, stream):
 SMALL_WHOLE = 64 << 10
 
 
-def _whole_if_small(f, size):
+def _whole_if_small(f, size, stream=None):
     """The bytes of f, whose size says size, if it has at most SMALL_WHOLE
     of them (then its size need not be right); else None, f at its start
     again."""
     if not 0 < size <= SMALL_WHOLE:
         return None
-    b = f.read(SMALL_WHOLE + 1)
+    b = _waiting(f, f.read, SMALL_WHOLE + 1, stream)
     if len(b) <= SMALL_WHOLE:
         return b
     f.seek(0)
     return None
+
+
+def _waiting(f, read, arg, stream):
+    """read(arg), of f, which _open_regular left nonblocking: a file that
+    waits for what it gives (/proc/kmsg, a tracing pipe) answers None
+    until it has some. The wait is made here, in rounds of POLL, so that
+    the transfer's end (stream, when given) or an interrupt ends it, where
+    a blocking read held the session until the file gave something."""
+    import select
+    while True:
+        got = read(arg)
+        if got is not None:
+            return got
+        if stream is not None:
+            stream.check()
+        select.select([f], [], [], POLL)
 
 
 def _stream_file(f, sid, stream, chan, sized):
@@ -1040,7 +1064,7 @@ def _stream_file(f, sid, stream, chan, sized):
             f.seek(offset)
             buf = bytearray(CHUNK)
             view = memoryview(buf)
-        n = f.readinto(buf)
+        n = _waiting(f, f.readinto, buf, stream)
         if not n:
             break
         offset += n
@@ -1071,7 +1095,9 @@ def _open_regular(path, shown, verb):
     """path (shown as shown) opened to read, if a regular file; else
     HubError. Checked before the open, so that no device is opened, and
     after it, on the fd: what took its place meanwhile (a FIFO) does not
-    block the open (O_NONBLOCK), which would hold the session for good."""
+    block the open (O_NONBLOCK), which would hold the session for good.
+    It stays nonblocking: a regular file's reads ignore it, and one that
+    only says it is regular is read through _waiting."""
     mode = os.stat(path).st_mode
     if stat.S_ISDIR(mode):
         raise HubError("%s is a folder: %s one file at a time (tar it first)" % (shown, verb))
@@ -1082,7 +1108,6 @@ def _open_regular(path, shown, verb):
         try:
             why = _not_regular(shown, os.fstat(fd).st_mode, tail)
             if why is None:
-                os.set_blocking(fd, True)
                 return os.fdopen(fd, "rb")
         except BaseException:
             os.close(fd)
