@@ -279,10 +279,11 @@ func (s *Session) execFrame(r *run, code string) *proto.Exec {
 // cell, that cell only (an error says why it cannot be).
 func (s *Session) wait(ctx context.Context, timeout time.Duration, cell, limit int, progress func(*wire.Progress)) (*wire.Result, error) {
 	s.mu.Lock()
-	if op := s.serving; op != nil && (op.kind == "swap" || op.kind == "restore") {
+	if op := s.serving; op != nil && (op.kind == "swap" || op.kind == "restore") && s.state != stateDead {
 		// What nobody has read goes into the swap's record: taken here
 		// as well, it would come again on restore. A restore has not yet
-		// put back the session's cells: idle now would be a guess.
+		// put back the session's cells: idle now would be a guess. A
+		// dead session's is over (a failed restore leaves its op).
 		s.mu.Unlock()
 		return nil, swapUnderWay{op, s.name}
 	}

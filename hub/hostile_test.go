@@ -417,6 +417,48 @@ func TestWaitDuringARestoreSaysSo(t *testing.T) {
 	}
 }
 
+// A restore that fails ends its session (killed on request, or its swap
+// did not load) without ending its op: a wait that came during it answers
+// once the session is gone, not at its timeout as if the restore went on.
+func TestWaitDuringAFailedRestoreEndsWithIt(t *testing.T) {
+	old := lookupSwapWait
+	lookupSwapWait = 50 * time.Millisecond
+	t.Cleanup(func() { lookupSwapWait = old })
+	h, s := hubWithSession(t, "d")
+	op := &serveOp{kind: "restore", ended: make(chan struct{})}
+	s.mu.Lock()
+	s.state, s.serving = stateRunning, op
+	s.mu.Unlock()
+
+	type answer struct {
+		res *wire.Result
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		res, err := h.Wait(context.Background(), wire.Request{Name: "d", Timeout: 20}, nil)
+		got <- answer{res, err}
+	}()
+	time.Sleep(200 * time.Millisecond)
+	select {
+	case a := <-got:
+		t.Fatalf("a wait answered during the restore: %+v %v", a.res, a.err)
+	default:
+	}
+	// As the restore's failure has it: the worker is killed, and its
+	// death handled; the restore's op is never ended.
+	h.sessionExited(s, Exit{Signal: "SIGKILL"})
+	close(s.exited)
+	select {
+	case a := <-got:
+		var we *wire.Error
+		require.ErrorAs(t, a.err, &we, "the wait answered %+v", a.res)
+		assert.Equal(t, wire.CodeDead, we.Code, "%s", we.Message)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wait went on after the session died during its restore")
+	}
+}
+
 // A timeout past what a Duration holds (a client's own request, 1e300 s)
 // is the most a call waits, not a conversion out of range that made the
 // wait return at once; none, a negative one or NaN is the default.

@@ -417,15 +417,17 @@ func (h *Hub) Wait(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	return h.waitOn(ctx, s, req, deadline, progress)
 }
 
-// waitOn is Wait once req.Name is found: s. A swap of s under way (past
-// lookup's wait) is waited for until deadline, then the name looked up
-// again: gone to disk, or kept.
+// waitOn is Wait once req.Name is found: s. A swap or restore of s under
+// way (past lookup's wait) is waited for until deadline, then the name
+// looked up again: gone to disk, kept, restored, or dead. A restore that
+// fails never ends its op: its session's exit ends the wait.
 func (h *Hub) waitOn(ctx context.Context, s *Session, req wire.Request, deadline time.Time, progress func(*wire.Progress)) (*wire.Result, error) {
 	res, err := s.wait(ctx, time.Until(deadline), req.Cell, capOf(req.MaxOutput), progress)
 	for sw := (swapUnderWay{}); errors.As(err, &sw); {
 		t := time.NewTimer(time.Until(deadline))
 		select {
 		case <-sw.op.ended:
+		case <-s.exited:
 		case <-ctx.Done():
 		case <-t.C:
 		}
@@ -433,7 +435,7 @@ func (h *Hub) waitOn(ctx context.Context, s *Session, req wire.Request, deadline
 		if ctx.Err() != nil {
 			return nil, unanswered(ctx, s.name, req.Surface)
 		}
-		if !isClosed(sw.op.ended) {
+		if !isClosed(sw.op.ended) && !isClosed(s.exited) {
 			return nil, &wire.Error{Code: wire.CodeBusy, Message: sw.message(wire.AdviceFor(req.Surface))}
 		}
 		if s, err = h.lookupWithin(req.Name, wire.AdviceFor(req.Surface), time.Until(deadline)); err != nil {
