@@ -135,7 +135,9 @@ func (s *Session) nextLocked() {
 	s.queue = slices.Delete(s.queue, 0, 1)
 	s.keepLocked(s.cur)
 	code := r.code // kept on r until sent: a hand-over meanwhile carries it
-	r.fence = newFence()
+	if r.fence == nil {
+		r.fence = newFence() // a handed-over cell's is the one its frame had
+	}
 	r.start = time.Now()
 	s.cur = r
 	s.state = stateRunning
@@ -419,23 +421,28 @@ func queuedCells(rs []*run) []int {
 	return cells
 }
 
-// queuedCode is a queued cell in a hand-over.
+// queuedCode is a queued cell in a hand-over. Fence is that of a cell
+// whose exec frame may have gone (started, not known to be sent).
 type queuedCode struct {
-	Cell int       `json:"cell"`
-	Code string    `json:"code"`
-	At   time.Time `json:"at"`
+	Cell  int       `json:"cell"`
+	Code  string    `json:"code"`
+	At    time.Time `json:"at"`
+	Fence string    `json:"fence,omitempty"`
 }
 
 // handQueueOverLocked puts the queue and the unread results in ho, for
 // the next hub. A cell started but perhaps not yet sent goes too: the next
-// hub skips it if the worker says it has it. s.mu is held.
+// hub skips it if the worker says it has it, and sends it with the fence
+// its frame had, so that a worker that reads this hub's frame only after
+// it answered the next hub (it read nothing meanwhile: stopped, or in code
+// that holds the interpreter) runs it once (its exec fences). s.mu is held.
 func (s *Session) handQueueOverLocked(ho *handover) {
 	if r := s.cur; r != nil && (r.queued || r.unsent) && !r.sent && !r.isFinished() {
 		at := r.queuedAt
 		if !r.queued {
 			at = r.start
 		}
-		ho.Queue = append(ho.Queue, queuedCode{Cell: r.cell, Code: r.code, At: at})
+		ho.Queue = append(ho.Queue, queuedCode{Cell: r.cell, Code: r.code, At: at, Fence: string(r.fence)})
 	}
 	for _, r := range s.queue {
 		ho.Queue = append(ho.Queue, queuedCode{Cell: r.cell, Code: r.code, At: r.queuedAt})
@@ -462,7 +469,11 @@ func (s *Session) takeQueueOver(ho *handover, have int) {
 			s.goneLocked(q.Cell, fmt.Sprintf("cell %d of session '%s' never ran: the hub that handed the queue over had more than %d cells queued", q.Cell, s.name, maxQueue))
 			continue
 		}
-		s.queue = append(s.queue, &run{cell: q.Cell, code: q.Code, queued: true, queuedAt: q.At, finished: make(chan struct{})})
+		r := &run{cell: q.Cell, code: q.Code, queued: true, queuedAt: q.At, finished: make(chan struct{})}
+		if isFence(q.Fence) {
+			r.fence = []byte(q.Fence)
+		}
+		s.queue = append(s.queue, r)
 	}
 	kept := slices.DeleteFunc(slices.Clone(ho.Kept), func(res *wire.Result) bool { return res == nil })
 	if len(kept) > maxKept {

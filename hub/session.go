@@ -271,10 +271,28 @@ func (s *Session) snapshotOf() wire.SessionInfo {
 	return info
 }
 
+// fencePrefix begins every fence (newFence).
+const fencePrefix = "\x1e\x1freplhub-fence-"
+
+// isFence reports whether f is a fence as newFence makes them (one read
+// from a record on disk is taken only then).
+func isFence(f string) bool {
+	hexPart, ok := strings.CutPrefix(f, fencePrefix)
+	if !ok {
+		return false
+	}
+	hexPart, ok = strings.CutSuffix(hexPart, "\x1f\x1e")
+	if !ok || len(hexPart) != 24 {
+		return false
+	}
+	_, err := hex.DecodeString(hexPart)
+	return err == nil
+}
+
 func newFence() []byte {
 	var b [12]byte
 	rand.Read(b[:])
-	return []byte("\x1e\x1freplhub-fence-" + hex.EncodeToString(b[:]) + "\x1f\x1e")
+	return []byte(fencePrefix + hex.EncodeToString(b[:]) + "\x1f\x1e")
 }
 
 // tailLines keeps the last n lines of s.

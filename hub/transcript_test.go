@@ -183,6 +183,47 @@ func TestUnsentExecIsHandedOver(t *testing.T) {
 	}, 5*time.Second, time.Millisecond, "the frame's try did not end")
 }
 
+// A started cell whose frame may have gone is handed over with its frame's
+// fence, and the next hub sends it with that fence: a worker that reads
+// the last hub's frame only after it answered the next hub (it read
+// nothing meanwhile) has both with one fence, and runs the cell once. A
+// fence that is not one of the hub's (a record on disk) is not taken.
+func TestHandedOverCellKeepsItsFence(t *testing.T) {
+	h := testHub(t, testPaths(t))
+	s := durableSession(h, "x")
+	s.imu <- struct{}{} // the frame waits, as behind an interrupt's
+	_, err := s.exec(context.Background(), "'unsent'", time.Second, true, 0, nil, wire.Advice{})
+	require.NoError(t, err)
+	s.mu.Lock()
+	fence := string(s.cur.fence)
+	s.mu.Unlock()
+	require.True(t, isFence(fence), "%q", fence)
+	assert.Empty(t, h.handOver(), "the session is handed over")
+	<-s.imu
+	ho := readRecord(t, h.livePath("x")).Handover
+	require.NotNil(t, ho)
+	require.Len(t, ho.Queue, 1)
+	assert.Equal(t, fence, ho.Queue[0].Fence, "the hand-over carries the frame's fence")
+	ho.Queue = append(ho.Queue, queuedCode{Cell: 2, Code: "'forged'", At: time.Now(), Fence: "\x1e\x1freplhub-fence-zz\x1f\x1e"})
+
+	next := durableSession(testHub(t, testPaths(t)), "x")
+	next.mu.Lock()
+	next.takeQueueOver(ho, 0)
+	require.Len(t, next.queue, 2)
+	assert.Nil(t, next.queue[1].fence, "a forged fence is taken")
+	next.nextLocked()
+	started := next.cur
+	next.mu.Unlock()
+	require.NotNil(t, started)
+	assert.Equal(t, 1, started.cell)
+	assert.Equal(t, fence, string(started.fence), "the next hub sends the cell with its fence")
+	require.Eventually(t, func() bool {
+		next.mu.Lock()
+		defer next.mu.Unlock()
+		return started.sent
+	}, 5*time.Second, time.Millisecond, "the frame's try did not end")
+}
+
 // durableSession is a live session of h's, recorded, that a restart
 // hands over; it reads nothing, so no detach is sent.
 func durableSession(h *Hub, name string) *Session {
