@@ -1034,15 +1034,24 @@ def _waiting(f, read, arg, stream):
     waits for what it gives (/proc/kmsg, a tracing pipe) answers None
     until it has some. The wait is made here, in rounds of POLL, so that
     the transfer's end (stream, when given) or an interrupt ends it, where
-    a blocking read held the session until the file gave something."""
+    a blocking read held the session until the file gave something. (poll,
+    not select: a session may hold descriptors past 1023; and a file that
+    says it has data and has none is waited for all the same.)"""
     import select
+    import time
+    poller, ready = None, False
     while True:
         got = read(arg)
         if got is not None:
             return got
         if stream is not None:
             stream.check()
-        select.select([f], [], [], POLL)
+        if ready:
+            time.sleep(POLL)
+        if poller is None:
+            poller = select.poll()
+            poller.register(f, select.POLLIN)
+        ready = bool(poller.poll(int(POLL * 1000)))
 
 
 def _stream_file(f, sid, stream, chan, sized):

@@ -132,6 +132,47 @@ class TransferTest(unittest.TestCase):
         self.assertEqual([h.get("seq") for h in self.sent[1:]], [0])
         self.assertTrue(self.sent[-1].get("eof"))
 
+    def test_a_read_that_finds_nothing_yet_waits(self):
+        # A file that waits for what it gives is read nonblocking: nothing
+        # yet is waited for (on a descriptor past select's 1023 too), not
+        # taken for its end, and the transfer's end stops the wait.
+        r, w = os.pipe()
+        self.addCleanup(os.close, w)
+        fd = r
+        try:
+            import resource
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            if soft <= 1500:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (2048, hard))
+                self.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE, (soft, hard))
+            os.dup2(r, 1500)
+            os.close(r)
+            fd = 1500
+        except (ImportError, OSError, ValueError):
+            pass  # a hard limit below it: the descriptor stays low
+        os.set_blocking(fd, False)
+        f = os.fdopen(fd, "rb")
+        self.addCleanup(f.close)
+        threading.Timer(0.2, os.write, (w, b"late")).start()
+        self.assertEqual(relay._waiting(f, f.read, 100, None), b"late")
+
+        class Over(object):
+            def check(self):
+                raise relay.Cancelled()
+        buf = bytearray(10)
+        out = []
+
+        def run():
+            try:
+                relay._waiting(f, f.readinto, buf, Over())
+            except relay.Cancelled:
+                out.append("cancelled")
+        t = threading.Thread(target=run)
+        t.daemon = True
+        t.start()
+        t.join(5)
+        self.assertEqual(out, ["cancelled"])
+
     def test_push_to_a_fifo_is_refused(self):
         r = self.write(self.fifo, [b"x"])
         self.assertEqual(r, {"ok": False, "error": "%s is a named pipe, not a regular file: "
