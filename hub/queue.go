@@ -157,6 +157,7 @@ func (s *Session) sendCell(r *run, code string) {
 	s.mu.Lock()
 	if r.parked {
 		s.abandonLocked(r, "KeyboardInterrupt", fmt.Sprintf("cell %d was interrupted before it started, so it did not run", r.cell))
+		r.code = ""
 		s.mu.Unlock()
 		return
 	}
@@ -437,7 +438,7 @@ type queuedCode struct {
 // it answered the next hub (it read nothing meanwhile: stopped, or in code
 // that holds the interpreter) runs it once (its exec fences). s.mu is held.
 func (s *Session) handQueueOverLocked(ho *handover) {
-	if r := s.cur; r != nil && (r.queued || r.unsent) && !r.sent && !r.isFinished() {
+	if r := s.cur; r != nil && (r.queued || r.unsent) && !r.sent && !r.parked && !r.isFinished() {
 		at := r.queuedAt
 		if !r.queued {
 			at = r.start

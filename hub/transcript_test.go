@@ -183,6 +183,30 @@ func TestUnsentExecIsHandedOver(t *testing.T) {
 	}, 5*time.Second, time.Millisecond, "the frame's try did not end")
 }
 
+// An unsent exec that an interrupt parked (it ends without running once
+// its frame's turn comes) is not handed over: the next hub would run what
+// the interrupt said would not run. Its code goes as it ends.
+func TestParkedUnsentExecIsNotHandedOver(t *testing.T) {
+	h := testHub(t, testPaths(t))
+	s := durableSession(h, "x")
+	s.imu <- struct{}{} // held, as by the interrupt that parks the cell
+	_, err := s.exec(context.Background(), "'parked'", time.Second, true, 0, nil, wire.Advice{})
+	require.NoError(t, err)
+	s.mu.Lock()
+	r := s.cur
+	s.mu.Unlock()
+	require.True(t, s.parkUnsent(r))
+	assert.Empty(t, h.handOver(), "the session is handed over")
+	ho := readRecord(t, h.livePath("x")).Handover
+	require.NotNil(t, ho)
+	assert.Empty(t, ho.Queue, "a parked cell was handed over")
+	<-s.imu
+	require.Eventually(t, r.isFinished, 5*time.Second, time.Millisecond, "the parked cell did not end")
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	assert.Empty(t, r.code, "the parked cell's code is kept")
+}
+
 // A started cell whose frame may have gone is handed over with its frame's
 // fence, and the next hub sends it with that fence: a worker that reads
 // the last hub's frame only after it answered the next hub (it read
