@@ -203,7 +203,7 @@ func (x *clientXfer) run() wire.Reply {
 		if first == nil {
 			return replyErr(x.h.diedServing(x.target, string(x.req.Op), death))
 		}
-		return errReply(wire.CodeBadRequest, "%s", first.Error)
+		return errReply(wire.CodeBadRequest, "%s", x.servedError(first.Error))
 	}
 	x.answered = true
 	if x.kind == "read" {
@@ -366,6 +366,15 @@ func (x *clientXfer) stopped() wire.Reply {
 	return wire.Reply{}
 }
 
+// servedError is what the client hears of the target's error msg: the
+// worker's "cancelled" is an interrupt of the session's serve.
+func (x *clientXfer) servedError(msg string) string {
+	if msg == "cancelled" {
+		return fmt.Sprintf("the %s of %s was stopped by an interrupt of session '%s'; no file was written", x.req.Op, x.req.Path, x.target.name)
+	}
+	return msg
+}
+
 // linkFailed ends the transfer whose link to the target failed (it took
 // none of it for relayStall); op.fail has asked the target to stop.
 func (x *clientXfer) linkFailed() wire.Reply {
@@ -405,7 +414,7 @@ func (x *clientXfer) finish(first, last *proto.Served, t0 time.Time) wire.Reply 
 		if x.sinkErr != nil {
 			return errReply(wire.CodeBadRequest, "writing %s: %v", x.req.Local, x.sinkErr)
 		}
-		return errReply(wire.CodeBadRequest, "%s", last.Error)
+		return errReply(wire.CodeBadRequest, "%s", x.servedError(last.Error))
 	}
 	size := last.Size // a push's, as the session wrote it
 	if x.sink != nil {

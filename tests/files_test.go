@@ -348,11 +348,25 @@ func TestTransfersOfAFileThatWaitsEndWithTheirClient(t *testing.T) {
 		assert.Contains(t, ok(t, e.Run("exec", "k", "'goes on'")), "'goes on'", c.what)
 	}
 
+	// A pull that an interrupt of its session stops says so.
+	pulled := make(chan hubtest.Result, 1)
+	go func() { pulled <- e.Run("pull", "k", kmsg, filepath.Join(e.Dir, "kmsg3")) }()
+	kpid := workerPid("k")
+	waitFor(t, func() bool { return holds(kpid) }, func() string { return "the pull never opened " + kmsg })
+	assert.Contains(t, ok(t, e.Run("interrupt", "k")), "interrupted the read session 'k' was serving")
+	select {
+	case r := <-pulled:
+		assert.Equal(t, 2, r.Code, "%s", r)
+		assert.Contains(t, r.Stderr, "the pull of /proc/kmsg was stopped by an interrupt of session 'k'; no file was written")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the interrupted pull did not end")
+	}
+	assert.NoFileExists(t, filepath.Join(e.Dir, "kmsg3"))
+
 	// A session's own push, in a cell: it waits for the file until the
 	// cell is interrupted.
 	r := e.Run("exec", "k", fmt.Sprintf("session('k2').push(%q, %q)", kmsg, filepath.Join(e.Dir, "kmsg2")), "--no-wait")
 	require.Equal(t, 0, r.Code, "%s", r)
-	kpid := workerPid("k")
 	waitFor(t, func() bool { return holds(kpid) }, func() string { return "the cell never opened " + kmsg })
 	time.Sleep(300 * time.Millisecond)
 	out := e.Run("wait", "k", "-t", "0.1")
