@@ -1019,12 +1019,15 @@ SMALL_WHOLE = 64 << 10
 def _whole_if_small(f, size, stream=None):
     """The bytes of f, whose size says size, if it has at most SMALL_WHOLE
     of them (then its size need not be right); else None, f at its start
-    again."""
+    again. Read to its end: a file that waits gives part, then more."""
     if not 0 < size <= SMALL_WHOLE:
         return None
-    b = _waiting(f, f.read, SMALL_WHOLE + 1, stream)
-    if len(b) <= SMALL_WHOLE:
-        return b
+    got = b""
+    while len(got) <= SMALL_WHOLE:
+        b = _waiting(f, f.read, SMALL_WHOLE + 1 - len(got), stream)
+        if not b:
+            return got
+        got += b
     f.seek(0)
     return None
 

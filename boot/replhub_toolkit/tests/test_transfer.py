@@ -173,6 +173,20 @@ class TransferTest(unittest.TestCase):
         t.join(5)
         self.assertEqual(out, ["cancelled"])
 
+    def test_a_small_file_that_waits_is_read_to_its_end(self):
+        # Its size says little: what it gives first is not all of it.
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        f = os.fdopen(r, "rb")
+        self.addCleanup(f.close)
+        os.write(w, b"ab")
+
+        def rest():
+            os.write(w, b"cd")
+            os.close(w)
+        threading.Timer(0.2, rest).start()
+        self.assertEqual(relay._whole_if_small(f, 10), b"abcd")
+
     def test_push_to_a_fifo_is_refused(self):
         r = self.write(self.fifo, [b"x"])
         self.assertEqual(r, {"ok": False, "error": "%s is a named pipe, not a regular file: "
