@@ -284,8 +284,8 @@ func TestFilesNotRegular(t *testing.T) {
 // the file is closed, where a blocking read kept a thread and the file for
 // good), a pull from a session too (its read had held the session busy
 // until it was killed), and a session's own push of it runs until it is
-// interrupted, not cut short as if the file had ended. Each session goes
-// on.
+// interrupted, not cut short as if the file had ended; another session's
+// pull of it ends with that cell's interrupt. Each session goes on.
 func TestTransfersOfAFileThatWaitsEndWithTheirClient(t *testing.T) {
 	t.Parallel()
 	const kmsg = "/proc/kmsg"
@@ -375,6 +375,17 @@ func TestTransfersOfAFileThatWaitsEndWithTheirClient(t *testing.T) {
 	out = e.Run("wait", "k", "-t", "10")
 	assert.Contains(t, out.Stdout+out.Stderr, "KeyboardInterrupt", "%s", out)
 	waitFor(t, func() bool { return !holds(kpid) }, func() string { return kmsg + " is still open after the cell ended" })
+	assert.Contains(t, ok(t, e.Run("exec", "k", "'goes on'")), "'goes on'")
+
+	// Another session's pull of it, from a cell: the cell's interrupt
+	// stops the serve too.
+	r = e.Run("exec", "k2", fmt.Sprintf("session('k').pull(%q, %q)", kmsg, filepath.Join(e.Dir, "kmsg4")), "--no-wait")
+	require.Equal(t, 0, r.Code, "%s", r)
+	waitFor(t, func() bool { return holds(kpid) }, func() string { return "the serve never opened " + kmsg })
+	ok(t, e.Run("interrupt", "k2"))
+	out = e.Run("wait", "k2", "-t", "10")
+	assert.Contains(t, out.Stdout+out.Stderr, "KeyboardInterrupt", "%s", out)
+	waitFor(t, func() bool { return !holds(kpid) }, func() string { return kmsg + " is still open after the pull's cell ended" })
 	assert.Contains(t, ok(t, e.Run("exec", "k", "'goes on'")), "'goes on'")
 }
 
