@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 )
 
 // WriteFile replaces the file at path with data. The file gets perm, or,
@@ -172,6 +173,12 @@ func IsDevNull(path string) bool {
 	return err == nil && isDevNull(fi)
 }
 
+// readWait bounds the read of a file that only says it is regular and
+// waits for what it gives (/proc/kmsg, a tracing pipe, through a link):
+// such a file is read through the runtime's poller, where a deadline
+// holds (a regular file's read never waits, and takes none).
+var readWait = 5 * time.Second
+
 func readRegular(path string, max int64, user bool) ([]byte, error) {
 	f, fi, err := openRegular(path, os.O_RDONLY, user)
 	if err != nil {
@@ -181,8 +188,13 @@ func readRegular(path string, max int64, user bool) ([]byte, error) {
 	if fi.Size() > max {
 		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%d bytes, more than %d", fi.Size(), max)}
 	}
+	f.SetReadDeadline(time.Now().Add(readWait)) // ErrNoDeadline for a regular file
 	// Read to max+1, not to the size: the file may grow meanwhile.
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf(
+			"it gave no end within %s: a file that waits for what it gives (such as /proc/kmsg) is not read", readWait)}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -135,3 +135,32 @@ func TestReadTail(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "one\n", string(b))
 }
+
+// A user's file linked to one that says it is regular but waits for what
+// it gives (/proc/kmsg) is refused once it has given no end for readWait,
+// not read for ever: a config.json or an ssh key linked there would hold
+// every session's start.
+func TestReadUserFileOfAFileThatWaits(t *testing.T) {
+	const kmsg = "/proc/kmsg"
+	f, err := os.Open(kmsg)
+	if err != nil {
+		t.Skipf("%s cannot be read here: %v", kmsg, err)
+	}
+	f.Close()
+	old := readWait
+	readWait = 300 * time.Millisecond
+	t.Cleanup(func() { readWait = old })
+	link := filepath.Join(t.TempDir(), "config.json")
+	require.NoError(t, os.Symlink(kmsg, link))
+	done := make(chan error, 1)
+	go func() {
+		_, err := ReadUserFile(link, 1<<30)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		assert.ErrorContains(t, err, "it gave no end within 300ms: a file that waits for what it gives (such as /proc/kmsg) is not read")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the read of a file that waits did not end")
+	}
+}
