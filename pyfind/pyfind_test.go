@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -177,4 +178,35 @@ func FuzzVersionNames(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A version file or a shim that a FIFO took the place of (between the
+// look that found a file there and the read), or a link to one, is not
+// read: the open would wait for a writer for good, and with it the start
+// of the session that asked. Anyone may put /tmp/.python-version there.
+func TestVersionFileThatIsAFIFO(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, ".python-version")
+	if err := syscall.Mkfifo(fifo, 0o666); err != nil {
+		t.Skipf("no FIFO here: %v", err)
+	}
+	link := filepath.Join(dir, "version")
+	os.Symlink(fifo, link)
+	done := make(chan []string, 1)
+	go func() {
+		var got []string
+		for _, p := range []string{fifo, link} {
+			got = append(got, readVersionFile(p, true)...)
+			got = append(got, shimRoot(p))
+		}
+		done <- got
+	}()
+	select {
+	case got := <-done:
+		if strings.Join(got, "") != "" {
+			t.Errorf("read %q from a FIFO", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("reading a version file that is a FIFO did not return")
+	}
 }

@@ -19,12 +19,14 @@ package pyfind
 
 import (
 	"bufio"
-	"io"
+	"bytes"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/replhub/replhub/internal/atomicfile"
 )
 
 // Choice is the interpreter a command runs.
@@ -66,12 +68,11 @@ func Resolve(path string, getenv func(string) string, cwd string) (c Choice, ok 
 // shimRoot reads PYENV_ROOT from a pyenv shim, which names it:
 // `export PYENV_ROOT="/home/me/.pyenv"`.
 func shimRoot(path string) string {
-	f, err := os.Open(path)
+	b, err := atomicfile.ReadUserHead(path, 4096)
 	if err != nil {
 		return ""
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(io.LimitReader(f, 4096))
+	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), `export PYENV_ROOT="`); ok {
 			if v, ok := strings.CutSuffix(v, `"`); ok && filepath.IsAbs(v) {
@@ -192,13 +193,12 @@ func findUp(dir, name string) string {
 // each line, blank lines and # comments skipped, names that could leave
 // the versions folder dropped; with firstWord false, whole lines.
 func readVersionFile(path string, firstWord bool) []string {
-	f, err := os.Open(path)
+	b, err := atomicfile.ReadUserHead(path, 64<<10)
 	if err != nil {
 		return nil
 	}
-	defer f.Close()
 	var out []string
-	sc := bufio.NewScanner(io.LimitReader(f, 64<<10))
+	sc := bufio.NewScanner(bytes.NewReader(b))
 	for sc.Scan() && len(out) < 64 {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {

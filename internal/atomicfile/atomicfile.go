@@ -188,13 +188,8 @@ func readRegular(path string, max int64, user bool) ([]byte, error) {
 	if fi.Size() > max {
 		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("%d bytes, more than %d", fi.Size(), max)}
 	}
-	f.SetReadDeadline(time.Now().Add(readWait)) // ErrNoDeadline for a regular file
 	// Read to max+1, not to the size: the file may grow meanwhile.
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf(
-			"it gave no end within %s: a file that waits for what it gives (such as /proc/kmsg) is not read", readWait)}
-	}
+	b, err := readAtMost(f, path, max+1)
 	if err != nil {
 		return nil, err
 	}
@@ -202,6 +197,30 @@ func readRegular(path string, max int64, user bool) ([]byte, error) {
 		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf("more than %d bytes", max)}
 	}
 	return b, nil
+}
+
+// ReadUserHead is the first n bytes of a user's file, or all of it when
+// it holds fewer: a file read as ReadUserFile reads one (a link followed,
+// only a regular file, a file that waits for data bounded), of any size.
+func ReadUserHead(path string, n int64) ([]byte, error) {
+	f, _, err := openRegular(path, os.O_RDONLY, true)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readAtMost(f, path, n)
+}
+
+// readAtMost reads f, at path, to its end or n bytes, within readWait
+// where f is one that waits for what it gives.
+func readAtMost(f *os.File, path string, n int64) ([]byte, error) {
+	f.SetReadDeadline(time.Now().Add(readWait)) // ErrNoDeadline for a regular file
+	b, err := io.ReadAll(io.LimitReader(f, n))
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fmt.Errorf(
+			"it gave no end within %s: a file that waits for what it gives (such as /proc/kmsg) is not read", readWait)}
+	}
+	return b, err
 }
 
 // NotToPush says why the file at path, of fi, is no push's source: a
