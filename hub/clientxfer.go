@@ -62,27 +62,30 @@ type clientXfer struct {
 // clientTransfer serves a client's push or pull; next reports the client's
 // connection ending.
 func (h *Hub) clientTransfer(req wire.Request, next func() (*wire.Request, bool), send func(wire.Reply) error) wire.Reply {
-	x, refused := h.newClientXfer(req, send)
+	// The client's going is watched from the start: a small file is read
+	// whole before the transfer, and one that waits is closed then.
+	gone := make(chan struct{})
+	go func() {
+		for {
+			if _, ok := next(); !ok {
+				close(gone)
+				return
+			}
+		}
+	}()
+	x, refused := h.newClientXfer(req, send, gone)
 	if refused != nil {
 		return *refused
 	}
 	if x.src != nil {
 		defer x.src.Close()
 	}
-	go func() {
-		for {
-			if _, ok := next(); !ok {
-				close(x.gone)
-				return
-			}
-		}
-	}()
 	return x.run()
 }
 
 // newClientXfer checks req, opens a push's file and makes the target busy
-// serving it; a refusal is the reply.
-func (h *Hub) newClientXfer(req wire.Request, send func(wire.Reply) error) (*clientXfer, *wire.Reply) {
+// serving it; a refusal is the reply. gone closes when the client goes.
+func (h *Hub) newClientXfer(req wire.Request, send func(wire.Reply) error, gone chan struct{}) (*clientXfer, *wire.Reply) {
 	refuse := func(r wire.Reply) (*clientXfer, *wire.Reply) { return nil, &r }
 	if !filepath.IsAbs(req.Local) {
 		return refuse(errReply(wire.CodeBadRequest, "hub: a transfer needs the local file's absolute path"))
@@ -94,7 +97,7 @@ func (h *Hub) newClientXfer(req wire.Request, send func(wire.Reply) error) (*cli
 	if err != nil {
 		return refuse(replyErr(err))
 	}
-	x := &clientXfer{h: h, req: req, send: send, target: target, gone: make(chan struct{}),
+	x := &clientXfer{h: h, req: req, send: send, target: target, gone: gone,
 		kind:      "read",
 		title:     fmt.Sprintf("pull to %s on the command line's machine: %s", req.Local, req.Path),
 		sinkReady: make(chan struct{}), sinkFailed: make(chan struct{}), acks: make(chan int64, 64)}
@@ -105,7 +108,7 @@ func (h *Hub) newClientXfer(req wire.Request, send func(wire.Reply) error) (*cli
 			return refuse(errReply(wire.CodeBadRequest, "%v", err))
 		}
 		x.mode = fi.Mode().Perm()
-		if x.in, x.size, err = wholeIfSmall(x.src, fi.Size()); err != nil {
+		if x.in, x.size, err = wholeIfSmallUnless(x.src, fi.Size(), gone); err != nil {
 			x.src.Close()
 			return refuse(errReply(wire.CodeBadRequest, "reading %s: %v", req.Local, err))
 		}
@@ -170,6 +173,22 @@ func wholeIfSmall(f *os.File, size int64) (io.Reader, int64, error) {
 		return nil, 0, err
 	}
 	return f, size, nil
+}
+
+// wholeIfSmallUnless is wholeIfSmall, whose read a file that waits for
+// what it gives holds until gone closes: the file is closed then, which
+// ends the read (the poller's wait).
+func wholeIfSmallUnless(f *os.File, size int64, gone <-chan struct{}) (io.Reader, int64, error) {
+	read := make(chan struct{})
+	defer close(read)
+	go func() {
+		select {
+		case <-gone:
+			f.Close()
+		case <-read:
+		}
+	}()
+	return wholeIfSmall(f, size)
 }
 
 // run serves the transfer to its end.

@@ -252,3 +252,45 @@ func TestWholeIfSmall(t *testing.T) {
 	assert.Equal(t, string(want), b)
 	assert.EqualValues(t, len(want), n)
 }
+
+// A push's small file is read whole before the transfer; one that waits
+// for what it gives (here a pipe, which the poller waits for as it does
+// for /proc/kmsg) holds that read only until its client goes: the file is
+// closed then, and the read ends.
+func TestSmallFileThatWaitsEndsWithItsClient(t *testing.T) {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer w.Close()
+	gone := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := wholeIfSmallUnless(r, 10, gone)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the read ended before the client went: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(gone)
+	select {
+	case err := <-done:
+		assert.ErrorIs(t, err, os.ErrClosed)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the read of a small file that waits did not end when its client went")
+	}
+
+	// A file that gives its bytes is read whole, and left open.
+	r, w, err = os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	w.Write([]byte("hi\n"))
+	w.Close()
+	in, n, err := wholeIfSmallUnless(r, 10, make(chan struct{}))
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, n)
+	b, _ := io.ReadAll(in)
+	assert.Equal(t, "hi\n", string(b))
+	_, err = r.Stat()
+	assert.NoError(t, err, "the file was closed")
+}
