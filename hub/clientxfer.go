@@ -108,7 +108,7 @@ func (h *Hub) newClientXfer(req wire.Request, send func(wire.Reply) error, gone 
 			return refuse(errReply(wire.CodeBadRequest, "%v", err))
 		}
 		x.mode = fi.Mode().Perm()
-		if x.in, x.size, err = wholeIfSmallUnless(x.src, fi.Size(), gone); err != nil {
+		if x.in, x.size, err = wholeIfSmall(x.src, fi.Size(), gone); err != nil {
 			x.src.Close()
 			return refuse(errReply(wire.CodeBadRequest, "reading %s: %v", req.Local, err))
 		}
@@ -156,11 +156,22 @@ const smallWhole = 64 << 10
 // first. Its size may say nothing of what it holds: a sysfs file says 4096
 // for a line of 18, and a copy that stops short of its size has failed.
 // (/proc's say 0, which means any size; a file that grew past smallWhole
-// meanwhile is read again from its start, its size a floor.)
-func wholeIfSmall(f *os.File, size int64) (io.Reader, int64, error) {
+// meanwhile is read again from its start, its size a floor.) A file that
+// waits for what it gives holds that read until gone closes: f is closed
+// then, which ends the poller's wait.
+func wholeIfSmall(f *os.File, size int64, gone <-chan struct{}) (io.Reader, int64, error) {
 	if size <= 0 || size > smallWhole {
 		return f, size, nil
 	}
+	read := make(chan struct{})
+	defer close(read)
+	go func() {
+		select {
+		case <-gone:
+			f.Close()
+		case <-read:
+		}
+	}()
 	b := make([]byte, smallWhole+1)
 	n, err := io.ReadFull(f, b)
 	switch {
@@ -173,22 +184,6 @@ func wholeIfSmall(f *os.File, size int64) (io.Reader, int64, error) {
 		return nil, 0, err
 	}
 	return f, size, nil
-}
-
-// wholeIfSmallUnless is wholeIfSmall, whose read a file that waits for
-// what it gives holds until gone closes: the file is closed then, which
-// ends the read (the poller's wait).
-func wholeIfSmallUnless(f *os.File, size int64, gone <-chan struct{}) (io.Reader, int64, error) {
-	read := make(chan struct{})
-	defer close(read)
-	go func() {
-		select {
-		case <-gone:
-			f.Close()
-		case <-read:
-		}
-	}()
-	return wholeIfSmall(f, size)
 }
 
 // run serves the transfer to its end.

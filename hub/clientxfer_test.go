@@ -216,7 +216,7 @@ func TestWholeIfSmall(t *testing.T) {
 		f, err := os.Open(path)
 		require.NoError(t, err)
 		defer f.Close()
-		r, n, err := wholeIfSmall(f, size)
+		r, n, err := wholeIfSmall(f, size, nil)
 		require.NoError(t, err)
 		b, err := io.ReadAll(r)
 		require.NoError(t, err)
@@ -264,7 +264,7 @@ func TestSmallFileThatWaitsEndsWithItsClient(t *testing.T) {
 	gone := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		_, _, err := wholeIfSmallUnless(r, 10, gone)
+		_, _, err := wholeIfSmall(r, 10, gone)
 		done <- err
 	}()
 	select {
@@ -286,7 +286,7 @@ func TestSmallFileThatWaitsEndsWithItsClient(t *testing.T) {
 	defer r.Close()
 	w.Write([]byte("hi\n"))
 	w.Close()
-	in, n, err := wholeIfSmallUnless(r, 10, make(chan struct{}))
+	in, n, err := wholeIfSmall(r, 10, make(chan struct{}))
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, n)
 	b, _ := io.ReadAll(in)

@@ -148,9 +148,7 @@ func TestWaitingPutsKeepNoData(t *testing.T) {
 // meanwhile does not wait for the swap past lookupSwapWait.
 func TestSwapOfAWorkerThatReadsNothing(t *testing.T) {
 	shortStall(t, 300*time.Millisecond)
-	old := lookupSwapWait
-	lookupSwapWait = 500 * time.Millisecond
-	t.Cleanup(func() { lookupSwapWait = old })
+	shortLookupSwapWait(t, 500*time.Millisecond)
 	h := reachHub(t, map[string]string{"loc": "local"})
 	s := h.sessions["loc"]
 	s.state = stateIdle
@@ -308,9 +306,7 @@ func TestInterruptBeforeABigExecsFrameParksIt(t *testing.T) {
 // swap that fails leaves the result to it; one that goes on past the
 // timeout is said to be under way.
 func TestWaitDuringASwapTakesNothing(t *testing.T) {
-	old := lookupSwapWait
-	lookupSwapWait = 50 * time.Millisecond
-	t.Cleanup(func() { lookupSwapWait = old })
+	shortLookupSwapWait(t, 50*time.Millisecond)
 	h := reachHub(t, map[string]string{"loc": "local"})
 	s := h.sessions["loc"]
 	s.mu.Lock()
@@ -380,9 +376,7 @@ func TestWaitDuringASwapTakesNothing(t *testing.T) {
 // the session's cells (its count, what nobody had read). It waits for the
 // restore within its timeout, and past it says the restore is under way.
 func TestWaitDuringARestoreSaysSo(t *testing.T) {
-	old := lookupSwapWait
-	lookupSwapWait = 50 * time.Millisecond
-	t.Cleanup(func() { lookupSwapWait = old })
+	shortLookupSwapWait(t, 50*time.Millisecond)
 	h := reachHub(t, map[string]string{"loc": "local"})
 	s := h.sessions["loc"]
 	op := &serveOp{kind: "restore", ended: make(chan struct{})}
@@ -421,9 +415,7 @@ func TestWaitDuringARestoreSaysSo(t *testing.T) {
 // did not load) without ending its op: a wait that came during it answers
 // once the session is gone, not at its timeout as if the restore went on.
 func TestWaitDuringAFailedRestoreEndsWithIt(t *testing.T) {
-	old := lookupSwapWait
-	lookupSwapWait = 50 * time.Millisecond
-	t.Cleanup(func() { lookupSwapWait = old })
+	shortLookupSwapWait(t, 50*time.Millisecond)
 	h, s := hubWithSession(t, "d")
 	op := &serveOp{kind: "restore", ended: make(chan struct{})}
 	s.mu.Lock()

@@ -271,8 +271,8 @@ func (s *Session) snapshotOf() wire.SessionInfo {
 	return info
 }
 
-// fencePrefix begins every fence (newFence).
-const fencePrefix = "\x1e\x1freplhub-fence-"
+// fencePrefix and fenceSuffix begin and end every fence (newFence).
+const fencePrefix, fenceSuffix = "\x1e\x1freplhub-fence-", "\x1f\x1e"
 
 // isFence reports whether f is a fence as newFence makes them (one read
 // from a record on disk is taken only then).
@@ -281,7 +281,7 @@ func isFence(f string) bool {
 	if !ok {
 		return false
 	}
-	hexPart, ok = strings.CutSuffix(hexPart, "\x1f\x1e")
+	hexPart, ok = strings.CutSuffix(hexPart, fenceSuffix)
 	if !ok || len(hexPart) != 24 {
 		return false
 	}
@@ -292,7 +292,7 @@ func isFence(f string) bool {
 func newFence() []byte {
 	var b [12]byte
 	rand.Read(b[:])
-	return []byte(fencePrefix + hex.EncodeToString(b[:]) + "\x1f\x1e")
+	return []byte(fencePrefix + hex.EncodeToString(b[:]) + fenceSuffix)
 }
 
 // tailLines keeps the last n lines of s.

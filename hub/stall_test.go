@@ -25,6 +25,14 @@ func shortStall(t *testing.T, d time.Duration) {
 	t.Cleanup(func() { relayStall = old })
 }
 
+// shortLookupSwapWait sets lookup's wait for a swap under way to d for
+// the test.
+func shortLookupSwapWait(t *testing.T, d time.Duration) {
+	old := lookupSwapWait
+	lookupSwapWait = d
+	t.Cleanup(func() { lookupSwapWait = old })
+}
+
 // busyWith is what keeps s busy ("" when idle), read under its lock.
 func busyWith(s *Session) string {
 	s.mu.Lock()
