@@ -298,22 +298,12 @@ func TestTransfersOfAFileThatWaitsEndWithTheirClient(t *testing.T) {
 	ok(t, e.Run("exec", "k", "1"))
 	ok(t, e.Run("exec", "k2", "1"))
 	holds := func(pid int) bool {
-		fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
-		for _, fd := range fds {
-			if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); l == kmsg {
+		for _, target := range fdsOf(t, pid) {
+			if strings.TrimSuffix(target, " (cloexec)") == kmsg {
 				return true
 			}
 		}
 		return false
-	}
-	workerPid := func(name string) int {
-		for _, s := range sessionList(t, e).Sessions {
-			if s.Name == name {
-				return s.Pid
-			}
-		}
-		t.Fatalf("no session %s", name)
-		return 0
 	}
 	for _, c := range []struct {
 		what   string
@@ -324,7 +314,7 @@ func TestTransfersOfAFileThatWaitsEndWithTheirClient(t *testing.T) {
 			_, err := e.Client().Push(ctx, "k", kmsg, filepath.Join(e.Dir, "kmsg"), nil)
 			return err
 		}},
-		{"pull", workerPid("k"), func(ctx context.Context) error {
+		{"pull", workerPid(t, e, "k"), func(ctx context.Context) error {
 			_, err := e.Client().Pull(ctx, "k", kmsg, filepath.Join(e.Dir, "kmsg"), nil)
 			return err
 		}},
@@ -351,7 +341,7 @@ func TestTransfersOfAFileThatWaitsEndWithTheirClient(t *testing.T) {
 	// A pull that an interrupt of its session stops says so.
 	pulled := make(chan hubtest.Result, 1)
 	go func() { pulled <- e.Run("pull", "k", kmsg, filepath.Join(e.Dir, "kmsg3")) }()
-	kpid := workerPid("k")
+	kpid := workerPid(t, e, "k")
 	waitFor(t, func() bool { return holds(kpid) }, func() string { return "the pull never opened " + kmsg })
 	assert.Contains(t, ok(t, e.Run("interrupt", "k")), "interrupted the read session 'k' was serving")
 	select {
