@@ -159,13 +159,8 @@ func TestHandoverStaysInTheLiveRecord(t *testing.T) {
 // session's cell already: a restart hands it over with the queue, for
 // the next hub to run unless the worker says it has it.
 func TestUnsentExecIsHandedOver(t *testing.T) {
-	p := testPaths(t)
-	h := testHub(t, p)
-	s := durableSession(h, "x")
-	s.imu <- struct{}{} // the frame waits, as behind an interrupt's
-	res, err := s.exec(context.Background(), "'unsent'", time.Second, true, 0, nil, wire.Advice{})
-	require.NoError(t, err)
-	require.Equal(t, 1, res.Cell)
+	h, s, r := unsentExec(t, "'unsent'")
+	require.Equal(t, 1, r.cell)
 
 	assert.Empty(t, h.handOver(), "the session is handed over")
 	rec := readRecord(t, h.livePath("x"))
@@ -179,7 +174,7 @@ func TestUnsentExecIsHandedOver(t *testing.T) {
 	require.Eventually(t, func() bool {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		return s.cur.sent && s.cur.code == ""
+		return r.sent && r.code == ""
 	}, 5*time.Second, time.Millisecond, "the frame's try did not end")
 }
 
@@ -187,14 +182,7 @@ func TestUnsentExecIsHandedOver(t *testing.T) {
 // its frame's turn comes) is not handed over: the next hub would run what
 // the interrupt said would not run. Its code goes as it ends.
 func TestParkedUnsentExecIsNotHandedOver(t *testing.T) {
-	h := testHub(t, testPaths(t))
-	s := durableSession(h, "x")
-	s.imu <- struct{}{} // held, as by the interrupt that parks the cell
-	_, err := s.exec(context.Background(), "'parked'", time.Second, true, 0, nil, wire.Advice{})
-	require.NoError(t, err)
-	s.mu.Lock()
-	r := s.cur
-	s.mu.Unlock()
+	h, s, r := unsentExec(t, "'parked'") // imu held, as by the interrupt that parks the cell
 	require.True(t, s.parkUnsent(r))
 	assert.Empty(t, h.handOver(), "the session is handed over")
 	ho := readRecord(t, h.livePath("x")).Handover
@@ -213,13 +201,9 @@ func TestParkedUnsentExecIsNotHandedOver(t *testing.T) {
 // nothing meanwhile) has both with one fence, and runs the cell once. A
 // fence that is not one of the hub's (a record on disk) is not taken.
 func TestHandedOverCellKeepsItsFence(t *testing.T) {
-	h := testHub(t, testPaths(t))
-	s := durableSession(h, "x")
-	s.imu <- struct{}{} // the frame waits, as behind an interrupt's
-	_, err := s.exec(context.Background(), "'unsent'", time.Second, true, 0, nil, wire.Advice{})
-	require.NoError(t, err)
+	h, s, r := unsentExec(t, "'unsent'")
 	s.mu.Lock()
-	fence := string(s.cur.fence)
+	fence := string(r.fence)
 	s.mu.Unlock()
 	require.True(t, isFence(fence), "%q", fence)
 	assert.Empty(t, h.handOver(), "the session is handed over")
@@ -246,6 +230,22 @@ func TestHandedOverCellKeepsItsFence(t *testing.T) {
 		defer next.mu.Unlock()
 		return started.sent
 	}, 5*time.Second, time.Millisecond, "the frame's try did not end")
+}
+
+// unsentExec runs code as an exec, without waiting, in a durable session
+// of a hub of its own whose interrupt lock it holds, as an interrupt
+// would: the cell's frame waits for the lock (the caller lets it go).
+func unsentExec(t *testing.T, code string) (*Hub, *Session, *run) {
+	t.Helper()
+	h := testHub(t, testPaths(t))
+	s := durableSession(h, "x")
+	s.imu <- struct{}{}
+	res, err := s.exec(context.Background(), code, time.Second, true, 0, nil, wire.Advice{})
+	require.NoError(t, err)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	require.Equal(t, s.cur.cell, res.Cell, "the reply's cell")
+	return h, s, s.cur
 }
 
 // durableSession is a live session of h's, recorded, that a restart
