@@ -216,6 +216,9 @@ func (s *Session) exec(ctx context.Context, code string, timeout time.Duration, 
 	// parks it (parkUnsent). A cell pipe or link carries one cell's frame
 	// at a time, and the last was read before its cell ended.
 	r.unsent = len(code) > asyncExecAt || s.cw.Load() == nil
+	if s.takeStartInterruptLocked(r) {
+		r.unsent = true // sendCell ends it
+	}
 	if r.unsent {
 		r.code = code // until sent: a hand-over meanwhile carries it
 	}

@@ -187,6 +187,10 @@ func (h *Hub) fanExecOn(ctx context.Context, sub wire.Request, group string, g i
 			return
 		case <-gaveUp:
 		}
+		if created || previous != "" {
+			// After its cell, or at once where the request gave up.
+			defer s.forgetStartInterrupt()
+		}
 		if !late {
 			return
 		}
@@ -208,6 +212,9 @@ func (h *Hub) fanExecOn(ctx context.Context, sub wire.Request, group string, g i
 		h.keepStarting(group, host, nil, nil)
 		sub.Timeout = max(limit-time.Since(st.since), minFanCell).Seconds()
 		res, err := h.runCell(ctx, e.s, sub, e.created, e.previous, nil)
+		if e.created || e.previous != "" {
+			e.s.forgetStartInterrupt()
+		}
 		if err != nil {
 			return failedHost(sub.Name, err)
 		}

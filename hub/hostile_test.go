@@ -198,7 +198,9 @@ func TestDetachOfAWorkerThatReadsNothing(t *testing.T) {
 }
 
 // An interrupt of a session that is still starting answers at once
-// (lookup would wait for the start, up to its bound), saying so.
+// (lookup would wait for the start, up to its bound), saying so, and
+// keeps the interrupt for the session's first cell (TestCtrlCDuringTheStart
+// shows that cell end without running).
 func TestInterruptWhileStarting(t *testing.T) {
 	h := reachHub(t, nil)
 	h.startTimeout = 30 * time.Second
@@ -212,7 +214,10 @@ func TestInterruptWhileStarting(t *testing.T) {
 	}()
 	select {
 	case msg := <-done:
-		assert.Equal(t, "session 'slow' is still starting: no cell runs yet to interrupt; the exec that starts it runs its cell once it is up (its start may take up to 30s), `replhub kill slow` ends it once the start is over", msg)
+		assert.Equal(t, "session 'slow' is still starting (its start may take up to 30s): its first cell will end as interrupted, without running, once the session is up", msg)
+		s.mu.Lock()
+		assert.True(t, s.startInterrupted)
+		s.mu.Unlock()
 	case <-time.After(5 * time.Second):
 		t.Fatal("an interrupt waits for the session's start")
 	}

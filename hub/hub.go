@@ -212,6 +212,9 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	if err != nil {
 		return nil, err
 	}
+	if created || previous != "" { // started, or restored, by this call
+		defer s.forgetStartInterrupt()
+	}
 	res, err := h.runCell(ctx, s, req, created, previous, progress)
 	if err != nil {
 		return nil, err
@@ -541,9 +544,13 @@ func (h *Hub) Interrupt(req wire.Request) (string, error) {
 }
 
 // stillStarting is what an interrupt of session name says while the
-// session starts (lookup would wait for it, up to the start's bound): no
-// cell runs yet to interrupt. "" once it has started, or where there is
-// no such session.
+// session starts (lookup would wait for the start, up to its bound), ""
+// once it has started, or where there is no such session. No cell runs
+// yet, but one is on its way: the exec that starts the session, a run's
+// above all, whose Ctrl-C comes here. The interrupt is kept for it: the
+// first cell ends as interrupted without running (takeStartInterruptLocked).
+// The look at ready and the mark are made under s.mu, which the first
+// cell takes once ready is closed: the mark is never left for a later one.
 func (h *Hub) stillStarting(name string, adv wire.Advice) string {
 	h.mu.Lock()
 	s := h.sessions[name]
@@ -551,14 +558,17 @@ func (h *Hub) stillStarting(name string, adv wire.Advice) string {
 	if s == nil {
 		return ""
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	select {
 	case <-s.ready:
 		return ""
 	default:
 	}
+	s.startInterrupted = true
 	d := wire.Duration(h.startTimeout.Seconds())
-	return fmt.Sprintf("session '%s' is still starting: no cell runs yet to interrupt; the exec that starts it runs its cell once it is up (its start may take up to %s), %s ends it once the start is over",
-		name, d, adv.Kill(name))
+	return fmt.Sprintf("session '%s' is still starting (its start may take up to %s): its first cell will end as interrupted, without running, once the session is up",
+		name, d)
 }
 
 // Kill ends session name and frees its name. No death note is written: the

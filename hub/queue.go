@@ -142,6 +142,7 @@ func (s *Session) nextLocked() {
 	s.cur = r
 	s.state = stateRunning
 	s.lastActive = r.start
+	s.takeStartInterruptLocked(r)
 	s.queuedStartedLocked(r, code)
 	go s.sendCell(r, code)
 }
@@ -165,6 +166,29 @@ func (s *Session) sendCell(r *run, code string) {
 	s.sendExec(r, code)
 	s.mu.Lock()
 	r.sent, r.code = true, ""
+	s.mu.Unlock()
+}
+
+// takeStartInterruptLocked parks r, the session's first cell, when an
+// interrupt came while the session started (stillStarting), and reports
+// whether it did; s.mu is held.
+func (s *Session) takeStartInterruptLocked(r *run) bool {
+	if !s.startInterrupted {
+		return false
+	}
+	s.startInterrupted = false
+	r.parked = true
+	return true
+}
+
+// forgetStartInterrupt drops an interrupt kept for the session's first
+// cell (stillStarting) once the call that started the session is done with
+// it: its cell took it, or never started (its client went, the session
+// died), or none was to run (a session's own request to open another, a
+// group's exec given up). The next cell is not the one it was meant for.
+func (s *Session) forgetStartInterrupt() {
+	s.mu.Lock()
+	s.startInterrupted = false
 	s.mu.Unlock()
 }
 

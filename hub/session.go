@@ -90,6 +90,10 @@ type Session struct {
 	lastActive time.Time
 	cells      int  // cells started; the next is cells+1
 	cur        *run // the running cell, or the last one while unread
+	// startInterrupted says that an interrupt came while the session
+	// started (stillStarting): its first cell ends as interrupted, without
+	// running (takeStartInterruptLocked).
+	startInterrupted bool
 	// queue holds the cells waiting their turn, kept the finished ones
 	// nobody has read, gone why a cell's result cannot be (queue.go).
 	queue   []*run

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -141,9 +142,8 @@ type startedRun struct {
 // that writes its pid, prints "started", then runs body, and returns once
 // the cell runs and Ctrl-C is armed. The command starts with SIGINT
 // ignored, as a shell's background job does (execCtrlC does the same for
-// an exec), so that /proc shows when its handler is in place: a run from
-// package early's init arms it only once the reply is slow to come
-// (armAfterNew), and a Ctrl-C before that ends the command and the run.
+// an exec), so that /proc shows when its handler is in place: a Ctrl-C
+// before that ends the command and the run.
 func startRun(t *testing.T, e *hubtest.Env, body string, viaCobra bool) *startedRun {
 	t.Helper()
 	mark := filepath.Join(e.Dir, "pid")
@@ -207,4 +207,109 @@ func TestRunEndsWithItsHub(t *testing.T) {
 	assert.Contains(t, run.errb.String(), "replhub: the hub stopped during the run; the run's session ended with it")
 	assert.NotContains(t, r.Stdout, "1 of 1", "the run was not adopted")
 	nothingLeft(t, e, run.pid)
+}
+
+// TestCtrlCDuringTheStart sends Ctrl-C to a plain exec that makes its
+// session, and to a run, while the session starts (its python waits
+// until the interrupt has gone): the cell ends as interrupted without running, where it
+// ran once the session was up, the command having said it was
+// interrupting it. The exec's session goes on; the run's ends.
+func TestCtrlCDuringTheStart(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	slow := slowPython(t, e, newer)
+	e.Setenv("REPLHUB_PYTHON", slow)
+	for _, tc := range []struct{ name, cmd, note string }{
+		{"exec", "exec", "[interrupting session 'st'"},
+		{"run", "run", "[interrupting the cell"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mark := filepath.Join(e.Dir, "ran-"+tc.name)
+			os.Remove(slow + ".started")
+			os.Remove(slow + ".go")
+			args := []string{"-c", `trap '' INT; exec "$0" "$@"`, e.Bin, tc.cmd}
+			if tc.cmd == "exec" {
+				args = append(args, "st")
+			}
+			cmd := exec.Command("sh", append(args, "open("+strconv.Quote(mark)+", 'w').close()")...)
+			cmd.Env, cmd.Dir = e.Vars, e.Cwd
+			var out, errb hubtest.LockedBuffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			require.NoError(t, cmd.Start())
+			done := make(chan struct{})
+			go func() { cmd.Wait(); close(done) }()
+			t.Cleanup(func() { cmd.Process.Kill(); <-done })
+			waitFor(t, func() bool {
+				// The session starting, the shell's exec done (its trap set
+				// SIGINT ignored), then the handler in place.
+				exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", cmd.Process.Pid))
+				_, err := os.Stat(slow + ".started")
+				return err == nil && exe == e.Bin && !ignoresSIGINT(t, cmd.Process.Pid)
+			},
+				func() string {
+					return "the start never began, or Ctrl-C was never armed: " + out.String() + errb.String()
+				})
+			require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
+			waitFor(t, func() bool { return strings.Contains(errb.String(), tc.note) },
+				func() string { return "the Ctrl-C was not told of: " + errb.String() })
+			time.Sleep(500 * time.Millisecond) // for the interrupt to reach the hub
+			require.NoError(t, os.WriteFile(slow+".go", nil, 0o644))
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("no reply 30 s after the Ctrl-C: %s %s", out.String(), errb.String())
+			}
+			assert.Equal(t, 1, cmd.ProcessState.ExitCode(), "%s%s", out.String(), errb.String())
+			assert.Contains(t, errb.String(), tc.note)
+			assert.Contains(t, out.String()+errb.String(), "KeyboardInterrupt: cell 1 was interrupted before it started, so it did not run")
+			assert.NoFileExists(t, mark, "the cell ran")
+		})
+	}
+	r := e.Run("exec", "st", "print('goes on')")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Equal(t, "goes on\n", r.Stdout)
+	r = e.Run("sessions")
+	assert.NotContains(t, r.Stdout, "run-", "the run's session ended")
+}
+
+// TestInterruptDuringAStartThatRunsNoCell interrupts a session while
+// another session's session("b") starts it, a call that runs no cell
+// there: the interrupt kept for the first cell goes with the start, and
+// the next exec's cell runs.
+func TestInterruptDuringAStartThatRunsNoCell(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	slow := slowPython(t, e, newer)
+	opened := make(chan hubtest.Result, 1)
+	go func() { opened <- e.Run("exec", "a", "b = session('b', python="+strconv.Quote(slow)+")") }()
+	var r hubtest.Result
+	waitFor(t, func() bool {
+		r = e.Run("interrupt", "b")
+		return strings.Contains(r.Stdout+r.Stderr, "is still starting")
+	}, func() string { return "b was never seen starting: " + r.String() })
+	require.NoError(t, os.WriteFile(slow+".go", nil, 0o644))
+	r = <-opened
+	require.Equal(t, 0, r.Code, "%s", r)
+	r = e.Run("exec", "b", "print('runs')")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Equal(t, "runs\n", r.Stdout)
+}
+
+// slowPython writes a python3 into e's folder that holds a session's
+// start until the test lets it go: it makes slow+".started" as it begins,
+// then waits up to 30 s for slow+".go" to exist before it runs python.
+func slowPython(t *testing.T, e *hubtest.Env, python string) string {
+	t.Helper()
+	slow := filepath.Join(e.Dir, "slowpython")
+	script := fmt.Sprintf(`#!/bin/sh
+: > %[1]q
+i=0
+while [ ! -e %[2]q ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
+exec %[3]q "$@"
+`, slow+".started", slow+".go", python)
+	require.NoError(t, os.WriteFile(slow, []byte(script), 0o755))
+	return slow
 }

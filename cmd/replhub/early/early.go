@@ -241,7 +241,10 @@ func send(call Call, std stdio) (*Sent, int) {
 		}
 		arm := time.Now().Add(armAfter)
 		if withEnv {
-			arm = time.Now().Add(armAfterNew)
+			// A new session's start is a long wait, beside which the
+			// handler costs nothing: armed at once. An interrupt during
+			// the start ends its first cell before it runs.
+			arm = time.Now()
 		}
 		var line []byte
 		for {
@@ -277,12 +280,6 @@ func send(call Call, std stdio) (*Sent, int) {
 			// this answer came.
 			goSlow()
 			withOrigin()
-			if disarm != nil {
-				// Armed while the hub answered: the start waits
-				// armAfterNew again.
-				disarm()
-				disarm = nil
-			}
 			continue
 		}
 		sent.Line = line
@@ -319,14 +316,6 @@ func fail(errw io.Writer, msg string) int {
 // action: the command ends at once, and the cell runs on in its session,
 // for `replhub wait` to collect (a run's session ends with the command).
 const armAfter = 20 * time.Millisecond
-
-// armAfterNew is armAfter for the exec that makes a new session, and for
-// a run, which always does, most of whose wait is the session's start: a
-// Ctrl-C then cannot keep the cell from running once the session is up,
-// armed or not (an interrupt finds no cell running yet), and ending the
-// command at once (and a run's session with it) is the better answer to
-// it.
-const armAfterNew = 250 * time.Millisecond
 
 // runName is a run's session name (lean.RunName) from /dev/urandom, as
 // package cli makes it from crypto/rand, whose init is not cheap.
