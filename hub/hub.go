@@ -389,6 +389,18 @@ func (h *Hub) ensure(ctx context.Context, req wire.Request) (s *Session, created
 			return h.ensure(ctx, req)
 		}
 		if s.startErr != nil {
+			if errors.Is(s.startErr, context.Canceled) && ctx.Err() == nil {
+				// The call that started it went away, and its start with
+				// it: that failure is not this call's, which starts the
+				// session itself. The name is freed as the other call
+				// returns, or here, whichever comes first.
+				h.mu.Lock()
+				if h.sessions[req.Name] == s {
+					delete(h.sessions, req.Name)
+				}
+				h.mu.Unlock()
+				return h.ensure(ctx, req)
+			}
 			return nil, false, "", &wire.Error{Code: wire.CodeStart, Message: s.startErr.Error()}
 		}
 	}

@@ -157,6 +157,9 @@ func (s *Session) start(ctx context.Context, o startOpts) error {
 		} else if said != "" {
 			msg += "; it said:\n" + tailLines(said, 20)
 		}
+		if cause == nil && errors.Is(err, context.Canceled) {
+			cause = err // the call that started it went away (startGone)
+		}
 		s.startErr = &StartError{Msg: msg, Err: cause}
 		s.markStartFailed()
 		return s.startErr

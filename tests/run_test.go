@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/replhub/replhub/client"
 	"github.com/replhub/replhub/tests/hubtest"
 )
 
@@ -216,10 +217,7 @@ func TestRunEndsWithItsHub(t *testing.T) {
 // interrupting it. The exec's session goes on; the run's ends.
 func TestCtrlCDuringTheStart(t *testing.T) {
 	t.Parallel()
-	e := hubtest.Start(t)
-	newer, _ := hubtest.PickPythons(t)
-	slow := slowPython(t, e, newer)
-	e.Setenv("REPLHUB_PYTHON", slow)
+	e, slow, _ := slowWorld(t)
 	for _, tc := range []struct{ name, cmd, note string }{
 		{"exec", "exec", "[interrupting session 'st'"},
 		{"run", "run", "[interrupting the cell"},
@@ -279,10 +277,8 @@ func TestCtrlCDuringTheStart(t *testing.T) {
 // the next exec's cell runs.
 func TestInterruptDuringAStartThatRunsNoCell(t *testing.T) {
 	t.Parallel()
-	e := hubtest.Start(t)
-	newer, _ := hubtest.PickPythons(t)
-	e.Setenv("REPLHUB_PYTHON", newer)
-	slow := slowPython(t, e, newer)
+	e, slow, newer := slowWorld(t)
+	e.Setenv("REPLHUB_PYTHON", newer) // the later one counts
 	opened := make(chan hubtest.Result, 1)
 	go func() { opened <- e.Run("exec", "a", "b = session('b', python="+strconv.Quote(slow)+")") }()
 	var r hubtest.Result
@@ -298,18 +294,50 @@ func TestInterruptDuringAStartThatRunsNoCell(t *testing.T) {
 	assert.Equal(t, "runs\n", r.Stdout)
 }
 
-// slowPython writes a python3 into e's folder that holds a session's
-// start until the test lets it go: it makes slow+".started" as it begins,
-// then waits up to 30 s for slow+".go" to exist before it runs python.
-func slowPython(t *testing.T, e *hubtest.Env, python string) string {
+// TestAStartCutShortByItsCallerIsNotAnothers starts a session from a
+// call that goes during the start (an MCP call cancelled), while a second
+// exec of the same name waits for that start: the start ends with the call
+// that made it, and the second exec starts the session itself, where it
+// failed with the other call's "context canceled".
+func TestAStartCutShortByItsCallerIsNotAnothers(t *testing.T) {
+	t.Parallel()
+	e, slow, _ := slowWorld(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	first := make(chan error, 1)
+	go func() {
+		_, err := e.Client().Exec(ctx, "c", "1", client.ExecOptions{Cwd: e.Cwd, Env: e.Vars, InterruptIfGone: true})
+		first <- err
+	}()
+	waitFor(t, func() bool { _, err := os.Stat(slow + ".started"); return err == nil },
+		func() string { return "the first start never began" })
+	second := make(chan hubtest.Result, 1)
+	go func() { second <- e.Run("exec", "c", "print('runs')") }()
+	time.Sleep(500 * time.Millisecond) // for it to wait on the start
+	cancel()
+	require.Error(t, <-first)
+	require.NoError(t, os.WriteFile(slow+".go", nil, 0o644))
+	r := <-second
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "runs\n")
+}
+
+// slowWorld starts a world whose python3 (REPLHUB_PYTHON) is slow, a
+// script in its folder that holds a session's start until the test lets
+// it go: it makes slow+".started" as it begins, then waits up to 30 s for
+// slow+".go" to exist before it runs newer, which slowWorld returns too.
+func slowWorld(t *testing.T) (e *hubtest.Env, slow, newer string) {
 	t.Helper()
-	slow := filepath.Join(e.Dir, "slowpython")
+	e = hubtest.Start(t)
+	newer, _ = hubtest.PickPythons(t)
+	slow = filepath.Join(e.Dir, "slowpython")
 	script := fmt.Sprintf(`#!/bin/sh
 : > %[1]q
 i=0
 while [ ! -e %[2]q ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i+1)); done
 exec %[3]q "$@"
-`, slow+".started", slow+".go", python)
+`, slow+".started", slow+".go", newer)
 	require.NoError(t, os.WriteFile(slow, []byte(script), 0o755))
-	return slow
+	e.Setenv("REPLHUB_PYTHON", slow)
+	return e, slow, newer
 }
