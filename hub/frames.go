@@ -19,14 +19,7 @@ func (s *Session) readFrames() {
 		m, err := s.frames.Read()
 		var mf *proto.Malformed
 		if errors.As(err, &mf) {
-			s.hub.log.Warn("malformed frame", "session", s.name, "err", mf.Error())
-			s.mu.Lock()
-			s.workerNoteLocked("the worker sent a " + mf.Error() + "; it was dropped")
-			s.namesLost = true // it may have been a done frame
-			s.mu.Unlock()
-			// Told aside: a worker that reads nothing must not stop its
-			// frames being read (sendAside refuses once it lags).
-			s.sendAside(&proto.Error{Error: "hub: " + mf.Error()})
+			s.malformedFrame(mf)
 			continue
 		}
 		if err != nil {
@@ -180,6 +173,43 @@ func (h *Hub) watchFrames(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// malformedFrame drops a frame the worker sent that the hub cannot read,
+// with a note for the next reply. The first malformedTold are logged and
+// answered; past them, a worker that sends them in a loop (a host's, a
+// cell's writes to the frame channel: three bytes a frame) has a log line
+// at each power of ten and no answer, where each cost a line of the hub's
+// log, in the runtime folder, some fifty times its size, and a write.
+func (s *Session) malformedFrame(mf *proto.Malformed) {
+	s.mu.Lock()
+	s.workerNoteLocked("the worker sent a " + mf.Error() + "; it was dropped")
+	s.namesLost = true // it may have been a done frame
+	s.malformed++
+	n := s.malformed
+	s.mu.Unlock()
+	if n > malformedTold {
+		if isPowerOfTen(n) {
+			s.hub.log.Warn("malformed frames", "session", s.name, "count", n, "logged", malformedTold)
+		}
+		return
+	}
+	s.hub.log.Warn("malformed frame", "session", s.name, "err", mf.Error())
+	// Told aside: a worker that reads nothing must not stop its frames
+	// being read (sendAside refuses once it lags).
+	s.sendAside(&proto.Error{Error: "hub: " + mf.Error()})
+}
+
+// malformedTold is how many of a session's malformed frames are logged
+// and answered one by one.
+const malformedTold = 10
+
+// isPowerOfTen reports whether n is 10, 100, 1000 …
+func isPowerOfTen(n int) bool {
+	for n >= 10 && n%10 == 0 {
+		n /= 10
+	}
+	return n == 1
 }
 
 // endForViolation ends a session whose worker broke the protocol.

@@ -111,6 +111,7 @@ type Session struct {
 	notesDropped   int      // the worker's notes past maxNotes since the notes were last taken
 	names          []string
 	namesLost      bool // a done frame not taken may have had the names: the next exec asks for them
+	malformed      int  // frames the worker sent that the hub could not read (malformedFrame)
 	rss            int64
 	killed         bool // a deliberate kill: no death note
 	death          string

@@ -56,6 +56,37 @@ def cells():
 	return p
 }
 
+// TestMalformedFramesInALoop has a worker send 200,000 lines that are
+// not frames (three bytes each, as a cell's writes to the frame channel
+// can): each was a line of the hub's log, some 32 MB in all in the
+// runtime folder; now the first few are, and a line at each power of ten.
+// The cell's reply still tells of them, and the session goes on.
+func TestMalformedFramesInALoop(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	py := fakeWorker(t, e.Dir, `
+ready()
+for c in cells():
+    out.write(b"x\n" * 200000)
+    fence(c)
+    frame({"op": "done", "cell": c["cell"], "status": "ok", "value": "'fine'", "error": None, "duration": 0.01})
+`)
+	r := e.Run("exec", "loop", "1", "--python", py)
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "Out[1]: 'fine'")
+	assert.Contains(t, r.Stdout, "more notes from the worker were dropped")
+	fi, err := os.Stat(e.Paths.Log())
+	require.NoError(t, err)
+	assert.Less(t, fi.Size(), int64(16<<10), "the hub's log after 200,000 malformed frames")
+	log, _ := os.ReadFile(e.Paths.Log())
+	assert.True(t, strings.Contains(string(log), "count=100000 logged=10"), "no line in the log for the 100,000th")
+	r = e.Run("exec", "loop", "2")
+	assert.Equal(t, 0, r.Code, "the session goes on: %s", r)
+	killFake(t, e, "loop")
+}
+
 func TestMalformedFramesFromWorker(t *testing.T) {
 	t.Parallel()
 	e := hubtest.Start(t)
