@@ -18,6 +18,7 @@ import (
 	"github.com/replhub/replhub/fds"
 	"github.com/replhub/replhub/hub"
 	"github.com/replhub/replhub/internal/atomicfile"
+	"github.com/replhub/replhub/internal/hublog"
 	"github.com/replhub/replhub/safesock"
 )
 
@@ -62,7 +63,7 @@ func runHub(ctx context.Context, e *env, supervisor string) error {
 		return fmt.Errorf("hub log: %w", err)
 	}
 	defer logf.Close()
-	log := slog.New(slog.NewTextHandler(logf, nil))
+	log := slog.New(slog.NewTextHandler(hublog.New(logf, paths.Log()), nil))
 	if len(inherited) > 0 {
 		log.Info("closed inherited fds", "fds", inherited)
 	}
