@@ -117,6 +117,16 @@ def _grow_pipe(fd):
 _MSG_DONTWAIT = 0x40  # Linux's; socket.MSG_DONTWAIT where the module has it
 
 
+def _fd_id(fd):
+    """What fd refers to: a cell's os.closerange and a later open may put a
+    file of its own under a number the channel had."""
+    try:
+        st = os.fstat(fd)
+        return st.st_dev, st.st_ino
+    except (OSError, ValueError):
+        return None
+
+
 def _nonblocking(fd):
     try:
         import fcntl
@@ -306,6 +316,7 @@ class Channel(object):
         # socket's blocking mode).
         self._superseding = False
         self._wsock = None
+        self._ids = _fd_id(rfd), _fd_id(wfd)
         _nonblocking(wfd)
 
     def _line(self, header, n):
@@ -397,8 +408,9 @@ class Channel(object):
         self._superseding = True  # a writer stuck on the old link gives up
         with self._lock:
             self._superseding = False
-            old_w, old_sock = self._w, self._wsock
+            old_w, old_sock, old_id = self._w, self._wsock, self._ids[1]
             self._r, self._w, self._wsock = r, fd, wsock
+            self._ids = (_fd_id(fd),) * 2
             self.gen += 1
             self._big = self._big_in = False
             self.down = False
@@ -419,7 +431,7 @@ class Channel(object):
                 old_sock.close()
             except OSError:
                 pass
-        if old_w != fd:
+        if old_w != fd and _fd_id(old_w) == old_id:  # not a cell's file since
             _shut(old_w)  # a pipe ends when its hub (or sshd) goes
             _close(old_w)
         return r, gen
@@ -474,6 +486,9 @@ class Channel(object):
                 self._write(line)
 
     def _write(self, buf):
+        if _fd_id(self._w) != self._ids[1]:
+            # Closed by a cell's code: the number may be a file of its own.
+            raise OSError(9, "the channel to the hub was closed")
         view = memoryview(buf)
         while view:
             try:
@@ -503,6 +518,8 @@ class Channel(object):
         """Return (header, data) from r (the current generation's reader by
         default); None at EOF.  Raises ValueError on a bad frame."""
         r = r or self._r
+        if r is self._r and _fd_id(r.fileno()) != self._ids[0]:
+            return None  # closed, as in _write
         line = r.readline()
         if not line:
             return None
@@ -572,6 +589,7 @@ class _CellPipe(object):
         self.scanned = 0   # bytes of buf known to hold no newline
         self.head = None   # the parsed header of the frame under way
         self.eof = False
+        self.id = _fd_id(fd)
         _nonblocking(fd)
 
     # Read what the pipe holds; whether it may hold more (a read that
@@ -579,6 +597,8 @@ class _CellPipe(object):
     def fill(self):
         import errno
         try:
+            if _fd_id(self.fd) != self.id:
+                raise OSError(errno.EBADF, "closed")  # as in Channel._write
             data = os.read(self.fd, 1 << 16)
         except BlockingIOError:
             return False

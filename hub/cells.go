@@ -161,6 +161,10 @@ func (s *Session) lockLive(ctx context.Context, timeout time.Duration) error {
 		s.mu.Unlock()
 		return &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' is dead: %s", s.name, s.death)}
 	}
+	if s.channelLost != "" {
+		s.mu.Unlock()
+		return &wire.Error{Code: wire.CodeBusy, Message: s.channelLost}
+	}
 	return nil
 }
 

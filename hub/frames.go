@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/replhub/replhub/proto"
+	"github.com/replhub/replhub/wire"
 )
 
 // readFrames serves the worker's frames until its stream ends. A frame
@@ -32,6 +33,7 @@ func (s *Session) readFrames() {
 				s.frames.Reset()
 				continue
 			}
+			go s.framesEnded()
 			return
 		}
 		s.takeFrame(m)
@@ -174,6 +176,42 @@ func (h *Hub) watchFrames(ctx context.Context) {
 		}
 	}
 }
+
+// framesEnded is called when the worker's frames have ended: it exits,
+// or it is being handed over, or its code closed its end of the stream
+// (an os.close or os.closerange of a descriptor it did not open), which
+// it never reopens. Then the worker lives on, with the session's state,
+// but nothing it does reaches this hub: its cell would look running for
+// good, and the next ones queue behind it. A local worker that has not
+// exited after a moment ends its cell, and refuses the next, saying what
+// to do: a restart adopts it again on its socket, its state whole (it
+// keeps the cell's end for the next hub).
+func (s *Session) framesEnded() {
+	select {
+	case <-s.exited:
+		return
+	case <-time.After(framesEndedWait):
+	}
+	h := s.hub
+	h.mu.Lock()
+	closing := h.closing
+	h.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if closing || s.sock == "" || s.state == stateDead || s.detachFence != nil || s.channelLost != "" {
+		return
+	}
+	s.channelLost = fmt.Sprintf("the worker of session '%s' lives, but its channel to the hub was closed by its own code (an os.close or os.closerange of a descriptor it did not open): `replhub restart` takes it up again with its state, %s ends it",
+		s.name, wire.AdviceFor(wire.SurfaceCLI).Kill(s.name))
+	if r := s.cur; r != nil && !r.isFinished() {
+		s.abandonLocked(r, "ChannelClosed", s.channelLost)
+	}
+	s.hub.log.Warn("worker's channel closed while it lives", "session", s.name)
+}
+
+// framesEndedWait is how long a worker whose frames ended has to be seen
+// exit before framesEnded takes its channel for closed by its code.
+const framesEndedWait = 2 * time.Second
 
 // malformedFrame drops a frame the worker sent that the hub cannot read,
 // with a note for the next reply. The first malformedTold are logged and

@@ -110,8 +110,9 @@ type Session struct {
 	notes          []string // remarks for the next reply (malformed frames …)
 	notesDropped   int      // the worker's notes past maxNotes since the notes were last taken
 	names          []string
-	namesLost      bool // a done frame not taken may have had the names: the next exec asks for them
-	malformed      int  // frames the worker sent that the hub could not read (malformedFrame)
+	namesLost      bool   // a done frame not taken may have had the names: the next exec asks for them
+	malformed      int    // frames the worker sent that the hub could not read (malformedFrame)
+	channelLost    string // why a worker that lives cannot reach the hub (framesEnded)
 	rss            int64
 	killed         bool // a deliberate kill: no death note
 	death          string

@@ -146,3 +146,40 @@ func TestOpenFromCodeTellsOfThePredecessor(t *testing.T) {
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "exited with status 7", "%s", r)
 }
+
+// TestCellThatClosesTheWorkersChannel has a cell close the worker's end of
+// its frame stream to the hub, a descriptor it did not open, then open a
+// file of its own, which takes that number. The worker's frames do not go
+// into the file (its done frame did), and the cell does not look running
+// for good: its reply says what happened and what to do, as the next
+// exec's does; a restart then takes the session up again, its state and
+// the file whole.
+func TestCellThatClosesTheWorkersChannel(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	victim := filepath.Join(e.Dir, "victim.txt")
+	r := e.Run("exec", "fd", "import gc, os, sys; n = 1")
+	require.Equal(t, 0, r.Code, "%s", r)
+	r = e.Run("exec", "fd", `ch = [o for o in gc.get_objects() if isinstance(o, sys.modules["replhub_worker"].Channel)][0]
+os.close(ch._w)
+f = open(`+fmt.Sprintf("%q", victim)+`, "w")
+assert f.fileno() == ch._w`, "-t", "20")
+	said := "the worker of session 'fd' lives, but its channel to the hub was closed by its own code"
+	assert.Equal(t, 1, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "ChannelClosed: "+said)
+	r = e.Run("exec", "fd", "n")
+	assert.Equal(t, 2, r.Code, "%s", r)
+	assert.Contains(t, r.Stderr, said)
+
+	r = e.Run("restart")
+	require.Equal(t, 0, r.Code, "%s", r)
+	e.Run("wait", "fd", "-t", "10") // the cell's end, kept for the next hub
+	r = e.Run("exec", "fd", `f.write("the user's\n"); f.close(); n`)
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "Out[3]: 1")
+	b, err := os.ReadFile(victim)
+	require.NoError(t, err)
+	assert.Equal(t, "the user's\n", string(b), "nothing of the worker's went into the cell's file")
+}
