@@ -117,6 +117,9 @@ def _grow_pipe(fd):
 _MSG_DONTWAIT = 0x40  # Linux's; socket.MSG_DONTWAIT where the module has it
 
 
+_KEPT = []  # files on a number a cell took over (Session.read_loop)
+
+
 def _fd_id(fd):
     """What fd refers to: a cell's os.closerange and a later open may put a
     file of its own under a number the channel had."""
@@ -355,6 +358,15 @@ class Channel(object):
                     self.held = self.last_done = line + bytes(data or b"")
                     return
         raise OSError(32, "the hub went away")
+
+    def cut(self, gen):
+        """Close generation gen's write side, while it is still ours and
+        current (see read_loop)."""
+        with self._lock:
+            if gen == self.gen and _fd_id(self._w) == self._ids[1]:
+                _shut(self._w)
+                _close(self._w)
+                self._lost_locked()
 
     def _lost_locked(self):
         if not self.down:
@@ -1676,6 +1688,7 @@ class Session(object):
         takes hubs, for want of one of its own (_adopt); after each frame
         it tries again to start one, and hands the reading over."""
         seen_frame = False
+        rid = _fd_id(r.fileno())
         while True:
             if inline and seen_frame and self._read_on_a_thread(r, gen):
                 return
@@ -1696,10 +1709,17 @@ class Session(object):
                 self.dispatch(*msg)
             except Exception as e:
                 self._send_quietly({"op": "error", "error": _cap("replhub: %s: %s" % (type(e).__name__, e), ERROR_CAP)[0]})
-        try:
-            r.close()
-        except OSError:
-            pass
+        if _fd_id(r.fileno()) != rid:
+            # A cell closed it, and its number may be a file of the cell's
+            # now: kept, never closed here. The write side goes, so that
+            # the hub hears the channel's end.
+            _KEPT.append(r)
+            self.chan.cut(gen)
+        else:
+            try:
+                r.close()
+            except OSError:
+                pass
         if self.listener is None:
             if self._tk is not None:
                 try:

@@ -182,4 +182,24 @@ assert f.fileno() == ch._w`, "-t", "20")
 	b, err := os.ReadFile(victim)
 	require.NoError(t, err)
 	assert.Equal(t, "the user's\n", string(b), "nothing of the worker's went into the cell's file")
+
+	// The other way: the worker's end of the hub's frames, whose number
+	// the cell's file to read then takes. The worker reads none of it,
+	// and closes it neither when the hub goes nor when the next adopts it.
+	theirs := filepath.Join(e.Dir, "theirs.txt")
+	require.NoError(t, os.WriteFile(theirs, []byte(`{"op": "ping"}`+"\n"), 0o600))
+	r = e.Run("exec", "rd", "import gc, os, sys; n = 2")
+	require.Equal(t, 0, r.Code, "%s", r)
+	r = e.Run("exec", "rd", `ch = [o for o in gc.get_objects() if isinstance(o, sys.modules["replhub_worker"].Channel)][0]
+fd = ch._r.fileno()
+os.close(fd)
+g = open(`+fmt.Sprintf("%q", theirs)+`)
+g.fileno() == fd`)
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "Out[2]: True")
+	r = e.Run("restart")
+	require.Equal(t, 0, r.Code, "%s", r)
+	r = e.Run("exec", "rd", "g.read(), n")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, `Out[3]: ('{"op": "ping"}\n', 2)`)
 }
