@@ -203,6 +203,9 @@ func (s *Session) framesEnded() {
 	}
 	s.channelLost = fmt.Sprintf("the worker of session '%s' lives, but its channel to the hub was closed by its own code (an os.close or os.closerange of a descriptor it did not open): `replhub restart` takes it up again with its state, %s ends it",
 		s.name, wire.AdviceFor(wire.SurfaceCLI).Kill(s.name))
+	if s.channelGone != nil {
+		close(s.channelGone) // a query waiting for its answer
+	}
 	if r := s.cur; r != nil && !r.isFinished() {
 		s.abandonLocked(r, "ChannelClosed", s.channelLost)
 	}

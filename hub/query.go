@@ -145,6 +145,10 @@ func (s *Session) query(ctx context.Context, q *proto.Query, wait time.Duration,
 		return s.answerOf(q, a, adv)
 	case <-s.exited:
 		return nil, &wire.Error{Code: wire.CodeDead, Message: fmt.Sprintf("session '%s' died before it answered: %s", s.name, s.deathText())}
+	case <-s.channelGone:
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return nil, &wire.Error{Code: wire.CodeBusy, Message: s.channelLost}
 	case <-timer.C:
 		return nil, &wire.Error{Code: wire.CodeBusy, Message: fmt.Sprintf(
 			"session '%s' did not answer %s within %s (stopped, or stuck in a repr or attribute that holds the interpreter?); its next cell goes ahead all the same",

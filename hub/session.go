@@ -110,9 +110,10 @@ type Session struct {
 	notes          []string // remarks for the next reply (malformed frames …)
 	notesDropped   int      // the worker's notes past maxNotes since the notes were last taken
 	names          []string
-	namesLost      bool   // a done frame not taken may have had the names: the next exec asks for them
-	malformed      int    // frames the worker sent that the hub could not read (malformedFrame)
-	channelLost    string // why a worker that lives cannot reach the hub (framesEnded)
+	namesLost      bool          // a done frame not taken may have had the names: the next exec asks for them
+	malformed      int           // frames the worker sent that the hub could not read (malformedFrame)
+	channelLost    string        // why a worker that lives cannot reach the hub (framesEnded)
+	channelGone    chan struct{} // closed as channelLost is set: for what waits on an answer
 	rss            int64
 	killed         bool // a deliberate kill: no death note
 	death          string
@@ -179,6 +180,7 @@ func newSession(h *Hub, name string) *Session {
 	return &Session{
 		hub: h, name: name, state: stateStarting,
 		ready: make(chan struct{}), exited: make(chan struct{}), outClosed: make(chan struct{}),
+		channelGone: make(chan struct{}),
 		interrupted: make(chan *proto.Interrupted, 4), imu: make(chan struct{}, 1),
 		started: now, lastActive: now,
 		out: outputs{let: h.floodLetGo},

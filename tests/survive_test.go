@@ -197,6 +197,11 @@ g = open(`+fmt.Sprintf("%q", theirs)+`)
 g.fileno() == fd`)
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "Out[2]: True")
+	// A query's frame wakes the reader, which finds its end closed: the
+	// query is not left to wait out its bound (17 s).
+	start := time.Now()
+	r = e.Run("vars", "rd")
+	assert.Less(t, time.Since(start), 10*time.Second, "%s", r)
 	r = e.Run("restart")
 	require.Equal(t, 0, r.Code, "%s", r)
 	r = e.Run("exec", "rd", "g.read(), n")
