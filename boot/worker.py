@@ -88,6 +88,7 @@ READY_NAMES_BYTES = 32 << 10  # of names in a ready frame, which the hub reads w
 ERROR_CAP = 2000        # the text of an error frame
 ANSWER_OF = {"serve": "served", "swap": "swapped", "restore": "restored"}  # a frame served for a sid, its answer's op
 QUERIES_MAX = 4         # query frames answered at once
+PID = os.getpid()       # the worker's; a process a cell forks has its own
 
 # What the main thread is doing (Session.phase).
 IDLE, PARSING, RUNNING, TRANSFER, FINISHING = "idle", "parsing", "running", "transfer", "finishing"
@@ -2470,6 +2471,11 @@ class Session(object):
             status, value = "error", None
             error = _error_dict(*sys.exc_info())
         self._stop()
+        if os.getpid() != PID:
+            # A child the cell forked (os.fork, no exec), back here: its cell
+            # is over, as a script's end would be. As a second worker it
+            # would take the session's cells and answer for them.
+            os._exit(0)
         self._sweep()  # before the done frame: the next cell finds the targets free
         done = {"op": "done", "cell": cell, "status": status, "value": value,
                 "error": error, "duration": time.time() - t0}

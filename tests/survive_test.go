@@ -208,3 +208,29 @@ g.fileno() == fd`)
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, `Out[3]: ('{"op": "ping"}\n', 2)`)
 }
+
+// TestForkedChildIsNoSecondWorker forks in a cell, with no exec: the child
+// ran on past the cell's end as a second worker, took every other cell,
+// and answered for it, its own copy of the state drifting from the
+// session's. It now ends with its cell, as a script's child would at the
+// script's end; the session's cells all run in its worker, in turn. On the
+// newest and the oldest Python (3.6 has no os.register_at_fork).
+func TestForkedChildIsNoSecondWorker(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	newer, older := hubtest.PickPythons(t)
+	for _, py := range []string{newer, older} {
+		name := "fork-" + filepath.Base(filepath.Dir(filepath.Dir(py)))
+		r := e.Run("exec", name, "import os; n = 0; os.getpid()", "--python", py)
+		require.Equal(t, 0, r.Code, "%s", r)
+		pid := strings.TrimSpace(r.Stdout[strings.LastIndex(r.Stdout, "Out[1]: ")+8:])
+		r = e.Run("exec", name, `child = os.fork() == 0
+print("child" if child else "parent")`)
+		require.Equal(t, 0, r.Code, "%s", r)
+		for i := 1; i <= 6; i++ {
+			r = e.Run("exec", name, "n += 1; n, os.getpid()")
+			require.Equal(t, 0, r.Code, "%s", r)
+			assert.Contains(t, r.Stdout, fmt.Sprintf("Out[%d]: (%d, %s)", i+2, i, pid), "cell %d", i+2)
+		}
+	}
+}
