@@ -76,7 +76,7 @@ func (r *Result) fanText(surface string) string {
 	line := b.line
 	line("[" + r.fanSummary() + "]")
 	for _, n := range r.Notes {
-		line("[" + n + "]")
+		b.note(n)
 	}
 	if c := r.hostCells(); c != "" {
 		line("[" + c + "]")
@@ -124,11 +124,11 @@ func (r *Result) fanText(surface string) string {
 	if len(failed) > 0 {
 		line(fmt.Sprintf("failed on %d of %d %s:", len(failed), len(r.Fan), plural(len(r.Fan), "host", "hosts")))
 		for _, f := range foldReasons(failed, r.Session, adv) {
-			line("  " + f)
+			line("  " + Printable(f, false))
 		}
 	}
 	if r.Others != "" {
-		line("[" + r.Others + "]")
+		b.note(r.Others)
 	}
 	return b.String()
 }
@@ -203,7 +203,7 @@ func (r *Result) hostBody(cell int, group, surface string) string {
 	var b lines
 	line := b.line
 	if r.Previous != "" {
-		line("[" + r.Previous + "]")
+		b.note(r.Previous)
 	}
 	r.writeOutcome(&b, cell)
 	switch r.Status {
@@ -214,7 +214,7 @@ func (r *Result) hostBody(cell int, group, surface string) string {
 	case StatusRunning:
 		line(fmt.Sprintf("[still running after %s; it goes on: %s collects it]", Duration(float64(r.DurationMS)/1000), adv.Wait(group)))
 	case StatusDead:
-		line("[" + r.Death + "]")
+		b.note(r.Death)
 	case StatusIdle:
 		if r.Output == "" {
 			line("[idle: nothing to collect]")

@@ -81,5 +81,5 @@ func (s *SwappedInfo) Line() string {
 		unread = "  (unread output)"
 	}
 	return fmt.Sprintf("%s%s  swapped %s ago  python %s  %d cells  %s on disk  cwd %s%s",
-		s.Name, where, Duration(time.Since(s.When).Seconds()), s.Python, s.Cells, MB(s.Bytes), s.Cwd, unread)
+		s.Name, where, Duration(time.Since(s.When).Seconds()), Printable(s.Python, false), s.Cells, MB(s.Bytes), Printable(s.Cwd, false), unread)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"unicode/utf8"
 )
 
 // Text renders r as the CLI prints it.
@@ -166,7 +167,7 @@ func (r *Result) TextFor(surface string) string {
 	var b lines
 	line := b.line
 	if r.Previous != "" {
-		line("[" + r.Previous + "]")
+		b.note(r.Previous)
 	}
 	if c := r.Created; c != nil {
 		where := ""
@@ -176,7 +177,7 @@ func (r *Result) TextFor(surface string) string {
 		if c.Root {
 			where += " as root"
 		}
-		line(fmt.Sprintf("[created session '%s'%s (python %s, cwd %s)]", c.Name, where, c.Python, c.Cwd))
+		b.note(fmt.Sprintf("created session '%s'%s (python %s, cwd %s)", c.Name, where, Printable(c.Python, false), Printable(c.Cwd, false)))
 	}
 	r.writeOutcome(&b, r.Cell)
 	switch r.Status {
@@ -191,7 +192,7 @@ func (r *Result) TextFor(surface string) string {
 	case StatusTimeout:
 		line(fmt.Sprintf("[cell still running after %s, so the run stopped it and ended its session; -t gives it longer]", Duration(float64(r.DurationMS)/1000)))
 	case StatusDead:
-		line("[" + r.Death + "]")
+		b.note(r.Death)
 	case StatusIdle:
 		if r.Output == "" {
 			line(fmt.Sprintf("[session '%s' is idle: nothing to collect]", r.Session))
@@ -202,7 +203,7 @@ func (r *Result) TextFor(surface string) string {
 		}
 	}
 	if r.Others != "" {
-		line("[" + r.Others + "]")
+		b.note(r.Others)
 	}
 	return b.String()
 }
@@ -218,11 +219,59 @@ func (b *lines) line(s string) {
 	}
 }
 
+// note adds s as a line of replhub's own, in brackets: what a worker or a
+// host said in it (a death's reason, a note) is made Printable.
+func (b *lines) note(s string) {
+	b.line("[" + Printable(s, true) + "]")
+}
+
+// Printable is s with its control characters written as escapes (\x1b,
+// \u009b), and every byte that is not UTF-8 as \xNN; line feeds and tabs
+// stay when lines is true. What a host sends (its worker's cwd, a note,
+// a name, what a failed start printed) goes into replhub's own lines and
+// errors through here, so that it cannot put a control sequence on the
+// user's terminal; a cell's own output, the user's, does not.
+func Printable(s string, lines bool) string {
+	// bad says whether the rune r, n bytes long, is escaped.
+	bad := func(r rune, n int) bool {
+		if lines && (r == '\n' || r == '\t') {
+			return false
+		}
+		return r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 || r == utf8.RuneError && n == 1
+	}
+	i := 0
+	for i < len(s) {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if bad(r, n) {
+			break
+		}
+		i += n
+	}
+	if i == len(s) {
+		return s
+	}
+	var b strings.Builder
+	b.WriteString(s[:i])
+	for i < len(s) {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case !bad(r, n):
+			b.WriteString(s[i : i+n])
+		case r < 0x80 || n == 1:
+			fmt.Fprintf(&b, "\\x%02x", s[i])
+		default:
+			fmt.Fprintf(&b, "\\u%04x", r)
+		}
+		i += n
+	}
+	return b.String()
+}
+
 // writeOutcome writes r's notes, output, exception and value, the value
 // as Out[cell] (as Out when cell is negative).
 func (r *Result) writeOutcome(b *lines, cell int) {
 	for _, n := range r.Notes {
-		b.line("[" + n + "]")
+		b.note(n)
 	}
 	if e := r.Earlier; e != nil {
 		e.writeOutcome(b, e.Cell)
@@ -262,7 +311,7 @@ func (l *SessionList) TextFor(detail bool, surface string) string {
 		b.WriteString(s.Line())
 		b.WriteByte('\n')
 		if len(s.Names) > 0 {
-			fmt.Fprintf(&b, "    names: %s\n", strings.Join(s.Names, ", "))
+			fmt.Fprintf(&b, "    names: %s\n", Printable(strings.Join(s.Names, ", "), false))
 		}
 		if detail {
 			fmt.Fprintf(&b, "    host: %s\n", s.Host)
@@ -270,7 +319,7 @@ func (l *SessionList) TextFor(detail bool, surface string) string {
 				fmt.Fprintf(&b, "    route: %s\n", s.Route)
 			}
 			fmt.Fprintf(&b, "    python: %s\n    transcript: %s\n    cloudpickle: %v\n",
-				s.Executable, s.Transcript, s.Cloudpickle)
+				Printable(s.Executable, false), s.Transcript, s.Cloudpickle)
 			if s.Unread {
 				fmt.Fprintf(&b, "    an unread result waits: %s\n", adv.Wait(s.Name))
 			}
@@ -283,12 +332,12 @@ func (l *SessionList) TextFor(detail bool, surface string) string {
 		}
 	}
 	for _, d := range l.Dead {
-		fmt.Fprintf(&b, "%s  dead: %s\n", d.Name, d.Note)
+		fmt.Fprintf(&b, "%s  dead: %s\n", d.Name, Printable(d.Note, false))
 	}
 	for _, s := range l.Swapped {
 		b.WriteString(s.Line() + "\n")
 		if detail {
-			fmt.Fprintf(&b, "    names: %s\n    swap: %s\n", strings.Join(s.Names, ", "), s.Path)
+			fmt.Fprintf(&b, "    names: %s\n    swap: %s\n", Printable(strings.Join(s.Names, ", "), false), s.Path)
 		}
 	}
 	if h := l.Hub; h.MemoryMax > 0 {
@@ -339,7 +388,7 @@ func (s *SessionInfo) Line() string {
 		unread += fmt.Sprintf("  (link down for %s, reconnecting)", Duration(s.LinkDownS))
 	}
 	return fmt.Sprintf("%s%s  pid %d  python %s  up %s  %s  %d %s  %s  cwd %s%s",
-		s.Name, where, s.Pid, s.Python, Duration(s.UpS), state, s.Cells, cells, MB(s.RSS), s.Cwd, unread)
+		s.Name, where, s.Pid, Printable(s.Python, false), Duration(s.UpS), state, s.Cells, cells, MB(s.RSS), Printable(s.Cwd, false), unread)
 }
 
 // Duration renders seconds as 0.4s, 40s, 2m, 1h3m.

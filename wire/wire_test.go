@@ -118,3 +118,19 @@ func TestAnswerTextFor(t *testing.T) {
 	assert.Contains(t, comp.Text(), "or pass --limit]")
 	assert.Contains(t, comp.TextFor(SurfaceMCP), "or pass limit]")
 }
+
+func TestPrintable(t *testing.T) {
+	for _, c := range []struct {
+		in          string
+		lines, want string
+	}{
+		{"plain é \ufffd", "plain é \ufffd", "plain é \ufffd"},
+		{"a\x1b]0;t\x07b", `a\x1b]0;t\x07b`, `a\x1b]0;t\x07b`},
+		{"one\ntwo\tx\r", "one\ntwo\tx\\x0d", `one\x0atwo\x09x\x0d`},
+		{"c1 \u009b2J del \x7f", `c1 \u009b2J del \x7f`, `c1 \u009b2J del \x7f`},
+		{"raw \x9b\xff", `raw \x9b\xff`, `raw \x9b\xff`},
+	} {
+		assert.Equal(t, c.lines, Printable(c.in, true), "%q", c.in)
+		assert.Equal(t, c.want, Printable(c.in, false), "%q", c.in)
+	}
+}

@@ -85,7 +85,8 @@ func (e *Env) Finish(err error) int {
 		e.client.Close()
 	}
 	if err != nil {
-		fmt.Fprintln(e.IO.Err, "replhub: "+ErrorText(err))
+		// What a host printed may be in it (a failed start's noise).
+		fmt.Fprintln(e.IO.Err, "replhub: "+wire.Printable(ErrorText(err), true))
 		return ExitFailure
 	}
 	return e.Code
