@@ -383,9 +383,16 @@ func (s *Session) takeRequest(f *proto.Req) {
 		s.refuse(f.ID, err.Error())
 		return
 	}
-	// A put's or a call's object counts toward the hub's bound (held.go).
+	// A put's or a call's object, and an sh's input, count toward the
+	// hub's bound (held.go) for as long as the request holds them; no
+	// other request takes bytes, and what one brings is let go at once:
+	// a request that waits (an sh that runs, an open that starts a
+	// session) must not keep a blob of up to maxBlob each.
 	var hold *objectHold
-	if len(f.Data) > 0 && (f.Kind == "put" || f.Kind == "call") {
+	if f.Kind != "put" && f.Kind != "call" && f.Kind != "sh" {
+		f.Data = nil
+	}
+	if len(f.Data) > 0 {
 		if hold, err = s.hub.holdObject(s, f.Kind, int64(len(f.Data))); err != nil {
 			stop()
 			s.requests.Add(-1)

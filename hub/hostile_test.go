@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -19,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/replhub/replhub/proto"
+	"github.com/replhub/replhub/remote"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -659,4 +662,89 @@ func TestAnswersInFlightAreBounded(t *testing.T) {
 		assert.Len(t, r.Data, 8<<20)
 		require.Eventually(t, func() bool { return h.held.Load() == 0 }, 5*time.Second, time.Millisecond, "written: counted no longer")
 	}
+}
+
+// An sh's input counts toward the same bound while the command runs (or
+// its connection is made): a host whose session asks for many must not
+// make the hub hold a blob of up to the object bound for each. A request
+// that takes no bytes keeps none it was sent.
+func TestShInputsAreBounded(t *testing.T) {
+	old := heldFloor
+	heldFloor = 0
+	t.Cleanup(func() { heldFloor = old })
+	h, from, replies, _ := relayHub(t, "t%d", 0)
+	h.pool = &remote.Pool{}
+	from.mu.Lock()
+	from.frames = proto.NewReader(strings.NewReader(""))
+	from.frames.MaxBlob = 16 << 20 // the bound: twice that
+	from.mu.Unlock()
+	// lab-7 is a server that takes connections and says nothing: each
+	// sh waits in its ssh handshake until the test lets it go.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var conns []net.Conn
+	var connsMu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			connsMu.Lock()
+			conns = append(conns, c)
+			connsMu.Unlock()
+		}
+	}()
+	letGo := func() {
+		ln.Close()
+		connsMu.Lock()
+		defer connsMu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	t.Cleanup(letGo)
+	home := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(home, ".ssh"), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".ssh", "config"), []byte(fmt.Sprintf(
+		"Host lab-7\n  HostName 127.0.0.1\n  Port %d\n", ln.Addr().(*net.TCPAddr).Port)), 0o600))
+	from.origin = wire.Request{Env: []string{"HOME=" + home, "USER=nobody"}}
+
+	const obj = 12 << 20
+	sh := func(id int64) {
+		from.takeRequest(&proto.Req{ID: id, Kind: "sh", Host: "lab-7", Argv: []string{"cat"}, Data: make([]byte, obj)})
+	}
+	sh(1)
+	sh(2)
+	require.Eventually(t, func() bool {
+		connsMu.Lock()
+		defer connsMu.Unlock()
+		return len(conns) >= 1
+	}, 10*time.Second, 10*time.Millisecond, "the first sh dials lab-7")
+	assert.EqualValues(t, 2*obj, h.held.Load(), "the inputs of the sh's under way count")
+	sh(3)
+	select {
+	case r := <-replies:
+		assert.Equal(t, "the hub holds 24 MB of objects on their way to sessions that have not taken them yet (slow, or stopped?), and this sh's 12 MB would pass the 32 MB it holds at once: try again once they have gone",
+			r.Error)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the sh past the bound was not refused")
+	}
+
+	// A request that takes no bytes is sent some: none are kept.
+	from.takeRequest(&proto.Req{ID: 4, Kind: "sessions", Data: make([]byte, obj)})
+	r := <-replies
+	assert.True(t, r.OK, r.Error)
+	assert.EqualValues(t, 2*obj, h.held.Load())
+
+	letGo()
+	for range 2 {
+		select {
+		case r := <-replies:
+			assert.False(t, r.OK)
+		case <-time.After(40 * time.Second):
+			t.Fatal("an sh did not end with its connection")
+		}
+	}
+	require.Eventually(t, func() bool { return h.held.Load() == 0 }, 10*time.Second, 10*time.Millisecond)
 }
