@@ -54,6 +54,24 @@ func TestHostCannotWriteControlSequences(t *testing.T) {
 		noControls(t, fmt.Sprint(args), r.Stdout)
 	}
 
+	// What a swap could not keep is named by the worker; the swapped
+	// session is listed with its cwd.
+	ok(t, w.Run("exec", "h", `import threading; globals()["lock\x1b[2J"] = threading.Lock(); lock = type("T\x1b[2J", (), {"__doc__": "doc \x1b]0;owned\x07"})()`))
+	for _, args := range [][]string{{"vars", "h"}, {"inspect", "h", "lock"}} {
+		r = w.Run(args...)
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "lock")
+		noControls(t, fmt.Sprint(args), r.Stdout)
+	}
+	r = w.Run("swap", "h")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "not kept: lock")
+	noControls(t, "swap", r.Stdout)
+	r = w.Run("sessions")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "swapped ")
+	noControls(t, "swapped", r.Stdout)
+
 	// A start that fails shows what the host printed before it.
 	dies := filepath.Join(bin, "python3.dies")
 	require.NoError(t, os.WriteFile(dies, []byte("#!/bin/sh\nprintf 'rc says \\033]0;owned\\007\\n'\nprintf 'and \\033[2J broke\\n' >&2\nexit 5\n"), 0o755))

@@ -128,8 +128,11 @@ func (a *Answer) ExitCode() int {
 func (a *Answer) Text() string { return a.TextFor(SurfaceCLI) }
 
 // TextFor renders the answer for a surface: its advice names that
-// surface's flags or arguments.
-func (a *Answer) TextFor(surface string) string {
+// surface's flags or arguments. All of it is the worker's words (names,
+// types, reprs, docs): it is made Printable.
+func (a *Answer) TextFor(surface string) string { return Printable(a.textFor(surface), true) }
+
+func (a *Answer) textFor(surface string) string {
 	adv := AdviceFor(surface)
 	var b strings.Builder
 	if a.WaitedFor > 0 {

@@ -34,8 +34,11 @@ type SwapOutcome struct {
 	DurationMS int64    `json:"duration_ms,omitempty"`
 }
 
-// Line renders an outcome as one line.
-func (o SwapOutcome) Line() string {
+// Line renders an outcome as one line. Why and Skipped are the worker's
+// words: they are made Printable.
+func (o SwapOutcome) Line() string { return Printable(o.line(), false) }
+
+func (o SwapOutcome) line() string {
 	switch o.Status {
 	case SwapDone:
 		s := fmt.Sprintf("swapped '%s': %d names, %s in %s", o.Name, o.Names, MB(o.Bytes), Duration(float64(o.DurationMS)/1000))
