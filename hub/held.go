@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
+	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/wire"
 )
@@ -14,7 +15,11 @@ import (
 // their targets; the bound is twice the largest object a session may send
 // where that is more. Past it a request is refused: each session may have
 // maxRequests in flight, and a target that reads slowly (stopped, or in
-// C code) holds each object until its serve frame is written.
+// C code) holds each object until its serve frame is written. The
+// sessions of one remote host hold at most half the bound between them:
+// a host whose sessions send objects to sessions of its own that read
+// nothing would otherwise take all of it, and every other session's put,
+// call and get with it, for as long as those live.
 var heldFloor int64 = 2 * proto.DefaultMaxBlob
 
 // objectHold counts one request's object in the hub's held bytes until
@@ -24,6 +29,7 @@ var heldFloor int64 = 2 * proto.DefaultMaxBlob
 type objectHold struct {
 	h    *Hub
 	n    int64
+	host string     // the remote host whose session brought it; "" for local
 	req  *proto.Req // the request whose object it is; nil for an answer
 	refs atomic.Int32
 	let  atomic.Bool // the request's ref is let go
@@ -34,6 +40,21 @@ type objectHold struct {
 // the request's), or an error that says why they would pass the bound.
 func (h *Hub) holdObject(from *Session, kind string, n int64) (*objectHold, error) {
 	bound := max(heldFloor, 2*from.maxBlob())
+	host := from.host()
+	if host == config.Local {
+		host = ""
+	}
+	if host != "" {
+		// The host's count is taken first and given back if the hub's
+		// bound refuses: under heldMu, so that two requests of one host
+		// never both pass its share.
+		h.heldMu.Lock()
+		defer h.heldMu.Unlock()
+		if now := h.heldBy[host]; now+n > bound/2 {
+			return nil, fmt.Errorf("sessions on %s hold %s of objects on their way to sessions that have not taken them yet (slow, or stopped?), and this %s's %s would pass the %s one host may hold at once: try again once they have gone",
+				host, wire.MB(now), kind, wire.MBUp(n), wire.MB(bound/2))
+		}
+	}
 	// Counted only if it fits: a request refused here never makes one
 	// beside it, which fits, see more held than there is.
 	for {
@@ -46,7 +67,13 @@ func (h *Hub) holdObject(from *Session, kind string, n int64) (*objectHold, erro
 			break
 		}
 	}
-	o := &objectHold{h: h, n: n}
+	if host != "" {
+		if h.heldBy == nil {
+			h.heldBy = map[string]int64{}
+		}
+		h.heldBy[host] += n
+	}
+	o := &objectHold{h: h, n: n, host: host}
 	o.refs.Store(1)
 	return o, nil
 }
@@ -81,6 +108,13 @@ func (o *objectHold) letRequest() {
 func (o *objectHold) release() {
 	if o != nil && o.refs.Add(-1) == 0 {
 		o.h.held.Add(-o.n)
+		if o.host != "" {
+			o.h.heldMu.Lock()
+			if o.h.heldBy[o.host] -= o.n; o.h.heldBy[o.host] <= 0 {
+				delete(o.h.heldBy, o.host)
+			}
+			o.h.heldMu.Unlock()
+		}
 	}
 }
 

@@ -527,6 +527,7 @@ func TestObjectsInFlightAreBounded(t *testing.T) {
 	t.Cleanup(func() { heldFloor = old })
 	h, from, replies, targets := relayHub(t, "t%d", 4)
 	from.mu.Lock()
+	from.info.Host = "local" // one host's share: TestOneHostHoldsHalfTheObjectsBound
 	from.frames = proto.NewReader(strings.NewReader(""))
 	from.frames.MaxBlob = 16 << 20 // the bound: twice that
 	from.mu.Unlock()
@@ -675,6 +676,7 @@ func TestShInputsAreBounded(t *testing.T) {
 	h, from, replies, _ := relayHub(t, "t%d", 0)
 	h.pool = &remote.Pool{}
 	from.mu.Lock()
+	from.info.Host = "local" // one host's share: TestOneHostHoldsHalfTheObjectsBound
 	from.frames = proto.NewReader(strings.NewReader(""))
 	from.frames.MaxBlob = 16 << 20 // the bound: twice that
 	from.mu.Unlock()
@@ -747,4 +749,46 @@ func TestShInputsAreBounded(t *testing.T) {
 		}
 	}
 	require.Eventually(t, func() bool { return h.held.Load() == 0 }, 10*time.Second, 10*time.Millisecond)
+}
+
+// The sessions of one host hold at most half of that bound between them:
+// a host whose sessions send objects to sessions of its own that read
+// nothing (or never read their answers) cannot take it all, and with it
+// every other session's put, call and get, for as long as they live.
+func TestOneHostHoldsHalfTheObjectsBound(t *testing.T) {
+	shortStall(t, 300*time.Millisecond)
+	old := heldFloor
+	heldFloor = 0
+	t.Cleanup(func() { heldFloor = old })
+	h := reachHub(t, map[string]string{"web": "lab-7", "t0": "lab-7", "t1": "lab-7", "loc": "local", "lt": "local"})
+	replies := map[string]chan *proto.Reply{}
+	for _, name := range []string{"web", "loc"} {
+		s := h.sessions[name]
+		s.frames = proto.NewReader(strings.NewReader(""))
+		s.frames.MaxBlob = 16 << 20 // the bound: twice that
+		replies[name] = make(chan *proto.Reply, 4)
+		fakeWorker(t, s, nil, replies[name])
+	}
+	for _, name := range []string{"t0", "t1", "lt"} {
+		pr, pw := io.Pipe() // a worker that reads nothing
+		h.sessions[name].w = proto.NewWriter(pw)
+		t.Cleanup(func() { pr.Close() })
+	}
+	const obj = 12 << 20
+	put := func(from, target string, id int64) *proto.Reply {
+		h.sessions[from].takeRequest(&proto.Req{ID: id, Kind: "put", Target: target, Names: []string{"x"}, Data: make([]byte, obj)})
+		select {
+		case r := <-replies[from]:
+			return r
+		case <-time.After(10 * time.Second):
+			t.Fatal("no reply")
+			return nil
+		}
+	}
+	assert.NotContains(t, put("web", "t0", 1).Error, "holds")
+	assert.Equal(t, "sessions on lab-7 hold 12 MB of objects on their way to sessions that have not taken them yet (slow, or stopped?), and this put's 12 MB would pass the 16 MB one host may hold at once: try again once they have gone",
+		put("web", "t1", 2).Error)
+	assert.EqualValues(t, obj, h.held.Load())
+	assert.NotContains(t, put("loc", "lt", 1).Error, "holds", "the rest is there for others")
+	assert.EqualValues(t, 2*obj, h.held.Load())
 }

@@ -76,8 +76,11 @@ type Hub struct {
 	stop chan struct{} // closed by a client's stop request
 	once sync.Once
 	// held counts the bytes of requests' objects on their way to their
-	// targets (held.go).
-	held atomic.Int64
+	// targets (held.go); heldBy, under heldMu, the part of it each
+	// remote host's sessions brought.
+	held   atomic.Int64
+	heldMu sync.Mutex
+	heldBy map[string]int64
 	// restarting is set by a restart request: shutdown then hands the
 	// durable sessions over instead of ending them.
 	restarting atomic.Bool
