@@ -1,7 +1,9 @@
 package hub
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/replhub/replhub/config"
 	"github.com/replhub/replhub/proto"
@@ -18,9 +20,11 @@ import (
 // later kind with a target), and open asks once more for the session it
 // ended up with, which closes the gap between the check and the start or
 // attach; a session open started for the request and then refuses is
-// ended. An open's host is the one a NAME@HOST name implies when the
-// request names none (requestTarget), checked before anything starts. A cancel needs no check: it only interrupts a target the same
-// session's request reached. The sessions listing of a remote session
+// ended; and open refuses jump hosts that the session may not reach
+// (checkJumps), for a group's members too. An open's host is the one a
+// NAME@HOST name implies when the request names none (requestTarget),
+// checked before anything starts. A cancel needs no check: it only
+// interrupts a target the same session's request reached. The sessions listing of a remote session
 // holds only what it may reach.
 //
 // A put, get, call, push, pull or kill looks its target up again after
@@ -48,6 +52,9 @@ type ReachError struct {
 	Config string
 	// Err, when set, is why config.json could not be read.
 	Err error
+	// Jump, when set, is a jump host the session named to open Target
+	// through; TargetHost is then that jump host.
+	Jump bool
 }
 
 func (e *ReachError) Error() string {
@@ -58,6 +65,9 @@ func (e *ReachError) Error() string {
 	head := fmt.Sprintf("session '%s' on %s may not reach '%s' (%s)", e.From, e.FromHost, e.Target, where)
 	if e.Target == "" {
 		head = fmt.Sprintf("session '%s' on %s may not run commands %s", e.From, e.FromHost, where)
+	}
+	if e.Jump {
+		head = fmt.Sprintf("session '%s' on %s may not open '%s' through %s", e.From, e.FromHost, e.Target, e.TargetHost)
 	}
 	if e.Err != nil {
 		return fmt.Sprintf("%s: %v", head, e.Err)
@@ -134,6 +144,33 @@ func (h *Hub) checkReach(from *Session, f *proto.Req) error {
 	}
 	if where, ok := h.whereIs(name); ok {
 		return r.check(name, where)
+	}
+	return nil
+}
+
+// checkJumps refuses an open of session name by from through jump hosts
+// that from may not reach: the hub logs in to each and dials the next
+// from there, with the user's keys, so a jump host is one more host that
+// the session reaches (and a hop "HOST:PORT" would let it probe any port
+// this machine can reach). Its own host, as the first hop, reaches only
+// itself. A local session's jumps are the user's.
+func (h *Hub) checkJumps(from *Session, name string, jumps *[]string) error {
+	if jumps == nil {
+		return nil
+	}
+	r := h.reachOf(from)
+	for _, j := range *jumps {
+		hop := strings.TrimSpace(strings.TrimPrefix(j, "ssh://"))
+		if hop == "" {
+			continue
+		}
+		if err := r.check(name, hop); err != nil {
+			var re *ReachError
+			if errors.As(err, &re) {
+				re.Jump = true
+			}
+			return err
+		}
 	}
 	return nil
 }

@@ -520,6 +520,9 @@ func (h *Hub) open(ctx context.Context, from *Session, f *proto.Req) (info *wire
 	if err := checkName(req.Name); err != nil {
 		return nil, "", err
 	}
+	if err := h.checkJumps(from, req.Name, f.Jump); err != nil {
+		return nil, "", err
+	}
 	h.mu.Lock()
 	live := h.sessions[req.Name]
 	h.mu.Unlock()

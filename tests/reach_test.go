@@ -182,3 +182,30 @@ except Exception as e:
 	assert.NotContains(t, r.Stdout+r.Stderr, "db-prod", "the refused request defined no group")
 	assert.Contains(t, r.Stdout, "[created session 'deploy' (python ")
 }
+
+// A jump host is one more host the hub logs in to, and dials from, for
+// the session that names it: a session on a host may open a session
+// through jump hosts only that it may reach.
+func TestReachJumpHosts(t *testing.T) {
+	t.Parallel()
+	w := newSSHWorld(t, []string{"lab", "other"}, plainLogin(t))
+	ok(t, w.Run("exec", "h", "1", "--host", "lab"))
+	refusal := func(name, jump string) string {
+		return fmt.Sprintf(`session 'h' on lab may not open '%s' through %s: add "reach": [%q] for "lab" under "hosts" in %s`,
+			name, jump, jump, w.Paths.ConfigFile())
+	}
+	for _, c := range []struct{ name, jump string }{{"x", "other"}, {"y", "other:25"}, {"z", "127.0.0.1:1"}} {
+		r := w.Run("exec", "h", fmt.Sprintf(`session(%q, host="lab", jump=[%q])`, c.name, c.jump))
+		assert.Equal(t, 1, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, refusal(c.name, c.jump))
+		// A group's members too.
+		r = w.Run("exec", "h", fmt.Sprintf(`sessions_on("lab", "g%s", jump=[%q])`, c.name, c.jump))
+		assert.Contains(t, r.Stdout, "<group 'g"+c.name+"' on 0 hosts; 1 could not be opened: lab>", "%s", r)
+	}
+	assert.NotRegexp(t, `(?m)^(x|y|z|g.*)  `, ok(t, w.Run("sessions")))
+
+	// Its own host as a jump, and one that config.json lets it reach.
+	w.WriteConfig(`{"hosts": {"lab": {"reach": ["other"]}}}`)
+	assert.Contains(t, ok(t, w.Run("exec", "h", `session("x", host="lab", jump=["other"])`)), "<session 'x' on lab via other, python ")
+	assert.Contains(t, ok(t, w.Run("exec", "h", `session("v", host="other", jump=["lab"])`)), "<session 'v' on other via lab, python ")
+}
