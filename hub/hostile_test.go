@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/remote"
+	"github.com/replhub/replhub/tests/sshtest"
 	"github.com/replhub/replhub/wire"
 )
 
@@ -791,4 +793,42 @@ func TestOneHostHoldsHalfTheObjectsBound(t *testing.T) {
 	assert.EqualValues(t, obj, h.held.Load())
 	assert.NotContains(t, put("loc", "lt", 1).Error, "holds", "the rest is there for others")
 	assert.EqualValues(t, 2*obj, h.held.Load())
+}
+
+// An sh's output waits in the hub until the session that asked reads its
+// reply, and counts toward the bound as a get's answer does: a host whose
+// session asks for output and never reads it (up to 8 MiB of each stream of a command,
+// maxRequests at once, in as many sessions as it opens) holds at most
+// its share (holdObject refuses past it).
+func TestShOutputsAreBounded(t *testing.T) {
+	old := heldFloor
+	heldFloor = 0
+	t.Cleanup(func() { heldFloor = old })
+	home := t.TempDir()
+	key := sshtest.NewKey(t, filepath.Join(home, ".ssh", "id_ed25519"), "")
+	srv := sshtest.Start(t, sshtest.Options{Authorized: []string{key.Public}})
+	u, err := user.Current()
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".ssh", "config"), []byte(fmt.Sprintf(
+		"Host lab-7\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile ~/.ssh/id_ed25519\n", srv.Port, u.Username)), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), []byte(srv.KnownHostsLine()+"\n"), 0o600))
+
+	h := reachHub(t, map[string]string{"web": "lab-7"})
+	h.pool = &remote.Pool{}
+	t.Cleanup(h.pool.Close)
+	from := h.sessions["web"]
+	from.origin = wire.Request{Env: []string{"HOME=" + home, "USER=" + u.Username}}
+	from.frames = proto.NewReader(strings.NewReader(""))
+	from.frames.MaxBlob = 16 << 20 // the bound: twice that; one host's, 16 MiB
+	pr, pw := io.Pipe()            // a worker that reads nothing
+	from.w = proto.NewWriter(pw)
+	t.Cleanup(func() { pr.Close() })
+
+	const out = 12 << 20
+	from.takeRequest(&proto.Req{ID: 1, Kind: "sh", Host: "lab-7", Argv: []string{"head", "-c", strconv.Itoa(out), "/dev/zero"}})
+	require.Eventually(t, func() bool { return h.held.Load() >= 8<<20 }, 30*time.Second, 10*time.Millisecond,
+		"the output kept (its first and last 4 MiB) waits for web to read it, and counts")
+	go io.Copy(io.Discard, pr) // web reads at last
+	require.Eventually(t, func() bool { return h.held.Load() == 0 }, 30*time.Second, 10*time.Millisecond)
+	assert.Zero(t, from.requests.Load())
 }

@@ -123,6 +123,15 @@ func (h *Hub) serve(ctx context.Context, from *Session, f *proto.Req) {
 		}
 	case "sh":
 		h.runSh(ctx, from, f, reply)
+		// Its output (up to 8 MiB of each stream) waits for from to
+		// read it, as a get's answer does.
+		hold, err := h.holdAnswer(from, f.Kind, reply.Data)
+		if err != nil {
+			reply.OK, reply.Data = false, nil
+			fail("%s", err)
+			break
+		}
+		defer hold.release()
 	case "module":
 		h.serveModule(f, reply)
 	case "modules":
