@@ -434,7 +434,16 @@ class GrepTest(Base):
             files._GNU = saved
 
     def test_default_answers_as_python(self):
-        self.check_backend(files.backends()[0])
+        # The default is the first of backends(): rg or GNU grep, whose
+        # tests above run every case, or python itself. Asked for by no
+        # name, it is taken, and answers as it does by its name.
+        default = files.backends()[0]
+        self.assertIn(default, ("rg", "grep", "python"))
+        for pattern, kw in CASES[:2]:
+            with self.subTest(pattern=pattern, **kw):
+                want = self.run_case("python", pattern, kw)
+                self.assertEqual(self.run_case(None, pattern, kw), want)
+                self.assertEqual(self.run_case(default, pattern, kw), want)
 
     def test_refused(self):
         msg = self.assertRefused(OSError, "grep", files.grep, "x", "nope")

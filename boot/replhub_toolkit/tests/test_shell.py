@@ -39,6 +39,15 @@ def gone(pid, within=5.0):
     return False
 
 
+def written(path):
+    """Whether path holds a whole line."""
+    try:
+        with open(path) as f:
+            return f.read().endswith("\n")
+    except OSError:
+        return False
+
+
 def kill(pid):
     try:
         os.kill(pid, signal.SIGKILL)
@@ -130,15 +139,28 @@ class ShTest(Tmp):
     def test_interrupt_ends_the_group(self):
         old = signal.signal(signal.SIGINT, signal.default_int_handler)
         self.addCleanup(signal.signal, signal.SIGINT, old)
-        timer = threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT))
-        timer.start()
-        self.addCleanup(timer.join)
-        self.addCleanup(timer.cancel)
+        pid = os.path.join(self.tmp, "pid")
+
+        def interrupt():
+            # Once the child's pid is written (it has started), sh() is
+            # waiting for it.
+            deadline = time.monotonic() + 10
+            while not written(pid) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            os.kill(os.getpid(), signal.SIGINT)
+        interrupter = threading.Thread(target=interrupt)
+        interrupter.start()
+        self.addCleanup(interrupter.join)
         with self.assertRaises(KeyboardInterrupt):
             shell.sh("sleep 300 & echo $! > %s/pid; wait" % self.tmp, timeout=30)
         self.assertTrue(gone(self.read_pid()), "the child sleep outlived the interrupt")
 
     def test_left_running_does_not_hold_sh(self):
+        # sh() reads on for LINGER seconds after the command ends: a
+        # shorter one here, for the test's time.
+        p = mock.patch.object(shell, "LINGER", 0.2)
+        p.start()
+        self.addCleanup(p.stop)
         start = time.monotonic()
         r = shell.sh("(sleep 300 & echo $! > %s/pid); echo x" % self.tmp, timeout=30)
         self.read_pid()
@@ -455,9 +477,9 @@ class FetchTest(unittest.TestCase):
         url = "http://127.0.0.1:%d/" % silent.getsockname()[1]
         start = time.monotonic()
         with self.assertRaises(shell.FetchError) as cm:
-            shell.fetch(url, timeout=1)
+            shell.fetch(url, timeout=0.2)
         self.assertLess(time.monotonic() - start, 5)
-        self.assertEqual(str(cm.exception), "fetch: no answer within 1s from " + url)
+        self.assertEqual(str(cm.exception), "fetch: no answer within 0.2s from " + url)
 
     def test_bad_input(self):
         for url, exc in (("file:///etc/passwd", ValueError), ("ftp://x/", ValueError), (b"http://x/", TypeError)):
