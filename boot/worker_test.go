@@ -512,7 +512,7 @@ func interruptAnswers(t *testing.T, w *worker) {
 	ran := filepath.Join(w.dir, "ran")
 	items := 1_500_000
 	if w.cells != nil {
-		items = 300_000
+		items = 100_000
 	}
 	code := fmt.Sprintf("open(%s, 'w').close()\nx = [%s]\n", pyStr(ran), strings.Repeat("1,", items))
 	cell = w.exec(code)
