@@ -69,33 +69,35 @@ func sha(t *testing.T, path string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-func TestFilesCLIOneGiB(t *testing.T) {
+func TestFilesCLIHalfGiB(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
-		t.Skip("moves 2 GiB")
+		t.Skip("moves 1 GiB")
 	}
 	e := hubtest.Start(t)
 	e.Setenv("REPLHUB_PYTHON", py(t, "3.11"))
 	src := filepath.Join(e.Dir, "big.bin")
-	sum := randomFile(t, src, 1<<30)
+	sum := randomFile(t, src, 512<<20)
 	ok(t, e.Run("exec", "f", "1"))
 	dest := filepath.Join(e.Dir, "big.copy")
 	out := ok(t, e.Run("push", "f", src, dest))
-	assert.Regexp(t, `pushed 1073741824 bytes to session 'f' in \S+ \(\d+\.\d MB/s\)`, out)
+	assert.Regexp(t, `pushed 536870912 bytes to session 'f' in \S+ \(\d+\.\d MB/s\)`, out)
 	assert.Equal(t, sum, sha(t, dest))
 	back := filepath.Join(e.Dir, "big.back")
 	out = ok(t, e.Run("pull", "f", dest, back))
-	assert.Regexp(t, `pulled 1073741824 bytes from session 'f'`, out)
+	assert.Regexp(t, `pulled 536870912 bytes from session 'f'`, out)
 	assert.Equal(t, sum, sha(t, back))
 	os.Remove(back)
 	os.Remove(dest)
-	// Windowed: the hub never held much of the file. A race-built hub
-	// keeps shadow memory beside its own.
-	limit := int64(256 << 20)
+	// Windowed: the hub never held much of the file, a quarter of it at
+	// most (its peak is the same for a file of any size: some 130 MiB
+	// race-built). A race-built hub keeps shadow memory beside its own:
+	// half.
+	limit := int64(128 << 20)
 	if hubtest.Race {
 		limit *= 2
 	}
-	assert.Less(t, peakRSS(t, e.HubPid()), limit, "the hub's peak memory after moving 2 GiB")
+	assert.Less(t, peakRSS(t, e.HubPid()), limit, "the hub's peak memory after moving 1 GiB")
 
 	// On a terminal, a progress bar; the throughput at the end always.
 	if _, err := exec.LookPath("script"); err == nil {
