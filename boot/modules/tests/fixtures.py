@@ -10,8 +10,10 @@ worktree   a linked worktree of packed (a .git file, commondir)
 shared     `git clone --shared` of packed (alternates) with a commit of its own
 sha256     a SHA-256 repository
 
+and revs.json, git's answers to the revisions test_git asks of them.
 Dates are fixed, so logs order the same on every run."""
 
+import json
 import os
 import subprocess
 import sys
@@ -143,6 +145,41 @@ def build_sha256(root):
     return r
 
 
+# The revisions test_git's rev_parse test asks of the repositories: these
+# of each but the worktree, and each one's own.
+REVS = ["HEAD", "@", "main", "v1", "v1-annotated", "v1-annotated^{}", "v1-annotated^{commit}",
+        "HEAD~2", "HEAD^", "HEAD~2^2", "HEAD~2^2~1", "HEAD~3^1", "HEAD^0", "HEAD~", "HEAD^{tree}",
+        "HEAD:src/app.py", "main:src", "HEAD:", "HEAD~1:bin2.dat", "v1:README.md", "refs/heads/main",
+        "feature", "feature~1", "HEAD@{0}", "main^{/readme}"]
+OWN_REVS = (("loose", []), ("packed", ["origin/main", "many~10", "many~10:big.txt", "origin/HEAD"]),
+            ("refdelta", ["many^^^"]), ("worktree", ["wt", "HEAD"]), ("shared", ["origin/many"]))
+
+
+def rev_cases():
+    """[(repository, revisions)] of test_git's rev_parse test."""
+    return [(name, (REVS if name != "worktree" else []) + own) for name, own in OWN_REVS]
+
+
+def write_revs(root):
+    """git's answers to rev_cases() in root's repositories, in revs.json:
+    {name: {"revs": {rev: id, or None where git refuses it}, "short":
+    [HEAD~1's id cut to 9 digits, the id git gives for it]}}. They are
+    the same for every Python: asked of git once, here."""
+    out = {}
+    for name, revs in rev_cases():
+        cwd = os.path.join(root, name)
+        answers = {}
+        for rev in revs:
+            try:
+                answers[rev] = git(cwd, "rev-parse", "--verify", rev).decode().strip()
+            except subprocess.CalledProcessError:
+                answers[rev] = None
+        short = git(cwd, "rev-parse", "HEAD~1").decode()[:9]
+        out[name] = {"revs": answers, "short": [short, git(cwd, "rev-parse", short).decode().strip()]}
+    with open(os.path.join(root, "revs.json"), "w") as f:
+        json.dump(out, f)
+
+
 def build(root):
     loose = build_loose(root)
     packed = build_packed(root, loose)
@@ -150,6 +187,7 @@ def build(root):
     build_worktree(root, packed)
     build_shared(root, packed)
     build_sha256(root)
+    write_revs(root)
     with open(os.path.join(root, "done"), "w") as f:
         f.write("ok\n")
 
