@@ -66,9 +66,17 @@
 #
 # Standard library only; runs on Python 3.6 through 3.13.  Keep it small.
 
+import builtins
 import io
 import os
 import sys
+
+# The worker's own copies of the builtins and of os's names: a cell that
+# rebinds or deletes one (builtins.str = None, a mock of os.write) changes
+# its own, not the worker's.
+__builtins__ = dict(builtins.__dict__)
+os = type(sys)("os")
+os.__dict__.update(sys.modules["os"].__dict__)
 
 PROTO = 2
 PY = "%d.%d" % sys.version_info[:2]
@@ -1618,7 +1626,7 @@ class Session(object):
         self.await_cancelled = False
         self.sigint.cancel = self._cancel_await
         main = types.ModuleType("__main__")
-        main.__dict__["__builtins__"] = __builtins__
+        main.__dict__["__builtins__"] = builtins  # the cells', not the worker's copy
         sys.modules["__main__"] = main
         self.ns = main.__dict__
         for helper in RELAY_HELPERS:

@@ -234,3 +234,34 @@ print("child" if child else "parent")`)
 		}
 	}
 }
+
+// TestRebindingBuiltinsLeavesTheWorkerWhole deletes and rebinds builtins
+// the worker's own code calls (len, str, isinstance, dict), and os's
+// functions (write, read, fstat, as a mock would): the worker used the
+// cells' own, so the cell's end raised in replhub or never came, and the
+// session looked running for good. The worker now has copies of its own;
+// the cells still share the builtins module (a helper put there is found
+// by name). On the newest and the oldest Python.
+func TestRebindingBuiltinsLeavesTheWorkerWhole(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	newer, older := hubtest.PickPythons(t)
+	for _, py := range []string{newer, older} {
+		name := "builtins-" + filepath.Base(filepath.Dir(filepath.Dir(py)))
+		r := e.Run("exec", name, "import builtins; saved = dict(builtins.__dict__); builtins.helper = lambda: 42", "--python", py)
+		require.Equal(t, 0, r.Code, "%s", r)
+		r = e.Run("exec", name, "del builtins.len; builtins.str = builtins.isinstance = builtins.dict = builtins.repr = None", "-t", "10")
+		assert.Equal(t, 0, r.Code, "%s", r)
+		r = e.Run("exec", name, "helper() + 1", "-t", "10")
+		assert.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "Out[3]: 43")
+		r = e.Run("exec", name, "builtins.__dict__.update(saved); len(saved) > 100", "-t", "10")
+		assert.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "Out[4]: True")
+		r = e.Run("exec", name, "import os; kept = os.write, os.read, os.fstat; os.write = os.read = os.fstat = None", "-t", "10")
+		assert.Equal(t, 0, r.Code, "%s", r)
+		r = e.Run("exec", name, "print('still'); os.write, os.read, os.fstat = kept; helper()", "-t", "10")
+		assert.Equal(t, 0, r.Code, "%s", r)
+		assert.Equal(t, "still\nOut[6]: 42\n", r.Stdout)
+	}
+}
