@@ -218,9 +218,8 @@ g.fileno() == fd`)
 func TestForkedChildIsNoSecondWorker(t *testing.T) {
 	t.Parallel()
 	e := hubtest.Start(t)
-	newer, older := hubtest.PickPythons(t)
-	for _, py := range []string{newer, older} {
-		name := "fork-" + filepath.Base(filepath.Dir(filepath.Dir(py)))
+	newestAndOldest(t, func(py, version string) {
+		name := "fork-" + version
 		r := e.Run("exec", name, "import os; n = 0; os.getpid()", "--python", py)
 		require.Equal(t, 0, r.Code, "%s", r)
 		pid := strings.TrimSpace(r.Stdout[strings.LastIndex(r.Stdout, "Out[1]: ")+8:])
@@ -232,7 +231,7 @@ print("child" if child else "parent")`)
 			require.Equal(t, 0, r.Code, "%s", r)
 			assert.Contains(t, r.Stdout, fmt.Sprintf("Out[%d]: (%d, %s)", i+2, i, pid), "cell %d", i+2)
 		}
-	}
+	})
 }
 
 // TestRebindingBuiltinsLeavesTheWorkerWhole deletes and rebinds builtins
@@ -245,9 +244,8 @@ print("child" if child else "parent")`)
 func TestRebindingBuiltinsLeavesTheWorkerWhole(t *testing.T) {
 	t.Parallel()
 	e := hubtest.Start(t)
-	newer, older := hubtest.PickPythons(t)
-	for _, py := range []string{newer, older} {
-		name := "builtins-" + filepath.Base(filepath.Dir(filepath.Dir(py)))
+	newestAndOldest(t, func(py, version string) {
+		name := "builtins-" + version
 		r := e.Run("exec", name, "import builtins; saved = dict(builtins.__dict__); builtins.helper = lambda: 42", "--python", py)
 		require.Equal(t, 0, r.Code, "%s", r)
 		r = e.Run("exec", name, "del builtins.len; builtins.str = builtins.isinstance = builtins.dict = builtins.repr = None", "-t", "10")
@@ -263,5 +261,14 @@ func TestRebindingBuiltinsLeavesTheWorkerWhole(t *testing.T) {
 		r = e.Run("exec", name, "print('still'); os.write, os.read, os.fstat = kept; helper()", "-t", "10")
 		assert.Equal(t, 0, r.Code, "%s", r)
 		assert.Equal(t, "still\nOut[6]: 42\n", r.Stdout)
+	})
+}
+
+// newestAndOldest calls f with the newest and the oldest Python found, and
+// its version folder's name (3.13.0).
+func newestAndOldest(t *testing.T, f func(py, version string)) {
+	newer, older := hubtest.PickPythons(t)
+	for _, py := range []string{newer, older} {
+		f(py, filepath.Base(filepath.Dir(filepath.Dir(py))))
 	}
 }
