@@ -301,6 +301,11 @@ func (h *Hub) adopt(rec liveRecord) error {
 		s.notes = append(s.notes, fmt.Sprintf("a new hub adopted this session at %s: its names and cells are intact; output the previous hub (pid %d) had read but not shown is lost with it",
 			now.Format("15:04:05"), rec.HubPid))
 		s.queueLost(ready.Cell, rec)
+		finished := ready.Cell
+		if ready.Running {
+			finished--
+		}
+		s.resultsLost(finished, rec)
 	}
 	if ready.Running {
 		start := now.Add(-time.Duration(ready.Elapsed * float64(time.Second)))

@@ -530,3 +530,13 @@ func (s *Session) queueLost(have int, rec liveRecord) {
 	}
 	s.notes = append(s.notes, why)
 }
+
+// resultsLost says of the cells up to last, which finished in a hub that
+// was killed, that their results went with it: that hub held those
+// nobody had collected, at most maxKept and its last cell's. s.mu is not
+// needed: the session is not yet in the hub's table.
+func (s *Session) resultsLost(last int, rec liveRecord) {
+	for c := max(1, last-maxKept); c <= last; c++ {
+		s.goneLocked(c, fmt.Sprintf("cell %d of session '%s' finished in the hub (pid %d) that ended without handing the session over: its result, unless collected there, went with that hub", c, s.name, rec.HubPid))
+	}
+}

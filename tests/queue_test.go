@@ -337,3 +337,29 @@ func TestQueuedCellDoesNotStream(t *testing.T) {
 	r = e.Run("exec", "q", "1 + 1")
 	assert.Contains(t, r.Stdout, "Out[3]: 2\n", "%s", r)
 }
+
+// A queued cell that finished, unread, in a hub that was then killed ran
+// once; wait with its number says that its result went with that hub,
+// not that it was collected.
+func TestQueuedResultLostWithKilledHub(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	ok(t, e.Run("exec", "q", "import time"))
+	assert.Contains(t, ok(t, e.Run("exec", "q", "time.sleep(0.3); 'first'", "--queue", "--no-wait")), "[cell 2 started")
+	assert.Contains(t, ok(t, e.Run("exec", "q", "'second'", "--queue", "--no-wait")), "[cell 3 queued")
+	waitFor(t, func() bool {
+		s := sessionInfo(t, e, "q")
+		return s.State == "idle" && s.Unread && len(s.UnreadCells) == 1
+	})
+	hubPid := e.HubPid()
+	require.NoError(t, syscall.Kill(hubPid, syscall.SIGKILL))
+	require.True(t, hubtest.WaitGone(hubPid, 10*time.Second))
+	for _, cell := range []string{"2", "3"} {
+		r := e.Run("wait", "q", "--cell", cell)
+		require.Equal(t, 2, r.Code, "%s", r)
+		assert.NotContains(t, r.Stderr, "collected already")
+		assert.Contains(t, r.Stderr, fmt.Sprintf("cell %s of session 'q' finished in the hub (pid %d) that ended without handing the session over: its result, unless collected there, went with that hub", cell, hubPid))
+	}
+	r := e.Run("wait", "q", "--cell", "4")
+	assert.Contains(t, r.Stderr, "cell 4 of session 'q' has not started: the last cell is 3", "%s", r)
+}
