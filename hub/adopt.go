@@ -68,6 +68,8 @@ type handover struct {
 	// its earlier cells (queue.go).
 	Queue []queuedCode   `json:"queue,omitempty"`
 	Kept  []*wire.Result `json:"kept,omitempty"`
+	// Gone says why the results of some cells will not come (queue.go).
+	Gone map[int]string `json:"gone,omitempty"`
 }
 
 // socketProc is an adopted worker: frames and output on its socket. It is

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -477,6 +478,7 @@ func (s *Session) handQueueOverLocked(ho *handover) {
 			ho.Kept = append(ho.Kept, r.result)
 		}
 	}
+	ho.Gone = maps.Clone(s.gone)
 }
 
 // takeQueueOver rebuilds the queue and unread results an earlier hub
@@ -511,6 +513,18 @@ func (s *Session) takeQueueOver(ho *handover, have int) {
 		r := &run{cell: res.Cell, result: res, queued: true, finished: make(chan struct{})}
 		close(r.finished)
 		s.kept = append(s.kept, r)
+	}
+	s.takeGone(ho.Gone)
+}
+
+// takeGone takes the reasons an earlier hub, or a swap, kept for cells
+// whose results will not come; read from a file, they are held to
+// maxGone (goneLocked) and to the session's cells.
+func (s *Session) takeGone(gone map[int]string) {
+	for c, why := range gone {
+		if c >= 1 && c <= s.cells && why != "" {
+			s.goneLocked(c, why)
+		}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -101,8 +102,10 @@ type swapRecord struct {
 	Output string       `json:"output,omitempty"`
 	Notes  []string     `json:"notes,omitempty"`
 	Result *wire.Result `json:"result,omitempty"`
-	// Kept are the results of earlier cells nobody had read (queue.go).
+	// Kept are the results of earlier cells nobody had read, Gone why
+	// some cells' results will not come (queue.go).
 	Kept []*wire.Result `json:"kept,omitempty"`
+	Gone map[int]string `json:"gone,omitempty"`
 }
 
 // maxCells bounds a cell count read back: a session that ran a cell every
@@ -640,6 +643,7 @@ func (h *Hub) swapRecordOf(s *Session, ans *proto.Swapped, why string) *swapReco
 			rec.Kept = append(rec.Kept, r.result)
 		}
 	}
+	rec.Gone = maps.Clone(s.gone)
 	return rec
 }
 

@@ -97,6 +97,7 @@ func (h *Hub) startOrRestore(ctx context.Context, s *Session, req *wire.Request)
 	h.removeSwap(req.Name)
 	s.mu.Lock()
 	s.cells = rec.Cells
+	s.takeGone(rec.Gone)
 	s.names = ans.Names
 	s.lastActive = time.Now()
 	s.mu.Unlock()

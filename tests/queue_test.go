@@ -363,3 +363,24 @@ func TestQueuedResultLostWithKilledHub(t *testing.T) {
 	r := e.Run("wait", "q", "--cell", "4")
 	assert.Contains(t, r.Stderr, "cell 4 of session 'q' has not started: the last cell is 3", "%s", r)
 }
+
+// Why a cell's result will not come outlives a swap and a restart: a cell
+// queued in a hub that was killed still never ran after both.
+func TestQueueLostSaidAfterSwapAndRestart(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	gate := blocker(t, e, "g")
+	assert.Contains(t, ok(t, e.Run("exec", "g", "'never'", "--queue", "--no-wait")), "[cell 3 queued")
+	hubPid := e.HubPid()
+	require.NoError(t, syscall.Kill(hubPid, syscall.SIGKILL))
+	require.True(t, hubtest.WaitGone(hubPid, 10*time.Second))
+	openGate(t, gate)
+	ok(t, e.Run("wait", "g", "--cell", "2", "-t", "20"))
+	never := fmt.Sprintf("cell 3 of session 'g' never ran: queued in the hub (pid %d) that ended without handing its queue over", hubPid)
+	refused(t, e.Run("wait", "g", "--cell", "3"), never)
+	ok(t, e.Run("swap", "g"))
+	ok(t, e.Run("exec", "g", "1"))
+	refused(t, e.Run("wait", "g", "--cell", "3"), never)
+	ok(t, e.Run("restart"))
+	refused(t, e.Run("wait", "g", "--cell", "3"), never)
+}
