@@ -62,7 +62,17 @@ type liveRecord struct {
 	// Handover is what a hub that restarts on request leaves for the
 	// next: unread output, a result nobody collected, pending notes.
 	Handover *handover `json:"handover,omitempty"`
+
+	// swapped says, of a record a dead hub left, that its name has a
+	// swap: that hub was restoring the swap into this worker, or had
+	// written it and not yet ended the worker. The swap is the session,
+	// and the worker ends as a run's does.
+	swapped bool
 }
+
+// ends says whether the next hub ends the record's worker rather than
+// keep it: a run's, or one a swap took the place of.
+func (r liveRecord) ends() bool { return r.Private || r.swapped }
 
 // liveSet tracks the records this hub has on disk. Its lock is taken last,
 // after Hub.mu and Session.mu.
@@ -221,11 +231,14 @@ func (h *Hub) reclaimLive() {
 		if readable && hubAlive(rec.HubPid, rec.HubStart) {
 			continue
 		}
+		if readable {
+			rec.swapped = h.hasSwap(rec)
+		}
 		if readable && rec.Sock != "" {
 			adoptable = append(adoptable, rec)
 			continue
 		}
-		if readable && rec.Private {
+		if readable && rec.ends() {
 			h.dropRunRecord(rec)
 			continue
 		}
@@ -239,7 +252,7 @@ func (h *Hub) reclaimLive() {
 	}
 	// A record adopted is rewritten by this hub; one that is not, lost.
 	for _, rec := range h.adoptAll(adoptable) {
-		if rec.Private {
+		if rec.ends() {
 			h.dropRunRecord(rec)
 			continue
 		}

@@ -58,10 +58,11 @@ func (h *Hub) run(ctx context.Context, req wire.Request, progress func(*wire.Pro
 
 // endAdoptedRuns ends the runs among the sessions just adopted from
 // recs: their callers went with the previous hub, and nobody else may
-// reach them. Like any run, they leave no death note.
+// reach them. Like any run, they leave no death note. So does a worker
+// that a swap took the place of (liveRecord.swapped).
 func (h *Hub) endAdoptedRuns(recs []liveRecord) {
 	for _, rec := range recs {
-		if !rec.Private {
+		if !rec.ends() {
 			continue
 		}
 		h.mu.Lock()

@@ -348,6 +348,12 @@ func (h *Hub) readSwap(name string) (*swapRecord, error) {
 	return &rec, nil
 }
 
+// hasSwap says whether rec's name has a swap from rec's host.
+func (h *Hub) hasSwap(rec liveRecord) bool {
+	sw, err := h.readSwap(rec.Name)
+	return err == nil && sw != nil && sw.Host == rec.Host
+}
+
 // removeSwap deletes name's swap: the record first, so that a swap is
 // never half there.
 func (h *Hub) removeSwap(name string) {

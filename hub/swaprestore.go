@@ -58,6 +58,10 @@ func (h *Hub) startOrRestore(ctx context.Context, s *Session, req *wire.Request)
 			"session '%s' is swapped to disk, and starting it again to restore it failed: %v\nThe swap stays: try again, or %s deletes it",
 			req.Name, errorMessage(err), wire.AdviceFor(req.Surface).Kill(req.Name))}
 	}
+	// On record while the swap loads: a hub that dies meanwhile leaves
+	// the next one a worker to end (liveRecord.swapped), not one that
+	// nobody knows of.
+	h.recordLive(s)
 	rctx, cancel := context.WithTimeout(ctx, restoreBound)
 	defer cancel()
 	ans, err := h.restoreInto(rctx, s, rec, op, j)

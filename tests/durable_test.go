@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -242,4 +244,104 @@ t.start()`)))
 	for i, n := range got {
 		require.Equal(t, i, n, "in order")
 	}
+}
+
+// A hub killed while it restores a swap leaves the swap the session: the
+// next hub does not adopt the worker it had started (its names half
+// loaded), and the next exec restores the swap whole.
+func TestHubKilledDuringRestore(t *testing.T) {
+	t.Parallel()
+	needCloudpickle(t)
+	e := hubtest.Start(t)
+	dir := t.TempDir()
+	gate, armed := filepath.Join(dir, "gate"), filepath.Join(dir, "armed")
+	// x loads, at a restore, only once the gate is open.
+	ok(t, e.Run("exec", "r", fmt.Sprintf(`import os, time
+def slow_load(gate, armed):
+    open(armed, "w").close()
+    while not os.path.exists(gate):
+        time.sleep(0.02)
+    return "loaded"
+class Slow:
+    def __reduce__(self):
+        return (slow_load, (%q, %q))
+n = 1
+x = Slow()`, gate, armed)))
+	ok(t, e.Run("swap", "r"))
+	restore := startBackground(t, e, "exec", "r", "n")
+	waitFor(t, func() bool { _, err := os.Stat(armed); return err == nil })
+	require.Equal(t, 1, killHubs(t, e))
+	restore.Wait()
+	l := sessionList(t, e)
+	assert.Nil(t, liveOf(l, "r"), "the half-restored worker is not the session: %+v", l)
+	assert.Empty(t, l.Dead)
+	assert.NotNil(t, swappedOf(l, "r"), "the swap stays: %+v", l)
+	openGate(t, gate)
+	r := e.Run("exec", "r", "n, x")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "was swapped to disk at")
+	assert.Contains(t, r.Stdout, "(1, 'loaded')")
+	assert.Nil(t, swappedOf(sessionList(t, e), "r"))
+	assert.Equal(t, []int{workerPid(t, e, "r")}, workerPids(e), "the worker the killed hub started ended")
+}
+
+// workerPids lists the world's local workers.
+func workerPids(e *hubtest.Env) []int {
+	var pids []int
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !strings.Contains(string(b), "\x00--durable\x00"+e.Paths.WorkerDir()) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// hubPids lists the world's hub processes, those that have not written
+// their pid file yet (adopting) among them.
+func hubPids(e *hubtest.Env) []int {
+	var pids []int
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		args := strings.Split(string(b), "\x00")
+		if err != nil || len(args) < 2 || args[1] != "hub" {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join(filepath.Dir(p), "environ"))
+		if err != nil || !slices.Contains(strings.Split(string(env), "\x00"), "XDG_RUNTIME_DIR="+e.Runtime) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// killHubs SIGKILLs every hub of the world and waits for them to end.
+func killHubs(t *testing.T, e *hubtest.Env) int {
+	t.Helper()
+	pids := hubPids(e)
+	for _, pid := range pids {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	for _, pid := range pids {
+		require.True(t, hubtest.WaitGone(pid, 10*time.Second))
+	}
+	return len(pids)
+}
+
+// startBackground starts a CLI call without waiting for it.
+func startBackground(t *testing.T, e *hubtest.Env, args ...string) *exec.Cmd {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, e.Bin, args...)
+	cmd.Dir, cmd.Env = e.Cwd, e.Vars
+	require.NoError(t, cmd.Start())
+	return cmd
 }
