@@ -285,6 +285,7 @@ func (h *Hub) adopt(rec liveRecord) error {
 	// cannot wrap.
 	rec.Cells = min(rec.Cells, maxCells)
 	s.cells = max(rec.Cells, ready.Cell)
+	s.restored = min(max(rec.Restored, 0), s.cells)
 	s.names = ready.Names
 	s.setStreamsLocked(ready.Streams)
 	s.state = stateIdle
@@ -302,7 +303,7 @@ func (h *Hub) adopt(rec liveRecord) error {
 	} else {
 		s.notes = append(s.notes, fmt.Sprintf("a new hub adopted this session at %s: its names and cells are intact; output the previous hub (pid %d) had read but not shown is lost with it",
 			now.Format("15:04:05"), rec.HubPid))
-		s.queueLost(ready.Cell, rec)
+		s.queueLost(max(ready.Cell, s.restored), rec)
 		finished := ready.Cell
 		if ready.Running {
 			finished--

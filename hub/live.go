@@ -43,6 +43,9 @@ type liveRecord struct {
 	Python  string    `json:"python"`
 	Started time.Time `json:"started"`
 	Cells   int       `json:"cells"` // cells started, the running one included
+	// Restored is the count of cells the session had run when its swap
+	// was restored into this worker, which has not had them.
+	Restored int `json:"restored,omitempty"`
 	// Seen is when the record was last written: the hub ran then.
 	Seen time.Time `json:"seen"`
 	// HubPid and HubStart (the kernel's start time of that process, where
@@ -98,7 +101,7 @@ func (h *Hub) livePath(name string) string {
 func (h *Hub) liveRecordLocked(s *Session) liveRecord {
 	return liveRecord{
 		Name: s.name, Host: s.info.Host, Root: s.info.Root, Pid: s.info.Pid, Python: s.info.Python,
-		Started: s.started, Cells: s.cells, Seen: time.Now(),
+		Started: s.started, Cells: s.cells, Restored: s.restored, Seen: time.Now(),
 		HubPid: selfPid(), HubStart: selfStart(),
 		Sock: s.sock, WorkerStart: s.workerStart, Private: s.private,
 		Handover: s.handedOver,

@@ -529,7 +529,9 @@ func (s *Session) takeGone(gone map[int]string) {
 }
 
 // queueLost says which queued cells a hub that was killed took with it:
-// the record counted them (queueLocked), the worker never had them.
+// the record counted them (queueLocked), the worker never had them; have
+// is the last cell the session ran, in this worker or (restored) before
+// its swap.
 func (s *Session) queueLost(have int, rec liveRecord) {
 	if rec.Cells <= have {
 		return

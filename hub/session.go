@@ -141,7 +141,12 @@ type Session struct {
 	// process's start time, so that a pid reused later is never signalled.
 	sock        string
 	workerStart string
-	verdict     chan error // the watcher's verdict
+	// restored is the count of cells the session had run when its swap
+	// was restored into this worker (swaprestore.go): the worker has not
+	// had them, and a hub that adopts it after a kill must not count
+	// them lost from a queue.
+	restored int
+	verdict  chan error // the watcher's verdict
 	// requests counts the worker's requests being served, refusals the
 	// refusals being sent (takeRequest).
 	requests, refusals atomic.Int32

@@ -100,7 +100,7 @@ func (h *Hub) startOrRestore(ctx context.Context, s *Session, req *wire.Request)
 	}
 	h.removeSwap(req.Name)
 	s.mu.Lock()
-	s.cells = rec.Cells
+	s.cells, s.restored = rec.Cells, rec.Cells
 	s.takeGone(rec.Gone)
 	s.names = ans.Names
 	s.lastActive = time.Now()

@@ -285,7 +285,7 @@ x = Slow()`, gate, armed)))
 	assert.Equal(t, []int{workerPid(t, e, "r")}, workerPids(e), "the worker the killed hub started ended")
 }
 
-// workerPids lists the world's local workers.
+// workerPids lists the world's local workers, in order.
 func workerPids(e *hubtest.Env) []int {
 	var pids []int
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
@@ -298,6 +298,7 @@ func workerPids(e *hubtest.Env) []int {
 			pids = append(pids, pid)
 		}
 	}
+	slices.Sort(pids)
 	return pids
 }
 
@@ -344,4 +345,24 @@ func startBackground(t *testing.T, e *hubtest.Env, args ...string) *exec.Cmd {
 	cmd.Dir, cmd.Env = e.Cwd, e.Vars
 	require.NoError(t, cmd.Start())
 	return cmd
+}
+
+// A session restored from its swap, its new worker yet to run a cell,
+// outlives a killed hub with its cells: none of those it ran before the
+// swap is said to have been lost from a queue.
+func TestHubKilledAfterRestore(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	ok(t, e.Run("exec", "g", "x = 1"))
+	ok(t, e.Run("exec", "g", "x += 1"))
+	ok(t, e.Run("swap", "g"))
+	ok(t, e.Run("exec", "other", "session('g'); None"))
+	require.NotNil(t, liveOf(sessionList(t, e), "g"), "restored")
+	require.Equal(t, 1, killHubs(t, e))
+	r := e.Run("wait", "g", "--cell", "2")
+	assert.NotContains(t, r.Stderr, "never ran", "%s", r)
+	r = e.Run("exec", "g", "x")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.NotContains(t, r.Stdout, "never ran")
+	assert.Contains(t, r.Stdout, "Out[3]: 2")
 }
