@@ -1692,8 +1692,9 @@ class Session(object):
     # -- reader thread -------------------------------------------------
     def read_loop(self, r, gen, inline=False):
         """Read the frames of one hub connection (generation gen) until it
-        ends. A durable worker then waits for the next hub (see accept);
-        any other exits: nobody can see it now. inline: on the thread that
+        ends. A durable worker then waits for the next hub (see accept),
+        unless its first hub sent it no frame; any other exits: nobody can
+        see it now. inline: on the thread that
         takes hubs, for want of one of its own (_adopt); after each frame
         it tries again to start one, and hands the reading over."""
         seen_frame = False
@@ -1729,7 +1730,10 @@ class Session(object):
                 r.close()
             except OSError:
                 pass
-        if self.listener is None:
+        # The hub that started a durable worker sends a frame once the
+        # worker is on its record (a ping): one that went before any came
+        # left no record, and no hub could ever adopt the worker.
+        if self.listener is None or (gen == 0 and not seen_frame and self.linger is None):
             if self._tk is not None:
                 try:
                     self._tk.abort_transfers()

@@ -26,6 +26,7 @@ import (
 	"github.com/replhub/replhub/internal/lazyre"
 	"github.com/replhub/replhub/internal/lean"
 	"github.com/replhub/replhub/payload"
+	"github.com/replhub/replhub/proto"
 	"github.com/replhub/replhub/pyfind"
 	"github.com/replhub/replhub/remote"
 	"github.com/replhub/replhub/sudo"
@@ -363,6 +364,12 @@ func (h *Hub) ensure(ctx context.Context, req wire.Request) (s *Session, created
 			return nil, false, "", h.startFailure(req, err)
 		}
 		h.recordLive(s)
+		if s.sock != "" {
+			// The worker's first frame: it is on record now. A durable
+			// worker whose first hub ends before any frame came ends too,
+			// for no hub could know of it.
+			s.relaySend(&proto.Ping{}, nil)
+		}
 		if !s.private {
 			previous = h.takeDeathNote(req.Name)
 		}

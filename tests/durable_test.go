@@ -366,3 +366,40 @@ func TestHubKilledAfterRestore(t *testing.T) {
 	assert.NotContains(t, r.Stdout, "never ran")
 	assert.Contains(t, r.Stdout, "Out[3]: 2")
 }
+
+// A hub killed while a session starts, after its worker is up but before
+// the worker is on record, leaves no worker behind: nobody could adopt
+// it, and it would run for ever. The hub here is stopped as the worker
+// starts, and killed once the worker serves its socket.
+func TestHubKilledDuringStart(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	ok(t, e.Run("sessions"))
+	newer, _ := hubtest.PickPythons(t)
+	dir := t.TempDir()
+	wrapper := filepath.Join(dir, "python3")
+	require.NoError(t, os.WriteFile(wrapper, []byte(fmt.Sprintf(`#!/bin/sh
+case "$*" in *--durable*) kill -STOP $PPID ;; esac
+exec %q "$@"
+`, newer)), 0o755))
+	hub := e.HubPid()
+	start := startBackground(t, e, "exec", "s", "1", "--python", wrapper)
+	waitFor(t, func() bool {
+		socks, _ := filepath.Glob(filepath.Join(e.Paths.WorkerDir(), "*.sock"))
+		return len(socks) == 1 && len(workerPids(e)) == 1
+	})
+	time.Sleep(200 * time.Millisecond) // its ready frame waits in the pipe
+	require.NoError(t, syscall.Kill(hub, syscall.SIGKILL))
+	require.True(t, hubtest.WaitGone(hub, 10*time.Second))
+	start.Wait()
+	// The worker finds its hub gone, and ends.
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) && len(workerPids(e)) > 0 {
+		time.Sleep(50 * time.Millisecond)
+	}
+	assert.Empty(t, workerPids(e), "no worker that no hub knows of")
+	assert.Nil(t, liveOf(sessionList(t, e), "s"))
+	r := e.Run("exec", "s", "1 + 1", "--python", newer)
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "Out[1]: 2")
+}
