@@ -403,3 +403,26 @@ exec %q "$@"
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "Out[1]: 2")
 }
+
+// A hub that restarts hands its sessions over before it exits; a CLI call
+// meanwhile starts the next hub, which waits for it and adopts them: it
+// does not start a new, empty session under a name the old hub still had.
+func TestCallDuringRestart(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	ok(t, e.Run("exec", "t", "x = 1"))
+	// A cell that holds the interpreter for seconds: its worker answers
+	// the hand-over's detach only after detachWait, and the old hub lives
+	// on that long after it closed its socket.
+	r := e.Run("exec", "s", "y = 7 ** (6 * 10 ** 7)", "--no-wait")
+	require.Equal(t, 0, r.Code, "%s", r)
+	old := e.HubPid()
+	restart := startBackground(t, e, "restart")
+	waitFor(t, func() bool { _, err := os.Stat(e.Paths.Socket()); return os.IsNotExist(err) })
+	require.True(t, hubtest.Alive(old), "the old hub still hands over")
+	r = e.Run("exec", "t", "x")
+	require.Equal(t, 0, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "Out[2]: 1")
+	assert.NotContains(t, r.Stdout, "created session")
+	restart.Wait()
+}

@@ -2,14 +2,17 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -67,6 +70,12 @@ func runHub(ctx context.Context, e *env, supervisor string) error {
 	if len(inherited) > 0 {
 		log.Info("closed inherited fds", "fds", inherited)
 	}
+	lock, err := lockHub(paths.Runtime)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return err
+	}
+	defer lock.Close()
 	ln, err := safesock.Listen(paths.Socket())
 	if err != nil {
 		log.Error("cannot listen", "err", err)
@@ -91,4 +100,37 @@ func runHub(ctx context.Context, e *env, supervisor string) error {
 		}
 	}
 	return h.Run(ctx, ln)
+}
+
+// hubLockWait bounds how long a hub that starts waits for one that ends.
+const hubLockWait = 20 * time.Second
+
+// lockHub takes the runtime folder's hub lock, which a hub holds for its
+// whole life: one hub at a time. A hub that ends (a stop, a restart)
+// closes its socket first and then hands its sessions over or swaps
+// them; a hub that a client starts meanwhile waits here until it is gone,
+// rather than find their live records held by a hub still running and
+// start new, empty sessions under their names. The kernel lets the lock
+// go with the process, however it ends; the file is close-on-exec, so no
+// worker holds it.
+func lockHub(runtime string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(runtime, "hub.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("hub lock: %w", err)
+	}
+	deadline := time.Now().Add(hubLockWait)
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return f, nil
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, fmt.Errorf("another hub of this runtime folder did not end within %s", hubLockWait)
+			}
+			return nil, fmt.Errorf("hub lock: %w", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
