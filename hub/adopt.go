@@ -64,6 +64,10 @@ type handover struct {
 	Result       *wire.Result `json:"result,omitempty"`
 	Notes        []string     `json:"notes,omitempty"`
 	At           time.Time    `json:"at"`
+	// Running is the cell that ran at the hand-over: a worker that says
+	// it has finished it sent its done frame to a hub since, which ended
+	// without handing the session over.
+	Running int `json:"running,omitempty"`
 	// Queue and Kept are the session's queue and the unread results of
 	// its earlier cells (queue.go).
 	Queue []queuedCode   `json:"queue,omitempty"`
@@ -300,6 +304,10 @@ func (h *Hub) adopt(rec liveRecord) error {
 			s.cur = r
 		}
 		s.takeQueueOver(ho, ready.Cell)
+		if ho.Running > 0 && ho.Running == ready.Cell && !ready.Running {
+			s.goneLocked(ready.Cell, fmt.Sprintf("cell %d of session '%s' finished after the restart at %s, in a hub that ended without handing the session over: its result went with that hub",
+				ready.Cell, s.name, ho.At.Format("15:04:05")))
+		}
 	} else {
 		s.notes = append(s.notes, fmt.Sprintf("a new hub adopted this session at %s: its names and cells are intact; output the previous hub (pid %d) had read but not shown is lost with it",
 			now.Format("15:04:05"), rec.HubPid))
@@ -390,6 +398,8 @@ func (h *Hub) handOver() []*Session {
 		ho.keepOutput(s.out.takeOut())
 		if r := s.cur; r != nil && r.isFinished() && !r.collected && r.result != nil {
 			ho.Result = r.result
+		} else if r != nil && !r.isFinished() {
+			ho.Running = r.cell
 		}
 		s.handQueueOverLocked(ho)
 		// Kept for each rewrite after this one: a cell's sent after the

@@ -426,3 +426,37 @@ func TestCallDuringRestart(t *testing.T) {
 	assert.NotContains(t, r.Stdout, "created session")
 	restart.Wait()
 }
+
+// A cell running at a restart, which finished in the next hub, killed
+// before it wrote the session's record (the record still the hand-over),
+// is said to have its result gone with that hub, not to have been
+// collected.
+func TestRunningAtRestartResultLost(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	gate := filepath.Join(t.TempDir(), "gate")
+	ok(t, e.Run("exec", "c", "import os, time"))
+	r := e.Run("exec", "c", fmt.Sprintf("while not os.path.exists(%q): time.sleep(0.02)\n'done'", gate), "--no-wait")
+	require.Equal(t, 0, r.Code, "%s", r)
+	old := e.HubPid()
+	ok(t, e.Run("restart"))
+	openGate(t, gate)
+	waitFor(t, func() bool { s := sessionInfo(t, e, "c"); return s.State == "idle" && s.Unread })
+	require.Equal(t, 1, killHubs(t, e))
+	// As if that hub had died before it wrote its own record: the record
+	// is the hand-over the restart left, its cell 2 running.
+	path := filepath.Join(e.Paths.LiveDir(), "c.json")
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var rec map[string]any
+	require.NoError(t, json.Unmarshal(b, &rec))
+	rec["hub_pid"], rec["hub_start"] = old, ""
+	rec["handover"] = map[string]any{"at": time.Now(), "running": 2}
+	b, err = json.Marshal(rec)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+	r = e.Run("wait", "c", "--cell", "2")
+	assert.NotContains(t, r.Stderr, "collected already", "%s", r)
+	assert.Contains(t, r.Stderr, "cell 2 of session 'c' finished after the restart at ", "%s", r)
+	assert.Contains(t, ok(t, e.Run("exec", "c", "1 + 1")), "Out[3]: 2")
+}
