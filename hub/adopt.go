@@ -68,6 +68,9 @@ type handover struct {
 	// it has finished it sent its done frame to a hub since, which ended
 	// without handing the session over.
 	Running int `json:"running,omitempty"`
+	// RunningQueued says that cell came through the queue: its result is
+	// kept for a wait of its own (--cell), not given to the next exec.
+	RunningQueued bool `json:"running_queued,omitempty"`
 	// Queue and Kept are the session's queue and the unread results of
 	// its earlier cells (queue.go).
 	Queue []queuedCode   `json:"queue,omitempty"`
@@ -321,6 +324,10 @@ func (h *Hub) adopt(rec liveRecord) error {
 	if ready.Running {
 		start := now.Add(-time.Duration(ready.Elapsed * float64(time.Second)))
 		s.cur = &run{cell: ready.Cell, fence: []byte(ready.Fence), start: start, finished: make(chan struct{})}
+		if ho := rec.Handover; ho != nil && ho.Running == ready.Cell && ho.RunningQueued {
+			// Sent already: not to be handed over again as one to run.
+			s.cur.queued, s.cur.sent = true, true
+		}
 		s.state = stateRunning
 	}
 	close(s.ready)
@@ -399,7 +406,7 @@ func (h *Hub) handOver() []*Session {
 		if r := s.cur; r != nil && r.isFinished() && !r.collected && r.result != nil {
 			ho.Result = r.result
 		} else if r != nil && !r.isFinished() {
-			ho.Running = r.cell
+			ho.Running, ho.RunningQueued = r.cell, r.queued
 		}
 		s.handQueueOverLocked(ho)
 		// Kept for each rewrite after this one: a cell's sent after the

@@ -384,3 +384,26 @@ func TestQueueLostSaidAfterSwapAndRestart(t *testing.T) {
 	ok(t, e.Run("restart"))
 	refused(t, e.Run("wait", "g", "--cell", "3"), never)
 }
+
+// A queued cell still running at a restart keeps its place as a queued
+// cell's in the next hub: its result waits for `wait --cell`, and the next
+// exec's reply does not take it as an earlier cell's (whose reply, lost
+// with its client, left the cell said to be collected).
+func TestQueuedCellRunningAtARestartKeepsItsResult(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	gate := blocker(t, e, "rq")
+	later := gate + "-later"
+	assert.Contains(t, ok(t, e.Run("exec", "rq", fmt.Sprintf("while not os.path.exists(%q): time.sleep(0.02)\n'queued'", later), "--queue", "--no-wait")), "[cell 3 queued")
+	openGate(t, gate)
+	ok(t, e.Run("wait", "rq", "--cell", "2", "-t", "20"))
+	waitFor(t, func() bool { return strings.Contains(e.Run("sessions", "rq").Stdout, "(cell 3)") },
+		func() string { return "cell 3 never ran: " + e.Run("sessions", "rq").Stdout })
+	ok(t, e.Run("restart"))
+	openGate(t, later)
+	waitFor(t, func() bool { return strings.Contains(e.Run("sessions", "rq").Stdout, "idle") },
+		func() string { return "cell 3 never ended: " + e.Run("sessions", "rq").Stdout })
+	out := ok(t, e.Run("exec", "rq", "'next'"))
+	assert.NotContains(t, out, "'queued'")
+	assert.Contains(t, ok(t, e.Run("wait", "rq", "--cell", "3")), "Out[3]: 'queued'")
+}
