@@ -706,6 +706,32 @@ def _error_dict(etype, value, tb):
             "traceback": "%s: %s\n(replhub could not format its traceback)\n" % (name, message)}
 
 
+def _forked_exit(status, error, exit_code):
+    """End a child a cell forked, at its cell's end, as Python ends at a
+    script's: sys.exit's code (other than an int or None: its text on
+    stderr, and 1), or the traceback on stderr and 1 after an exception."""
+    code = 0
+    try:
+        if exit_code is not None:
+            code = exit_code[0]
+            if code is None:
+                code = 0
+            elif not isinstance(code, int):
+                sys.stderr.write("%s\n" % (code,))
+                code = 1
+        elif status != "ok":
+            sys.stderr.write(error["traceback"])
+            code = 1
+    except BaseException:
+        code = 1
+    for f in (sys.stdout, sys.stderr):
+        try:
+            f.flush()
+        except BaseException:
+            pass
+    os._exit(code & 0xff)
+
+
 _PARKED = {"type": "KeyboardInterrupt", "message": "interrupted before it started",
            "traceback": "KeyboardInterrupt: interrupted before it started\n"}
 
@@ -2437,6 +2463,7 @@ class Session(object):
             self.names.forget()  # the hub missed a list
         self._own_sigint()
         status, value, error = "ok", None, None
+        exit_code = None  # sys.exit's, in a (code,)
         try:
             if not self._begin(PARSING):
                 status, error = "error", _PARKED
@@ -2475,7 +2502,7 @@ class Session(object):
                             error = _error_dict(KeyboardInterrupt, KeyboardInterrupt(), None)
         except SystemExit as e:
             self._stop()
-            status, value = "error", None
+            status, value, exit_code = "error", None, (e.code,)
             error = {"type": "SystemExit", "traceback": "",
                      "message": _cap("sys.exit(%r) was caught; the session goes on" % (e.code,), MESSAGE_CAP)[0]}
         except BaseException:
@@ -2487,7 +2514,7 @@ class Session(object):
             # A child the cell forked (os.fork, no exec), back here: its cell
             # is over, as a script's end would be. As a second worker it
             # would take the session's cells and answer for them.
-            os._exit(0)
+            _forked_exit(status, error, exit_code)
         self._sweep()  # before the done frame: the next cell finds the targets free
         done = {"op": "done", "cell": cell, "status": status, "value": value,
                 "error": error, "duration": time.time() - t0}

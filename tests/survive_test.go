@@ -234,6 +234,31 @@ print("child" if child else "parent")`)
 	})
 }
 
+// TestForkedChildExitsAsAScriptWould forks children that end their cell
+// with sys.exit(3), sys.exit("bye") and an exception: each exited with 0,
+// the exception's traceback nowhere. Each now ends as Python does at a
+// script's end: 3; "bye" on stderr and 1; the traceback on stderr and 1 (the
+// CLI shows the cell's stderr with its stdout).
+func TestForkedChildExitsAsAScriptWould(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	newestAndOldest(t, func(py, version string) {
+		r := e.Run("exec", "forkexit-"+version, `import os, sys, time
+def status(end):
+    pid = os.fork()
+    if pid == 0:
+        end()
+    return os.waitpid(pid, 0)[1] >> 8
+def boom():
+    raise ValueError("boom in the child")
+[status(lambda: sys.exit(3)), status(lambda: sys.exit("bye")), status(boom)]`, "--python", py)
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "Out[1]: [3, 1, 1]", "%s", r)
+		assert.Contains(t, r.Stdout, "bye\n", "%s", r)
+		assert.Contains(t, r.Stdout, "ValueError: boom in the child", "%s", r)
+	})
+}
+
 // TestRebindingBuiltinsLeavesTheWorkerWhole deletes and rebinds builtins
 // the worker's own code calls (len, str, isinstance, dict), and os's
 // functions (write, read, fstat, as a mock would): the worker used the
