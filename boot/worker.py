@@ -1472,6 +1472,9 @@ class ReplhubFinder(object):
         import linecache
         src, fname = module.__spec__.loader_state
         linecache.cache[fname] = (len(src), None, src.splitlines(True), fname)
+        # The cells' builtins, as an import's: exec would give it the
+        # worker's own copy, this frame's.
+        module.__dict__["__builtins__"] = builtins
         exec(compile(src, fname, "exec", dont_inherit=True), module.__dict__)
 
 

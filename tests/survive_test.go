@@ -289,6 +289,25 @@ func TestRebindingBuiltinsLeavesTheWorkerWhole(t *testing.T) {
 	})
 }
 
+// TestReplhubModulesShareTheCellsBuiltins imports a module of the user's as
+// replhub.NAME that calls a helper a cell put in builtins: the module was
+// run with the worker's own copy of the builtins, where the helper is not,
+// and raised NameError. Its builtins are now the cells', as any import's.
+func TestReplhubModulesShareTheCellsBuiltins(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	dir := filepath.Join(e.Config, "replhub", "modules")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "usehelper.py"), []byte("def f():\n    return helper() + 1\n"), 0o644))
+	newestAndOldest(t, func(py, version string) {
+		r := e.Run("exec", "modbuiltins-"+version, `import builtins; builtins.helper = lambda: 41
+from replhub import usehelper
+usehelper.f()`, "--python", py)
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "Out[1]: 42", "%s", r)
+	})
+}
+
 // newestAndOldest calls f with the newest and the oldest Python found, and
 // its version folder's name (3.13.0).
 func newestAndOldest(t *testing.T, f func(py, version string)) {
