@@ -2333,6 +2333,10 @@ class Session(object):
         sent that has not been raised, or a SIGINT from elsewhere (a
         script's kill -INT) was kept pending in a guarded frame and no
         SIGINT section ended after it: then it ends the cell."""
+        if os.getpid() != PID:
+            # A child the cell forked, which run_cell ends: a lock another
+            # thread held at the fork (a frame's send, a query) stays held.
+            return False
         with self.sigint, self.cond:
             late = self.sigint.live and (self.sigint.sent or self.sigint.pending)
             self.sigint.live = self.sigint.sent = self.sigint.pending = False

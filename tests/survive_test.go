@@ -259,6 +259,40 @@ def boom():
 	})
 }
 
+// TestForkedChildEndsWhileAThreadHoldsTheSessionsLock forks while another
+// thread holds the worker's session lock, as its reader does while it
+// dispatches a frame: the child, which has no such thread, waited for the
+// lock at its cell's end for good. It now exits there with 0.
+func TestForkedChildEndsWhileAThreadHoldsTheSessionsLock(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	newestAndOldest(t, func(py, version string) {
+		r := e.Run("exec", "forklock-"+version, `import gc, os, threading, time
+s = next(o for o in gc.get_objects() if type(o).__name__ == "Session" and hasattr(o, "cond") and hasattr(o, "sigint"))
+held = threading.Event()
+def hold():
+    with s.cond:
+        held.set()
+        time.sleep(1)
+threading.Thread(target=hold).start()
+held.wait()
+pid = os.fork()
+if pid:
+    for _ in range(100):
+        p, st = os.waitpid(pid, os.WNOHANG)
+        if p:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        st = "hung"
+    print("child:", st)`, "--python", py)
+		require.Equal(t, 0, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, "child: 0\n", "%s", r)
+	})
+}
+
 // TestRebindingBuiltinsLeavesTheWorkerWhole deletes and rebinds builtins
 // the worker's own code calls (len, str, isinstance, dict), and os's
 // functions (write, read, fstat, as a mock would): the worker used the
