@@ -72,10 +72,14 @@ func (w *Writer) cut() {
 	if w.size = fi.Size(); w.size <= w.max-w.keep {
 		return // cut meanwhile by another hub's writer
 	}
-	tail, err := atomicfile.ReadTail(w.path, w.keep)
-	if err != nil {
-		return
+	var tail []byte
+	if pfi, err := os.Stat(w.path); err == nil && os.SameFile(pfi, fi) {
+		if tail, err = atomicfile.ReadTail(w.path, w.keep); err != nil {
+			return
+		}
 	}
+	// Else the log was removed (rm), or another file took its name: the
+	// file that w writes to, which only it can reach, is cut to nothing.
 	if i := bytes.IndexByte(tail, '\n'); i >= 0 {
 		tail = tail[i+1:] // from a line's start
 	}

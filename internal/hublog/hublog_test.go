@@ -62,3 +62,23 @@ func TestShortLogIsKept(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "earlier\nlater\n", string(b))
 }
+
+// A log removed while the hub writes to it (rm hub.log) is still cut: the
+// file the hub goes on writing, which no name reaches, grew without bound,
+// as each cut failed to read its tail by name.
+func TestRemovedLogIsStillCut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "hub.log")
+	f, err := atomicfile.OpenAppend(path)
+	require.NoError(t, err)
+	defer f.Close()
+	const max, keep = 64 << 10, 16 << 10
+	w := newWriter(f, path, max, keep)
+	require.NoError(t, os.Remove(path))
+	for i := range 10000 {
+		_, err := fmt.Fprintf(w, "line %d of the log\n", i)
+		require.NoError(t, err)
+	}
+	fi, err := f.Stat()
+	require.NoError(t, err)
+	assert.LessOrEqual(t, fi.Size(), int64(max+100))
+}
