@@ -219,7 +219,7 @@ const framesEndedWait = 2 * time.Second
 // malformedFrame drops a frame the worker sent that the hub cannot read,
 // with a note for the next reply. The first malformedTold are logged and
 // answered; past them, a worker that sends them in a loop (a host's, a
-// cell's writes to the frame channel: three bytes a frame) has a log line
+// cell's writes to the frame channel: two bytes a frame) has a log line
 // at each power of ten and no answer, where each cost a line of the hub's
 // log, in the runtime folder, some fifty times its size, and a write.
 func (s *Session) malformedFrame(mf *proto.Malformed) {

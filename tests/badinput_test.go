@@ -57,7 +57,7 @@ def cells():
 }
 
 // TestMalformedFramesInALoop has a worker send 200,000 lines that are
-// not frames (three bytes each, as a cell's writes to the frame channel
+// not frames (two bytes each, as a cell's writes to the frame channel
 // can): each was a line of the hub's log, some 32 MB in all in the
 // runtime folder; now the first few are, and a line at each power of ten.
 // The cell's reply still tells of them, and the session goes on.
