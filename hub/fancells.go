@@ -187,7 +187,7 @@ func (h *Hub) fanExecOn(ctx context.Context, sub wire.Request, group string, g i
 			return
 		case <-gaveUp:
 		}
-		if created || previous != "" {
+		if startedHere(created, previous) {
 			// After its cell, or at once where the request gave up.
 			defer s.forgetStartInterrupt()
 		}
@@ -212,7 +212,7 @@ func (h *Hub) fanExecOn(ctx context.Context, sub wire.Request, group string, g i
 		h.keepStarting(group, host, nil, nil)
 		sub.Timeout = max(limit-time.Since(st.since), minFanCell).Seconds()
 		res, err := h.runCell(ctx, e.s, sub, e.created, e.previous, nil)
-		if e.created || e.previous != "" {
+		if startedHere(e.created, e.previous) {
 			e.s.forgetStartInterrupt()
 		}
 		if err != nil {

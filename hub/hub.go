@@ -216,7 +216,7 @@ func (h *Hub) Exec(ctx context.Context, req wire.Request, progress func(*wire.Pr
 	if err != nil {
 		return nil, err
 	}
-	if created || previous != "" { // started, or restored, by this call
+	if startedHere(created, previous) {
 		defer s.forgetStartInterrupt()
 	}
 	res, err := h.runCell(ctx, s, req, created, previous, progress)
@@ -549,7 +549,7 @@ func (h *Hub) lookupWithin(name string, adv wire.Advice, swapWait time.Duration)
 // Interrupt raises KeyboardInterrupt in session req.Name's running cell.
 func (h *Hub) Interrupt(req wire.Request) (string, error) {
 	adv := wire.AdviceFor(req.Surface)
-	if msg := h.stillStarting(req.Name, adv); msg != "" {
+	if msg := h.stillStarting(req.Name); msg != "" {
 		return msg, nil
 	}
 	s, err := h.lookup(req.Name, adv)
@@ -573,7 +573,7 @@ func (h *Hub) Interrupt(req wire.Request) (string, error) {
 // first cell ends as interrupted without running (takeStartInterruptLocked).
 // The look at ready and the mark are made under s.mu, which the first
 // cell takes once ready is closed: the mark is never left for a later one.
-func (h *Hub) stillStarting(name string, adv wire.Advice) string {
+func (h *Hub) stillStarting(name string) string {
 	h.mu.Lock()
 	s := h.sessions[name]
 	h.mu.Unlock()

@@ -182,6 +182,11 @@ func (s *Session) takeStartInterruptLocked(r *run) bool {
 	return true
 }
 
+// startedHere reports whether the ensure that answered created and
+// previous started the session, or restored it from its swap (which
+// previous then tells of): the call that owns what came during the start.
+func startedHere(created bool, previous string) bool { return created || previous != "" }
+
 // forgetStartInterrupt drops an interrupt kept for the session's first
 // cell (stillStarting) once the call that started the session is done with
 // it: its cell took it, or never started (its client went, the session

@@ -557,8 +557,8 @@ func (h *Hub) open(ctx context.Context, from *Session, f *proto.Req) (info *wire
 	if err != nil {
 		return nil, "", err
 	}
-	if created || previous != "" { // started, or restored, by this request
-		s.forgetStartInterrupt() // which runs no cell there
+	if startedHere(created, previous) {
+		s.forgetStartInterrupt() // this request runs no cell there
 	}
 	if err := h.reachOf(from).check(s.name, s.host()); err != nil {
 		// A session that took the name after checkReach, or one this
