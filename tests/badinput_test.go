@@ -63,10 +63,7 @@ def cells():
 // The cell's reply still tells of them, and the session goes on.
 func TestMalformedFramesInALoop(t *testing.T) {
 	t.Parallel()
-	e := hubtest.Start(t)
-	newer, _ := hubtest.PickPythons(t)
-	e.Setenv("REPLHUB_PYTHON", newer)
-	py := fakeWorker(t, e.Dir, `
+	e, py := fakeWorld(t, `
 ready()
 for c in cells():
     out.write(b"x\n" * 200000)
@@ -89,10 +86,7 @@ for c in cells():
 
 func TestMalformedFramesFromWorker(t *testing.T) {
 	t.Parallel()
-	e := hubtest.Start(t)
-	newer, _ := hubtest.PickPythons(t)
-	e.Setenv("REPLHUB_PYTHON", newer)
-	py := fakeWorker(t, e.Dir, `
+	e, py := fakeWorld(t, `
 ready()
 for c in cells():
     out.write(b"this is not a frame\n")
@@ -117,6 +111,16 @@ for c in cells():
 // killFake kills a fake worker's session: the hub's stop would first ask
 // it to swap, which it never answers, and wait (hubtest.StopHub gives up
 // and kills the hub after 15 s).
+// fakeWorld starts a world whose python3 is the newest found, and writes
+// a fakeWorker of body into its folder, for --python.
+func fakeWorld(t *testing.T, body string) (*hubtest.Env, string) {
+	t.Helper()
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	return e, fakeWorker(t, e.Dir, body)
+}
+
 func killFake(t *testing.T, e *hubtest.Env, name string) {
 	t.Helper()
 	r := e.Run("kill", name)
@@ -125,10 +129,7 @@ func killFake(t *testing.T, e *hubtest.Env, name string) {
 
 func TestBrokenFrameStreamKillsTheWorker(t *testing.T) {
 	t.Parallel()
-	e := hubtest.Start(t)
-	newer, _ := hubtest.PickPythons(t)
-	e.Setenv("REPLHUB_PYTHON", newer)
-	py := fakeWorker(t, e.Dir, `
+	e, py := fakeWorld(t, `
 ready()
 for c in cells():
     out.write(b"x" * (20 << 20))
@@ -142,10 +143,7 @@ for c in cells():
 
 func TestNoiseBeforeReadyIsShownOnlyWhenStartFails(t *testing.T) {
 	t.Parallel()
-	e := hubtest.Start(t)
-	newer, _ := hubtest.PickPythons(t)
-	e.Setenv("REPLHUB_PYTHON", newer)
-	py := fakeWorker(t, e.Dir, `
+	e, py := fakeWorld(t, `
 out.write(b"Welcome to the machine\n")
 ready()
 for c in cells():
