@@ -337,6 +337,10 @@ class Channel(object):
         self._superseding = False
         self._wsock = None
         self._ids = _fd_id(rfd), _fd_id(wfd)
+        # A copy of the first link's write end, for the one frame that
+        # says the cell closed the channel (_say_closed_locked); a later
+        # link's is its socket object's own descriptor.
+        self._spare = os.dup(wfd)
         _nonblocking(wfd)
 
     def _line(self, header, n):
@@ -380,10 +384,33 @@ class Channel(object):
         """Close generation gen's write side, while it is still ours and
         current (see read_loop)."""
         with self._lock:
-            if gen == self.gen and _fd_id(self._w) == self._ids[1]:
-                _shut(self._w)
-                _close(self._w)
+            if gen == self.gen:
+                self._say_closed_locked()
+                if _fd_id(self._w) == self._ids[1]:
+                    _shut(self._w)
+                    _close(self._w)
                 self._lost_locked()
+
+    def _say_closed_locked(self):
+        """Tell the hub that the session's own code closed the channel
+        (the closed frame), on a copy of its write end the code left alone,
+        then let go of the copy. The end of the stream would say as much,
+        but where another process holds a copy of it (sudo holds a root
+        worker's), that end never comes, and the hub would wait on the
+        running cell for good."""
+        line = b'{"op":"closed"}\n'
+        spare, self._spare = self._spare, None
+        try:
+            if self._wsock is not None:
+                if _fd_id(self._wsock.fileno()) == self._ids[1]:
+                    self._wsock.send(line, _MSG_DONTWAIT)
+            elif spare is not None and _fd_id(spare) == self._ids[1]:
+                os.write(spare, line)
+        except OSError:
+            pass  # a full or broken link: its end says it, where it can
+        if spare is not None and _fd_id(spare) == self._ids[1]:
+            _shut(spare)
+            _close(spare)
 
     def _lost_locked(self):
         if not self.down:
@@ -438,6 +465,7 @@ class Channel(object):
         with self._lock:
             self._superseding = False
             old_w, old_sock, old_id = self._w, self._wsock, self._ids[1]
+            spare, self._spare = self._spare, None
             self._r, self._w, self._wsock = r, fd, wsock
             self._ids = (_fd_id(fd),) * 2
             self.gen += 1
@@ -460,6 +488,8 @@ class Channel(object):
                 old_sock.close()
             except OSError:
                 pass
+        if spare is not None and _fd_id(spare) == old_id:
+            _close(spare)
         if old_w != fd and _fd_id(old_w) == old_id:  # not a cell's file since
             _shut(old_w)  # a pipe ends when its hub (or sshd) goes
             _close(old_w)
@@ -517,6 +547,7 @@ class Channel(object):
     def _write(self, buf):
         if _fd_id(self._w) != self._ids[1]:
             # Closed by a cell's code: the number may be a file of its own.
+            self._say_closed_locked()
             raise OSError(9, "the channel to the hub was closed")
         view = memoryview(buf)
         while view:

@@ -36,6 +36,12 @@ func (s *Session) readFrames() {
 			go s.framesEnded()
 			return
 		}
+		if _, ok := m.(*proto.Closed); ok && s.durable() {
+			// A local worker's word that its code closed the channel: the
+			// stream's end may never come (sudo holds a copy of it).
+			go s.framesEnded()
+			return
+		}
 		s.takeFrame(m)
 	}
 }
@@ -105,7 +111,7 @@ func (s *Session) takeFrame(m proto.Msg) {
 			s.detachedFrames = nil
 		}
 		s.mu.Unlock()
-	case *proto.Pong, *proto.Ready, *proto.Cells:
+	case *proto.Pong, *proto.Ready, *proto.Cells, *proto.Closed:
 	}
 }
 
@@ -210,6 +216,14 @@ func (s *Session) framesEnded() {
 		s.abandonLocked(r, "ChannelClosed", s.channelLost)
 	}
 	s.hub.log.Warn("worker's channel closed while it lives", "session", s.name)
+}
+
+// durable says whether s's worker waits on its socket for the next hub
+// (a local one's).
+func (s *Session) durable() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sock != ""
 }
 
 // framesEndedWait is how long a worker whose frames ended has to be seen

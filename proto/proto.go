@@ -59,6 +59,7 @@ const (
 	OpServed      = "served"
 	OpOut         = "out"
 	OpDetached    = "detached"
+	OpClosed      = "closed"
 	// hub → worker
 	OpExec      = "exec"
 	OpInterrupt = "interrupt"
@@ -306,6 +307,15 @@ type Detached struct {
 	Head
 }
 
+// Closed is a worker's last frame on a channel its own code closed (a
+// cell's os.close of a descriptor it did not open): the hub takes the
+// worker's frames for ended (see hub's framesEnded), where another
+// process's copy of the channel (sudo's, of a root worker's) keeps the
+// stream's end from coming.
+type Closed struct {
+	Head
+}
+
 // Exit ends the worker at once: a durable worker outlives the end of its
 // frame stream, so ending one takes this frame (or a signal).
 type Exit struct {
@@ -451,6 +461,7 @@ func (*Adopt) Op() string       { return OpAdopt }
 func (*Exit) Op() string        { return OpExit }
 func (*Detach) Op() string      { return OpDetach }
 func (*Detached) Op() string    { return OpDetached }
+func (*Closed) Op() string      { return OpClosed }
 func (*Exec) Op() string        { return OpExec }
 func (*Interrupt) Op() string   { return OpInterrupt }
 func (*Cancel) Op() string      { return OpCancel }
@@ -501,6 +512,7 @@ var fromWorker = map[string]func() Msg{
 	OpServed:      func() Msg { return new(Served) },
 	OpOut:         func() Msg { return new(Out) },
 	OpDetached:    func() Msg { return new(Detached) },
+	OpClosed:      func() Msg { return new(Closed) },
 	OpCells:       func() Msg { return new(Cells) },
 	OpChunk:       func() Msg { return new(Chunk) },
 	OpAck:         func() Msg { return new(Ack) },

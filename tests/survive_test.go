@@ -3,6 +3,7 @@ package tests
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -159,24 +160,49 @@ func TestCellThatClosesTheWorkersChannel(t *testing.T) {
 	e := hubtest.Start(t)
 	newer, _ := hubtest.PickPythons(t)
 	e.Setenv("REPLHUB_PYTHON", newer)
+	cellClosesTheChannel(t, e, "fd", "rd")
+}
+
+// TestRootCellThatClosesTheWorkersChannel is the same for a root session,
+// through the real sudo: sudo, the worker's parent, holds a copy of the
+// channel, so its end never came and the cell looked running for good.
+// The worker now says, in a last frame, that its code closed the channel.
+func TestRootCellThatClosesTheWorkersChannel(t *testing.T) {
+	t.Parallel()
+	if os.Getuid() != 0 {
+		t.Skip("a root session without a password needs root (CI runs as root)")
+	}
+	if _, err := exec.LookPath("sudo"); err != nil {
+		t.Skip("needs sudo")
+	}
+	e := hubtest.Start(t)
+	newer, _ := hubtest.PickPythons(t)
+	e.Setenv("REPLHUB_PYTHON", newer)
+	cellClosesTheChannel(t, e, "rootfd", "rootrd", "--sudo")
+}
+
+// cellClosesTheChannel has a cell of session fd close the write end of
+// the worker's channel, one of rd its read end; start opens each
+// session (--sudo).
+func cellClosesTheChannel(t *testing.T, e *hubtest.Env, fd, rd string, start ...string) {
 	victim := filepath.Join(e.Dir, "victim.txt")
-	r := e.Run("exec", "fd", "import gc, os, sys; n = 1")
+	r := e.Run(append([]string{"exec", fd, "import gc, os, sys; n = 1"}, start...)...)
 	require.Equal(t, 0, r.Code, "%s", r)
-	r = e.Run("exec", "fd", `ch = [o for o in gc.get_objects() if isinstance(o, sys.modules["replhub_worker"].Channel)][0]
+	r = e.Run("exec", fd, `ch = [o for o in gc.get_objects() if isinstance(o, sys.modules["replhub_worker"].Channel)][0]
 os.close(ch._w)
 f = open(`+fmt.Sprintf("%q", victim)+`, "w")
 assert f.fileno() == ch._w`, "-t", "20")
-	said := "the worker of session 'fd' lives, but its channel to the hub was closed by its own code"
+	said := fmt.Sprintf("the worker of session '%s' lives, but its channel to the hub was closed by its own code", fd)
 	assert.Equal(t, 1, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "ChannelClosed: "+said)
-	r = e.Run("exec", "fd", "n")
+	r = e.Run("exec", fd, "n")
 	assert.Equal(t, 2, r.Code, "%s", r)
 	assert.Contains(t, r.Stderr, said)
 
 	r = e.Run("restart")
 	require.Equal(t, 0, r.Code, "%s", r)
-	e.Run("wait", "fd", "-t", "10") // the cell's end, kept for the next hub
-	r = e.Run("exec", "fd", `f.write("the user's\n"); f.close(); n`)
+	e.Run("wait", fd, "-t", "10") // the cell's end, kept for the next hub
+	r = e.Run("exec", fd, `f.write("the user's\n"); f.close(); n`)
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, "Out[3]: 1")
 	b, err := os.ReadFile(victim)
@@ -187,10 +213,10 @@ assert f.fileno() == ch._w`, "-t", "20")
 	// the cell's file to read then takes. The worker reads none of it,
 	// and closes it neither when the hub goes nor when the next adopts it.
 	theirs := filepath.Join(e.Dir, "theirs.txt")
-	require.NoError(t, os.WriteFile(theirs, []byte(`{"op": "ping"}`+"\n"), 0o600))
-	r = e.Run("exec", "rd", "import gc, os, sys; n = 2")
+	require.NoError(t, os.WriteFile(theirs, []byte(`{"op": "ping"}`+"\n"), 0o644))
+	r = e.Run(append([]string{"exec", rd, "import gc, os, sys; n = 2"}, start...)...)
 	require.Equal(t, 0, r.Code, "%s", r)
-	r = e.Run("exec", "rd", `ch = [o for o in gc.get_objects() if isinstance(o, sys.modules["replhub_worker"].Channel)][0]
+	r = e.Run("exec", rd, `ch = [o for o in gc.get_objects() if isinstance(o, sys.modules["replhub_worker"].Channel)][0]
 fd = ch._r.fileno()
 os.close(fd)
 g = open(`+fmt.Sprintf("%q", theirs)+`)
@@ -199,12 +225,15 @@ g.fileno() == fd`)
 	assert.Contains(t, r.Stdout, "Out[2]: True")
 	// A query's frame wakes the reader, which finds its end closed: the
 	// query is not left to wait out its bound (17 s).
-	start := time.Now()
-	r = e.Run("vars", "rd")
-	assert.Less(t, time.Since(start), 10*time.Second, "%s", r)
+	start2 := time.Now()
+	r = e.Run("vars", rd)
+	assert.Less(t, time.Since(start2), 10*time.Second, "%s", r)
+	r = e.Run("exec", rd, "n", "-t", "20")
+	assert.Equal(t, 2, r.Code, "%s", r)
+	assert.Contains(t, r.Stderr, fmt.Sprintf("the worker of session '%s' lives, but its channel to the hub was closed by its own code", rd))
 	r = e.Run("restart")
 	require.Equal(t, 0, r.Code, "%s", r)
-	r = e.Run("exec", "rd", "g.read(), n")
+	r = e.Run("exec", rd, "g.read(), n")
 	require.Equal(t, 0, r.Code, "%s", r)
 	assert.Contains(t, r.Stdout, `Out[3]: ('{"op": "ping"}\n', 2)`)
 }
