@@ -227,7 +227,10 @@ func (b *lines) note(s string) {
 
 // Printable is s with its control characters written as escapes (\x1b,
 // \u009b), and every byte that is not UTF-8 as \xNN; line feeds and tabs
-// stay when lines is true. What a host sends (its worker's cwd, a note,
+// stay when lines is true. The marks that reorder text on the screen
+// (bidirectional overrides and isolates) and the line and paragraph
+// separators are escaped too: a name with U+202E in it shows its end
+// first. What a host sends (its worker's cwd, a note,
 // a name, what a failed start printed) goes into replhub's own lines and
 // errors through here, so that it cannot put a control sequence on the
 // user's terminal; a cell's own output, the user's, does not.
@@ -237,7 +240,7 @@ func Printable(s string, lines bool) string {
 		if lines && (r == '\n' || r == '\t') {
 			return false
 		}
-		return r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 || r == utf8.RuneError && n == 1
+		return r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 || r == utf8.RuneError && n == 1 || reorders(r)
 	}
 	i := 0
 	for i < len(s) {
@@ -265,6 +268,13 @@ func Printable(s string, lines bool) string {
 		i += n
 	}
 	return b.String()
+}
+
+// reorders says whether r changes the order or the lines in which a
+// terminal shows the text around it: the bidirectional marks, embeddings,
+// overrides and isolates, and the line and paragraph separators.
+func reorders(r rune) bool {
+	return r == 0x200e || r == 0x200f || r >= 0x2028 && r <= 0x202e || r >= 0x2066 && r <= 0x2069 || r == 0x061c
 }
 
 // writeOutcome writes r's notes, output, exception and value, the value

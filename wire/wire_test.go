@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -129,8 +131,35 @@ func TestPrintable(t *testing.T) {
 		{"one\ntwo\tx\r", "one\ntwo\tx\\x0d", `one\x0atwo\x09x\x0d`},
 		{"c1 \u009b2J del \x7f", `c1 \u009b2J del \x7f`, `c1 \u009b2J del \x7f`},
 		{"raw \x9b\xff", `raw \x9b\xff`, `raw \x9b\xff`},
+		{"cwd/\u202egpj.exe", `cwd/\u202egpj.exe`, `cwd/\u202egpj.exe`},
+		{"a\u2066b\u2069c\u2028", `a\u2066b\u2069c\u2028`, `a\u2066b\u2069c\u2028`},
 	} {
 		assert.Equal(t, c.lines, Printable(c.in, true), "%q", c.in)
 		assert.Equal(t, c.want, Printable(c.in, false), "%q", c.in)
 	}
+}
+
+// FuzzPrintable: whatever a host sends, Printable's text is UTF-8 with no
+// rune a terminal acts on or reorders by (line feeds and tabs aside, where
+// lines is true), and it is its own Printable (what has no such rune
+// stays as it is).
+func FuzzPrintable(f *testing.F) {
+	for _, s := range []string{"plain", "a\x1b]0;t\x07b", "one\ntwo\tx\r", "\u009b2J\x7f", "\x9b\xff", "\u202e", "\xed\xa0\x80"} {
+		f.Add(s, true)
+		f.Add(s, false)
+	}
+	f.Fuzz(func(t *testing.T, s string, lines bool) {
+		p := Printable(s, lines)
+		require.True(t, utf8.ValidString(p), "%q → %q", s, p)
+		for _, r := range p {
+			if lines && (r == '\n' || r == '\t') {
+				continue
+			}
+			require.False(t, r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 || reorders(r), "%q → %q has %U", s, p, r)
+		}
+		require.Equal(t, p, Printable(p, lines), "%q", s)
+		if utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return unicode.IsControl(r) || reorders(r) }) {
+			require.Equal(t, s, p)
+		}
+	})
 }
