@@ -33,13 +33,14 @@ func (s *Session) readFrames() {
 				s.frames.Reset()
 				continue
 			}
-			go s.framesEnded()
+			go s.framesEnded(false)
 			return
 		}
-		if _, ok := m.(*proto.Closed); ok && s.durable() {
-			// A local worker's word that its code closed the channel: the
-			// stream's end may never come (sudo holds a copy of it).
-			go s.framesEnded()
+		if _, ok := m.(*proto.Closed); ok {
+			// The worker's word that its code closed the channel: the
+			// stream's end may never come (sudo holds a copy of a root
+			// worker's, a host's reaper one of its worker's output).
+			go s.framesEnded(true)
 			return
 		}
 		s.takeFrame(m)
@@ -192,7 +193,10 @@ func (h *Hub) watchFrames(ctx context.Context) {
 // exited after a moment ends its cell, and refuses the next, saying what
 // to do: a restart adopts it again on its socket, its state whole (it
 // keeps the cell's end for the next hub).
-func (s *Session) framesEnded() {
+//
+// closed: the worker said so (proto.Closed), which a remote one does too:
+// then its link is not lost, and the worker is not ending.
+func (s *Session) framesEnded(closed bool) {
 	select {
 	case <-s.exited:
 		return
@@ -204,11 +208,17 @@ func (s *Session) framesEnded() {
 	h.mu.Unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if closing || s.sock == "" || s.state == stateDead || s.detachFence != nil || s.channelLost != "" {
+	if closing || (s.sock == "" && !closed) || s.state == stateDead || s.detachFence != nil || s.channelLost != "" {
 		return
 	}
+	kill := wire.AdviceFor(wire.SurfaceCLI).Kill(s.name)
 	s.channelLost = fmt.Sprintf("the worker of session '%s' lives, but its channel to the hub was closed by its own code (an os.close or os.closerange of a descriptor it did not open): `replhub restart` takes it up again with its state, %s ends it",
-		s.name, wire.AdviceFor(wire.SurfaceCLI).Kill(s.name))
+		s.name, kill)
+	if s.sock == "" {
+		// A host's worker: no later hub reaches it either.
+		s.channelLost = fmt.Sprintf("the worker of session '%s' on %s lives, but its channel to the hub was closed by its own code (an os.close or os.closerange of a descriptor it did not open), and its state cannot be reached again: %s ends it",
+			s.name, s.info.Host, kill)
+	}
 	if s.channelGone != nil {
 		close(s.channelGone) // a query waiting for its answer
 	}
@@ -216,14 +226,6 @@ func (s *Session) framesEnded() {
 		s.abandonLocked(r, "ChannelClosed", s.channelLost)
 	}
 	s.hub.log.Warn("worker's channel closed while it lives", "session", s.name)
-}
-
-// durable says whether s's worker waits on its socket for the next hub
-// (a local one's).
-func (s *Session) durable() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.sock != ""
 }
 
 // framesEndedWait is how long a worker whose frames ended has to be seen

@@ -452,6 +452,8 @@ func (h *Hub) swapOut(ctx context.Context, s *Session, force bool, why string, i
 		out.Why = "it is not running"
 	case s.info.Root:
 		out.Why = "a root session is never swapped"
+	case s.channelLost != "":
+		out.Why = "its worker cannot reach the hub: its channel was closed by its own code"
 	default:
 		if busy := s.busyWithLocked(); busy != "" {
 			out.Why = "it is busy: " + busy
@@ -586,6 +588,8 @@ func (h *Hub) awaitSwapped(ctx context.Context, s *Session, j *swapJob, op *serv
 		return f
 	case <-s.exited:
 		return nil
+	case <-s.channelGone:
+		return nil // its answer cannot come
 	case <-ctx.Done():
 	}
 	go s.relayLater(&proto.Cancel{Sid: op.sid}) // after the swap frame, and never waited for

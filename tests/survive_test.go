@@ -181,6 +181,33 @@ func TestRootCellThatClosesTheWorkersChannel(t *testing.T) {
 	cellClosesTheChannel(t, e, "rootfd", "rootrd", "--sudo")
 }
 
+// TestRemoteCellThatClosesTheWorkersChannel is the same on a host: a copy
+// of the worker's output there kept the link's end from coming, and the
+// cell looked running for good. Its state cannot be reached again (no
+// later hub has a host's session), and says so; the hub's restart, whose
+// stop would have waited on the session's swap for good, goes through.
+func TestRemoteCellThatClosesTheWorkersChannel(t *testing.T) {
+	t.Parallel()
+	w := newSSHWorld(t, []string{"lab"}, plainLogin(t))
+	r := w.Run("exec", "h", "import gc, os, sys; n = 1", "--host", "lab")
+	require.Equal(t, 0, r.Code, "%s", r)
+	r = w.Run("exec", "h", `ch = [o for o in gc.get_objects() if isinstance(o, sys.modules["replhub_worker"].Channel)][0]
+os.close(ch._w)
+f = open(`+fmt.Sprintf("%q", filepath.Join(t.TempDir(), "victim.txt"))+`, "w")
+assert f.fileno() == ch._w`, "-t", "20")
+	said := "the worker of session 'h' on lab lives, but its channel to the hub was closed by its own code"
+	assert.Equal(t, 1, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "ChannelClosed: "+said)
+	r = w.Run("exec", "h", "n")
+	assert.Equal(t, 2, r.Code, "%s", r)
+	assert.Contains(t, r.Stderr, said)
+	assert.Contains(t, r.Stderr, "its state cannot be reached again: `replhub kill h` ends it")
+	start := time.Now()
+	r = w.Run("restart")
+	assert.Equal(t, 0, r.Code, "%s", r)
+	assert.Less(t, time.Since(start), 15*time.Second)
+}
+
 // cellClosesTheChannel has a cell of session fd close the write end of
 // the worker's channel, one of rd its read end; start opens each
 // session (--sudo).
