@@ -41,6 +41,9 @@ type File struct {
 	// A session that sends a bigger one is ended: the hub would have to
 	// hold it whole.
 	MaxObjectMB int64 `json:"max_object_mb,omitempty"`
+	// MaxHostOpens bounds the live sessions that the sessions on one
+	// host may have opened through session("NAME"); zero means 64.
+	MaxHostOpens int `json:"max_host_opens,omitempty"`
 	// Linger: see linger.go. Also settable per host.
 	Linger *float64 `json:"linger,omitempty"`
 	// SwapAfterHours and SwapKeepDays: see swap.go.
@@ -130,6 +133,9 @@ func Parse(b []byte, name string) (*File, error) {
 	if f.MaxObjectMB < 0 || f.MaxObjectMB > 1<<20 {
 		return nil, fmt.Errorf("config: %s: max_object_mb must be a number of MiB from 1 to %d", name, 1<<20)
 	}
+	if f.MaxHostOpens < 0 || f.MaxHostOpens > 100000 {
+		return nil, fmt.Errorf("config: %s: max_host_opens must be a number of sessions from 1 to 100000", name)
+	}
 	if err := checkSudo(f.Sudo, name, "sudo"); err != nil {
 		return nil, err
 	}
@@ -196,6 +202,14 @@ func checkSudo(mode, name, field string) error {
 		return nil
 	}
 	return fmt.Errorf("config: %s: %s is %q: use auto, nopasswd or askpass", name, field, mode)
+}
+
+// HostOpens is MaxHostOpens, 64 when unset.
+func (f *File) HostOpens() int {
+	if f.MaxHostOpens == 0 {
+		return 64
+	}
+	return f.MaxHostOpens
 }
 
 // MaxObject is MaxObjectMB in bytes; zero when unset.

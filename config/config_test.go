@@ -48,6 +48,7 @@ func TestConfigErrors(t *testing.T) {
 		`{"hosts": {"a": {"jumps": ["x"]}}}`:  `unknown field "jumps"`,
 		`{"hosts": {"[": {}}}`:                `bad pattern`,
 		`{"hosts": {"a": {"sudo": "maybe"}}}`: `hosts["a"].sudo`,
+		`{"max_host_opens": -1}`:              `max_host_opens must be a number of sessions from 1 to 100000`,
 	} {
 		_, err := Parse([]byte(in), "config.json")
 		assert.ErrorContains(t, err, want, in)
@@ -63,6 +64,7 @@ func TestLoadMissingIsDefaults(t *testing.T) {
 	f, err = Load(p)
 	require.NoError(t, err)
 	assert.Equal(t, "nopasswd", f.For("x").Sudo)
+	assert.Equal(t, 64, f.HostOpens(), "the default")
 }
 
 // config.json is read at every session start: one kept in a dotfiles
@@ -200,7 +202,7 @@ func TestGroups(t *testing.T) {
 // and what it accepts answers every question about hosts.
 func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"pythons": ["python3.12"], "sudo": "auto", "hosts": {"lab-*": {"jump": ["bastion"], "reach": ["lab-*", "local"], "linger": 60}, "gpu[0-9]": {"sudo": "nopasswd"}}}`))
-	f.Add([]byte(`{"groups": {"web": ["web1", "web2"]}, "swap": {"after": "1h"}, "max_object_mb": 64}`))
+	f.Add([]byte(`{"groups": {"web": ["web1", "web2"]}, "swap": {"after": "1h"}, "max_object_mb": 64, "max_host_opens": 8}`))
 	f.Add([]byte(`{"hosts": {"{a,b}*": {"jump": []}}}`))
 	f.Add([]byte(`{"hosts": null}`))
 	f.Fuzz(func(t *testing.T, b []byte) {

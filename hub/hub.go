@@ -118,6 +118,7 @@ type Hub struct {
 	live     liveSet                // the records of running sessions (live.go)
 	swap     swapState              // swaps and restores under way (swap.go)
 	swapList swapListing            // the list's lines of the swaps on disk (swaplist.go)
+	opening  map[string]int         // sessions that a host's sessions are opening, by host (relay.go)
 	closing  bool
 	conns    sync.WaitGroup
 }

@@ -532,11 +532,27 @@ func (h *Hub) open(ctx context.Context, from *Session, f *proto.Req) (info *wire
 	if err := h.checkJumps(from, req.Name, f.Jump); err != nil {
 		return nil, "", err
 	}
+	by := openHost(from)
+	bound := 0
+	if by != "" {
+		cfg, err := h.loadConfig(ctx)
+		if err != nil {
+			return nil, "", err
+		}
+		bound = cfg.HostOpens()
+	}
 	h.mu.Lock()
 	live := h.sessions[req.Name]
+	if live == nil && by != "" {
+		if err := h.reserveOpenLocked(by, bound); err != nil {
+			h.mu.Unlock()
+			return nil, "", err
+		}
+		defer h.unreserveOpen(by)
+	}
 	h.mu.Unlock()
 	if live == nil && req.Host == "" {
-		req.Host = openHost(from)
+		req.Host = by
 	}
 	if live != nil && f.Sudo != nil && !*f.Sudo && live.isRoot() {
 		return nil, "", fmt.Errorf("session '%s' runs as root, and sudo=False insists on a user session", req.Name)
@@ -559,6 +575,11 @@ func (h *Hub) open(ctx context.Context, from *Session, f *proto.Req) (info *wire
 	}
 	if startedHere(created, previous) {
 		s.forgetStartInterrupt() // this request runs no cell there
+		if by != "" {
+			s.mu.Lock()
+			s.openedBy = by
+			s.mu.Unlock()
+		}
 	}
 	if err := h.reachOf(from).check(s.name, s.host()); err != nil {
 		// A session that took the name after checkReach, or one this
@@ -573,6 +594,41 @@ func (h *Hub) open(ctx context.Context, from *Session, f *proto.Req) (info *wire
 	}
 	snap := s.snapshot()
 	return &snap, previous, nil
+}
+
+// reserveOpenLocked counts a session that a session on host is about to
+// open, or says why it may not: host's sessions have opened bound
+// sessions that live or are opening (config.json's max_host_opens). A
+// host, whoever controls it, must not have the hub start sessions until
+// the hub's memory or its own runs out; the user's opens (a local
+// session's, the CLI's, MCP's) are not counted. h.mu is held.
+func (h *Hub) reserveOpenLocked(host string, bound int) error {
+	n := h.opening[host]
+	for _, s := range h.sessions {
+		s.mu.Lock()
+		if s.openedBy == host && s.state != stateDead {
+			n++
+		}
+		s.mu.Unlock()
+	}
+	if n >= bound {
+		return fmt.Errorf("the sessions on %s have opened %d sessions, the most they may have at once (config.json's max_host_opens): end one first (session(NAME).kill(), or `replhub kill NAME`)", host, n)
+	}
+	if h.opening == nil {
+		h.opening = map[string]int{}
+	}
+	h.opening[host]++
+	return nil
+}
+
+// unreserveOpen ends the count of reserveOpenLocked: the session is open,
+// with its openedBy set, or did not open.
+func (h *Hub) unreserveOpen(host string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.opening[host]--; h.opening[host] <= 0 {
+		delete(h.opening, host)
+	}
 }
 
 // transcribeNote records in s's transcript an operation other than a

@@ -114,6 +114,7 @@ type Session struct {
 	malformed      int           // frames the worker sent that the hub could not read (malformedFrame)
 	channelLost    string        // why a worker that lives cannot reach the hub (framesEnded)
 	channelGone    chan struct{} // closed as channelLost is set: for what waits on an answer
+	openedBy       string        // the host whose session's code opened this one (relay.go); "" for the user's
 	rss            int64
 	killed         bool // a deliberate kill: no death note
 	death          string

@@ -81,3 +81,26 @@ func TestHostCannotWriteControlSequences(t *testing.T) {
 	noControls(t, "failed start", r.Stdout+r.Stderr)
 	ok(t, w.Run("kill", "h"))
 }
+
+// A host's sessions may have opened at most max_host_opens sessions that
+// live (64 by default): past it, its session("NAME") is refused, saying
+// why, until one ends. Before, a host (whoever controls it) had the hub
+// start sessions for it without end, each a worker there and the hub's
+// memory here. Opening a session that lives is no new one, and the
+// user's own sessions open what they like.
+func TestHostOpensBoundedSessions(t *testing.T) {
+	t.Parallel()
+	w := newSSHWorld(t, []string{"lab"}, plainLogin(t))
+	w.WriteConfig(`{"max_host_opens": 2}`)
+	ok(t, w.Run("exec", "web", "1", "--host", "lab"))
+	ok(t, w.Run("exec", "web", `a = session("o1"); b = session("o2")`))
+	r := w.Run("exec", "web", `session("o3")`)
+	assert.Equal(t, 1, r.Code, "%s", r)
+	assert.Contains(t, r.Stdout, "the sessions on lab have opened 2 sessions, the most they may have at once (config.json's max_host_opens): end one first")
+	ok(t, w.Run("exec", "web", `session("o2").put(x=1)`)) // open, not new
+	ok(t, w.Run("exec", "o2", "x"))
+	// The user's own opens count toward nothing.
+	ok(t, w.Run("exec", "loc", `[session("l%d" % i, host="lab") for i in range(3)]`))
+	ok(t, w.Run("exec", "web", `session("o1").kill(); c = session("o3")`))
+	assert.Contains(t, ok(t, w.Run("sessions")), "o3 ")
+}
