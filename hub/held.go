@@ -16,10 +16,11 @@ import (
 // where that is more. Past it a request is refused: each session may have
 // maxRequests in flight, and a target that reads slowly (stopped, or in
 // C code) holds each object until its serve frame is written. The
-// sessions of one remote host hold at most half the bound between them:
-// a host whose sessions send objects to sessions of its own that read
-// nothing would otherwise take all of it, and every other session's put,
-// call and get with it, for as long as those live.
+// sessions of remote hosts hold at most half the bound between them, the
+// other half kept for this machine's: a host whose sessions send objects
+// to sessions of its own that read nothing (or two such hosts) would
+// otherwise take all of it, and every local session's put, call and get
+// with it, for as long as those live.
 var heldFloor int64 = 2 * proto.DefaultMaxBlob
 
 // objectHold counts one request's object in the hub's held bytes until
@@ -50,9 +51,17 @@ func (h *Hub) holdObject(from *Session, kind string, n int64) (*objectHold, erro
 		// never both pass its share.
 		h.heldMu.Lock()
 		defer h.heldMu.Unlock()
-		if now := h.heldBy[host]; now+n > bound/2 {
-			return nil, fmt.Errorf("sessions on %s hold %s of objects on their way to sessions that have not taken them yet (slow, or stopped?), and this %s's %s would pass the %s one host may hold at once: try again once they have gone",
-				host, wire.MB(now), kind, wire.MBUp(n), wire.MB(bound/2))
+		var hosts int64
+		for _, b := range h.heldBy {
+			hosts += b
+		}
+		if hosts+n > bound/2 {
+			ours := "none"
+			if b := h.heldBy[host]; b > 0 {
+				ours = wire.MB(b)
+			}
+			return nil, fmt.Errorf("sessions on other hosts hold %s of objects on their way to sessions that have not taken them yet (slow, or stopped?), %s of them on %s, and this %s's %s would pass the %s the hosts may hold at once (the rest is kept for this machine's sessions): try again once they have gone",
+				wire.MB(hosts), ours, host, kind, wire.MBUp(n), wire.MB(bound/2))
 		}
 	}
 	// Counted only if it fits: a request refused here never makes one

@@ -529,7 +529,7 @@ func TestObjectsInFlightAreBounded(t *testing.T) {
 	t.Cleanup(func() { heldFloor = old })
 	h, from, replies, targets := relayHub(t, "t%d", 4)
 	from.mu.Lock()
-	from.info.Host = "local" // one host's share: TestOneHostHoldsHalfTheObjectsBound
+	from.info.Host = "local" // the hosts' share: TestHostsHoldHalfTheObjectsBound
 	from.frames = proto.NewReader(strings.NewReader(""))
 	from.frames.MaxBlob = 16 << 20 // the bound: twice that
 	from.mu.Unlock()
@@ -678,7 +678,7 @@ func TestShInputsAreBounded(t *testing.T) {
 	h, from, replies, _ := relayHub(t, "t%d", 0)
 	h.pool = &remote.Pool{}
 	from.mu.Lock()
-	from.info.Host = "local" // one host's share: TestOneHostHoldsHalfTheObjectsBound
+	from.info.Host = "local" // the hosts' share: TestHostsHoldHalfTheObjectsBound
 	from.frames = proto.NewReader(strings.NewReader(""))
 	from.frames.MaxBlob = 16 << 20 // the bound: twice that
 	from.mu.Unlock()
@@ -753,25 +753,26 @@ func TestShInputsAreBounded(t *testing.T) {
 	require.Eventually(t, func() bool { return h.held.Load() == 0 }, 10*time.Second, 10*time.Millisecond)
 }
 
-// The sessions of one host hold at most half of that bound between them:
-// a host whose sessions send objects to sessions of its own that read
-// nothing (or never read their answers) cannot take it all, and with it
-// every other session's put, call and get, for as long as they live.
-func TestOneHostHoldsHalfTheObjectsBound(t *testing.T) {
+// The sessions of other hosts hold at most half of that bound between
+// them: a host whose sessions send objects to sessions of its own that
+// read nothing (or never read their answers), or two such hosts, cannot
+// take it all, and with it every local session's put, call and get, for
+// as long as they live.
+func TestHostsHoldHalfTheObjectsBound(t *testing.T) {
 	shortStall(t, 300*time.Millisecond)
 	old := heldFloor
 	heldFloor = 0
 	t.Cleanup(func() { heldFloor = old })
-	h := reachHub(t, map[string]string{"web": "lab-7", "t0": "lab-7", "t1": "lab-7", "loc": "local", "lt": "local"})
+	h := reachHub(t, map[string]string{"web": "lab-7", "t0": "lab-7", "t1": "lab-7", "loc": "local", "lt": "local", "w8": "lab-8", "t8": "lab-8"})
 	replies := map[string]chan *proto.Reply{}
-	for _, name := range []string{"web", "loc"} {
+	for _, name := range []string{"web", "loc", "w8"} {
 		s := h.sessions[name]
 		s.frames = proto.NewReader(strings.NewReader(""))
 		s.frames.MaxBlob = 16 << 20 // the bound: twice that
 		replies[name] = make(chan *proto.Reply, 4)
 		fakeWorker(t, s, nil, replies[name])
 	}
-	for _, name := range []string{"t0", "t1", "lt"} {
+	for _, name := range []string{"t0", "t1", "lt", "t8"} {
 		pr, pw := io.Pipe() // a worker that reads nothing
 		h.sessions[name].w = proto.NewWriter(pw)
 		t.Cleanup(func() { pr.Close() })
@@ -788,10 +789,13 @@ func TestOneHostHoldsHalfTheObjectsBound(t *testing.T) {
 		}
 	}
 	assert.NotContains(t, put("web", "t0", 1).Error, "holds")
-	assert.Equal(t, "sessions on lab-7 hold 12 MB of objects on their way to sessions that have not taken them yet (slow, or stopped?), and this put's 12 MB would pass the 16 MB one host may hold at once: try again once they have gone",
+	assert.Equal(t, "sessions on other hosts hold 12 MB of objects on their way to sessions that have not taken them yet (slow, or stopped?), 12 MB of them on lab-7, and this put's 12 MB would pass the 16 MB the hosts may hold at once (the rest is kept for this machine's sessions): try again once they have gone",
 		put("web", "t1", 2).Error)
+	// Another host's sessions, as greedy, share the hosts' half.
+	assert.Equal(t, "sessions on other hosts hold 12 MB of objects on their way to sessions that have not taken them yet (slow, or stopped?), none of them on lab-8, and this put's 12 MB would pass the 16 MB the hosts may hold at once (the rest is kept for this machine's sessions): try again once they have gone",
+		put("w8", "t8", 1).Error)
 	assert.EqualValues(t, obj, h.held.Load())
-	assert.NotContains(t, put("loc", "lt", 1).Error, "holds", "the rest is there for others")
+	assert.NotContains(t, put("loc", "lt", 1).Error, "holds", "the rest is there for this machine's")
 	assert.EqualValues(t, 2*obj, h.held.Load())
 }
 
