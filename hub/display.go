@@ -92,11 +92,15 @@ func displayItem(n int, mime string, b []byte) (*wire.Display, string) {
 	return nil, fmt.Sprintf("a display item of type %.40q was dropped: replhub shows PNG, JPEG, SVG, Markdown, HTML and JSON", mime)
 }
 
-func capText(s string) string {
-	if len(s) <= maxDisplayText {
+func capText(s string) string { return clipText(s, maxDisplayText) }
+
+// clipText is s cut to its first n bytes, at a character's start, and a
+// line that says how many were left out.
+func clipText(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	cut := maxDisplayText
+	cut := n
 	for cut > 0 && !utf8.RuneStart(s[cut]) {
 		cut--
 	}

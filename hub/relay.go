@@ -644,6 +644,14 @@ func (h *Hub) transcribeNote(s *Session, title, body string) {
 // not make code of the rest in this session's transcript.
 var comment = strings.NewReplacer("\r\n", "\n# ", "\n", "\n# ", "\r", "\n# ")
 
+// Bounds on a transcript's note: another session's request (a put's
+// names, a call's source), which a host may send in a loop, must not
+// fill the disk a megabyte at a time.
+const (
+	maxNoteTitle = 4 << 10
+	maxNoteBody  = 64 << 10
+)
+
 // transcribeNoteLocked is transcribeNote with s.mu held.
 func (h *Hub) transcribeNoteLocked(s *Session, title, body string) {
 	h.flushBehindLocked(s)
@@ -651,8 +659,8 @@ func (h *Hub) transcribeNoteLocked(s *Session, title, body string) {
 		return
 	}
 	defer s.releaseTranscriptLocked()
-	fmt.Fprintf(s.transcript, "\n# ---- %s · %s\n", comment.Replace(title), time.Now().Format(time.RFC3339))
+	fmt.Fprintf(s.transcript, "\n# ---- %s · %s\n", comment.Replace(clipText(title, maxNoteTitle)), time.Now().Format(time.RFC3339))
 	if body != "" {
-		fmt.Fprintf(s.transcript, "# %s\n", comment.Replace(body))
+		fmt.Fprintf(s.transcript, "# %s\n", comment.Replace(clipText(body, maxNoteBody)))
 	}
 }

@@ -58,6 +58,29 @@ func TestTranscriptNoteIsAllComment(t *testing.T) {
 	}
 }
 
+// A note's title and body are bounded: another session's names or a
+// call's source (up to a megabyte a request, which a host may send in a
+// loop) do not fill the disk.
+func TestTranscriptNoteIsBounded(t *testing.T) {
+	p := testPaths(t)
+	h := testHub(t, p)
+	s := startedSession(h, "x", 4242)
+	for range 10 {
+		h.transcribeNote(s, "put from 'y': "+strings.Repeat("n, ", 300<<10), strings.Repeat("def f():\n    pass\n", 50<<10))
+	}
+	fi, err := os.Stat(p.Transcript("x"))
+	require.NoError(t, err)
+	assert.Less(t, fi.Size(), int64(10*(maxNoteTitle+maxNoteBody*5/4+1<<10)), "each line made a comment, as cut")
+	b, err := os.ReadFile(p.Transcript("x"))
+	require.NoError(t, err)
+	assert.True(t, strings.Contains(string(b), "more bytes left out ...]"), "says what was cut")
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if line != "" {
+			assert.True(t, strings.HasPrefix(line, "#"), "a line of code in the transcript: %.80q", line)
+		}
+	}
+}
+
 // A cell that comes within behindAfter of its session's last is written
 // behind: not at once, but within the bound, in order, before any note
 // that comes after it; its live record's count with it. A cell after a pause is written at once.
