@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -68,8 +69,52 @@ func (h *Hub) writeDeathNote(n deathNote) error {
 	h.mu.Lock()
 	h.dead[n.Name] = true
 	h.told.forgetLocked(n.Name)
+	over := len(h.dead) > maxDeathNotes
 	h.mu.Unlock()
+	if over {
+		h.dropOldDeathNotes()
+	}
 	return nil
+}
+
+// maxDeathNotes bounds the death notes kept: each name that dies leaves
+// one until it is shown, and a host's code may open and end new names
+// in a loop.
+const maxDeathNotes = 256
+
+// dropOldDeathNotes removes the oldest death notes (by their file's time)
+// past maxDeathNotes.
+func (h *Hub) dropOldDeathNotes() {
+	ents, err := os.ReadDir(h.paths.DeadDir())
+	if err != nil {
+		return
+	}
+	type note struct {
+		name string
+		at   time.Time
+	}
+	var notes []note
+	for _, e := range ents {
+		name, ok := strings.CutSuffix(e.Name(), ".json")
+		if !ok {
+			continue
+		}
+		if fi, err := e.Info(); err == nil {
+			notes = append(notes, note{name, fi.ModTime()})
+		}
+	}
+	if len(notes) <= maxDeathNotes {
+		return
+	}
+	slices.SortFunc(notes, func(a, b note) int { return a.at.Compare(b.at) })
+	for _, n := range notes[:len(notes)-maxDeathNotes] {
+		os.Remove(h.deathNotePath(n.name))
+		h.mu.Lock()
+		delete(h.dead, n.name)
+		h.told.forgetLocked(n.name)
+		h.mu.Unlock()
+	}
+	h.log.Info("old death notes dropped", "dropped", len(notes)-maxDeathNotes, "kept", maxDeathNotes)
 }
 
 // loadDeadNames reads which death notes are on disk, once at start; from

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -104,4 +105,27 @@ func TestReadDeathNoteOddFiles(t *testing.T) {
 		assert.True(t, strings.HasPrefix(note, "session '"+name+"' died"), note)
 		assert.Contains(t, note, "is unreadable", name)
 	}
+}
+
+// At most maxDeathNotes death notes are kept: past it the oldest go, from
+// the disk and from the hub's list of the dead, so that names dying in a
+// loop (a host's code may open and end new ones) do not fill the disk.
+func TestDeathNotesAreBounded(t *testing.T) {
+	p := testPaths(t)
+	h := testHub(t, p)
+	start := time.Now().Add(-time.Hour)
+	for i := range maxDeathNotes + 20 {
+		name := fmt.Sprintf("d%d", i)
+		require.NoError(t, h.writeDeathNote(deathNote{Name: name, When: start, How: "killed"}))
+		at := start.Add(time.Duration(i) * time.Second)
+		require.NoError(t, os.Chtimes(h.deathNotePath(name), at, at))
+	}
+	ents, err := os.ReadDir(p.DeadDir())
+	require.NoError(t, err)
+	assert.Len(t, ents, maxDeathNotes)
+	assert.Empty(t, h.peekDeathNote("d0"), "the oldest went")
+	assert.NotEmpty(t, h.peekDeathNote(fmt.Sprintf("d%d", maxDeathNotes+19)), "the newest stays")
+	h.mu.Lock()
+	assert.Len(t, h.dead, maxDeathNotes)
+	h.mu.Unlock()
 }
