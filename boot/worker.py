@@ -412,6 +412,21 @@ class Channel(object):
             _shut(spare)
             _close(spare)
 
+    def check_closed(self):
+        """Say closed (see _say_closed_locked) where a cell's code closed
+        the write end and the worker has written nothing since: the copy
+        kept for it would keep the stream's end from the hub until the
+        next frame, and a quiet cell would look running. Called about
+        each second (accept_loop); between frames only."""
+        if self.down or not self._lock.acquire(False):
+            return
+        try:
+            if not self.down and _fd_id(self._w) != self._ids[1]:
+                self._say_closed_locked()
+                self._lost_locked()
+        finally:
+            self._lock.release()
+
     def _lost_locked(self):
         if not self.down:
             self.down, self.down_at = True, _monotonic()
@@ -1833,6 +1848,7 @@ class Session(object):
                 _flush()
                 os._exit(0)
             self._keep_socket()
+            self.chan.check_closed()
             try:
                 if not select.select([self.listener], [], [], 1.0)[0]:
                     continue

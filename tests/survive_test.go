@@ -208,6 +208,31 @@ assert f.fileno() == ch._w`, "-t", "20")
 	assert.Less(t, time.Since(start), 15*time.Second)
 }
 
+// TestQuietCellThatClosesTheWorkersChannel has a cell close the write end
+// of the worker's channel, then run on without a word (no output, no
+// file on the number): the worker's copy of that end, kept to say that
+// the channel was closed, kept the stream's end from the hub until the
+// worker next wrote a frame, and the cell looked running until its end.
+// Its reply now says what happened within seconds, on the newest and the
+// oldest Python.
+func TestQuietCellThatClosesTheWorkersChannel(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	newestAndOldest(t, func(py, version string) {
+		name := "quiet-" + version
+		r := e.Run("exec", name, "import gc, os, sys, time", "--python", py)
+		require.Equal(t, 0, r.Code, "%s", r)
+		start := time.Now()
+		r = e.Run("exec", name, `ch = [o for o in gc.get_objects() if isinstance(o, sys.modules["replhub_worker"].Channel)][0]
+os.close(ch._w)
+time.sleep(40)`, "-t", "60")
+		assert.Equal(t, 1, r.Code, "%s", r)
+		assert.Contains(t, r.Stdout, fmt.Sprintf("ChannelClosed: the worker of session '%s' lives, but its channel to the hub was closed by its own code", name))
+		assert.Less(t, time.Since(start), 20*time.Second, "the cell looked running until its end")
+		e.Run("kill", name)
+	})
+}
+
 // cellClosesTheChannel has a cell of session fd close the write end of
 // the worker's channel, one of rd its read end; start opens each
 // session (--sudo).
