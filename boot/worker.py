@@ -97,14 +97,6 @@ ERROR_CAP = 2000        # the text of an error frame
 ANSWER_OF = {"serve": "served", "swap": "swapped", "restore": "restored"}  # a frame served for a sid, its answer's op
 QUERIES_MAX = 4         # query frames answered at once
 PID = os.getpid()       # the worker's; a process a cell forks has its own
-# Set in a child of os.fork (3.7+, where the check costs no system call per
-# cell); 3.6 compares PID with getpid. Read inline, never through a call of
-# a Python function: _stop reads it before its SIGINT section, where a
-# function's frame would be a place for a KeyboardInterrupt to land.
-_FORKED = [False]
-_PID_CHECK = not hasattr(os, "register_at_fork")
-if not _PID_CHECK:
-    os.register_at_fork(after_in_child=lambda: _FORKED.__setitem__(0, True))
 
 # What the main thread is doing (Session.phase).
 IDLE, PARSING, RUNNING, TRANSFER, FINISHING = "idle", "parsing", "running", "transfer", "finishing"
@@ -2388,7 +2380,7 @@ class Session(object):
         sent that has not been raised, or a SIGINT from elsewhere (a
         script's kill -INT) was kept pending in a guarded frame and no
         SIGINT section ended after it: then it ends the cell."""
-        if _FORKED[0] or _PID_CHECK and os.getpid() != PID:
+        if os.getpid() != PID:
             # A child the cell forked, which run_cell ends: a lock another
             # thread held at the fork (a frame's send, a query) stays held.
             return False
@@ -2572,7 +2564,7 @@ class Session(object):
             status, value = "error", None
             error = _error_dict(*sys.exc_info())
         self._stop()
-        if _FORKED[0] or _PID_CHECK and os.getpid() != PID:
+        if os.getpid() != PID:
             # A child the cell forked (os.fork, no exec), back here: its cell
             # is over, as a script's end would be. As a second worker it
             # would take the session's cells and answer for them.

@@ -315,6 +315,29 @@ print("child" if child else "parent")`)
 	})
 }
 
+// TestCForkedChildIsNoSecondWorker is TestForkedChildIsNoSecondWorker
+// for a fork made in C (libc's fork, as an extension module may call it),
+// which runs no os.register_at_fork hook: told by such a hook alone, the
+// child ran on as a second worker and answered for the session's cells.
+func TestCForkedChildIsNoSecondWorker(t *testing.T) {
+	t.Parallel()
+	e := hubtest.Start(t)
+	newestAndOldest(t, func(py, version string) {
+		name := "cfork-" + version
+		r := e.Run("exec", name, "import ctypes, os; n = 0; os.getpid()", "--python", py)
+		require.Equal(t, 0, r.Code, "%s", r)
+		pid := strings.TrimSpace(r.Stdout[strings.LastIndex(r.Stdout, "Out[1]: ")+8:])
+		r = e.Run("exec", name, `child = ctypes.CDLL(None).fork() == 0
+print("child" if child else "parent")`)
+		require.Equal(t, 0, r.Code, "%s", r)
+		for i := 1; i <= 6; i++ {
+			r = e.Run("exec", name, "n += 1; n, os.getpid()")
+			require.Equal(t, 0, r.Code, "%s", r)
+			assert.Contains(t, r.Stdout, fmt.Sprintf("Out[%d]: (%d, %s)", i+2, i, pid), "cell %d", i+2)
+		}
+	})
+}
+
 // TestForkedChildExitsAsAScriptWould forks children that end their cell
 // with sys.exit(3), sys.exit("bye") and an exception: each exited with 0,
 // the exception's traceback nowhere. Each now ends as Python does at a
