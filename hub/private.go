@@ -96,7 +96,14 @@ func (h *Hub) dropRunRecord(rec liveRecord) {
 func (h *Hub) end(s *Session) error {
 	s.mu.Lock()
 	s.killed = true
+	lost := s.channelLost != ""
 	s.mu.Unlock()
+	if lp, ok := s.proc.(*linkProc); ok && lost {
+		// Its code closed the channel, the read end perhaps: the exit
+		// frame on the link may never be read. It is told through its
+		// socket too, as a new hub would tell it.
+		go lp.tellExit()
+	}
 	if s.proc != nil {
 		s.proc.Kill()
 	}

@@ -206,6 +206,23 @@ assert f.fileno() == ch._w`, "-t", "20")
 	r = w.Run("restart")
 	assert.Equal(t, 0, r.Code, "%s", r)
 	assert.Less(t, time.Since(start), 15*time.Second)
+
+	// The read end: the kill's exit frame cannot be read there, so the
+	// hub tells the worker through its socket, as a new hub would.
+	ok(t, w.Run("exec", "hr", "import gc, os, sys", "--host", "lab"))
+	r = w.Run("exec", "hr", `ch = [o for o in gc.get_objects() if isinstance(o, sys.modules["replhub_worker"].Channel)][0]
+fd = ch._r.fileno()
+os.close(fd)
+g = open("/dev/null")
+g.fileno() == fd`)
+	// The reader may find its end closed before the cell's end is sent
+	// (a frame from the hub wakes it): the cell ends as ChannelClosed then.
+	assert.True(t, r.Code == 0 && strings.Contains(r.Stdout, "True") || r.Code == 1 && strings.Contains(r.Stdout, "ChannelClosed"), "%s", r)
+	r = w.Run("vars", "hr")
+	assert.Contains(t, r.Stdout+r.Stderr, "its state cannot be reached again: `replhub kill hr` ends it")
+	r = w.Run("kill", "hr")
+	assert.Equal(t, 0, r.Code, "%s", r)
+	assert.NotContains(t, ok(t, w.Run("sessions")), "hr ")
 }
 
 // TestQuietCellThatClosesTheWorkersChannel has a cell close the write end
