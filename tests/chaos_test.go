@@ -292,7 +292,7 @@ func TestChaosHubKilled(t *testing.T) {
 			w.mu.Unlock()
 		}
 	}()
-	deadline := time.Now().Add(40 * time.Second)
+	deadline := time.Now().Add(25 * time.Second)
 	for ; round < rounds && time.Now().Before(deadline); round++ {
 		w.mu.Lock()
 		w.calls = nil
