@@ -232,12 +232,15 @@ func TestInterruptWhileStarting(t *testing.T) {
 // nothing: the call returns at its timeout, the cell running (its frame
 // goes when the worker reads), rather than waiting in the write.
 func TestBigExecToAWorkerThatReadsNothing(t *testing.T) {
+	pr, pw, err := os.Pipe() // 64 KiB, and nobody reads it
+	require.NoError(t, err)
+	// Closed after the hub's folders are removed (cleanups run last
+	// first): the write it ends would have the hub record the session's
+	// end in them as they go.
+	t.Cleanup(func() { pr.Close(); pw.Close() })
 	h := reachHub(t, map[string]string{"loc": "local"})
 	s := h.sessions["loc"]
 	s.state = stateIdle
-	pr, pw, err := os.Pipe() // 64 KiB, and nobody reads it
-	require.NoError(t, err)
-	t.Cleanup(func() { pr.Close(); pw.Close() })
 	s.w = proto.NewWriter(pw)
 	answersRunning(t, h, wire.Request{Name: "loc", Code: strings.Repeat("1\n", 50000), Timeout: 0.5},
 		"an exec with a 0.5 s timeout waits in the write of its frame")
