@@ -54,6 +54,10 @@ type liveRecord struct {
 	// mistaken for a dead one, even after its pid is reused.
 	HubPid   int    `json:"hub_pid"`
 	HubStart string `json:"hub_start,omitempty"`
+	// HubSock is that hub's socket: a hub of the same runtime folder, which
+	// holds its lock only once the other let go of it, waits for that one
+	// to end rather than take its sessions for another hub's (endingHub).
+	HubSock string `json:"hub_sock,omitempty"`
 
 	// A durable worker's socket, and what a hub that adopts it needs to
 	// know of it that the worker does not say.
@@ -102,7 +106,7 @@ func (h *Hub) liveRecordLocked(s *Session) liveRecord {
 	return liveRecord{
 		Name: s.name, Host: s.info.Host, Root: s.info.Root, Pid: s.info.Pid, Python: s.info.Python,
 		Started: s.started, Cells: s.cells, Restored: s.restored, Seen: time.Now(),
-		HubPid: selfPid(), HubStart: selfStart(),
+		HubPid: selfPid(), HubStart: selfStart(), HubSock: h.paths.Socket(),
 		Sock: s.sock, WorkerStart: s.workerStart, Private: s.private,
 		Handover: s.handedOver,
 	}
@@ -231,7 +235,7 @@ func (h *Hub) reclaimLive() {
 			// Not a worker's socket: neither dialled nor removed.
 			rec.Sock = ""
 		}
-		if readable && hubAlive(rec.HubPid, rec.HubStart) {
+		if readable && hubAlive(rec.HubPid, rec.HubStart) && !h.endingHub(rec) {
 			continue
 		}
 		if readable {
@@ -262,6 +266,27 @@ func (h *Hub) reclaimLive() {
 		h.loseLive(rec, true)
 	}
 	h.endAdoptedRuns(adoptable)
+}
+
+// endingHubWait bounds the wait for a hub of this runtime folder that is
+// ending (endingHub).
+const endingHubWait = 5 * time.Second
+
+// endingHub says whether rec's hub, which still runs, is one of this
+// runtime folder that is ending, and waits for it to end: it let go of
+// the runtime folder's lock, which this hub holds, as it ended, but its
+// process may run a moment longer, and its sessions are this hub's to
+// adopt then, not another hub's to leave alone.
+func (h *Hub) endingHub(rec liveRecord) bool {
+	if rec.HubSock == "" || rec.HubSock != h.paths.Socket() {
+		return false
+	}
+	for deadline := time.Now().Add(endingHubWait); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if procstat.Exited(rec.HubPid, rec.HubStart) {
+			return true
+		}
+	}
+	return false
 }
 
 // maxLiveRecord bounds a live record read back: a hand-over's holds at

@@ -67,7 +67,7 @@ func TestLiveRecordLifecycle(t *testing.T) {
 	assert.True(t, r.Started.Equal(s.started), "started %v, want %v", r.Started, s.started)
 	assert.WithinDuration(t, time.Now(), r.Seen, time.Minute)
 	r.Started, r.Seen = time.Time{}, time.Time{}
-	assert.Equal(t, liveRecord{Name: "x", Host: "local", Pid: 4242, Python: "3.12.1", HubPid: os.Getpid(), HubStart: selfStart()}, r)
+	assert.Equal(t, liveRecord{Name: "x", Host: "local", Pid: 4242, Python: "3.12.1", HubPid: os.Getpid(), HubStart: selfStart(), HubSock: p.Socket()}, r)
 	assert.NotEmpty(t, r.HubStart, "this machine has /proc")
 
 	// Every cell brings the count up to date; a shorter record leaves no
@@ -170,3 +170,38 @@ func TestReclaimLive(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// A record whose hub runs but shares this hub's socket is that of a hub of
+// the same runtime folder that is ending (it let go of the folder's lock,
+// which this hub takes before it starts): its sessions are this hub's,
+// once it has ended, not a live hub's to leave alone. A record of a hub
+// that runs elsewhere (another socket) is left as it is.
+func TestReclaimWaitsForAnEndingHub(t *testing.T) {
+	p := testPaths(t)
+	require.NoError(t, os.MkdirAll(p.LiveDir(), 0o700))
+	ending := exec.Command("sleep", "0.3")
+	require.NoError(t, ending.Start())
+	go ending.Wait()
+	_, endingStart, ok := procstat.Stat(ending.Process.Pid)
+	require.True(t, ok)
+	other := exec.Command("sleep", "60")
+	require.NoError(t, other.Start())
+	defer func() { other.Process.Kill(); other.Wait() }()
+	_, otherStart, ok := procstat.Stat(other.Process.Pid)
+	require.True(t, ok)
+	write := func(name string, r liveRecord) {
+		r.Name = name
+		b, err := json.Marshal(r)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(p.LiveDir(), name+".json"), b, 0o600))
+	}
+	seen := time.Now().Add(-time.Minute)
+	write("ours", liveRecord{Host: "lab-7", Cells: 2, Seen: seen, HubPid: ending.Process.Pid, HubStart: endingStart, HubSock: p.Socket()})
+	write("theirs", liveRecord{Host: "lab-7", Cells: 3, Seen: seen, HubPid: other.Process.Pid, HubStart: otherStart, HubSock: p.Socket() + "-elsewhere"})
+
+	h := testHub(t, p)
+	assert.Contains(t, h.peekDeathNote("ours"), "lost with the hub", "taken up once its hub ended (here: a session on a host, which no hub adopts)")
+	assert.Nil(t, h.readDeathNote("theirs"), "a running hub's session is not lost")
+	_, err := os.Stat(filepath.Join(p.LiveDir(), "theirs.json"))
+	assert.NoError(t, err)
+}
