@@ -140,13 +140,24 @@ class ShTest(Tmp):
         old = signal.signal(signal.SIGINT, signal.default_int_handler)
         self.addCleanup(signal.signal, signal.SIGINT, old)
         pid = os.path.join(self.tmp, "pid")
+        # Outside a worker, held() keeps no SIGINT pending: one that lands
+        # before sh() has its process (the command may write its pid first)
+        # leaves the group to run. Sent once both are there, sh() waits.
+        spawned = threading.Event()
+        real = shell._spawn
+
+        def spawn(*args, **kwargs):
+            proc = real(*args, **kwargs)
+            spawned.set()
+            return proc
+        shell._spawn = spawn
+        self.addCleanup(setattr, shell, "_spawn", real)
 
         def interrupt():
-            # Once the child's pid is written (it has started), sh() is
-            # waiting for it.
             deadline = time.monotonic() + 10
-            while not written(pid) and time.monotonic() < deadline:
+            while not (spawned.is_set() and written(pid)) and time.monotonic() < deadline:
                 time.sleep(0.01)
+            time.sleep(0.01)  # sh() past its assignment of the process
             os.kill(os.getpid(), signal.SIGINT)
         interrupter = threading.Thread(target=interrupt)
         interrupter.start()
