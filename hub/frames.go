@@ -212,9 +212,10 @@ func (s *Session) framesEnded(closed bool) {
 		return
 	}
 	kill := wire.AdviceFor(wire.SurfaceCLI).Kill(s.name)
-	s.channelLost = fmt.Sprintf("the worker of session '%s' lives, but its channel to the hub was closed by its own code (an os.close or os.closerange of a descriptor it did not open): `replhub restart` takes it up again with its state, %s ends it",
-		s.name, kill)
-	if s.sock == "" {
+	if s.sock != "" {
+		s.channelLost = fmt.Sprintf("the worker of session '%s' lives, but its channel to the hub was closed by its own code (an os.close or os.closerange of a descriptor it did not open): `replhub restart` takes it up again with its state, %s ends it",
+			s.name, kill)
+	} else {
 		// A host's worker: no later hub reaches it either.
 		s.channelLost = fmt.Sprintf("the worker of session '%s' on %s lives, but its channel to the hub was closed by its own code (an os.close or os.closerange of a descriptor it did not open), and its state cannot be reached again: %s ends it",
 			s.name, s.info.Host, kill)

@@ -278,7 +278,7 @@ const endingHubWait = 5 * time.Second
 // process may run a moment longer, and its sessions are this hub's to
 // adopt then, not another hub's to leave alone.
 func (h *Hub) endingHub(rec liveRecord) bool {
-	if rec.HubSock == "" || rec.HubSock != h.paths.Socket() {
+	if rec.HubSock != h.paths.Socket() {
 		return false
 	}
 	for deadline := time.Now().Add(endingHubWait); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {

@@ -107,13 +107,16 @@ func (h *Hub) dropOldDeathNotes() {
 		return
 	}
 	slices.SortFunc(notes, func(a, b note) int { return a.at.Compare(b.at) })
-	for _, n := range notes[:len(notes)-maxDeathNotes] {
+	old := notes[:len(notes)-maxDeathNotes]
+	for _, n := range old {
 		os.Remove(h.deathNotePath(n.name))
-		h.mu.Lock()
+	}
+	h.mu.Lock()
+	for _, n := range old {
 		delete(h.dead, n.name)
 		h.told.forgetLocked(n.name)
-		h.mu.Unlock()
 	}
+	h.mu.Unlock()
 	h.log.Info("old death notes dropped", "dropped", len(notes)-maxDeathNotes, "kept", maxDeathNotes)
 }
 

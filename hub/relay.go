@@ -540,6 +540,7 @@ func (h *Hub) open(ctx context.Context, from *Session, f *proto.Req) (info *wire
 			return nil, "", err
 		}
 		bound = cfg.HostOpens()
+		ctx = withConfig(ctx, cfg) // the session's start reads it once, here
 	}
 	h.mu.Lock()
 	live := h.sessions[req.Name]
