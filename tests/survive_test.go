@@ -315,21 +315,7 @@ g.fileno() == fd`)
 // newest and the oldest Python (3.6 has no os.register_at_fork).
 func TestForkedChildIsNoSecondWorker(t *testing.T) {
 	t.Parallel()
-	e := hubtest.Start(t)
-	newestAndOldest(t, func(py, version string) {
-		name := "fork-" + version
-		r := e.Run("exec", name, "import os; n = 0; os.getpid()", "--python", py)
-		require.Equal(t, 0, r.Code, "%s", r)
-		pid := strings.TrimSpace(r.Stdout[strings.LastIndex(r.Stdout, "Out[1]: ")+8:])
-		r = e.Run("exec", name, `child = os.fork() == 0
-print("child" if child else "parent")`)
-		require.Equal(t, 0, r.Code, "%s", r)
-		for i := 1; i <= 6; i++ {
-			r = e.Run("exec", name, "n += 1; n, os.getpid()")
-			require.Equal(t, 0, r.Code, "%s", r)
-			assert.Contains(t, r.Stdout, fmt.Sprintf("Out[%d]: (%d, %s)", i+2, i, pid), "cell %d", i+2)
-		}
-	})
+	forkedChildIsNoSecondWorker(t, "fork", "os", "os.fork()")
 }
 
 // TestCForkedChildIsNoSecondWorker is TestForkedChildIsNoSecondWorker
@@ -338,13 +324,20 @@ print("child" if child else "parent")`)
 // child ran on as a second worker and answered for the session's cells.
 func TestCForkedChildIsNoSecondWorker(t *testing.T) {
 	t.Parallel()
+	forkedChildIsNoSecondWorker(t, "cfork", "ctypes, os", "ctypes.CDLL(None).fork()")
+}
+
+// forkedChildIsNoSecondWorker has a cell of session prefix-VERSION fork by
+// fork (a Python expression, with imports imported first), then counts six
+// cells and asks that each ran once, in the worker.
+func forkedChildIsNoSecondWorker(t *testing.T, prefix, imports, fork string) {
 	e := hubtest.Start(t)
 	newestAndOldest(t, func(py, version string) {
-		name := "cfork-" + version
-		r := e.Run("exec", name, "import ctypes, os; n = 0; os.getpid()", "--python", py)
+		name := prefix + "-" + version
+		r := e.Run("exec", name, "import "+imports+"; n = 0; os.getpid()", "--python", py)
 		require.Equal(t, 0, r.Code, "%s", r)
 		pid := strings.TrimSpace(r.Stdout[strings.LastIndex(r.Stdout, "Out[1]: ")+8:])
-		r = e.Run("exec", name, `child = ctypes.CDLL(None).fork() == 0
+		r = e.Run("exec", name, "child = "+fork+` == 0
 print("child" if child else "parent")`)
 		require.Equal(t, 0, r.Code, "%s", r)
 		for i := 1; i <= 6; i++ {
